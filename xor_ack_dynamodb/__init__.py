@@ -1,0 +1,34 @@
+"""Guaranteed message processing with XOR ack chains kept in Amazon DynamoDB.
+
+A root message starts a chain holding a random stamp; whoever finishes a piece of work
+XORs in, with one stamp, the edge it finished and the edges of the children it started.
+The chain reads all zeros exactly when every started edge has finished.
+"""
+
+from . import errors
+from .config import AckConfig
+from .dynamodb import XorAckDynamoDB
+from .local import LocalDynamoDB
+from .memory import MemoryAck
+from .model import ChainStatus, State
+from .retry import RetryPolicy
+from .stamps import Stamp, derive_edge, new_stamp, xor
+from .stats import RequestStats
+
+__all__ = [
+    "AckConfig",
+    "ChainStatus",
+    "LocalDynamoDB",
+    "MemoryAck",
+    "RequestStats",
+    "RetryPolicy",
+    "Stamp",
+    "State",
+    "XorAckDynamoDB",
+    "derive_edge",
+    "errors",
+    "new_stamp",
+    "xor",
+]
+
+__version__ = "0.1.0"

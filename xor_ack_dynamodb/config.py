@@ -1,0 +1,65 @@
+"""A small picklable description of a tracker, for code that runs somewhere else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from .dynamodb import XorAckDynamoDB
+
+__all__ = ["AckConfig"]
+
+
+@dataclass(frozen=True)
+class AckConfig:
+    """Everything an executor, a worker process or a Lambda function needs to build its
+    own :class:`~xor_ack_dynamodb.XorAckDynamoDB`: boto3 clients cannot be pickled and
+    must never travel in a Spark closure, this can.
+
+    ``region`` and ``endpoint_url`` default to the environment (``AWS_REGION``,
+    ``AWS_ENDPOINT_URL_DYNAMODB``). The explicit keys exist for local endpoints (moto,
+    dynalite) that accept any key; on AWS leave them unset and let the executor's role
+    provide credentials. They are never shown by ``repr``.
+    """
+
+    table: str
+    partition_key: str = "tagID"
+    region: str | None = None
+    endpoint_url: str | None = None
+    ttl_seconds: float = 3600.0
+    retention_seconds: float = 86400.0
+    delete_on_ack: bool = False
+    max_ops: int = 32
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    aws_access_key_id: str | None = field(default=None, repr=False)
+    aws_secret_access_key: str | None = field(default=None, repr=False)
+
+    def client(self) -> Any:
+        """A new low-level DynamoDB client in a new boto3 session (sessions are not
+        thread-safe; clients are)."""
+        import boto3
+
+        session = boto3.session.Session(
+            aws_access_key_id=self.aws_access_key_id,
+            aws_secret_access_key=self.aws_secret_access_key,
+            region_name=self.region,
+        )
+        return session.client("dynamodb", endpoint_url=self.endpoint_url)
+
+    def connect(self, client: Any = None) -> XorAckDynamoDB:
+        """A tracker for this configuration, on ``client`` or a new one."""
+        from .dynamodb import XorAckDynamoDB
+
+        return XorAckDynamoDB(
+            table=self.table,
+            partition_key=self.partition_key,
+            client=client if client is not None else self.client(),
+            ttl=self.ttl_seconds,
+            retention=self.retention_seconds,
+            delete_on_ack=self.delete_on_ack,
+            max_ops=self.max_ops,
+            retry=self.retry,
+        )

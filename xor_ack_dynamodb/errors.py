@@ -1,0 +1,161 @@
+"""The error hierarchy.
+
+Every error the library raises on purpose derives from :class:`XorAckError` and carries
+``.code``, the class name, as the Node package's errors do, and ``.tag`` where a chain is
+involved. Errors that mean "the caller passed bad input" also derive from ``ValueError``
+(or ``TypeError`` for a value of the wrong type), and are raised before any request is
+sent, so nothing is written.
+
+DynamoDB errors the library does not interpret propagate as botocore's ``ClientError``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "XorAckError",
+    "BufferLengthsUnequal",
+    "LessThanTwoBuffers",
+    "ZeroBufferNoOp",
+    "InvalidTag",
+    "InvalidTagType",
+    "InvalidStamp",
+    "InvalidStampType",
+    "InvalidConfig",
+    "StaleLocalData",
+    "TagExists",
+    "TagNotFound",
+    "TagFailed",
+    "TagExpired",
+    "TagAcked",
+    "TableNotFound",
+    "TableSchemaMismatch",
+    "CorruptItem",
+    "BatchIncomplete",
+]
+
+
+class XorAckError(Exception):
+    """Base of every error this library raises on purpose."""
+
+    def __init__(self, message: str, *, tag: str | None = None) -> None:
+        super().__init__(message)
+        self.tag = tag
+
+    @property
+    def code(self) -> str:
+        """The class name, like the Node package's ``error.code``."""
+        return type(self).__name__
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword-only ``tag`` would be lost by the default exception pickling, and
+        # these errors cross process boundaries (Spark executors, multiprocessing).
+        return (_rebuild, (type(self), str(self), self.tag))
+
+
+def _rebuild(cls: type[XorAckError], message: str, tag: str | None) -> XorAckError:
+    return cls(message, tag=tag)
+
+
+# Bad input: raised before any request is sent.
+
+
+class BufferLengthsUnequal(XorAckError, ValueError):
+    """Stamps of different lengths were XORed, or a stamp's length differs from the
+    chain's stored stamp. Probably a programming bug."""
+
+
+class LessThanTwoBuffers(XorAckError, ValueError):
+    """``xor()`` was given fewer than two stamps. Probably a programming bug."""
+
+
+class ZeroBufferNoOp(XorAckError, ValueError):
+    """An all-zero stamp was passed to ``create()`` or ``stamp()``: it would change
+    nothing (or create a chain that is already complete). Probably a programming bug."""
+
+
+class InvalidTag(XorAckError, ValueError):
+    """The tag is not a non-empty ``str`` that encodes to at most 2048 bytes of UTF-8
+    (DynamoDB's limit for a partition key). A tag of the wrong type also derives from
+    ``TypeError`` (see :class:`InvalidTagType`)."""
+
+
+class InvalidTagType(InvalidTag, TypeError):
+    """The tag is not a ``str``."""
+
+
+class InvalidStamp(XorAckError, ValueError):
+    """The stamp is empty or larger than the library allows (``MAX_STAMP_BYTES``)."""
+
+
+class InvalidStampType(InvalidStamp, TypeError):
+    """The stamp is not bytes-like (``bytes``, ``bytearray``, ``memoryview``)."""
+
+
+class InvalidConfig(XorAckError, ValueError):
+    """A constructor argument is out of range: a table name DynamoDB would reject, an
+    empty partition key name, a non-positive ttl, a retry budget below one attempt."""
+
+
+# Chain state: raised after reading the chain, never after a partial write.
+
+
+class StaleLocalData(XorAckError):
+    """``stamp()`` lost the optimistic-concurrency race on every attempt of its retry
+    budget. Nothing was applied by the failed attempts; retrying the same call with the
+    same ``op_id`` is safe."""
+
+
+class TagExists(XorAckError):
+    """``create()`` found a live chain (pending, or finished and still within its
+    retention) with that tag. A chain whose expiry has passed is overwritten instead."""
+
+
+class TagNotFound(XorAckError):
+    """No chain with that tag exists (never created, deleted, or removed by TTL)."""
+
+
+class TagFailed(XorAckError):
+    """The chain was marked failed; it takes no more stamps."""
+
+    def __init__(self, message: str, *, tag: str | None = None, reason: str | None = None):
+        super().__init__(message, tag=tag)
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_failed, (str(self), self.tag, self.reason))
+
+
+def _rebuild_failed(message: str, tag: str | None, reason: str | None) -> TagFailed:
+    return TagFailed(message, tag=tag, reason=reason)
+
+
+class TagExpired(XorAckError):
+    """The chain's ``expires_at`` has passed while it was pending: it timed out, and is
+    to be reported and replayed, never counted as done."""
+
+
+class TagAcked(XorAckError):
+    """The chain already reached zero. A stamp carrying an op id that the chain already
+    applied is not an error: it returns the stored value instead."""
+
+
+# Table and item problems.
+
+
+class TableNotFound(XorAckError):
+    """The table does not exist in this account and region (or at this endpoint)."""
+
+
+class TableSchemaMismatch(XorAckError):
+    """The table exists but its key schema is not a single String partition key with
+    the configured name."""
+
+
+class CorruptItem(XorAckError):
+    """The chain's item holds an attribute of a type this library cannot read (for
+    example a ``stamp`` that is not Binary, or a TTL attribute that is not a Number).
+    Nothing was written to it."""
+
+
+class BatchIncomplete(XorAckError):
+    """``status_many()`` still had unprocessed keys when its retry budget was spent."""

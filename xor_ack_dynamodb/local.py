@@ -1,0 +1,84 @@
+"""The embedded DynamoDB: a moto server in this process, on 127.0.0.1 and a free port.
+
+For demos, tests and local development. It speaks DynamoDB's real HTTP protocol, so
+everything that talks to it (other processes, Spark executors, the Node package) goes
+through botocore exactly as against AWS.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+from typing import Any
+
+from .config import AckConfig
+
+__all__ = ["LocalDynamoDB"]
+
+log = logging.getLogger("xor_ack_dynamodb")
+
+#: moto accepts any credentials; these keep botocore from looking for real ones.
+LOCAL_KEY_ID = "testing"
+LOCAL_SECRET = "testing"
+LOCAL_REGION = "us-east-1"
+
+
+class LocalDynamoDB:
+    """A moto server started in a background thread of this process.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`. ``endpoint_url`` is
+    known once started. State lives in this process and is gone when it stops.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._host = host
+        self._port = port
+        self._server: Any = None
+        self.endpoint_url: str | None = None
+
+    def start(self) -> LocalDynamoDB:
+        from moto.server import ThreadedMotoServer
+
+        # werkzeug logs every request at INFO to stderr; for an embedded backend that is
+        # noise (thousands of lines a job). Its warnings and errors still show.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        server = ThreadedMotoServer(ip_address=self._host, port=self._port, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        self._server = server
+        self.endpoint_url = f"http://{host}:{port}"
+        log.info("embedded DynamoDB (moto) listening on %s", self.endpoint_url)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def __enter__(self) -> LocalDynamoDB:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def config(self, table: str, **options: Any) -> AckConfig:
+        """An :class:`AckConfig` pointing at this server, with moto's dummy credentials."""
+        if self.endpoint_url is None:
+            raise RuntimeError("LocalDynamoDB is not started")
+        return AckConfig(
+            table=table,
+            endpoint_url=self.endpoint_url,
+            region=LOCAL_REGION,
+            aws_access_key_id=LOCAL_KEY_ID,
+            aws_secret_access_key=LOCAL_SECRET,
+            **options,
+        )
+
+    def client(self) -> Any:
+        """A low-level DynamoDB client for this server."""
+        return self.config("unused").client()

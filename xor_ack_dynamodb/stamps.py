@@ -1,0 +1,164 @@
+"""Stamps: the values XORed into a chain.
+
+A stamp is an immutable ``bytes`` value. A chain's stored stamp is the XOR of every edge
+that was started and not yet finished; it is all zeros exactly when every started edge
+has also been finished (up to a chance of 2**-(8*size) for random edges, which is why
+edges must be random and large enough: 16 bytes by default, Storm uses 8).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable
+
+from .errors import (
+    BufferLengthsUnequal,
+    InvalidStamp,
+    InvalidStampType,
+    InvalidTag,
+    InvalidTagType,
+    LessThanTwoBuffers,
+)
+
+__all__ = ["Stamp", "xor", "new_stamp", "derive_edge", "MAX_STAMP_BYTES", "MAX_TAG_BYTES"]
+
+#: DynamoDB's limit on the size of a partition key value.
+MAX_TAG_BYTES = 2048
+#: The largest stamp the library accepts. 1 KiB keeps a chain's item (stamp, op ids,
+#: timestamps) near one write unit; real edges are 8 to 64 bytes.
+MAX_STAMP_BYTES = 1024
+
+BytesLike = bytes | bytearray | memoryview
+
+
+class Stamp(bytes):
+    """An immutable stamp. ``acked`` is True when every byte is zero.
+
+    Being a ``bytes`` subclass, a ``Stamp`` compares equal to the same bytes and can be
+    passed anywhere bytes are expected (boto3 Binary attributes among them).
+    """
+
+    __slots__ = ()
+
+    @property
+    def acked(self) -> bool:
+        """True when the stamp is all zeros: the chain it came from is complete."""
+        return not any(self)
+
+    def __repr__(self) -> str:
+        return f"Stamp({self.hex()!r}, acked={self.acked})"
+
+
+def as_bytes(value: object, *, tag: str | None = None) -> bytes:
+    """Return ``value`` as ``bytes``, or raise :class:`InvalidStampType` /
+    :class:`InvalidStamp` (empty, or over :data:`MAX_STAMP_BYTES`)."""
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise InvalidStampType(
+            f"a stamp must be bytes-like (bytes, bytearray, memoryview), not {type(value).__name__}",
+            tag=tag,
+        )
+    data = bytes(value)
+    if not data:
+        raise InvalidStamp("a stamp must not be empty", tag=tag)
+    if len(data) > MAX_STAMP_BYTES:
+        raise InvalidStamp(
+            f"a stamp must be at most {MAX_STAMP_BYTES} bytes, got {len(data)}", tag=tag
+        )
+    return data
+
+
+def check_tag(tag: object) -> str:
+    """Return ``tag`` if it is a usable chain tag, else raise :class:`InvalidTag`.
+
+    A usable tag is a non-empty ``str`` whose UTF-8 encoding (which must exist: lone
+    surrogates have none) is at most :data:`MAX_TAG_BYTES` bytes.
+    """
+    if not isinstance(tag, str):
+        raise InvalidTagType(f"a tag must be a str, not {type(tag).__name__}")
+    if not tag:
+        raise InvalidTag("a tag must not be empty")
+    try:
+        size = len(tag.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidTag(f"a tag must be encodable as UTF-8 ({exc.reason})") from None
+    if size > MAX_TAG_BYTES:
+        raise InvalidTag(f"a tag must be at most {MAX_TAG_BYTES} bytes of UTF-8, got {size}")
+    return tag
+
+
+def xor(*stamps: BytesLike) -> Stamp:
+    """XOR two or more bytes-like values of equal length.
+
+    Raises :class:`LessThanTwoBuffers` for fewer than two values,
+    :class:`BufferLengthsUnequal` when lengths differ, and :class:`InvalidStampType`
+    for a value that is not bytes-like. Empty values of equal length give an empty
+    ``Stamp``.
+    """
+    if len(stamps) < 2:
+        raise LessThanTwoBuffers(f"xor() needs at least two stamps, got {len(stamps)}")
+    return xor_all(stamps)
+
+
+def xor_all(stamps: Iterable[BytesLike]) -> Stamp:
+    """XOR any number (one or more) of equal-length values; see :func:`xor`."""
+    size: int | None = None
+    acc = 0
+    for value in stamps:
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise InvalidStampType(
+                f"xor() takes bytes-like values, not {type(value).__name__}"
+            )
+        data = bytes(value)
+        if size is None:
+            size = len(data)
+        elif len(data) != size:
+            raise BufferLengthsUnequal(
+                f"cannot XOR stamps of different lengths ({size} and {len(data)} bytes)"
+            )
+        acc ^= int.from_bytes(data, "big")
+    if size is None:
+        raise LessThanTwoBuffers("xor_all() needs at least one stamp")
+    return Stamp(acc.to_bytes(size, "big"))
+
+
+def new_stamp(size: int = 16) -> Stamp:
+    """A random stamp of ``size`` bytes from :mod:`secrets`, never all zeros."""
+    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= MAX_STAMP_BYTES:
+        raise InvalidStamp(f"a stamp size must be an int from 1 to {MAX_STAMP_BYTES}, got {size!r}")
+    while True:
+        data = secrets.token_bytes(size)
+        if any(data):
+            return Stamp(data)
+
+
+def derive_edge(key: bytes, parent: bytes, index: int | str | bytes) -> Stamp:
+    """A child edge derived deterministically from its parent edge and its position.
+
+    Keyed BLAKE2b of ``parent`` and ``index``, as long as ``parent`` (at most 64 bytes).
+    The same inputs give the same edge on every machine and every attempt, which is what
+    lets a recomputed Spark partition re-emit exactly the edges its first attempt did.
+    ``key`` (at most 64 bytes) keeps edges of different runs unrelated. The result is
+    never all zeros.
+    """
+    size = len(parent)
+    if not 1 <= size <= 64:
+        raise InvalidStamp(f"derive_edge() needs a parent edge of 1 to 64 bytes, got {size}")
+    if isinstance(index, int):
+        label = index.to_bytes(8, "big", signed=True)
+    elif isinstance(index, str):
+        label = index.encode("utf-8")
+    else:
+        label = bytes(index)
+    counter = 0
+    while True:
+        h = hashlib.blake2b(digest_size=size, key=key[:64])
+        h.update(bytes(parent))
+        h.update(len(label).to_bytes(4, "big"))
+        h.update(label)
+        if counter:
+            h.update(counter.to_bytes(4, "big"))
+        digest = h.digest()
+        if any(digest):
+            return Stamp(digest)
+        counter += 1

@@ -1,0 +1,60 @@
+"""Per-tracker counters: what a tracker asked of DynamoDB and how often it had to retry."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+__all__ = ["RequestStats"]
+
+
+class RequestStats:
+    """Thread-safe counters for one tracker.
+
+    ``requests`` counts HTTP requests by operation, botocore's own resends included (what
+    DynamoDB bills). ``events`` counts ``conflicts`` (a conditional write lost a race),
+    ``retries`` (attempts the library made again) and ``duplicates`` (a stamp found its
+    op id already applied).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: Counter[str] = Counter()
+        self._events: Counter[str] = Counter()
+
+    def request(self, operation: str, count: int = 1) -> None:
+        with self._lock:
+            self._requests[operation] += count
+
+    def add(self, event: str, count: int = 1) -> None:
+        with self._lock:
+            self._events[event] += count
+
+    @property
+    def requests(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._requests)
+
+    @property
+    def total_requests(self) -> int:
+        with self._lock:
+            return sum(self._requests.values())
+
+    @property
+    def events(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._events)
+
+    def snapshot(self) -> dict[str, int]:
+        """Every counter in one flat dict: ``requests``, ``requests.<Operation>``, and the
+        events."""
+        with self._lock:
+            flat = {f"requests.{k}": v for k, v in sorted(self._requests.items())}
+            flat["requests"] = sum(self._requests.values())
+            flat.update(sorted(self._events.items()))
+            return flat
+
+    def reset(self) -> None:
+        with self._lock:
+            self._requests.clear()
+            self._events.clear()
