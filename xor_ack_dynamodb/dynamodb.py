@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import tenacity
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
@@ -34,11 +34,11 @@ from .errors import (
     ZeroBufferNoOp,
 )
 from .item import Chain, Item, ItemCodec
-from .model import ChainStatus, op_key, random_op_key
+from .model import ChainStatus, create_op_key, op_key, random_op_key
 from .retry import RetryPolicy
-from .stamps import Stamp, as_bytes, check_tag, xor_all
+from .stamps import Stamp, as_bytes, check_tag, check_tags, xor_all
 from .stats import RequestStats
-from .table import check_table_name, create_table, missing_table_message
+from .table import check_table_name, create_table, describe, missing_table_message, table_key
 
 if TYPE_CHECKING:
     from .config import AckConfig
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 __all__ = ["XorAckDynamoDB", "TRANSIENT_CODES"]
 
 log = logging.getLogger("xor_ack_dynamodb")
+
+_T = TypeVar("_T")
 
 #: Error codes after which a request may or may not have been applied, and which are
 #: worth another attempt once botocore's own retries are spent.
@@ -83,7 +85,7 @@ def _error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def _retry_attempts(response: dict[str, Any]) -> int:
+def _retry_attempts(response: Mapping[str, Any]) -> int:
     return int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0)
 
 
@@ -193,7 +195,7 @@ class XorAckDynamoDB:
         data = as_bytes(stamp, tag=tag)
         if not any(data):
             raise ZeroBufferNoOp("cannot create a chain with an all-zero stamp", tag=tag)
-        op = op_key(op_id) if op_id is not None else random_op_key()
+        op = create_op_key(op_id) if op_id is not None else random_op_key()
 
         def attempt() -> Stamp:
             now = self._now()
@@ -226,7 +228,9 @@ class XorAckDynamoDB:
                 current = self._old_item(exc, tag)
                 if current is None:  # deleted since the condition was checked: try again
                     raise _Conflict(None) from None
+                self._cache.put(tag, current)
                 if op in current.ops:
+                    self.stats.add("duplicates")
                     log.debug("create %s: op already applied, returning current value", tag)
                     return Stamp(current.stamp)
                 raise TagExists(f"chain {tag!r} already exists ({current.effective_state(now)})", tag=tag) from None
@@ -518,7 +522,7 @@ class XorAckDynamoDB:
         consistent, unprocessed keys retried with backoff. Tags with no chain are absent
         from the result. Raises :class:`BatchIncomplete` if keys are still unprocessed
         when the retry budget is spent."""
-        wanted = list(dict.fromkeys(check_tag(t) for t in tags))
+        wanted = list(dict.fromkeys(check_tags(tags)))
         found: dict[str, ChainStatus] = {}
         for start in range(0, len(wanted), _BATCH_SIZE):
             keys = [self.codec.key(t) for t in wanted[start : start + _BATCH_SIZE]]
@@ -552,15 +556,18 @@ class XorAckDynamoDB:
 
     def delete(self, tag: str) -> None:
         """Delete the chain whatever its state. Raises :class:`TagNotFound` if there is
-        none (unless botocore resent the request, when the first attempt may be the one
-        that deleted it)."""
+        none, unless the request had to be sent again (by botocore or by this library's
+        retry), since the first attempt may be the one that deleted it."""
         tag = check_tag(tag)
+        attempts = 0
 
         def attempt() -> None:
+            nonlocal attempts
+            attempts += 1
             response = self._call("DeleteItem", tag, Key=self.codec.key(tag), ReturnValues="ALL_OLD")
             self._cache.discard(tag)
             if "Attributes" not in response:
-                if _retry_attempts(response) > 0:
+                if _retry_attempts(response) > 0 or attempts > 1:
                     log.debug("delete %s: resent request found nothing; taking it as deleted", tag)
                     return
                 raise TagNotFound(f"chain {tag!r} does not exist", tag=tag)
@@ -568,6 +575,19 @@ class XorAckDynamoDB:
         self._retrying(tag, attempt)
 
     # -- plumbing -----------------------------------------------------------------------
+
+    def _key_mismatch(self, exc: ClientError) -> bool:
+        """Whether a ValidationException comes from the table's key schema. The message
+        says so on DynamoDB ("does not match the schema") but not always elsewhere (a key
+        of another type, moto's bare "Validation Exception"): then DescribeTable decides.
+        One more request, on an error path only."""
+        message = str(exc).lower()
+        if "key" in message and "schema" in message:
+            return True
+        try:
+            return table_key(describe(self.client, self.table)) != (self.partition_key, "S")
+        except (ClientError, TableNotFound):
+            return False
 
     def _now(self) -> int:
         return int(self._clock())
@@ -585,7 +605,7 @@ class XorAckDynamoDB:
     def _old_item(self, exc: ClientError, tag: str) -> Chain | None:
         """The item a failed condition saw (``ALL_OLD``), or a consistent read of it for
         backends that do not return it; None if there is no item."""
-        item = exc.response.get("Item")
+        item = cast("Item | None", exc.response.get("Item"))
         if item is not None:
             return self.codec.parse(item, tag)
         try:
@@ -593,7 +613,7 @@ class XorAckDynamoDB:
         except TagNotFound:
             return None
 
-    def _retrying(self, tag: str, attempt: Callable[[], Any]) -> Any:
+    def _retrying(self, tag: str, attempt: Callable[[], _T]) -> _T:
         """Run ``attempt`` under the retry budget: again after a lost race (``_Conflict``)
         or a transient error. A spent budget raises :class:`StaleLocalData` for races and
         the last error itself otherwise."""
@@ -619,20 +639,22 @@ class XorAckDynamoDB:
             log.debug("retrying after transient error: %r", state.outcome.exception())
 
     def _call(self, operation: str, tag: str | None, **kwargs: Any) -> dict[str, Any]:
-        """One request. Counts it (with botocore's own resends), logs it without its
-        body, and turns a missing table or a key schema mismatch into typed errors."""
+        """One request. Counts it (with botocore's own resends) and the capacity it
+        consumed (when the backend reports it), logs it without its body, and turns a
+        missing table or a key schema mismatch into typed errors."""
         method = getattr(self.client, _METHODS[operation])
         log.debug("%s %s tag=%r", operation, self.table, tag)
         try:
             if operation != "BatchGetItem":  # the only request that names its table(s) inside
                 kwargs["TableName"] = self.table
+            kwargs.setdefault("ReturnConsumedCapacity", "TOTAL")
             response: dict[str, Any] = method(**kwargs)
         except ClientError as exc:
             self.stats.request(operation, 1 + _retry_attempts(exc.response))
             code = _error_code(exc)
             if code == "ResourceNotFoundException":
                 raise TableNotFound(missing_table_message(self.table)) from exc
-            if code == "ValidationException" and "key" in str(exc).lower() and "schema" in str(exc).lower():
+            if code == "ValidationException" and self._key_mismatch(exc):
                 raise TableSchemaMismatch(
                     f"table {self.table!r} does not have a String partition key named "
                     f"{self.partition_key!r}: {exc.response.get('Error', {}).get('Message')}",
@@ -640,7 +662,15 @@ class XorAckDynamoDB:
                 ) from exc
             raise
         self.stats.request(operation, 1 + _retry_attempts(response))
+        self.stats.add_capacity(_capacity_units(response.get("ConsumedCapacity")))
         return response
+
+
+def _capacity_units(consumed: Any) -> float:
+    """Total CapacityUnits of a response's ConsumedCapacity: one entry for a single-item
+    request, a list (one per table) for a batch; 0.0 when the backend reports none."""
+    entries = consumed if isinstance(consumed, list) else [consumed] if isinstance(consumed, dict) else []
+    return float(sum(float(e.get("CapacityUnits") or 0) for e in entries if isinstance(e, dict)))
 
 
 _METHODS = {

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
@@ -101,12 +101,12 @@ class ItemCodec:
         """A Python value as a DynamoDB attribute value (boto3's serializer)."""
         if isinstance(python_value, (bytes, bytearray)):
             return {"B": bytes(python_value)}
-        return _serializer.serialize(python_value)  # type: ignore[no-any-return]
+        return cast(AttributeValue, _serializer.serialize(python_value))
 
     def parse(self, item: Item, tag: str | None = None) -> Chain:
         """Read an item. Raises :class:`CorruptItem` for an attribute of the wrong type."""
         try:
-            data = {k: _deserializer.deserialize(v) for k, v in item.items()}
+            data = {k: _deserializer.deserialize(cast(Any, v)) for k, v in item.items()}
         except (TypeError, ValueError) as exc:
             raise CorruptItem(f"chain item cannot be decoded: {exc}", tag=tag) from None
         tag_value = data.get(self.partition_key, tag)
@@ -119,7 +119,7 @@ class ItemCodec:
         state = data.get("state", "pending")
         if state not in STORED_STATES:
             raise CorruptItem(f"chain item's 'state' is {state!r}", tag=tag)
-        version = _integer(data.get("version", 0), "version", tag)
+        version = _integer(data.get("version", Decimal(0)), "version", tag)
         expires = data.get(self.ttl_attribute)
         expires_at = None if expires is None else _integer(expires, self.ttl_attribute, tag)
         ops = data.get("ops", [])
@@ -128,7 +128,7 @@ class ItemCodec:
         reason = data.get("reason")
         return Chain(
             tag=tag,
-            stamp=bytes(stamp.value),
+            stamp=bytes(cast(Any, stamp).value),  # the stubs omit Binary.value
             state=state,
             version=version,
             expires_at=expires_at,

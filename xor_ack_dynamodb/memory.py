@@ -23,8 +23,8 @@ from .errors import (
     TagNotFound,
     ZeroBufferNoOp,
 )
-from .model import ChainStatus, State, op_key, random_op_key
-from .stamps import Stamp, as_bytes, check_tag, xor_all
+from .model import ChainStatus, State, create_op_key, op_key, random_op_key
+from .stamps import Stamp, as_bytes, check_tag, check_tags, xor_all
 
 __all__ = ["MemoryAck"]
 
@@ -100,7 +100,7 @@ class MemoryAck:
         data = as_bytes(stamp, tag=tag)
         if not any(data):
             raise ZeroBufferNoOp("cannot create a chain with an all-zero stamp", tag=tag)
-        op = op_key(op_id) if op_id is not None else random_op_key()
+        op = create_op_key(op_id) if op_id is not None else random_op_key()
         with self._lock:
             current = self._chains.get(tag)
             if current is not None:
@@ -185,7 +185,7 @@ class MemoryAck:
 
     def status_many(self, tags: Iterable[str]) -> dict[str, ChainStatus]:
         """The status of every known chain among ``tags``; unknown tags are absent."""
-        wanted = [check_tag(t) for t in tags]
+        wanted = check_tags(tags)
         with self._lock:
             return {t: self._chains[t].status(t) for t in wanted if t in self._chains}
 

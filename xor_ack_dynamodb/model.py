@@ -11,7 +11,7 @@ from typing import Literal
 from .errors import InvalidConfig
 from .stamps import Stamp
 
-__all__ = ["ChainStatus", "State", "op_key", "random_op_key"]
+__all__ = ["ChainStatus", "State", "create_op_key", "op_key", "random_op_key"]
 
 #: ``expired`` is never stored: it is how a ``pending`` chain whose expiry has passed reads.
 State = Literal["pending", "acked", "failed", "expired"]
@@ -48,16 +48,25 @@ def epoch_to_datetime(seconds: int | None) -> datetime | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, tz=timezone.utc)
 
 
-def op_key(op_id: str) -> str:
+def op_key(op_id: str, *, namespace: str = "") -> str:
     """The 16-hex-digit key under which an op id is remembered in a chain.
 
     Op ids are hashed so that a chain's item stays small whatever ids callers use
     (SQS message ids, Spark task coordinates); a 64-bit key makes a false "already
     applied" between two of the last few dozen ops of one chain a 2**-58 event.
+    Raises :class:`InvalidConfig` for an op id that is not a non-empty ``str``.
     """
     if not isinstance(op_id, str) or not op_id:
         raise InvalidConfig(f"op_id must be a non-empty str, got {op_id!r}")
-    return hashlib.blake2b(op_id.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    data = f"{namespace}\x00{op_id}" if namespace else op_id
+    return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def create_op_key(op_id: str) -> str:
+    """The key a ``create()`` remembers for ``op_id``: in a namespace of its own, so a
+    caller that uses one message id for a create and for the stamp that follows it (a
+    Lambda handler doing both) does not see its stamp taken for a duplicate."""
+    return op_key(op_id, namespace="create")
 
 
 def random_op_key() -> str:

@@ -87,6 +87,14 @@ def check_tag(tag: object) -> str:
     return tag
 
 
+def check_tags(tags: Iterable[str]) -> list[str]:
+    """Every tag of ``tags`` checked with :func:`check_tag`. A bare ``str`` is refused
+    with :class:`InvalidTagType` rather than read as an iterable of one-letter tags."""
+    if isinstance(tags, (str, bytes)):
+        raise InvalidTagType("expected an iterable of tags, not a single str; wrap it in a list")
+    return [check_tag(t) for t in tags]
+
+
 def xor(*stamps: BytesLike) -> Stamp:
     """XOR two or more bytes-like values of equal length.
 

@@ -14,13 +14,18 @@ class RequestStats:
     ``requests`` counts HTTP requests by operation, botocore's own resends included (what
     DynamoDB bills). ``events`` counts ``conflicts`` (a conditional write lost a race),
     ``retries`` (attempts the library made again) and ``duplicates`` (a stamp found its
-    op id already applied).
+    op id already applied). ``capacity_units`` sums the read and write capacity units
+    DynamoDB reported as consumed by successful requests (``ReturnConsumedCapacity``;
+    0.0 on backends that report none). Requests that fail (a lost conditional write
+    among them) also consume capacity but carry no ConsumedCapacity in their error
+    response, so the figure is a lower bound.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._requests: Counter[str] = Counter()
         self._events: Counter[str] = Counter()
+        self._capacity = 0.0
 
     def request(self, operation: str, count: int = 1) -> None:
         with self._lock:
@@ -29,6 +34,16 @@ class RequestStats:
     def add(self, event: str, count: int = 1) -> None:
         with self._lock:
             self._events[event] += count
+
+    def add_capacity(self, units: float) -> None:
+        if units:
+            with self._lock:
+                self._capacity += units
+
+    @property
+    def capacity_units(self) -> float:
+        with self._lock:
+            return self._capacity
 
     @property
     def requests(self) -> dict[str, int]:
@@ -58,3 +73,4 @@ class RequestStats:
         with self._lock:
             self._requests.clear()
             self._events.clear()
+            self._capacity = 0.0
