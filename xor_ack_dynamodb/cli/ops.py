@@ -1,0 +1,311 @@
+"""Operator commands: ``table create|describe``, ``status``, ``list``, ``fail``, ``touch``,
+``delete``.
+
+They use the library itself (``XorAckDynamoDB``), so a chain reads the same here as in a
+pipeline: ``expired`` is decided from ``expires_at`` against this machine's clock, and
+every write is the library's conditional write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ..errors import CorruptItem, TableNotFound, TagNotFound
+from ..item import Chain, ItemCodec
+from ..table import describe, missing_table_message, table_key
+from .common import (
+    EXIT_CODES_HELP,
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_global_options,
+    emit_json,
+    handle_errors,
+    print_table,
+    short_hex,
+    status_record,
+    stderr_console,
+    tracker,
+)
+
+__all__ = ["register"]
+
+_STATUS_COLUMNS = ("tag", "state", "version", "expires_at", "stamp", "reason")
+
+
+def register(subparsers: Any) -> None:
+    """Add the operator subcommands to the ``xor-ack`` parser."""
+
+    def add(name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = subparsers.add_parser(
+            name,
+            help=help,
+            description=textwrap.fill(description or help, 88),
+            epilog=EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        add_global_options(parser, top_level=False)
+        return parser
+
+    table = add("table", "create or describe the chains table")
+    actions = table.add_subparsers(dest="table_action", metavar="ACTION", required=True)
+    for name, func, text in (
+        (
+            "create",
+            table_create,
+            "create the table (on demand, String key, TTL on expires_at); "
+            "succeeds if it already exists with that key",
+        ),
+        ("describe", table_describe, "show the table's key, status, item count and TTL"),
+    ):
+        sub: argparse.ArgumentParser = actions.add_parser(
+            name,
+            help=text,
+            description=text,
+            epilog=EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        add_global_options(sub, top_level=False)
+        sub.set_defaults(func=func)
+
+    status = add("status", "show chains by tag (a consistent BatchGetItem)")
+    status.add_argument("tags", nargs="+", metavar="TAG")
+    status.set_defaults(func=status_cmd)
+
+    listing = add(
+        "list",
+        "list chains: reads the whole table",
+        "List chains, optionally by state and tag prefix. This is a Scan: it reads (and is "
+        "billed for) the WHOLE table, whatever the filters; a progress indicator shows on "
+        "stderr when it is a terminal. 'expired' is decided from expires_at against this "
+        "machine's clock, as the library does.",
+    )
+    listing.add_argument("--state", choices=("pending", "expired", "failed", "acked"))
+    listing.add_argument("--prefix", help="only tags starting with this")
+    listing.add_argument("--limit", type=int, help="stop after this many matching chains")
+    listing.add_argument("--page-size", type=int, default=1000, help="items per Scan request (default 1000)")
+    listing.set_defaults(func=list_cmd)
+
+    fail = add("fail", "mark a pending or expired chain failed (kept as a tombstone)")
+    fail.add_argument("tag", metavar="TAG")
+    fail.add_argument("--reason", help="why (stored with the chain, up to 1024 characters)")
+    fail.set_defaults(func=fail_cmd)
+
+    touch = add("touch", "push a pending chain's expiry out (Storm's reset-timeout)")
+    touch.add_argument("tag", metavar="TAG")
+    touch.add_argument("--ttl", type=float, default=None, help="seconds from now (default 3600)")
+    touch.set_defaults(func=touch_cmd)
+
+    delete = add("delete", "delete a chain whatever its state")
+    delete.add_argument("tag", metavar="TAG")
+    delete.set_defaults(func=delete_cmd)
+
+
+def _print_statuses(records: list[dict[str, Any]], title: str) -> None:
+    rows = [
+        (
+            r["tag"],
+            r["state"],
+            r["version"],
+            _when(r["expires_at"]),
+            short_hex(bytes.fromhex(r["stamp"])),
+            r["reason"],
+        )
+        for r in records
+    ]
+    print_table(title, _STATUS_COLUMNS, rows)
+
+
+def _when(iso: str | None) -> str | None:
+    """An ISO timestamp shortened for a table cell (UTC, to the second)."""
+    return None if iso is None else iso.replace("T", " ").replace("+00:00", "Z")
+
+
+@handle_errors
+def table_create(args: argparse.Namespace) -> int:
+    ack = tracker(args)
+    created = ack.create_table()
+    if args.json:
+        emit_json({"table": ack.table, "partition_key": ack.partition_key, "created": created})
+    else:
+        print(f"table {ack.table} {'created' if created else 'already exists'} (key {ack.partition_key})")
+    return EXIT_OK
+
+
+@handle_errors
+def table_describe(args: argparse.Namespace) -> int:
+    ack = tracker(args)
+    info = describe(ack.client, ack.table)
+    ttl = ack.client.describe_time_to_live(TableName=ack.table).get("TimeToLiveDescription", {})
+    key = table_key(info)
+    record = {
+        "table": info.get("TableName"),
+        "status": info.get("TableStatus"),
+        "partition_key": key[0] if key else None,
+        "partition_key_type": key[1] if key else None,
+        "billing_mode": info.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED"),
+        "item_count": info.get("ItemCount"),
+        "size_bytes": info.get("TableSizeBytes"),
+        "ttl_status": ttl.get("TimeToLiveStatus"),
+        "ttl_attribute": ttl.get("AttributeName"),
+        "arn": info.get("TableArn"),
+    }
+    if args.json:
+        emit_json(record)
+    else:
+        print_table(f"table {record['table']}", ("property", "value"), list(record.items()))
+    if key != (ack.partition_key, "S"):
+        print(
+            f"xor-ack: warning: the table's key is {key!r}, not a String {ack.partition_key!r}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+@handle_errors
+def status_cmd(args: argparse.Namespace) -> int:
+    ack = tracker(args)
+    found = ack.status_many(args.tags)
+    records: list[dict[str, Any]] = []
+    missing = [t for t in dict.fromkeys(args.tags) if t not in found]
+    for tag in dict.fromkeys(args.tags):
+        if tag in found:
+            records.append(status_record(found[tag]))
+        else:
+            records.append({"tag": tag, "state": None, "error": TagNotFound.__name__})
+    if args.json:
+        emit_json(records)
+    else:
+        _print_statuses([r for r in records if r["state"] is not None], f"chains in {ack.table}")
+    for tag in missing:
+        print(f"xor-ack: error: TagNotFound: chain {tag!r} does not exist", file=sys.stderr)
+    return EXIT_FAILED if missing else EXIT_OK
+
+
+def _scan(ack: Any, prefix: str | None, page_size: int) -> Iterator[dict[str, Any]]:
+    """Every page of a Scan of the table (with the prefix filtered server-side)."""
+    kwargs: dict[str, Any] = {"TableName": ack.table, "PaginationConfig": {"PageSize": page_size}}
+    if prefix:
+        kwargs.update(
+            FilterExpression="begins_with(#pk, :p)",
+            ExpressionAttributeNames={"#pk": ack.partition_key},
+            ExpressionAttributeValues={":p": {"S": prefix}},
+        )
+    try:
+        yield from ack.client.get_paginator("scan").paginate(**kwargs)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            raise TableNotFound(missing_table_message(ack.table)) from None
+        raise
+
+
+@handle_errors
+def list_cmd(args: argparse.Namespace) -> int:
+    if args.page_size < 1 or (args.limit is not None and args.limit < 1):
+        raise UsageError("--page-size and --limit must be positive")
+    ack = tracker(args)
+    codec: ItemCodec = ack.codec
+    now = int(time.time())
+    matched: list[Chain] = []
+    scanned = pages = corrupt = 0
+    console = stderr_console()
+    progress = _progress(console)
+    with progress:
+        task = progress.add_task(f"scanning {ack.table}", total=None)
+        for page in _scan(ack, args.prefix, args.page_size):
+            pages += 1
+            scanned += int(page.get("ScannedCount", 0))
+            for item in page.get("Items", []):
+                try:
+                    chain = codec.parse(item)
+                except CorruptItem as exc:
+                    corrupt += 1
+                    print(f"xor-ack: warning: CorruptItem: {exc} (tag {exc.tag!r})", file=sys.stderr)
+                    continue
+                if args.state is None or chain.effective_state(now) == args.state:
+                    matched.append(chain)
+            description = f"scanning {ack.table}: {scanned} items, {len(matched)} matched"
+            progress.update(task, description=description)
+            if args.limit is not None and len(matched) >= args.limit:
+                matched = matched[: args.limit]
+                break
+    matched.sort(key=lambda c: c.tag)
+    records = [status_record(c.status(now)) for c in matched]
+    if args.json:
+        emit_json(records)
+    else:
+        _print_statuses(records, f"chains in {ack.table}")
+    print(
+        f"xor-ack: scanned {scanned} items in {pages} pages; {len(records)} matched"
+        + (f"; {corrupt} unreadable" if corrupt else ""),
+        file=sys.stderr,
+    )
+    return EXIT_FAILED if corrupt else EXIT_OK
+
+
+def _progress(console: Any) -> Any:
+    """A transient spinner on stderr while scanning (silent when stderr is not a terminal)."""
+    try:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    except ImportError:  # pragma: no cover
+        import contextlib
+
+        class _Quiet(contextlib.nullcontext[None]):
+            def add_task(self, *a: Any, **k: Any) -> int:
+                return 0
+
+            def update(self, *a: Any, **k: Any) -> None:
+                pass
+
+        return _Quiet()
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=console is None or not console.is_terminal,
+    )
+
+
+@handle_errors
+def fail_cmd(args: argparse.Namespace) -> int:
+    ack = tracker(args)
+    status = ack.fail(args.tag, args.reason)
+    if args.json:
+        emit_json(status_record(status))
+    else:
+        _print_statuses([status_record(status)], "failed")
+    return EXIT_OK
+
+
+@handle_errors
+def touch_cmd(args: argparse.Namespace) -> int:
+    if args.ttl is not None and not args.ttl > 0:
+        raise UsageError(f"--ttl must be a positive number of seconds, got {args.ttl}")
+    ack = tracker(args)
+    status = ack.touch(args.tag, ttl=args.ttl)
+    if args.json:
+        emit_json(status_record(status))
+    else:
+        _print_statuses([status_record(status)], "touched")
+    return EXIT_OK
+
+
+@handle_errors
+def delete_cmd(args: argparse.Namespace) -> int:
+    ack = tracker(args)
+    ack.delete(args.tag)
+    if args.json:
+        emit_json({"tag": args.tag, "deleted": True})
+    else:
+        print(f"deleted {args.tag}")
+    return EXIT_OK

@@ -1,0 +1,136 @@
+"""Pytest fixtures for code that uses xor-ack-dynamodb (a pytest plugin).
+
+Installed with the package and registered through the ``pytest11`` entry point, so in a
+project that has ``xor-ack-dynamodb`` and ``moto[server]`` installed these fixtures need no
+import and no conftest:
+
+``xor_ack``
+    An :class:`~xor_ack_dynamodb.XorAckDynamoDB` on a fresh table in moto's in-process
+    DynamoDB (``mock_aws``), with fake credentials set for the test. Nothing leaves the
+    process. Other boto3 clients made during the test (S3, SQS, ...) are mocked too.
+``xor_ack_factory``
+    ``xor_ack_factory(**options)`` builds more trackers on the same table and client, with
+    options such as ``clock=``, ``ttl=``, ``max_ops=``, ``delete_on_ack=``.
+``memory_ack``
+    A :class:`~xor_ack_dynamodb.MemoryAck`: the same rules in a dict, no AWS at all.
+``xor_ack_server``
+    A :class:`~xor_ack_dynamodb.LocalDynamoDB` (a moto server on 127.0.0.1 and a free
+    port) for the whole session: for code under test that runs in other processes
+    (Spark executors, subprocesses) and must reach DynamoDB over HTTP.
+``xor_ack_config``
+    A picklable :class:`~xor_ack_dynamodb.AckConfig` for a fresh table on
+    ``xor_ack_server`` (the table is created).
+
+Override ``xor_ack_table_name`` or ``xor_ack_partition_key`` (define a fixture of that name
+in your conftest) to change the table's name or key. The plugin imports moto only when a
+fixture that needs it is used, so it costs nothing in projects that do not use it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .memory import MemoryAck
+
+if TYPE_CHECKING:
+    from .config import AckConfig
+    from .dynamodb import XorAckDynamoDB
+    from .local import LocalDynamoDB
+
+__all__ = [
+    "xor_ack",
+    "xor_ack_factory",
+    "memory_ack",
+    "xor_ack_server",
+    "xor_ack_config",
+    "xor_ack_table_name",
+    "xor_ack_partition_key",
+]
+
+_REGION = "us-east-1"
+_tables = itertools.count()
+
+
+def _fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake credentials and a region for one test; no endpoint or profile from the
+    developer's shell can send a request to a real account."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SECURITY_TOKEN", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", _REGION)
+    monkeypatch.setenv("AWS_REGION", _REGION)
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def xor_ack_table_name() -> str:
+    """The name of the table ``xor_ack`` creates (unique per test)."""
+    return f"xor-ack-test-{os.getpid()}-{next(_tables)}"
+
+
+@pytest.fixture
+def xor_ack_partition_key() -> str:
+    """The partition key of the tables the fixtures create."""
+    return "tagID"
+
+
+@pytest.fixture
+def xor_ack(
+    monkeypatch: pytest.MonkeyPatch, xor_ack_table_name: str, xor_ack_partition_key: str
+) -> Iterator[XorAckDynamoDB]:
+    """A tracker on a fresh table in moto's in-process DynamoDB (``mock_aws``)."""
+    import boto3
+    from moto import mock_aws
+
+    from .dynamodb import XorAckDynamoDB
+
+    _fake_aws_env(monkeypatch)
+    with mock_aws():
+        client = boto3.session.Session().client("dynamodb", region_name=_REGION)
+        tracker = XorAckDynamoDB(xor_ack_table_name, xor_ack_partition_key, client=client)
+        tracker.create_table()
+        yield tracker
+
+
+@pytest.fixture
+def xor_ack_factory(xor_ack: XorAckDynamoDB) -> Callable[..., XorAckDynamoDB]:
+    """Build more trackers on ``xor_ack``'s table and client, with other options."""
+    from .dynamodb import XorAckDynamoDB
+
+    def make(**options: Any) -> XorAckDynamoDB:
+        options.setdefault("client", xor_ack.client)
+        return XorAckDynamoDB(xor_ack.table, xor_ack.partition_key, **options)
+
+    return make
+
+
+@pytest.fixture
+def memory_ack() -> MemoryAck:
+    """An in-memory tracker with the same rules as ``XorAckDynamoDB``."""
+    return MemoryAck()
+
+
+@pytest.fixture(scope="session")
+def xor_ack_server() -> Iterator[LocalDynamoDB]:
+    """A moto server on 127.0.0.1 for the session (DynamoDB over real HTTP)."""
+    from .local import LocalDynamoDB
+
+    with LocalDynamoDB() as server:
+        yield server
+
+
+@pytest.fixture
+def xor_ack_config(
+    xor_ack_server: LocalDynamoDB, xor_ack_table_name: str, xor_ack_partition_key: str
+) -> AckConfig:
+    """A picklable config for a fresh, created table on ``xor_ack_server``."""
+    config = xor_ack_server.config(xor_ack_table_name, partition_key=xor_ack_partition_key)
+    config.connect().create_table()
+    return config
