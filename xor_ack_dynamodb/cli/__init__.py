@@ -10,19 +10,23 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import wordcount
+from . import ops, wordcount
+from .common import EXIT_CODES_HELP, add_global_options
 
 __all__ = ["main", "build_parser"]
 
 #: Modules that add subcommands, in the order ``--help`` lists them.
-SUBCOMMANDS = [wordcount]
+SUBCOMMANDS = [wordcount, ops]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="xor-ack",
         description="Guaranteed message processing with XOR ack chains kept in DynamoDB.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_global_options(parser, top_level=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in SUBCOMMANDS:
         module.register(subparsers)

@@ -1,0 +1,385 @@
+"""The tracked word count and the tracked-RDD API on a real Spark, local[2], against the
+moto server over HTTP (executors are separate Python processes: they reach it like any
+DynamoDB endpoint)."""
+
+from __future__ import annotations
+
+import json
+import operator
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from conftest import unique_table
+from pyspark import cloudpickle
+from spark_helpers import CORPUS, corpus_files, plain_count, read_counts, spark_context
+
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB
+from xor_ack_dynamodb.cli import main
+from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking, read_csv_parts
+from xor_ack_dynamodb.wordcount import find_inputs, run_wordcount, tokenize
+
+pytestmark = pytest.mark.spark
+
+# Executors cannot import this module (tests/ is not on their path): ship the functions
+# defined here by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def sc() -> Iterator[Any]:
+    with spark_context("local[2]") as context:
+        yield context
+
+
+@pytest.fixture
+def config(moto_server: LocalDynamoDB) -> AckConfig:
+    config = moto_server.config(unique_table("spark"))
+    config.connect().create_table()
+    return config
+
+
+def test_tokenize_rule() -> None:
+    assert tokenize("Don't co-op: MP3 x²y café snake_case Ünïcödé") == [
+        "don",
+        "t",
+        "co",
+        "op",
+        "mp",
+        "x",
+        "y",
+        "café",
+        "snake",
+        "case",
+        "ünïcödé",
+    ]
+    assert tokenize("cafe\u0301") == ["café"]  # combining accent, normalized to NFC
+    assert tokenize("  42 -- !") == []
+
+
+def test_wordcount_on_the_bundled_corpus(sc: Any, config: AckConfig, tmp_path: Path) -> None:
+    files = corpus_files()
+    assert 20 <= len(files) <= 40
+    report = run_wordcount(sc, find_inputs([CORPUS]), tmp_path, config)
+
+    expected = plain_count(files)
+    assert read_counts(tmp_path / "counts.csv") == expected
+    assert all(f.state == "acked" and f.attempts == 1 and f.error is None for f in report.files)
+    totals = report.totals()
+    assert totals["files"] == len(files) and totals["acked"] == len(files) and totals["failed"] == 0
+    assert totals["words"] == sum(expected.values()) and totals["distinct_words"] == len(expected)
+    assert totals["replays"] == 0
+    assert 0 < totals["dynamodb_requests"] <= 0.05 * totals["words"]
+    assert totals["requests_per_word"] <= 0.05
+
+    # The chains themselves: every one acked (zero), none left pending.
+    statuses = config.connect().status_many(f.tag for f in report.files)
+    assert len(statuses) == len(files)
+    assert all(s.state == "acked" and s.stamp.acked for s in statuses.values())
+
+    written = json.loads((tmp_path / "report.json").read_text())
+    assert written["totals"] == totals
+    assert {f["state"] for f in written["files"]} == {"acked"}
+    assert not (tmp_path / ".parts" / report.run_id).exists()
+
+
+def test_failed_files_are_replayed_and_counted_once(sc: Any, config: AckConfig, tmp_path: Path) -> None:
+    files = corpus_files()
+    report = run_wordcount(
+        sc, find_inputs([CORPUS]), tmp_path, config, fail_rate=0.2, seed=7, keep_parts=True
+    )
+
+    # Every file has dozens of words, so every file met a failure on attempt 1...
+    assert all(f.attempts == 2 for f in report.files)
+    for f in report.files:
+        first, second = f.history
+        assert first["state"] == "failed" and "InjectedFailure" in first["reason"]
+        assert second["state"] == "acked" and second["tag"] == first["tag"] + "#2"
+    # ...and the failed attempt did write rows (the words that did not fail) that the
+    # final count must leave out: the counts still equal the plain count exactly.
+    assert any(True for _ in read_csv_parts(tmp_path / ".parts" / report.run_id / "attempt-1"))
+    assert read_counts(tmp_path / "counts.csv") == plain_count(files)
+    totals = report.totals()
+    assert totals["acked"] == len(files) and totals["replays"] == len(files)
+
+    tracker = config.connect()
+    first_tags = [f.history[0]["tag"] for f in report.files]
+    failed = tracker.status_many(first_tags)
+    assert all(s.state == "failed" and not s.stamp.acked for s in failed.values())  # never falsely zero
+    assert all(s.state == "acked" for s in tracker.status_many(f.tag for f in report.files).values())
+
+
+def test_files_that_keep_failing_end_failed(sc: Any, config: AckConfig, tmp_path: Path) -> None:
+    inputs = find_inputs([CORPUS / "psalm-023.txt", CORPUS / "sonnet-018.txt"])
+    report = run_wordcount(sc, inputs, tmp_path, config, fail_rate=0.3, fail_attempts=5, max_attempts=2)
+    assert not report.all_acked
+    assert [f.state for f in report.files] == ["failed", "failed"]
+    assert all(f.attempts == 2 and "InjectedFailure" in (f.error or "") for f in report.files)
+    assert read_counts(tmp_path / "counts.csv") == Counter()  # nothing from failed chains
+
+
+def test_undecodable_file_fails_alone(sc: Any, config: AckConfig, tmp_path: Path) -> None:
+    good = tmp_path / "in" / "good.txt"
+    bad = tmp_path / "in" / "bad.txt"
+    good.parent.mkdir()
+    good.write_text("one two two three three three\n", encoding="utf-8")
+    bad.write_bytes(b"caf\xe9 latin-1 bytes\n")
+    report = run_wordcount(sc, find_inputs([good.parent]), tmp_path / "out", config, max_attempts=2)
+    states = {Path(f.path).name: f for f in report.files}
+    assert states["good.txt"].state == "acked"
+    assert states["bad.txt"].state == "failed" and "UnicodeDecodeError" in (states["bad.txt"].error or "")
+    assert read_counts(tmp_path / "out" / "counts.csv") == Counter({"three": 3, "two": 2, "one": 1})
+
+
+def test_untracked_job_counts_the_same(sc: Any, tmp_path: Path) -> None:
+    report = run_wordcount(sc, find_inputs([CORPUS]), tmp_path, None)
+    assert read_counts(tmp_path / "counts.csv") == plain_count(corpus_files())
+    assert report.totals()["dynamodb_requests"] == 0
+
+
+# -- the tracked-RDD API beyond the word count ----------------------------------------
+
+
+def _key(tracking: Tracking) -> Any:
+    prefix = tracking.run_id  # not `tracking` itself: it holds the SparkContext
+    return lambda root: f"{prefix}/{root}"
+
+
+def _letters(text: str) -> list[str]:
+    return text.split()
+
+
+def _explode_on_x(word: str) -> str:
+    if word == "x":
+        raise ValueError("no x allowed")
+    return word
+
+
+def test_shuffle_merges_anchors_of_many_chains(sc: Any, config: AckConfig, tmp_path: Path) -> None:
+    """Words shared by several roots meet in one reduced record anchored to all of them;
+    the sink's one stamp per chain per partition completes every chain."""
+    roots = ["a b c a", "b c d", "a a a", "q"]
+    writer = CsvPartitionWriter(str(tmp_path / "parts"), header=("word", "count"))
+    tracking = Tracking(sc, config)
+    written: list[int] = []
+
+    def job(started: Any, attempt: int) -> None:
+        pairs = started.fan_out(_letters).filter(lambda w: w != "q").map(lambda w: (w, 1))
+        written.append(pairs.reduce_by_key(operator.add, 3).sink(writer))
+
+    report = tracking.run(roots, _key(tracking), job)
+    assert [o.state for o in report.outcomes] == ["acked"] * 4
+    assert written == [4]  # a, b, c, d: "q" was filtered out (and its edge acked)
+    rows = {r["word"]: int(r["count"]) for r in read_csv_parts(tmp_path / "parts")}
+    assert rows == {"a": 5, "b": 2, "c": 2, "d": 1}
+    # One create per root, then at most one stamp per chain per reduce partition.
+    counters = report.counters
+    assert counters["chains_created"] == 4
+    assert counters["stamps"] <= 3 * 3 + 1
+
+
+def test_record_that_raises_fails_its_chain_only(sc: Any, config: AckConfig, tmp_path: Path) -> None:
+    roots = ["a b", "c x d", "e"]
+    tracking = Tracking(sc, config)
+    writer = CsvPartitionWriter(str(tmp_path / "parts"), header=("word",), to_row=lambda w: (w,))
+
+    def job(started: Any, attempt: int) -> None:
+        started.fan_out(_letters).map(_explode_on_x).sink(writer)
+
+    report = tracking.run(roots, _key(tracking), job, max_attempts=2)
+    states = [o.state for o in report.outcomes]
+    assert states == ["acked", "failed", "acked"]
+    bad = report.outcomes[1]
+    assert len(bad.attempts) == 2 and all("no x allowed" in (a.reason or "") for a in bad.attempts)
+    # The failed chains hold a nonzero stamp: the record that raised never acked its edge.
+    statuses = tracking.tracker.status_many(a.tag for a in bad.attempts)
+    assert all(s.state == "failed" and not s.stamp.acked for s in statuses.values())
+
+
+def test_sink_that_raises_fails_its_chains(sc: Any, config: AckConfig) -> None:
+    tracking = Tracking(sc, config)
+
+    def broken_writer(index: int, values: list[Any]) -> None:
+        raise OSError("disk full")
+
+    def job(started: Any, attempt: int) -> None:
+        started.fan_out(_letters).sink(broken_writer)
+
+    report = tracking.run(["a b", "c"], _key(tracking), job, max_attempts=1)
+    assert [o.state for o in report.outcomes] == ["failed", "failed"]
+    assert all("disk full" in (o.attempts[-1].reason or "") for o in report.outcomes)
+
+
+def test_duplicate_keys_are_rejected_before_any_request(sc: Any, config: AckConfig) -> None:
+    from xor_ack_dynamodb.errors import InvalidConfig
+
+    tracking = Tracking(sc, config)
+    with pytest.raises(InvalidConfig):
+        tracking.run(["a", "a"], lambda r: r, lambda started, attempt: None)
+    assert tracking.requests()["requests"] == 0
+
+
+# -- the command, in this process (it reuses the active SparkContext) -----------------
+
+
+def test_command_runs_the_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["wordcount", "--output", str(tmp_path), "--quiet"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "files acked" in out and "requests per word" in out
+    assert read_counts(tmp_path / "counts.csv") == plain_count(corpus_files())
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["totals"]["acked"] == len(corpus_files())
+
+
+def test_command_exit_status_when_files_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(
+        [
+            "wordcount",
+            str(CORPUS / "psalm-023.txt"),
+            "--output",
+            str(tmp_path),
+            "--quiet",
+            "--fail-rate",
+            "0.5",
+            "--fail-attempts",
+            "9",
+            "--max-attempts",
+            "2",
+        ]
+    )
+    assert status == 1
+    assert "not acked" in capsys.readouterr().out
+
+
+def test_command_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["wordcount", "--fail-rate", "1.5"])
+    assert exit_info.value.code == 2
+    assert main(["wordcount", "/no/such/file"]) == 2
+
+
+def test_command_against_a_named_table_and_endpoint(
+    moto_server: LocalDynamoDB, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--endpoint-url/--table: no embedded server; the table is created if missing and
+    the chains are found in it afterwards (credentials and region from the environment)."""
+    table = unique_table("cli")
+    inputs = [str(CORPUS / "psalm-023.txt"), str(CORPUS / "sonnet-116.txt")]
+    status = main(
+        ["wordcount", *inputs, "--endpoint-url", str(moto_server.endpoint_url), "--table", table]
+        + ["--output", str(tmp_path), "--quiet"]
+    )
+    assert status == 0
+    assert f"DynamoDB table {table}" in capsys.readouterr().err
+    report = json.loads((tmp_path / "report.json").read_text())
+    tracker = moto_server.config(table).connect()
+    statuses = tracker.status_many(f["tag"] for f in report["files"])
+    assert [s.state for s in statuses.values()] == ["acked", "acked"]
+
+
+def test_edge_deriver_matches_derive_edge() -> None:
+    import os
+
+    from xor_ack_dynamodb import derive_edge
+    from xor_ack_dynamodb.spark.steps import EdgeDeriver
+
+    for size in (8, 16, 32, 64):
+        key = os.urandom(32)
+        edges = EdgeDeriver(key, size)
+        for position in (0, 1, 7, 2**40, -3):
+            parent = os.urandom(size)
+            assert edges.child(parent, position) == int.from_bytes(derive_edge(key, parent, position), "big")
+
+
+def test_command_without_tracking_aborts_on_a_failing_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The contrast: with no tracking, one record that raises fails the whole job."""
+    status = main(
+        ["wordcount", str(CORPUS / "psalm-023.txt"), "--output", str(tmp_path), "--quiet"]
+        + ["--no-tracking", "--fail-rate", "0.5"]
+    )
+    assert status == 1
+    assert "the Spark job failed" in capsys.readouterr().err
+    assert not (tmp_path / "counts.csv").exists()
+
+
+class _SlowFirstAttempt:
+    """A sink writer that, on attempt 1, outlives the chains' ttl before writing."""
+
+    def __init__(self, attempt: int, seconds: float) -> None:
+        self.attempt = attempt
+        self.seconds = seconds
+
+    def __call__(self, index: int, values: list[Any]) -> None:
+        if self.attempt == 1:
+            import time
+
+            time.sleep(self.seconds)
+
+
+def test_expired_chains_are_replayed(sc: Any, moto_server: LocalDynamoDB) -> None:
+    config = moto_server.config(unique_table("expiry"), ttl_seconds=5)
+    config.connect().create_table()
+    tracking = Tracking(sc, config)
+
+    def job(started: Any, attempt: int) -> None:
+        started.fan_out(_letters).sink(_SlowFirstAttempt(attempt, 6.5))
+
+    report = tracking.run(["a b", "c d e"], _key(tracking), job, max_attempts=3)
+    assert [o.state for o in report.outcomes] == ["acked", "acked"]
+    for outcome in report.outcomes:
+        # The sink's stamps met expired chains (skipped, not applied): replayed.
+        assert outcome.attempts[0].state == "expired"
+        assert outcome.attempts[0].tag != outcome.attempts[-1].tag
+    assert report.counters["skipped"] >= 2
+
+
+def test_s3_sink_writes_then_acks(sc: Any, config: AckConfig, moto_server: LocalDynamoDB) -> None:
+    """The sink writing to S3 (the moto server serves S3 too): one object per partition,
+    read back whole; chains acked after the puts."""
+    from xor_ack_dynamodb.spark import S3PartitionWriter, read_s3_parts
+
+    s3 = boto3.session.Session(region_name="us-east-1").client("s3", endpoint_url=moto_server.endpoint_url)
+    bucket = unique_table("bucket").lower()
+    s3.create_bucket(Bucket=bucket)
+    tracking = Tracking(sc, config)
+    writer = S3PartitionWriter(bucket, "run/counts", ("word", "count"), endpoint_url=moto_server.endpoint_url)
+
+    def job(started: Any, attempt: int) -> None:
+        started.fan_out(_letters).map(lambda w: (w, 1)).reduce_by_key(operator.add, 2).sink(writer)
+
+    report = tracking.run(["a b a", "b c"], _key(tracking), job)
+    assert [o.state for o in report.outcomes] == ["acked", "acked"]
+    rows = {r["word"]: int(r["count"]) for r in read_s3_parts(s3, bucket, "run/counts")}
+    assert rows == {"a": 2, "b": 2, "c": 1}
+
+
+def test_command_writes_to_s3(
+    moto_server: LocalDynamoDB, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--output s3://bucket/prefix: partition files, counts.csv and report.json are S3
+    objects (the moto server serves S3 too); the parts are removed afterwards."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", str(moto_server.endpoint_url))
+    s3 = boto3.session.Session(region_name="us-east-1").client("s3", endpoint_url=moto_server.endpoint_url)
+    bucket = unique_table("out").lower()
+    s3.create_bucket(Bucket=bucket)
+    inputs = [str(CORPUS / "psalm-023.txt"), str(CORPUS / "ecclesiastes-03.txt")]
+    status = main(
+        ["wordcount", *inputs, "--endpoint-url", str(moto_server.endpoint_url), "--table", unique_table("s3")]
+        + ["--output", f"s3://{bucket}/wc", "--quiet", "--fail-rate", "0.05"]
+    )
+    assert status == 0
+    assert f"s3://{bucket}/wc/counts.csv" in capsys.readouterr().out
+    body = s3.get_object(Bucket=bucket, Key="wc/counts.csv")["Body"].read().decode("utf-8")
+    rows = dict(line.split(",") for line in body.splitlines()[1:])
+    assert {w: int(c) for w, c in rows.items()} == plain_count(Path(p) for p in inputs)
+    report = json.loads(s3.get_object(Bucket=bucket, Key="wc/report.json")["Body"].read())
+    assert report["totals"]["acked"] == 2 and report["totals"]["replays"] == 2
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    assert sorted(keys) == ["wc/counts.csv", "wc/report.json"]

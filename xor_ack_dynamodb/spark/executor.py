@@ -1,0 +1,226 @@
+"""What runs inside a Spark task: the executor's tracker and the per-partition ledger.
+
+A ledger collects, for one partition of one tracked step, the XOR of every edge the
+step acked or emitted per chain, and the chains whose records raised. At the end of the
+partition it flushes: one ``fail`` per failed chain, then one ``stamp`` per other chain,
+each stamp under the op id ``<run>/<step>/<partition>/<tag>``. A retried, recomputed or
+speculative copy of the task computes the same XORs (edges are derived, not drawn) and
+sends them under the same op ids, so the chain applies each at most once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+from pyspark.accumulators import AccumulatorParam
+
+from ..errors import TagAcked, TagExists, TagExpired, TagFailed, TagNotFound
+
+if TYPE_CHECKING:
+    from pyspark import Accumulator
+
+    from ..config import AckConfig
+    from ..dynamodb import XorAckDynamoDB
+
+__all__ = ["RunSpec", "Ledger", "CounterParam", "executor_tracker", "Anchors"]
+
+log = logging.getLogger("xor_ack_dynamodb.spark")
+
+#: A record's anchors: for each chain it belongs to, the XOR of its pending edges, as an
+#: int (XOR of ints is cheaper than of bytes, and pickles smaller through a shuffle).
+Anchors = dict[str, int]
+
+#: Called after a ledger flushed, with the step name and the partition index (a test
+#: hook: make a task die after its stamps landed).
+AfterFlush = Callable[[str, int], None]
+
+# Executor-side cache, one tracker per AckConfig per Python worker process. This is the
+# only module-level state in the library, and it never holds anything the driver built:
+# each worker fills it lazily from the picklable AckConfig that travelled with the task,
+# so a boto3 client is built once per worker process instead of once per task (building
+# one costs tens of milliseconds) and never crosses a process boundary. Python workers
+# run one task at a time; the lock guards the odd thread a user task may start.
+_TRACKERS: dict[AckConfig, XorAckDynamoDB] = {}
+#: How many chains one partition flushes at the same time.
+FLUSH_THREADS = 8
+_TRACKERS_LOCK = threading.Lock()
+
+
+def executor_tracker(config: AckConfig) -> XorAckDynamoDB:
+    """This worker process's tracker for ``config``, built on first use."""
+    with _TRACKERS_LOCK:
+        tracker = _TRACKERS.get(config)
+        if tracker is None:
+            tracker = config.connect()
+            _TRACKERS[config] = tracker
+        return tracker
+
+
+def snapshot(tracker: XorAckDynamoDB) -> Counter[str]:
+    """The tracker's request counts (``requests.<Operation>``) and events (``conflicts``,
+    ``retries``, ``duplicates``) so far."""
+    counts = Counter({f"requests.{op}": n for op, n in tracker.stats.requests.items()})
+    counts.update(tracker.stats.events)
+    return counts
+
+
+def report(spec: RunSpec, tracker: XorAckDynamoDB, before: Counter[str], counts: Counter[str]) -> None:
+    """Add ``counts``, and what ``tracker`` did since ``before`` (a :func:`snapshot`),
+    to the run's accumulator."""
+    delta = snapshot(tracker)
+    delta.subtract(before)
+    counts.update({k: n for k, n in delta.items() if n})
+    counts["requests"] += sum(n for k, n in delta.items() if k.startswith("requests."))
+    spec.counters.add(counts)
+
+
+class CounterParam(AccumulatorParam[Counter[str]]):
+    """Sums ``Counter``s: how tasks report their DynamoDB requests to the driver."""
+
+    def zero(self, value: Counter[str]) -> Counter[str]:
+        return Counter()
+
+    def addInPlace(self, value1: Counter[str], value2: Counter[str]) -> Counter[str]:
+        value1.update(value2)
+        return value1
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What every tracked step of one attempt needs on the executors. Picklable.
+
+    ``run_id`` names the attempt in op ids; ``key`` keys edge derivation (different runs
+    get unrelated edges); ``counters`` is the accumulator tasks add their request counts
+    to (requests made by a task that later died are not reported: Spark drops the
+    accumulator updates of failed tasks).
+    """
+
+    config: AckConfig
+    run_id: str
+    key: bytes
+    edge_size: int
+    counters: Accumulator[Counter[str]]
+    after_flush: AfterFlush | None = None
+
+
+class Ledger:
+    """The pending XORs and failures of one partition of one step; see the module doc.
+
+    Flushing raises only for errors worth a task retry (DynamoDB unreachable, a budget
+    spent on lost races): a chain that is already failed, expired, acked or gone gets
+    no stamp and is counted under ``skipped``, because its outcome no longer depends on
+    this partition (a failed or expired chain is replayed as a whole).
+    """
+
+    def __init__(self, spec: RunSpec, step: str, partition: int) -> None:
+        self.spec = spec
+        self.step = step
+        self.partition = partition
+        self.pending: dict[str, int] = {}
+        self.failed: dict[str, str] = {}
+        self.creates: dict[str, int] = {}
+
+    def ack(self, anchors: Anchors) -> None:
+        """XOR ``anchors`` (edges finished or started) into the pending stamps."""
+        pending = self.pending
+        for tag, edge in anchors.items():
+            pending[tag] = pending.get(tag, 0) ^ edge
+
+    def fail(self, tags: Iterable[str], error: BaseException | str) -> None:
+        """Fail these chains at the flush (the first reason per chain is kept)."""
+        reason = error if isinstance(error, str) else repr(error)
+        for tag in tags:
+            self.failed.setdefault(tag, reason)
+
+    def op_id(self, tag: str) -> str:
+        return f"{self.spec.run_id}/{self.step}/{self.partition}/{tag}"
+
+    def create(self, tag: str, root: int) -> None:
+        """Start chain ``tag`` at the flush, with root edge ``root`` (which the records of
+        this step have already acked, so the chain is created holding the XOR of the
+        edges they started: one write instead of a create and a stamp)."""
+        self.creates[tag] = root
+
+    def flush(self) -> None:
+        """Send this partition's creates, fails and stamps; see the class doc. Chains are
+        flushed concurrently (up to :data:`FLUSH_THREADS` at a time: a request is mostly
+        waiting on the network); each chain's own requests stay in order: create, then
+        fail or stamp."""
+        tags = self._order(set(self.creates) | set(self.failed) | set(self.pending))
+        if not tags:
+            self._after()
+            return
+        tracker = executor_tracker(self.spec.config)
+        before = snapshot(tracker)
+        counts: Counter[str] = Counter()
+        if len(tags) == 1:
+            counts.update(self._flush_one(tracker, tags[0]))
+        else:
+            with ThreadPoolExecutor(
+                min(FLUSH_THREADS, len(tags)), thread_name_prefix="xor-ack-flush"
+            ) as pool:
+                for result in pool.map(partial(self._flush_one, tracker), tags):
+                    counts.update(result)
+        report(self.spec, tracker, before, counts)
+        self._after()
+
+    def _flush_one(self, tracker: XorAckDynamoDB, tag: str) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        size = self.spec.edge_size
+        pending = self.pending.get(tag, 0)
+        if tag in self.creates:
+            root = self.creates[tag]
+            value = root if tag in self.failed else root ^ pending
+            pending = 0
+            try:
+                # Nothing started (e.g. an empty file): create it with its root edge and
+                # ack that below; a create never stores zero.
+                tracker.create(tag, (value or root).to_bytes(size, "big"), op_id=self.op_id(tag) + "/create")
+            except TagExists:
+                # Tags carry the run id, so only this run creates them: this is our own
+                # create, from an earlier attempt of this task, whose op id the chain has
+                # since forgotten (more than max_ops ops landed on it).
+                pass
+            counts["chains_created"] += 1
+            if value == 0 and tag not in self.failed:
+                pending = root
+        if tag in self.failed:
+            try:
+                tracker.fail(tag, reason=self.failed[tag])
+                counts["chains_failed"] += 1
+            except (TagAcked, TagNotFound) as exc:
+                # Acked: impossible unless an op id fell out of the chain's memory.
+                log.warning("could not fail chain %s: %r", tag, exc)
+                counts["skipped"] += 1
+            return counts
+        if pending == 0:
+            return counts
+        try:
+            result = tracker.stamp(tag, pending.to_bytes(size, "big"), op_id=self.op_id(tag))
+            counts["stamps"] += 1
+            # (A re-sent last stamp of a chain counts again: it returns the zero too.)
+            counts["chains_acked"] += result.acked
+        except (TagFailed, TagExpired, TagAcked, TagNotFound) as exc:
+            log.debug("no stamp for %s: %s", tag, exc.code)
+            counts["skipped"] += 1
+        return counts
+
+    def _order(self, tags: Iterable[str]) -> list[str]:
+        """Tags sorted, then rotated by the partition index: partitions flushing the same
+        chains at the same moment start at different chains instead of racing on each."""
+        ordered = sorted(tags)
+        if not ordered:
+            return ordered
+        shift = (self.partition * 7919) % len(ordered)
+        return ordered[shift:] + ordered[:shift]
+
+    def _after(self) -> None:
+        if self.spec.after_flush is not None:
+            self.spec.after_flush(self.step, self.partition)

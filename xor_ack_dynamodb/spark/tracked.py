@@ -1,0 +1,160 @@
+"""Tracked RDDs: Spark transformations that keep every record's ack anchors.
+
+A :class:`TrackedRDD` wraps an RDD of ``(value, anchors)`` records. Its methods mirror the
+RDD methods a pipeline needs (``fan_out`` for ``flatMap``, ``map``, ``filter``,
+``reduce_by_key``) and end in :meth:`TrackedRDD.sink`, which writes the output and then
+acks. :class:`UntrackedRDD` has the same methods over a plain RDD, so one job function
+can run with tracking and without (to measure what tracking costs).
+
+Every step that stamps flushes once per chain per partition (coalescing): the number of
+DynamoDB writes grows with chains x partitions, not with records.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from . import steps
+from .executor import RunSpec
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+__all__ = ["TrackedRDD", "UntrackedRDD", "Stream", "PartitionWriter"]
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+#: ``writer(partition_index, values)``: writes one partition's output and returns only
+#: once it is durable; idempotent per partition (retries and speculation call it again
+#: with the same values).
+PartitionWriter = Callable[[int, list[Any]], None]
+
+
+class Stream(Protocol):
+    """What a job function may use: the methods :class:`TrackedRDD` and
+    :class:`UntrackedRDD` share."""
+
+    def fan_out(self, fn: Callable[[Any], Iterable[Any]], name: str = ...) -> Stream: ...
+    def map(self, fn: Callable[[Any], Any], name: str = ...) -> Stream: ...
+    def filter(self, pred: Callable[[Any], bool], name: str = ...) -> Stream: ...
+    def reduce_by_key(
+        self, fn: Callable[[Any, Any], Any], num_partitions: int | None = ..., name: str = ...
+    ) -> Stream: ...
+    def sink(self, writer: PartitionWriter, name: str = ...) -> int: ...
+
+
+class TrackedRDD(Generic[T]):
+    """An RDD of ``(value, anchors)`` records of one tracked attempt (built by
+    :meth:`xor_ack_dynamodb.spark.Tracking.start`). Lazy like any RDD: nothing runs, and
+    nothing is stamped, until :meth:`sink`.
+
+    User functions run on the executors; when one raises, the record's chains fail (the
+    exception's ``repr`` is the reason) and the rest of the partition goes on.
+    """
+
+    def __init__(
+        self,
+        rdd: RDD[tuple[T, dict[str, int]]],
+        spec: RunSpec,
+        steps_counter: itertools.count[int],
+        roots: tuple[RDD[T], Callable[[T], str], str] | None = None,
+    ) -> None:
+        self.rdd = rdd
+        self.spec = spec
+        self._steps = steps_counter
+        # Set on a freshly started RDD: (roots, key, tag suffix), so that a fan_out
+        # right after the start can create each chain and fan it out in one write.
+        self._roots = roots
+
+    def _step(self, name: str) -> str:
+        return f"{next(self._steps)}-{name}"
+
+    def _then(self, rdd: RDD[Any]) -> TrackedRDD[Any]:
+        return TrackedRDD(rdd, self.spec, self._steps)
+
+    def fan_out(self, fn: Callable[[T], Iterable[U]], name: str = "fan_out") -> TrackedRDD[U]:
+        """Like ``flatMap``: each record is replaced by ``fn(value)``'s items, each
+        anchored to a new edge of the parent's chains; one stamp per chain per partition
+        acks the parents and starts the children. Right after ``start``, the chains are
+        created already fanned out (one write per root instead of two)."""
+        step = self._step(name)
+        if self._roots is not None:
+            roots, key, suffix = self._roots
+            fused = partial(steps.start_fan_out_partition, self.spec, step, key, suffix, fn)
+            return self._then(roots.mapPartitionsWithIndex(fused))
+        return self._then(
+            self.rdd.mapPartitionsWithIndex(partial(steps.fan_out_partition, self.spec, step, fn))
+        )
+
+    def map(self, fn: Callable[[T], U], name: str = "map") -> TrackedRDD[U]:
+        """Like ``map``; the record keeps its anchors."""
+        step = self._step(name)
+        return self._then(self.rdd.mapPartitionsWithIndex(partial(steps.map_partition, self.spec, step, fn)))
+
+    def filter(self, pred: Callable[[T], bool], name: str = "filter") -> TrackedRDD[T]:
+        """Like ``filter``; a dropped record is finished, so its edges are acked."""
+        step = self._step(name)
+        return self._then(
+            self.rdd.mapPartitionsWithIndex(partial(steps.filter_partition, self.spec, step, pred))
+        )
+
+    def reduce_by_key(
+        self, fn: Callable[[Any, Any], Any], num_partitions: int | None = None, name: str = "reduce_by_key"
+    ) -> TrackedRDD[tuple[Any, Any]]:
+        """Like ``reduceByKey`` on ``(key, value)`` values. A combined record carries,
+        per chain, the XOR of the pending edges of everything it combines (Storm's
+        multi-anchoring, without new edges), so no stamp is needed here; the sink acks
+        them all. Values that are not pairs, and combinations where ``fn`` raised, fail
+        their chains."""
+        step = self._step(name)
+        keyed = self.rdd.mapPartitionsWithIndex(partial(steps.key_partition, self.spec, f"{step}.key"))
+        reduced = keyed.reduceByKey(partial(steps.combine, fn), num_partitions)
+        return self._then(
+            reduced.mapPartitionsWithIndex(partial(steps.unpack_partition, self.spec, f"{step}.unpack"))
+        )
+
+    def sink(self, writer: PartitionWriter, name: str = "sink") -> int:
+        """Run the job: write every partition's values with ``writer`` and then ack their
+        edges. Returns the number of values written. A partition whose writer raised
+        fails its chains instead."""
+        step = self._step(name)
+        counts = self.rdd.mapPartitionsWithIndex(
+            partial(steps.sink_partition, self.spec, step, writer)
+        ).collect()
+        return sum(counts)
+
+
+class UntrackedRDD(Generic[T]):
+    """The same methods as :class:`TrackedRDD` over a plain RDD of values, with no
+    tracking: no DynamoDB, and a user function that raises fails its task (and, past
+    ``spark.task.maxFailures``, the whole job), as in any Spark job."""
+
+    def __init__(self, rdd: RDD[T]) -> None:
+        self.rdd = rdd
+
+    def fan_out(self, fn: Callable[[T], Iterable[U]], name: str = "fan_out") -> UntrackedRDD[U]:
+        return UntrackedRDD(self.rdd.flatMap(fn))
+
+    def map(self, fn: Callable[[T], U], name: str = "map") -> UntrackedRDD[U]:
+        return UntrackedRDD(self.rdd.map(fn))
+
+    def filter(self, pred: Callable[[T], bool], name: str = "filter") -> UntrackedRDD[T]:
+        return UntrackedRDD(self.rdd.filter(pred))
+
+    def reduce_by_key(
+        self, fn: Callable[[Any, Any], Any], num_partitions: int | None = None, name: str = "reduce_by_key"
+    ) -> UntrackedRDD[tuple[Any, Any]]:
+        return UntrackedRDD(self.rdd.reduceByKey(fn, num_partitions))  # type: ignore[misc]
+
+    def sink(self, writer: PartitionWriter, name: str = "sink") -> int:
+        return sum(self.rdd.mapPartitionsWithIndex(partial(_plain_sink, writer)).collect())
+
+
+def _plain_sink(writer: PartitionWriter, index: int, values: Iterable[Any]) -> Iterable[int]:
+    rows = list(values)
+    writer(index, rows)
+    yield len(rows)
