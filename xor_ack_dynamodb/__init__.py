@@ -6,6 +6,7 @@ The chain reads all zeros exactly when every started edge has finished.
 """
 
 from . import errors
+from .combiner import CombiningTracker
 from .config import AckConfig
 from .dynamodb import XorAckDynamoDB
 from .local import LocalDynamoDB
@@ -18,6 +19,7 @@ from .stats import RequestStats
 __all__ = [
     "AckConfig",
     "ChainStatus",
+    "CombiningTracker",
     "LocalDynamoDB",
     "MemoryAck",
     "RequestStats",

@@ -36,7 +36,7 @@ FailedCallback = Callable[[str, str | None], None]
 class _Record:
     stamp: bytes
     state: State
-    ops: deque[str]
+    ops: tuple[str, ...]  # oldest first; a tuple is a third of a deque's size
     bucket: dict[str, _Record]
     reason: str | None = None
     version: int = 1
@@ -110,7 +110,7 @@ class MemoryAck:
                     raise TagExists(f"chain {tag!r} already exists ({current.state})", tag=tag)
                 current.bucket.pop(tag, None)
             version = current.version + 1 if current is not None else 1
-            record = _Record(data, "pending", deque([op], maxlen=self.max_ops), self._buckets[0], version=version)
+            record = _Record(data, "pending", (op,), self._buckets[0], version=version)
             self._buckets[0][tag] = record
             self._chains[tag] = record
             return Stamp(data)
@@ -136,7 +136,7 @@ class MemoryAck:
                 )
             new = xor_all((record.stamp, delta))
             record.stamp = bytes(new)
-            record.ops.append(op)
+            record.ops = (record.ops + (op,))[-self.max_ops :]
             record.version += 1
             if new.acked:
                 record.state = "acked"

@@ -1,0 +1,245 @@
+"""The results as tables (rich for the terminal, markdown for the README) and a plot."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from .workloads import Measured
+
+__all__ = ["Results", "Target", "rich_tables", "markdown", "plot"]
+
+
+@dataclass
+class Target:
+    what: str
+    measured: str
+    met: bool | None  # None: not measured (pending)
+    bound: str = ""  # what limits it, when not met
+
+
+@dataclass
+class Results:
+    raw1: Measured
+    raw_n: Measured
+    one_chain: dict[tuple[int, str], Measured]  # (threads, "plain"|"combined")
+    distinct: Measured
+    spark: dict[str, dict[str, Any]]  # "tracked"/"untracked"
+    memory: dict[str, float]
+    sizes: list[dict[str, Any]]
+    tag: str
+    targets: list[Target]
+    spark_scale: int = 1
+
+    @property
+    def threads(self) -> list[int]:
+        return sorted({t for t, _ in self.one_chain})
+
+
+_MAIN_HEADER = [
+    "workload",
+    "threads",
+    "per s",
+    "÷ limit",
+    "requests /stamp",
+    "attempts /stamp",
+    "p50 ms",
+    "p99 ms",
+    "failed",
+    "final value",
+]
+
+
+def _f(value: float, digits: int = 2) -> str:
+    return (
+        "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+    )
+
+
+def _row(label: str, m: Measured, raw: float) -> list[str]:
+    return [
+        label,
+        str(m.threads),
+        f"{m.rate:.0f}",
+        _f(m.rate / raw),
+        _f(m.requests_per_op),
+        _f(m.writes_per_op),
+        _f(m.percentile_ms(0.5), 1),
+        _f(m.percentile_ms(0.99), 1),
+        str(m.failed),
+        "ok" if m.ok else "WRONG",
+    ]
+
+
+def main_rows(r: Results) -> list[list[str]]:
+    raw = r.raw1.rate
+    rows = [
+        _row("limit: raw conditional write", r.raw1, raw),
+        _row("raw conditional writes, own items", r.raw_n, raw),
+    ]
+    for threads in r.threads:
+        for mode in ("plain", "combined"):
+            m = r.one_chain.get((threads, mode))
+            if m is not None:
+                label = "one chain" if mode == "plain" else "one chain, combiner"
+                if threads == 1 and mode == "plain":
+                    label = "one chain, uncontended"
+                rows.append(_row(label, m, raw))
+    rows.append(_row("distinct chains", r.distinct, raw))
+    scaling = _row(f"distinct chains ÷ raw writes at {r.distinct.threads} threads", r.distinct, r.raw_n.rate)
+    rows.append([scaling[0], scaling[1], "", scaling[3]] + [""] * 6)
+    return rows
+
+
+def other_rows(r: Results) -> list[list[str]]:
+    rows: list[list[str]] = []
+    for suffix, corpus in (("", "bundled corpus"), ("_scaled", f"corpus ×{r.spark_scale}")):
+        tracked, untracked = r.spark.get("tracked" + suffix), r.spark.get("untracked" + suffix)
+        if tracked is None or untracked is None:
+            if not suffix:
+                rows.append([f"Spark word count ({corpus})", "pending the Spark job: not run"])
+            continue
+        if "pending" in tracked or "pending" in untracked:
+            reason = tracked.get("pending") or untracked.get("pending")
+            rows.append(
+                [
+                    f"Spark word count ({corpus}), tracked ÷ untracked wall time",
+                    f"pending the Spark job: {reason}",
+                ]
+            )
+            rows.append([f"Spark word count ({corpus}), DynamoDB requests per word", "pending the Spark job"])
+            continue
+        rows.append(
+            [
+                f"Spark word count ({corpus}), tracked ÷ untracked wall time",
+                f"{tracked['wall_seconds'] / untracked['wall_seconds']:.2f} "
+                f"(best of {len(tracked['walls'])}: "
+                f"{tracked['wall_seconds']:.2f} s ÷ {untracked['wall_seconds']:.2f} s; "
+                f"runs {tracked['walls']} and {untracked['walls']})",
+            ]
+        )
+        per_word = tracked.get("requests_per_word")
+        rows.append(
+            [
+                f"Spark word count ({corpus}), DynamoDB requests per word",
+                "n/a"
+                if per_word is None
+                else f"{per_word:.4f} ({tracked.get('requests')} requests, {tracked.get('words')} words)",
+            ]
+        )
+    m = r.memory
+    rows.append(
+        [
+            f"MemoryAck holding {int(m['chains']):,} open chains",
+            f"peak {m['peak_mib']:.1f} MiB, {m['bytes_per_chain']:.0f} bytes a chain retained",
+        ]
+    )
+    for s in r.sizes:
+        rows.append(
+            [
+                f"chain item after {s['stamps']} stamps ({s['ops']} op ids)",
+                f"{s['bytes']} bytes, {s['wcu']} WCU a write",
+            ]
+        )
+    return rows
+
+
+def target_rows(r: Results) -> list[list[str]]:
+    rows = []
+    for t in r.targets:
+        met = "pending" if t.met is None else ("yes" if t.met else "no")
+        rows.append([t.what, t.measured, met, t.bound])
+    return rows
+
+
+def rich_tables(r: Results) -> list[Table]:
+    main = Table(
+        title="stamp() on the embedded backend (moto server over HTTP); "
+        "limit = raw conditional writes, 1 thread"
+    )
+    for i, name in enumerate(_MAIN_HEADER):
+        main.add_column(name, justify="left" if i == 0 else "right")
+    for row in main_rows(r):
+        main.add_row(*row)
+    other = Table(title="Spark, memory, item size")
+    other.add_column("figure")
+    other.add_column("value")
+    for row in other_rows(r):
+        other.add_row(*row)
+    targets = Table(title="targets")
+    for name in ("target", "measured", "met", "bounded by"):
+        targets.add_column(name)
+    for row in target_rows(r):
+        targets.add_row(*row, style=None if row[2] == "yes" else "yellow")
+    return [main, other, targets]
+
+
+def _md(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def markdown(r: Results, environment: str) -> str:
+    return (
+        "\n\n".join(
+            [
+                "<!-- written by `make bench` (benchmarks/run.py); do not edit by hand -->",
+                f"Measured in one run: {environment}. Ratios and requests per stamp are the figures "
+                "that travel between machines; absolute rates and latencies are this machine's.",
+                _md(_MAIN_HEADER, main_rows(r)),
+                _md(["figure", "value"], other_rows(r)),
+                _md(["target", "measured", "met", "bounded by"], target_rows(r)),
+                "![stamps per second and requests per stamp against threads on one chain](results.png)",
+            ]
+        )
+        + "\n"
+    )
+
+
+def plot(r: Results, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    threads = r.threads
+    raw = r.raw1.rate
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for mode, style in (("plain", "o-"), ("combined", "s-")):
+        series = [r.one_chain[(t, mode)] for t in threads if (t, mode) in r.one_chain]
+        xs = [m.threads for m in series]
+        label = "stamp()" if mode == "plain" else "stamp() with the combiner"
+        left.plot(xs, [m.rate / raw for m in series], style, label=label)
+        right.plot(xs, [m.requests_per_op for m in series], style, label=label)
+    left.plot([r.distinct.threads], [r.distinct.rate / raw], "^", label="stamp(), one chain per thread")
+    left.plot(
+        [r.raw_n.threads], [r.raw_n.rate / raw], "v", color="grey", label="raw writes, one item per thread"
+    )
+    left.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="raw conditional write, 1 thread")
+    left.set_xscale("log", base=2)
+    left.set_yscale("log")
+    ratios = [m.rate / raw for m in r.one_chain.values() if m.rate > 0] or [1.0]
+    ticks = [2.0**k for k in range(-8, 8) if min(ratios) / 2 <= 2.0**k <= max(ratios) * 2]
+    left.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    left.minorticks_off()
+    left.set_xticks(threads, [str(t) for t in threads])
+    left.set_xlabel("threads on one chain")
+    left.set_ylabel("stamps/s ÷ raw conditional writes/s")
+    left.set_title("throughput")
+    left.legend(fontsize=8)
+    right.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    right.set_xscale("log", base=2)
+    right.set_xticks(threads, [str(t) for t in threads])
+    right.set_xlabel("threads on one chain")
+    right.set_ylabel("DynamoDB requests per stamp")
+    right.set_title("cost")
+    right.legend(fontsize=8)
+    fig.suptitle("xor-ack-dynamodb on a moto server over HTTP (one run)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

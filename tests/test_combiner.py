@@ -1,0 +1,443 @@
+"""CombiningTracker against DynamoDB over HTTP (the moto server and dynalite), with
+real threads.
+
+Where a test needs stamps to be queued behind a write in flight, it holds that write in
+botocore's ``before-send`` hook of the tracker's own client (nothing is faked: the
+request is only delayed) and waits until the others have queued.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import BotoCoreError, ClientError
+from conftest import unique_table
+from reliability.faults import FaultInjector, FaultRates, client_config
+
+from xor_ack_dynamodb import RetryPolicy, Stamp, XorAckDynamoDB, errors, new_stamp, xor
+from xor_ack_dynamodb.combiner import CombiningTracker
+from xor_ack_dynamodb.model import create_op_key, op_key
+
+pytestmark = pytest.mark.server
+
+TAG = "hot/root"
+WAIT = 30.0
+
+
+@pytest.fixture(params=["moto-server", "dynalite"])
+def backend(request: pytest.FixtureRequest) -> Any:
+    """A DynamoDB over HTTP: the moto server, and dynalite (which does not return the
+    item on a failed condition, so lost races take the consistent-read fallback)."""
+    return request.getfixturevalue("moto_server" if request.param == "moto-server" else "dynalite")
+
+
+def tracker(server: Any, table: str | None = None, **options: Any) -> XorAckDynamoDB:
+    """A tracker with its own client on the moto server; creates the table if new."""
+    ack = XorAckDynamoDB(table or unique_table("comb"), client=server.client(), **options)
+    if table is None:
+        ack.create_table()
+    return ack
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.002)
+
+
+class OnUpdate:
+    """Runs ``actions[n]`` inside botocore's before-send hook of the n-th UpdateItem
+    request (1-based) of ``client``, before the request is sent."""
+
+    def __init__(self, client: Any, actions: dict[int, Callable[[], object]]) -> None:
+        self.actions = actions
+        self.count = 0
+        self._lock = threading.Lock()
+        client.meta.events.register("before-send.dynamodb.UpdateItem", self._hook)
+
+    def _hook(self, **_: Any) -> None:
+        with self._lock:
+            self.count += 1
+            n = self.count
+        action = self.actions.get(n)
+        if action is not None:
+            action()
+
+
+class Caller(threading.Thread):
+    """One ``stamp()`` call on its own thread; keeps its result or its error."""
+
+    def __init__(
+        self, combiner: CombiningTracker, delta: bytes, op_id: str | None = None, tag: str = TAG
+    ) -> None:
+        super().__init__(daemon=True)
+        self.combiner, self.tag, self.delta, self.op_id = combiner, tag, delta, op_id
+        self.result: Stamp | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.combiner.stamp(self.tag, self.delta, op_id=self.op_id)
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            self.error = exc
+
+    def outcome(self) -> Stamp | BaseException:
+        self.join(WAIT)
+        assert not self.is_alive(), "stamp() did not return"
+        if self.error is not None:
+            return self.error
+        assert self.result is not None
+        return self.result
+
+
+def queue_behind_held_write(
+    combiner: CombiningTracker,
+    first: Caller,
+    others: list[Caller],
+    before_release: Callable[[], object] | None = None,
+) -> None:
+    """Start ``first``, hold its write, queue ``others`` in order behind it, then let
+    the write go (after ``before_release``)."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        entered.set()
+        assert release.wait(WAIT)
+
+    OnUpdate(combiner.tracker.client, {1: hold})
+    first.start()
+    assert entered.wait(WAIT)
+    for n, caller in enumerate(others, 1):
+        caller.start()
+        wait_for(lambda n=n: combiner.waiting(TAG) == n, f"{n} stamps queued")  # type: ignore[misc]
+    if before_release is not None:
+        before_release()
+    release.set()
+
+
+def stored_ops(ack: XorAckDynamoDB, tag: str = TAG) -> list[str]:
+    item = ack.client.get_item(TableName=ack.table, Key={"tagID": {"S": tag}}, ConsistentRead=True)["Item"]
+    return [o["S"] for o in item["ops"]["L"]]
+
+
+def test_threads_on_one_chain_match_a_sequential_order(backend: Any) -> None:
+    threads, per_thread = 16, 6
+    ack = tracker(backend, max_ops=200)
+    combiner = CombiningTracker(ack)
+    deltas = {f"t{i}-{k}": new_stamp() for i in range(threads) for k in range(per_thread)}
+    root = xor(*deltas.values())
+    ack.create(TAG, root, op_id="create")
+    ack.stats.reset()
+    results: dict[str, Stamp] = {}
+    start = threading.Barrier(threads)
+
+    def work(i: int) -> None:
+        start.wait()
+        for k in range(per_thread):
+            op = f"t{i}-{k}"
+            results[op] = combiner.stamp(TAG, deltas[op], op_id=op)
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(WAIT * 4)
+    assert len(results) == len(deltas)
+
+    status = ack.status(TAG)
+    assert status.state == "acked" and status.stamp.acked
+    assert [op for op, r in results.items() if r.acked] and sum(r.acked for r in results.values()) == 1
+    # Each result is the value after that stamp: walking value -> result from the root
+    # visits every stamp once and ends at zero, which gives the order they were applied.
+    by_before = {bytes(xor(r, deltas[op])): op for op, r in results.items()}
+    assert len(by_before) == len(results)
+    order, value = [], bytes(root)
+    while value in by_before:
+        op = by_before.pop(value)
+        order.append(op)
+        value = bytes(results[op])
+    assert not by_before and not any(value)
+    # Every merged stamp's op id is in the item, in that order.
+    assert stored_ops(ack) == [create_op_key("create")] + [op_key(op) for op in order]
+    stats = ack.stats.snapshot()
+    stamps = len(deltas)
+    assert stats.get("combined", 0) > 0
+    assert stats["requests"] < stamps, stats  # fewer than one request a stamp
+    assert stats["requests.UpdateItem"] == stats["batches"]
+
+
+def test_uncontended_stamps_cost_one_request_each(backend: Any) -> None:
+    ack = tracker(backend)
+    combiner = CombiningTracker(ack)
+    deltas = [new_stamp() for _ in range(10)]
+    ack.create(TAG, xor(*deltas))
+    ack.stats.reset()
+    results = [combiner.stamp(TAG, d) for d in deltas]
+    assert [r.acked for r in results] == [False] * 9 + [True]
+    assert ack.stats.requests == {"UpdateItem": 10}
+    assert combiner.waiting(TAG) == 0 and not combiner._queues  # nothing left behind
+
+
+def test_duplicates_in_one_batch_and_across_batches_are_applied_once(backend: Any) -> None:
+    ack = tracker(backend)
+    combiner = CombiningTracker(ack)
+    root, d0, da, db = new_stamp(), new_stamp(), new_stamp(), new_stamp()
+    ack.create(TAG, root, op_id="create")
+    ack.stats.reset()
+    first = Caller(combiner, d0, "first")
+    a, a_again, b = Caller(combiner, da, "a"), Caller(combiner, da, "a"), Caller(combiner, db, "b")
+    queue_behind_held_write(combiner, first, [a, a_again, b])
+
+    assert first.outcome() == xor(root, d0)
+    assert a.outcome() == xor(root, d0, da)
+    assert a_again.outcome() == xor(root, d0, da)  # the value at its turn, not applied again
+    assert b.outcome() == xor(root, d0, da, db)
+    assert ack.stats.requests == {"UpdateItem": 2}  # a, a again and b: one write
+    assert ack.stats.events.get("duplicates") == 1
+    assert ack.status(TAG).stamp == xor(root, d0, da, db)
+    assert stored_ops(ack) == [create_op_key("create")] + [op_key(o) for o in ("first", "a", "b")]
+
+    # Delivered again in a later batch: the chain knows it.
+    assert combiner.stamp(TAG, da, op_id="a") == xor(root, d0, da, db)
+    assert combiner.stamp(TAG, d0, op_id="first") == xor(root, d0, da, db)
+    assert ack.status(TAG).stamp == xor(root, d0, da, db)
+    assert ack.stats.events.get("duplicates") == 3
+
+
+def test_stamps_after_the_batch_reaches_zero_get_tag_acked(backend: Any) -> None:
+    ack = tracker(backend)
+    combiner = CombiningTracker(ack)
+    d0, da, db = new_stamp(), new_stamp(), new_stamp()
+    ack.create(TAG, xor(d0, da))
+    first, a, b, a_again = (
+        Caller(combiner, d0),
+        Caller(combiner, da, "a"),
+        Caller(combiner, db),
+        Caller(combiner, da, "a"),
+    )
+    queue_behind_held_write(combiner, first, [a, b, a_again])
+
+    assert not first.outcome().acked  # type: ignore[union-attr]
+    done = a.outcome()
+    assert isinstance(done, Stamp) and done.acked
+    late = b.outcome()
+    assert type(late) is errors.TagAcked and late.tag == TAG
+    assert a_again.outcome() == Stamp(bytes(16))  # a duplicate is not an error, as one by one
+    status = ack.status(TAG)
+    assert status.state == "acked" and status.stamp.acked
+    assert op_key("a") in stored_ops(ack)
+
+
+def test_stamps_after_the_batch_completes_a_deleted_on_ack_chain_get_tag_not_found(
+    backend: Any,
+) -> None:
+    ack = tracker(backend, delete_on_ack=True)
+    combiner = CombiningTracker(ack)
+    d0, da, db = new_stamp(), new_stamp(), new_stamp()
+    ack.create(TAG, xor(d0, da))
+    ack.stats.reset()
+    first, a, b = Caller(combiner, d0), Caller(combiner, da), Caller(combiner, db)
+    queue_behind_held_write(combiner, first, [a, b])
+
+    assert not first.outcome().acked  # type: ignore[union-attr]
+    assert a.outcome().acked  # type: ignore[union-attr]
+    assert type(b.outcome()) is errors.TagNotFound
+    assert ack.stats.requests == {"UpdateItem": 1, "DeleteItem": 1}
+    with pytest.raises(errors.TagNotFound):
+        ack.status(TAG)
+
+
+@pytest.mark.parametrize("attempts", [1, 50])
+def test_a_failed_chain_fails_every_waiting_caller(backend: Any, attempts: int) -> None:
+    # With a budget of one attempt the lost race itself must tell TagFailed, not
+    # StaleLocalData, as stamp() does.
+    ack = tracker(backend, retry=RetryPolicy(max_attempts=attempts))
+    other = tracker(backend, ack.table)  # another process's tracker, own client
+    combiner = CombiningTracker(ack)
+    ack.create(TAG, new_stamp())
+    callers = [Caller(combiner, new_stamp()) for _ in range(5)]
+    queue_behind_held_write(combiner, callers[0], callers[1:], before_release=lambda: other.fail(TAG, "boom"))
+
+    for caller in callers:
+        outcome = caller.outcome()
+        assert type(outcome) is errors.TagFailed, outcome
+        assert outcome.tag == TAG and outcome.reason == "boom"
+    assert len({id(c.error) for c in callers}) == len(callers)  # each caller its own error
+    status = other.status(TAG)
+    assert status.state == "failed" and status.version == 2  # created, failed: nothing else
+
+
+def test_a_stamp_of_the_wrong_length_fails_alone(backend: Any) -> None:
+    ack = tracker(backend)
+    combiner = CombiningTracker(ack)
+    root, d0, da, db = new_stamp(), new_stamp(), new_stamp(), new_stamp()
+    ack.create(TAG, root)
+    first, a, short, b = (
+        Caller(combiner, d0),
+        Caller(combiner, da),
+        Caller(combiner, new_stamp(8)),
+        Caller(combiner, db),
+    )
+    queue_behind_held_write(combiner, first, [a, short, b])
+
+    assert first.outcome() == xor(root, d0)
+    assert a.outcome() == xor(root, d0, da)
+    error = short.outcome()
+    assert type(error) is errors.BufferLengthsUnequal and error.tag == TAG
+    assert b.outcome() == xor(root, d0, da, db)
+    assert ack.status(TAG).stamp == xor(root, d0, da, db)
+
+
+def test_a_failed_merged_write_is_reported_to_every_caller_in_it(backend: Any) -> None:
+    ack = tracker(backend, retry=RetryPolicy(max_attempts=1))
+    other = tracker(backend, ack.table)
+    combiner = CombiningTracker(ack)
+    root, d0, dx, da, db = new_stamp(), new_stamp(), new_stamp(), new_stamp(), new_stamp()
+    ack.create(TAG, root)
+    # The second write (a and b together) loses a race to another tracker, and the
+    # budget allows one attempt.
+    OnUpdate(ack.client, {2: lambda: other.stamp(TAG, dx)})
+    first, a, b = Caller(combiner, d0), Caller(combiner, da, "a"), Caller(combiner, db, "b")
+    queue_behind_held_write(combiner, first, [a, b])
+
+    assert first.outcome() == xor(root, d0)
+    for caller in (a, b):
+        outcome = caller.outcome()
+        assert type(outcome) is errors.StaleLocalData and outcome.tag == TAG
+    assert a.error is not b.error
+    assert ack.status(TAG).stamp == xor(root, d0, dx)  # nothing of the failed batch applied
+    # The callers try again with the same op ids: applied once each.
+    assert combiner.stamp(TAG, da, op_id="a") == xor(root, d0, dx, da)
+    assert combiner.stamp(TAG, db, op_id="b") == xor(root, d0, dx, da, db)
+
+
+def test_bad_input_is_refused_before_queueing(backend: Any) -> None:
+    ack = tracker(backend)
+    combiner = CombiningTracker(ack)
+    ack.stats.reset()
+    with pytest.raises(errors.ZeroBufferNoOp):
+        combiner.stamp(TAG, bytes(16))
+    with pytest.raises(errors.InvalidTag):
+        combiner.stamp("", new_stamp())
+    with pytest.raises(errors.InvalidStampType):
+        combiner.stamp(TAG, "not bytes")  # type: ignore[arg-type]
+    with pytest.raises(errors.InvalidConfig):
+        combiner.stamp(TAG, new_stamp(), op_id="")
+    with pytest.raises(errors.TagNotFound):
+        combiner.stamp(TAG, new_stamp())
+    assert ack.stats.requests == {"GetItem": 1}
+    assert not combiner._queues
+    with pytest.raises(TypeError):
+        CombiningTracker(object())  # type: ignore[arg-type]
+
+
+def test_delegated_methods(backend: Any) -> None:
+    ack = tracker(backend)
+    combiner = CombiningTracker(ack)
+    assert combiner.table == ack.table and combiner.stats is ack.stats
+    assert combiner.create_table() is False
+    stamp = new_stamp()
+    combiner.create(TAG, stamp)
+    assert combiner.touch(TAG).state == "pending"
+    assert combiner.status_many([TAG])[TAG].stamp == stamp
+    assert combiner.fail(TAG, "x").state == "failed"
+    combiner.delete(TAG)
+    with pytest.raises(errors.TagNotFound):
+        combiner.status(TAG)
+
+
+def test_threads_on_one_chain_under_fault_injection(backend: Any) -> None:
+    """Lost responses (applied, then botocore resends), throttling and server errors on
+    every request: callers retry a failed call with the same op id, and the chain still
+    ends exactly at zero with every stamp applied once."""
+    threads, per_thread = 8, 8
+    setup = tracker(backend, max_ops=200)
+    injector = FaultInjector(FaultRates(lost_response=0.15, throttle=0.1, server_error=0.05), seed=7)
+    client = boto3.client("dynamodb", endpoint_url=backend.endpoint_url, config=client_config(max_attempts=3))
+    ack = XorAckDynamoDB(setup.table, client=injector.attach(client), max_ops=200)
+    combiner = CombiningTracker(ack)
+    deltas = {f"t{i}-{k}": new_stamp() for i in range(threads) for k in range(per_thread)}
+    setup.create(TAG, xor(*deltas.values()), op_id="create")
+    failures: list[BaseException] = []
+    acked: list[str] = []
+
+    def work(i: int) -> None:
+        for k in range(per_thread):
+            op = f"t{i}-{k}"
+            for _ in range(20):
+                try:
+                    if combiner.stamp(TAG, deltas[op], op_id=op).acked:
+                        acked.append(op)
+                    break
+                except (ClientError, BotoCoreError, errors.StaleLocalData) as exc:
+                    failures.append(exc)
+            else:
+                raise AssertionError(f"{op} never went through")
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(WAIT * 4)
+    injector.close()
+
+    assert injector.injected["lost_response"] > 0 and injector.total() > 5
+    status = setup.status(TAG)
+    assert status.state == "acked" and status.stamp.acked
+    assert set(stored_ops(setup)) == {op_key(op) for op in deltas} | {create_op_key("create")}
+    assert acked  # whoever completed it saw it (a retry of a landed stamp may see it too)
+
+
+class Interrupted(Exception):
+    """Raised in the main thread by a signal handler, as KeyboardInterrupt would be."""
+
+
+def test_a_caller_interrupted_while_queued_leaves_the_queue_working(backend: Any) -> None:
+    ack = tracker(backend)
+    combiner = CombiningTracker(ack)
+    root, d0, dm, db = new_stamp(), new_stamp(), new_stamp(), new_stamp()
+    ack.create(TAG, root)
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        entered.set()
+        assert release.wait(WAIT)
+
+    OnUpdate(ack.client, {1: hold})
+    first = Caller(combiner, d0)
+    first.start()
+    assert entered.wait(WAIT)
+    after = Caller(combiner, db)
+
+    def queue_b_then_interrupt() -> None:
+        wait_for(lambda: combiner.waiting(TAG) == 1, "the main thread queued")
+        after.start()
+        wait_for(lambda: combiner.waiting(TAG) == 2, "b queued")
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        threading.Thread(target=queue_b_then_interrupt, daemon=True).start()
+        with pytest.raises(Interrupted):
+            combiner.stamp(TAG, dm)  # queued behind the held write, in the main thread
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert combiner.waiting(TAG) == 1  # only b is left
+    release.set()
+
+    assert first.outcome() == xor(root, d0)
+    assert after.outcome() == xor(root, d0, db)  # b was led; the interrupted stamp never written
+    assert ack.status(TAG).stamp == xor(root, d0, db)
+    assert not combiner._queues
