@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast reliability bench lint clean
+.PHONY: setup demo test reliability bench lint docs clean dynalite
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,9 +19,47 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/xor-ack wordcount
 
-# The whole test suite (what CI runs).
-test: $(STAMP)
+# dynalite (npm), the second DynamoDB implementation the tests also run against. Without
+# Node it is skipped here and its tests are skipped (and say so).
+DYNALITE := .dynalite/node_modules/dynalite/package.json
+
+$(DYNALITE):
+	@if command -v npm >/dev/null 2>&1; then \
+		npm install --silent --no-audit --no-fund --prefix .dynalite dynalite@4; \
+	else \
+		echo "npm not found: the dynalite backend's tests will be skipped"; \
+	fi
+
+dynalite: $(DYNALITE)
+
+# The static checks, then the whole test suite (what CI runs).
+test: lint dynalite
 	$(PY) -m pytest
 
+# Fault injection, process kills, the hot chain, property tests and bad input, at full
+# size, then one table of figures.
+reliability: $(STAMP) dynalite
+	$(PY) scripts/reliability.py --size full
+
+# The benchmark suite (a few minutes): prints the tables and writes
+# benchmarks/results.md (the README's performance table), results.png and results.json.
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): pyproject.toml $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(PY) -m benchmarks
+
+# Static checks (`make test` runs them first): ruff's rules and mypy --strict on the package.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy --strict xor_ack_dynamodb
+
+# docs/api.md, regenerated from the docstrings.
+docs: $(STAMP)
+	$(PY) docs/gen_api.py
+
 clean:
-	rm -rf $(VENV) out build *.egg-info .pytest_cache
+	rm -rf $(VENV) .dynalite out build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
+from reliability.dynalite import Dynalite
 
 from xor_ack_dynamodb import LocalDynamoDB, XorAckDynamoDB
 
@@ -52,11 +54,30 @@ def server_client(moto_server: LocalDynamoDB) -> Any:
     return moto_server.client()
 
 
-@pytest.fixture(params=["inproc", "server"])
+@pytest.fixture(scope="session")
+def dynalite() -> Iterator[Dynalite]:
+    """dynalite (npm) on 127.0.0.1 and a free port, in memory, for the whole session.
+    Skipped only where Node is absent; installed into .dynalite/ if missing."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node/npm not installed: no dynalite backend")
+    with Dynalite() as server:
+        yield server
+
+
+@pytest.fixture
+def dynalite_client(dynalite: Dynalite) -> Any:
+    """A DynamoDB client that talks HTTP to dynalite."""
+    return dynalite.client()
+
+
+@pytest.fixture(params=["inproc", "server", "dynalite"])
 def client(request: pytest.FixtureRequest) -> Any:
-    """Each test using it runs twice: against in-process moto and the moto server."""
+    """Each test using it runs three times: against in-process moto, the moto server,
+    and dynalite (a second implementation, stricter, without ALL_OLD)."""
     if request.param == "inproc":
         return request.getfixturevalue("inproc_client")
+    if request.param == "dynalite":
+        return request.getfixturevalue("dynalite_client")
     return request.getfixturevalue("server_client")
 
 
@@ -67,7 +88,41 @@ def table_name() -> str:
 
 @pytest.fixture
 def ack(client: Any, table_name: str) -> XorAckDynamoDB:
-    """A tracker on a fresh table, on both backends."""
+    """A tracker on a fresh table, on every backend."""
     tracker = XorAckDynamoDB(table_name, partition_key="tagID", client=client)
     tracker.create_table()
     return tracker
+
+
+class Clock:
+    """A settable time source for a tracker's ``clock=`` (epoch seconds): tests move it
+    to expire chains instead of sleeping."""
+
+    def __init__(self, start: float | None = None) -> None:
+        import time
+
+        self.now = float(int(time.time()) if start is None else start)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A :class:`Clock` starting at the current whole second."""
+    return Clock()
+
+
+@pytest.fixture
+def make_ack(ack: XorAckDynamoDB) -> Any:
+    """Build more trackers on the ``ack`` fixture's table and client, with options
+    (``clock=``, ``ttl=``, ``max_ops=``, ``delete_on_ack=``, ...)."""
+
+    def make(**options: Any) -> XorAckDynamoDB:
+        options.setdefault("client", ack.client)
+        return XorAckDynamoDB(ack.table, partition_key=ack.partition_key, **options)
+
+    return make

@@ -276,6 +276,7 @@ def test_embedded_server_conditional_writes_are_atomic(moto_server: LocalDynamoD
     assert len(wins) > 8
     assert final == len(wins)  # no successful conditional write was lost
 
+
 THREADS = 8
 CHILDREN_PER_THREAD = 4
 

@@ -174,9 +174,7 @@ class XorAckDynamoDB:
         attribute. Returns False, after making sure TTL is enabled, if it already exists
         with that key. Raises :class:`~xor_ack_dynamodb.errors.TableSchemaMismatch` if
         it exists with another key."""
-        return create_table(
-            self.client, self.table, self.partition_key, self.codec.ttl_attribute, wait=wait
-        )
+        return create_table(self.client, self.table, self.partition_key, self.codec.ttl_attribute, wait=wait)
 
     # -- chains -----------------------------------------------------------------------
 
@@ -209,7 +207,9 @@ class XorAckDynamoDB:
                         "#u = :now, #v = if_not_exists(#v, :zero) + :one REMOVE #r"
                     ),
                     ConditionExpression="attribute_not_exists(#pk) OR #e < :now",
-                    ExpressionAttributeNames=self.codec.names("#pk", "#s", "#st", "#e", "#ops", "#c", "#u", "#v", "#r"),
+                    ExpressionAttributeNames=self.codec.names(
+                        "#pk", "#s", "#st", "#e", "#ops", "#c", "#u", "#v", "#r"
+                    ),
                     ExpressionAttributeValues={
                         ":s": {"B": data},
                         ":pending": {"S": "pending"},
@@ -233,7 +233,9 @@ class XorAckDynamoDB:
                     self.stats.add("duplicates")
                     log.debug("create %s: op already applied, returning current value", tag)
                     return Stamp(current.stamp)
-                raise TagExists(f"chain {tag!r} already exists ({current.effective_state(now)})", tag=tag) from None
+                raise TagExists(
+                    f"chain {tag!r} already exists ({current.effective_state(now)})", tag=tag
+                ) from None
             chain = self.codec.parse(response["Attributes"], tag)
             self._cache.put(tag, chain)
             return Stamp(chain.stamp)
@@ -345,7 +347,11 @@ class XorAckDynamoDB:
     def _guard(self, chain: Chain, now: int) -> tuple[str, dict[str, dict[str, Any]]]:
         """The condition that ``chain`` is still exactly what the table holds and live."""
         version = "attribute_not_exists(#v)" if chain.version == 0 else "#v = :v"
-        values: dict[str, dict[str, Any]] = {":old": {"B": chain.stamp}, ":now": {"N": str(now)}, ":pending": {"S": "pending"}}
+        values: dict[str, dict[str, Any]] = {
+            ":old": {"B": chain.stamp},
+            ":now": {"N": str(now)},
+            ":pending": {"S": "pending"},
+        }
         if chain.version:
             values[":v"] = {"N": str(chain.version)}
         condition = (
@@ -426,7 +432,9 @@ class XorAckDynamoDB:
                     tag,
                     Key=self.codec.key(tag),
                     UpdateExpression=update,
-                    ConditionExpression="attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending)",
+                    ConditionExpression=(
+                        "attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending)"
+                    ),
                     ExpressionAttributeNames=names,
                     ExpressionAttributeValues=values,
                     ReturnValues="ALL_NEW",
@@ -551,7 +559,9 @@ class XorAckDynamoDB:
         except tenacity.RetryError as exc:
             last = exc.last_attempt.exception()
             if isinstance(last, _Conflict):
-                raise BatchIncomplete(f"{len(pending)} keys still unprocessed after the retry budget") from None
+                raise BatchIncomplete(
+                    f"{len(pending)} keys still unprocessed after the retry budget"
+                ) from None
             raise last from None  # type: ignore[misc]
 
     def delete(self, tag: str) -> None:

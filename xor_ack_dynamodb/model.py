@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 from .errors import InvalidConfig
@@ -45,7 +45,7 @@ class ChainStatus:
 
 
 def epoch_to_datetime(seconds: int | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def op_key(op_id: str, *, namespace: str = "") -> str:

@@ -34,8 +34,7 @@ class RetryPolicy:
     def retrying(self, retry: tenacity.retry_base) -> tenacity.Retrying:
         """A tenacity ``Retrying`` for this budget that retries when ``retry`` says so."""
         return tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.max_attempts)
-            | tenacity.stop_after_delay(self.max_seconds),
+            stop=tenacity.stop_after_attempt(self.max_attempts) | tenacity.stop_after_delay(self.max_seconds),
             wait=tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait),
             retry=retry,
             reraise=False,

@@ -62,9 +62,7 @@ def as_bytes(value: object, *, tag: str | None = None) -> bytes:
     if not data:
         raise InvalidStamp("a stamp must not be empty", tag=tag)
     if len(data) > MAX_STAMP_BYTES:
-        raise InvalidStamp(
-            f"a stamp must be at most {MAX_STAMP_BYTES} bytes, got {len(data)}", tag=tag
-        )
+        raise InvalidStamp(f"a stamp must be at most {MAX_STAMP_BYTES} bytes, got {len(data)}", tag=tag)
     return data
 
 
@@ -114,9 +112,7 @@ def xor_all(stamps: Iterable[BytesLike]) -> Stamp:
     acc = 0
     for value in stamps:
         if not isinstance(value, (bytes, bytearray, memoryview)):
-            raise InvalidStampType(
-                f"xor() takes bytes-like values, not {type(value).__name__}"
-            )
+            raise InvalidStampType(f"xor() takes bytes-like values, not {type(value).__name__}")
         data = bytes(value)
         if size is None:
             size = len(data)

@@ -78,9 +78,7 @@ def create_table(
             raise
         created = False
     if wait:
-        client.get_waiter("table_exists").wait(
-            TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 300}
-        )
+        client.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 300})
     key = table_key(describe(client, table))
     if key != (partition_key, "S"):
         raise TableSchemaMismatch(

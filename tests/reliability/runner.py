@@ -1,0 +1,162 @@
+"""Stamping random trees from many threads through faulty clients, checking every step.
+
+Each thread has its own tracker and its own client (as separate workers would), every
+client has the fault injector attached, and the stamps of a batch of chains are shuffled
+together so that threads race on the same chains in a random order.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from xor_ack_dynamodb import RetryPolicy, XorAckDynamoDB
+
+from .faults import FaultInjector, client_config
+from .workload import ChainTruth, Tree, Verdict, random_tree
+
+__all__ = ["RunResult", "TrackerFactory", "run_trees", "make_trees", "settle", "unique_table"]
+
+
+def unique_table(prefix: str) -> str:
+    """A table name no other test of this session uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def make_trees(count: int, rng: random.Random, prefix: str, max_nodes: int = 12) -> list[Tree]:
+    return [random_tree(f"{prefix}-{i}", rng, max_nodes=max_nodes) for i in range(count)]
+
+
+@dataclass
+class TrackerFactory:
+    """Builds trackers on new clients (botocore retries configured explicitly) with the
+    injector attached."""
+
+    endpoint_url: str
+    table: str
+    injector: FaultInjector
+    botocore_attempts: int = 4
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def client(self) -> Any:
+        session = boto3.session.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+        )
+        client = session.client(
+            "dynamodb", endpoint_url=self.endpoint_url, config=client_config(self.botocore_attempts)
+        )
+        return self.injector.attach(client)
+
+    def __call__(self, retry: RetryPolicy | None = None) -> XorAckDynamoDB:
+        return XorAckDynamoDB(self.table, client=self.client(), retry=retry or self.retry)
+
+
+@dataclass
+class RunResult:
+    chains: int = 0
+    stamps: int = 0
+    verdict: Verdict = field(default_factory=Verdict)
+    errors: list[BaseException] = field(default_factory=list)
+    attempts: list[int] = field(default_factory=list)  # HTTP requests per successful stamp
+    final_states: Counter[str] = field(default_factory=Counter)
+    not_acked: list[str] = field(default_factory=list)
+    requests: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    @property
+    def max_attempts(self) -> int:
+        return max(self.attempts, default=0)
+
+
+def run_trees(
+    trees: list[Tree],
+    factory: TrackerFactory,
+    *,
+    threads: int,
+    batch: int,
+    rng: random.Random,
+    on_error: Callable[[Tree, int, BaseException], None] | None = None,
+) -> tuple[RunResult, dict[str, ChainTruth]]:
+    """Create every chain, then stamp every node of every tree from ``threads`` threads in
+    a random order (batch by batch), checking each returned value. Errors that escape the
+    library are collected (and passed to ``on_error``), not raised."""
+    result = RunResult(chains=len(trees), stamps=sum(t.size for t in trees))
+    truths = {t.tag: ChainTruth(t) for t in trees}
+    local = threading.local()
+    lock = threading.Lock()
+    injector = factory.injector
+    started = time.monotonic()
+
+    def tracker() -> XorAckDynamoDB:
+        if not hasattr(local, "tracker"):
+            local.tracker = factory()
+            with lock:
+                all_trackers.append(local.tracker)
+        return local.tracker  # type: ignore[no-any-return]
+
+    all_trackers: list[XorAckDynamoDB] = []
+    created: set[str] = set()
+
+    def create(tree: Tree) -> None:
+        try:
+            tracker().create(tree.tag, tree.edges[0], op_id=f"{tree.tag}/create")
+            with lock:
+                created.add(tree.tag)
+        except Exception as exc:  # noqa: BLE001 - every escape is counted and reported
+            with lock:
+                result.errors.append(exc)
+            if on_error:
+                on_error(tree, -1, exc)
+
+    def stamp(tree: Tree, node: int) -> None:
+        truth = truths[tree.tag]
+        before = truth.start(node)
+        sent = injector.requests_on_this_thread()
+        try:
+            value = tracker().stamp(tree.tag, tree.stamp(node), op_id=tree.op_id(node))
+        except Exception as exc:  # noqa: BLE001
+            with lock:
+                result.errors.append(exc)
+            if on_error:
+                on_error(tree, node, exc)
+            return
+        attempts = injector.requests_on_this_thread() - sent
+        truth.returned_value(node, value, before)
+        with lock:
+            result.attempts.append(attempts)
+
+    with ThreadPoolExecutor(threads) as pool:
+        for start in range(0, len(trees), batch):
+            group = trees[start : start + batch]
+            list(pool.map(create, group))
+            work = [(t, n) for t in group if t.tag in created for n in range(t.size)]
+            rng.shuffle(work)
+            list(pool.map(lambda job: stamp(*job), work))
+    result.seconds = time.monotonic() - started
+    for tracker_ in all_trackers:
+        result.requests.update(tracker_.stats.requests)
+    return result, truths
+
+
+def settle(result: RunResult, truths: dict[str, ChainTruth], reader: XorAckDynamoDB) -> None:
+    """Close the books: every chain's final state (BatchGetItem, through the faults) and
+    the verdict over every chain."""
+    for truth in truths.values():
+        truth.finish()
+        result.verdict.merge(truth.verdict)
+    tags = list(truths)
+    states = reader.status_many(tags)
+    for tag in tags:
+        state = states[tag].state if tag in states else "missing"
+        result.final_states[state] += 1
+        if state != "acked":
+            result.not_acked.append(tag)

@@ -1,0 +1,241 @@
+"""Fault injection against a moto server over HTTP: lost responses, throttling, 500s and
+connection errors on every request type, under many threads stamping random trees.
+
+The server is the embedded ``LocalDynamoDB``, which applies requests one at a time, as
+DynamoDB applies each conditional write atomically (moto alone does not). The clients
+are configured explicitly: botocore standard retry mode, 4 attempts per request
+(``faults.client_config``); the library's own budget is its default ``RetryPolicy()``
+(50 attempts, 60 s) unless a test says otherwise.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from xor_ack_dynamodb import LocalDynamoDB, RetryPolicy, XorAckDynamoDB, new_stamp, xor
+from xor_ack_dynamodb.errors import StaleLocalData, TagNotFound
+
+from .faults import FAULT_KINDS, OPERATIONS, FaultInjector, FaultRates
+from .runner import TrackerFactory, make_trees, run_trees, settle, unique_table
+from .sizes import SIZE, record_figures
+from .workload import Tree
+
+pytestmark = pytest.mark.server
+
+RATE = 0.3
+SCENARIOS: dict[str, FaultRates] = {
+    **{kind: FaultRates.only(kind, RATE) for kind in FAULT_KINDS},
+    "mixed": FaultRates(0.075, 0.075, 0.075, 0.075),
+}
+BOTOCORE_ATTEMPTS = 4
+
+
+def _table_items(client: Any, table: str) -> list[dict[str, Any]]:
+    return list(client.scan(TableName=table, ConsistentRead=True).get("Items", []))
+
+
+def _delete_all(tags: list[str], factory: TrackerFactory) -> list[BaseException]:
+    """DeleteItem on every chain, through the faults, from the scenario's threads."""
+    tracker = factory()
+
+    def delete(tag: str) -> BaseException | None:
+        try:
+            tracker.delete(tag)
+        except Exception as exc:  # noqa: BLE001
+            return exc
+        return None
+
+    with ThreadPoolExecutor(SIZE.threads) as pool:
+        return [e for e in pool.map(delete, tags) if e is not None]
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_faults_never_lose_nor_fake_an_ack(moto_server: LocalDynamoDB, scenario: str) -> None:
+    seed = hash(scenario) & 0xFFFF
+    rng = random.Random(seed)
+    injector = FaultInjector(SCENARIOS[scenario], seed=seed)
+    table = unique_table(f"faults-{scenario}".replace("_", "-"))
+    factory = TrackerFactory(moto_server.endpoint_url or "", table, injector, BOTOCORE_ATTEMPTS)
+    reader = factory()
+    reader.create_table()  # CreateTable & co. are not injected into: not chain traffic
+    trees = make_trees(SIZE.chains, rng, scenario, SIZE.max_nodes)
+    assert all(t.depth() >= 3 for t in trees)
+
+    result, truths = run_trees(trees, factory, threads=SIZE.threads, batch=SIZE.batch, rng=rng)
+    # Read back in small batches so BatchGetItem meets the faults too.
+    for start in range(0, len(trees), 4):
+        group = {t.tag: truths[t.tag] for t in trees[start : start + 4]}
+        settle(result, group, reader)
+    delete_errors = _delete_all([t.tag for t in trees], factory)
+    leftovers = _table_items(moto_server.client(), table)
+
+    record_figures(
+        f"faults: {scenario}",
+        chains=result.chains,
+        stamps=result.stamps,
+        faults=dict(injector.injected),
+        faults_by_operation={f"{k}/{op}": n for (k, op), n in injector.by_operation.items()},
+        requests=sum(injector.sent.values()),
+        lost_acks=result.verdict.lost_acks,
+        false_acks=result.verdict.false_acks,
+        corrupt=result.verdict.corrupt,
+        escaped_errors=len(result.errors) + len(delete_errors),
+        max_attempts=result.max_attempts,
+        seconds=round(result.seconds, 1),
+    )
+    problems = result.verdict.problems[:10]
+    assert result.errors == [], Counter(type(e).__name__ for e in result.errors)
+    assert (result.verdict.lost_acks, result.verdict.false_acks, result.verdict.corrupt) == (0, 0, 0), (
+        problems
+    )
+    assert result.verdict.stamps_ok + result.verdict.wide_checks == result.stamps
+    assert result.final_states == Counter({"acked": len(trees)}), result.not_acked[:5]
+    assert delete_errors == []
+    assert leftovers == []
+    assert injector.total() > 0.1 * sum(injector.sent.values())  # the faults did happen
+    for kind, rate in SCENARIOS[scenario].as_dict().items():
+        if rate:
+            assert injector.injected[kind] > 0
+
+
+def _one_request(operation: str, tracker: XorAckDynamoDB, tag: str, edge: bytes) -> None:
+    """Make ``tracker`` send (at least) one request of type ``operation`` and check its
+    outcome."""
+    if operation == "GetItem":
+        assert tracker.status(tag).state == "pending"
+    elif operation == "UpdateItem":
+        assert tracker.stamp(tag, edge, op_id=f"{tag}/finish").acked
+        assert tracker.status(tag).state == "acked"
+    elif operation == "DeleteItem":
+        tracker.delete(tag)
+        with pytest.raises(TagNotFound):
+            tracker.status(tag)
+    else:
+        assert tracker.status_many([tag, "absent-tag"])[tag].state == "pending"
+
+
+@pytest.mark.parametrize("beyond_botocore", [False, True], ids=["within-botocore", "beyond-botocore"])
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("kind", FAULT_KINDS)
+def test_every_request_type_survives_every_fault_kind(
+    moto_server: LocalDynamoDB, kind: str, operation: str, beyond_botocore: bool
+) -> None:
+    """The first requests of one type fail (once, or more times than botocore retries, so
+    that the library's own retry has to take over); the call still does exactly its job."""
+    botocore_attempts = 2
+    limit = botocore_attempts + 1 if beyond_botocore else 1
+    injector = FaultInjector(FaultRates.only(kind, 1.0), operations=frozenset({operation}), limit=limit)
+    table = unique_table("matrix")
+    factory = TrackerFactory(moto_server.endpoint_url or "", table, injector, botocore_attempts)
+    setup = factory()
+    setup.create_table()
+    edge = new_stamp()
+    injector.enabled = False
+    setup.create("chain", edge)
+    injector.enabled = True
+    tracker = factory()  # a cold cache: its stamp must read first
+    _one_request(operation, tracker, "chain", edge)
+    assert injector.injected[kind] == limit
+    assert injector.by_operation[(kind, operation)] == limit
+
+
+def test_low_retry_budget_escapes_only_typed_errors_and_restamping_converges(
+    moto_server: LocalDynamoDB,
+) -> None:
+    """With RetryPolicy(max_attempts=2) and botocore at 1 attempt, races and faults do
+    escape, but only as StaleLocalData or the original (transient) ClientError; stamping
+    the failed ones again with the same op id completes every chain, consistently."""
+    rng = random.Random(7)
+    injector = FaultInjector(FaultRates(throttle=0.15, server_error=0.15), seed=7)
+    table = unique_table("low-budget")
+    tight = RetryPolicy(max_attempts=2, initial_wait=0.001, max_wait=0.005)
+    factory = TrackerFactory(
+        moto_server.endpoint_url or "", table, injector, botocore_attempts=1, retry=tight
+    )
+    reader = factory(RetryPolicy())
+    reader.create_table()
+    trees = make_trees(SIZE.low_budget_chains, rng, "low", SIZE.max_nodes)
+    failed: list[tuple[Tree, int]] = []
+
+    def remember(tree: Tree, node: int, exc: BaseException) -> None:
+        failed.append((tree, node))
+
+    result, truths = run_trees(trees, factory, threads=8, batch=len(trees), rng=rng, on_error=remember)
+    kinds = Counter(type(e).__name__ for e in result.errors)
+    assert result.errors, "the budget was meant to be too low"
+    for exc in result.errors:
+        assert isinstance(exc, (StaleLocalData, ClientError)), repr(exc)
+        if isinstance(exc, ClientError):
+            assert exc.response["Error"]["Code"] in {
+                "ProvisionedThroughputExceededException",
+                "ThrottlingException",
+                "InternalServerError",
+            }
+
+    # Replay what failed, same op ids, with a sound budget (faults still on). A chain
+    # whose create failed had none of its stamps tried: create it and run them all.
+    patient = factory(RetryPolicy())
+    escaped_on_replay = 0
+    replay = [(t, [n]) for t, n in failed if n >= 0]
+    for tree in {t.tag: t for t, n in failed if n < 0}.values():
+        patient.create(tree.tag, tree.edges[0], op_id=f"{tree.tag}/create")
+        replay.append((tree, list(range(tree.size))))
+    for tree, nodes in replay:
+        truth = truths[tree.tag]
+        for n in nodes:
+            before = truth.start(n)
+            try:
+                value = patient.stamp(tree.tag, tree.stamp(n), op_id=tree.op_id(n))
+            except Exception:  # noqa: BLE001
+                escaped_on_replay += 1
+                continue
+            truth.returned_value(n, value, before)
+    settle(result, truths, reader)
+    record_figures(
+        "faults: retry budget too low",
+        chains=result.chains,
+        stamps=result.stamps,
+        faults=dict(injector.injected),
+        requests=sum(injector.sent.values()),
+        lost_acks=result.verdict.lost_acks,
+        false_acks=result.verdict.false_acks,
+        corrupt=result.verdict.corrupt,
+        escaped_errors=escaped_on_replay,
+        typed_escapes=dict(kinds),
+        max_attempts=result.max_attempts,
+    )
+    assert escaped_on_replay == 0
+    assert (result.verdict.lost_acks, result.verdict.false_acks, result.verdict.corrupt) == (0, 0, 0), (
+        result.verdict.problems[:10]
+    )
+    assert result.final_states == Counter({"acked": len(trees)}), result.not_acked[:5]
+    for tree in trees:
+        assert reader.status(tree.tag).stamp == bytes(16)
+
+
+def test_a_lost_completing_write_is_not_applied_twice(moto_server: LocalDynamoDB) -> None:
+    """The simplest form of the hazard, checked exactly: the write that completes a chain
+    is applied, its response lost, botocore resends it; the chain stays acked and the
+    call returns acked (a naive retry would XOR the edge back in)."""
+    injector = FaultInjector(
+        FaultRates.only("lost_response", 1.0), operations=frozenset({"UpdateItem"}), limit=1
+    )
+    table = unique_table("lost")
+    factory = TrackerFactory(moto_server.endpoint_url or "", table, injector, BOTOCORE_ATTEMPTS)
+    tracker = factory()
+    tracker.create_table()
+    root, child = new_stamp(), new_stamp()
+    injector.enabled = False
+    tracker.create("t", root)
+    assert not tracker.stamp("t", xor(root, child)).acked
+    injector.enabled = True
+    assert tracker.stamp("t", child).acked
+    assert injector.injected["lost_response"] == 1
+    status = tracker.status("t")
+    assert status.state == "acked" and status.stamp.acked

@@ -1,0 +1,208 @@
+"""Random trees of work, their stamps, and the truth every stamp is checked against.
+
+A :class:`Tree` is one chain: node 0 is the root message, whose edge the chain is created
+with; finishing node *n* is one stamp, ``edge(n) ^ edge(child) ^ ...``, with its own op
+id. :class:`ChainTruth` keeps, beside the chain, which stamps have been started and
+which have returned, and checks every returned value against the true open-edge set.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import reduce
+
+from xor_ack_dynamodb import Stamp
+
+__all__ = ["Tree", "random_tree", "ChainTruth", "Verdict"]
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A tree of work: ``parents[n]`` is node *n*'s parent (-1 for the root)."""
+
+    tag: str
+    parents: tuple[int, ...]
+    edges: tuple[bytes, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.parents)
+
+    def children(self, node: int) -> list[int]:
+        return [n for n, p in enumerate(self.parents) if p == node]
+
+    def depth(self) -> int:
+        def level(n: int) -> int:
+            return 0 if self.parents[n] < 0 else 1 + level(self.parents[n])
+
+        return 1 + max(level(n) for n in range(self.size))
+
+    def stamp(self, node: int) -> bytes:
+        """Finishing ``node``: its own edge and the edges of the children it started."""
+        return _xor([self.edges[node], *(self.edges[c] for c in self.children(node))])
+
+    def op_id(self, node: int) -> str:
+        return f"{self.tag}/node-{node}"
+
+    def open_edges(self, applied: set[int] | frozenset[int]) -> set[int]:
+        """The nodes whose edge is started and not finished once ``applied`` stamps (and
+        the chain's creation, which starts the root) have landed, in any order."""
+        open_: set[int] = {0}
+        for node in applied:
+            open_ ^= {node, *self.children(node)}
+        return open_
+
+
+def _xor(values: list[bytes]) -> bytes:
+    size = len(values[0])
+    return reduce(lambda a, b: a ^ b, (int.from_bytes(v, "big") for v in values)).to_bytes(size, "big")
+
+
+def random_tree(
+    tag: str,
+    rng: random.Random,
+    *,
+    min_depth: int = 3,
+    max_depth: int = 5,
+    max_fanout: int = 4,
+    max_nodes: int = 30,
+    edge_bytes: int = 16,
+) -> Tree:
+    """A random tree at least ``min_depth`` levels deep (the root is level 1) with random
+    fan-out; edges are random (from ``rng``, so a seed reproduces a run)."""
+    parents = [-1]
+    depth_of = [1]
+    spine = 0  # one path is forced down to min_depth
+    frontier = [0]
+    while frontier:
+        node = frontier.pop(0)
+        if depth_of[node] >= max_depth:
+            continue
+        fanout = rng.randint(0, max_fanout)
+        if node == spine and depth_of[node] < min_depth:
+            fanout = max(fanout, 1)
+        for i in range(fanout):
+            if len(parents) >= max_nodes:
+                break
+            parents.append(node)
+            depth_of.append(depth_of[node] + 1)
+            child = len(parents) - 1
+            if node == spine and i == 0:
+                spine = child
+            frontier.append(child)
+    edges = tuple(rng.randbytes(edge_bytes) for _ in parents)
+    edges = tuple(e if any(e) else b"\x01" * edge_bytes for e in edges)
+    return Tree(tag, tuple(parents), edges)
+
+
+@dataclass
+class Verdict:
+    """What the checks found, over every chain of a run."""
+
+    stamps_ok: int = 0
+    false_acks: int = 0
+    lost_acks: int = 0
+    corrupt: int = 0
+    wide_checks: int = 0  # too many stamps in flight to enumerate: checked by rules only
+    problems: list[str] = field(default_factory=list)
+
+    def merge(self, other: Verdict) -> None:
+        self.stamps_ok += other.stamps_ok
+        self.false_acks += other.false_acks
+        self.lost_acks += other.lost_acks
+        self.corrupt += other.corrupt
+        self.wide_checks += other.wide_checks
+        self.problems.extend(other.problems)
+
+
+_MAX_ENUMERATED = 14
+
+
+class ChainTruth:
+    """The truth about one chain, updated as its stamps start and return (thread-safe).
+
+    The set of stamps the table had applied when a stamp's write (or its duplicate
+    check) happened is, at least, every stamp that had returned before this one started
+    plus this one, and at most every stamp started by the time it returned. Each
+    returned value must equal the XOR of the open edges of one such set, and be acked
+    exactly when that open-edge set is empty.
+    """
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self._lock = threading.Lock()
+        self._stamps = [int.from_bytes(tree.stamp(n), "big") for n in range(tree.size)]
+        self._root = int.from_bytes(tree.edges[0], "big")
+        self.started: set[int] = set()
+        self.returned: set[int] = set()
+        self.acked_returns = 0
+        self.verdict = Verdict()
+
+    def start(self, node: int) -> frozenset[int]:
+        """Call just before stamping ``node``; pass the result to :meth:`returned_value`."""
+        with self._lock:
+            self.started.add(node)
+            return frozenset(self.returned)
+
+    def returned_value(self, node: int, value: Stamp, returned_before: frozenset[int]) -> None:
+        with self._lock:
+            everything = frozenset(range(self.tree.size))
+            sure = returned_before | {node}
+            maybe = sorted(self.started - sure)
+            self.returned.add(node)
+            if value.acked:
+                self.acked_returns += 1
+            got = int.from_bytes(value, "big")
+            v = self.verdict
+            if len(maybe) > _MAX_ENUMERATED:
+                v.wide_checks += 1
+                if value.acked and self.started != everything:
+                    self._problem("false_acks", node, "acked while a stamp had not even started")
+                elif not value.acked and sure == everything:
+                    self._problem("lost_acks", node, "not acked although every other stamp had returned")
+                return
+            applied = self._matching(sure, maybe, got)
+            if applied is None:
+                if not value.acked and sure == everything:
+                    self._problem("lost_acks", node, "not acked although every other stamp had returned")
+                elif value.acked:
+                    self._problem("false_acks", node, "acked, but no set of applied stamps gives zero")
+                else:
+                    self._problem("corrupt", node, f"value {value.hex()} matches no set of applied stamps")
+                return
+            open_edges = self.tree.open_edges(applied)
+            if value.acked and open_edges:
+                self._problem("false_acks", node, f"acked with open edges {sorted(open_edges)}")
+            elif not value.acked and not open_edges:
+                self._problem("lost_acks", node, "every edge finished but the value is not zero")
+            else:
+                v.stamps_ok += 1
+
+    def _matching(self, sure: frozenset[int], maybe: list[int], got: int) -> frozenset[int] | None:
+        base = reduce(lambda a, n: a ^ self._stamps[n], sure, self._root)
+        for mask in range(1 << len(maybe)):
+            value = base
+            for bit, node in enumerate(maybe):
+                if mask >> bit & 1:
+                    value ^= self._stamps[node]
+            if value == got:
+                return sure | {n for bit, n in enumerate(maybe) if mask >> bit & 1}
+        return None
+
+    def _problem(self, kind: str, node: int, what: str) -> None:
+        setattr(self.verdict, kind, getattr(self.verdict, kind) + 1)
+        self.verdict.problems.append(f"{self.tree.tag} node {node}: {what}")
+
+    def finish(self) -> None:
+        """Call once every stamp has returned: a chain that never returned an acked
+        value lost its ack."""
+        with self._lock:
+            if self.returned == set(range(self.tree.size)) and self.acked_returns == 0:
+                self._problem("lost_acks", -1, "every stamp returned and none returned acked")
+
+
+def error_names(errors: list[BaseException]) -> Counter[str]:
+    return Counter(type(e).__name__ for e in errors)
