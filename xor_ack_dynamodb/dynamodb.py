@@ -197,48 +197,35 @@ class XorAckDynamoDB:
 
         def attempt() -> Stamp:
             now = self._now()
-            try:
-                response = self._call(
-                    "UpdateItem",
-                    tag,
-                    Key=self.codec.key(tag),
-                    UpdateExpression=(
-                        "SET #s = :s, #st = :pending, #e = :exp, #ops = :ops, #c = :now, "
-                        "#u = :now, #v = if_not_exists(#v, :zero) + :one REMOVE #r"
-                    ),
-                    ConditionExpression="attribute_not_exists(#pk) OR #e < :now",
-                    ExpressionAttributeNames=self.codec.names(
-                        "#pk", "#s", "#st", "#e", "#ops", "#c", "#u", "#v", "#r"
-                    ),
-                    ExpressionAttributeValues={
-                        ":s": {"B": data},
-                        ":pending": {"S": "pending"},
-                        ":exp": {"N": str(now + self.ttl_seconds)},
-                        ":ops": {"L": [{"S": op}]},
-                        ":now": {"N": str(now)},
-                        ":zero": {"N": "0"},
-                        ":one": {"N": "1"},
-                    },
-                    ReturnValues="ALL_NEW",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-            except ClientError as exc:
-                if _error_code(exc) != "ConditionalCheckFailedException":
-                    raise
-                current = self._old_item(exc, tag)
-                if current is None:  # deleted since the condition was checked: try again
-                    raise _Conflict(None) from None
-                self._cache.put(tag, current)
-                if op in current.ops:
-                    self.stats.add("duplicates")
-                    log.debug("create %s: op already applied, returning current value", tag)
-                    return Stamp(current.stamp)
-                raise TagExists(
-                    f"chain {tag!r} already exists ({current.effective_state(now)})", tag=tag
-                ) from None
-            chain = self.codec.parse(response["Attributes"], tag)
-            self._cache.put(tag, chain)
-            return Stamp(chain.stamp)
+            chain, applied = self._update(
+                tag,
+                UpdateExpression=(
+                    "SET #s = :s, #st = :pending, #e = :exp, #ops = :ops, #c = :now, "
+                    "#u = :now, #v = if_not_exists(#v, :zero) + :one REMOVE #r"
+                ),
+                ConditionExpression="attribute_not_exists(#pk) OR #e < :now",
+                ExpressionAttributeNames=self.codec.names(
+                    "#pk", "#s", "#st", "#e", "#ops", "#c", "#u", "#v", "#r"
+                ),
+                ExpressionAttributeValues={
+                    ":s": {"B": data},
+                    ":pending": {"S": "pending"},
+                    ":exp": {"N": str(now + self.ttl_seconds)},
+                    ":ops": {"L": [{"S": op}]},
+                    ":now": {"N": str(now)},
+                    ":zero": {"N": "0"},
+                    ":one": {"N": "1"},
+                },
+            )
+            if applied and chain is not None:
+                return Stamp(chain.stamp)
+            if chain is None:  # deleted since the condition was checked: try again
+                raise _Conflict(None)
+            if op in chain.ops:
+                self.stats.add("duplicates")
+                log.debug("create %s: op already applied, returning current value", tag)
+                return Stamp(chain.stamp)
+            raise TagExists(f"chain {tag!r} already exists ({chain.effective_state(now)})", tag=tag)
 
         return self._retrying(tag, attempt)
 
@@ -426,36 +413,23 @@ class XorAckDynamoDB:
                 update = update.replace("#u = :now", "#u = :now, #r = :reason")
                 values[":reason"] = {"S": reason[:1024]}
                 names.update(self.codec.names("#r"))
-            try:
-                response = self._call(
-                    "UpdateItem",
-                    tag,
-                    Key=self.codec.key(tag),
-                    UpdateExpression=update,
-                    ConditionExpression=(
-                        "attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending)"
-                    ),
-                    ExpressionAttributeNames=names,
-                    ExpressionAttributeValues=values,
-                    ReturnValues="ALL_NEW",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-            except ClientError as exc:
-                if _error_code(exc) != "ConditionalCheckFailedException":
-                    raise
-                current = self._old_item(exc, tag)
-                if current is None:
-                    raise TagNotFound(f"chain {tag!r} does not exist", tag=tag) from None
-                self._cache.put(tag, current)
-                if current.state == "acked":
-                    raise TagAcked(f"chain {tag!r} is already acked", tag=tag) from None
-                if current.state == "failed":
-                    return current.status(now)
-                raise _Conflict(current) from None
-            chain = self.codec.parse(response["Attributes"], tag)
-            self._cache.put(tag, chain)
-            log.debug("chain %s failed: %s", tag, reason)
-            return chain.status(now)
+            chain, applied = self._update(
+                tag,
+                UpdateExpression=update,
+                ConditionExpression="attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending)",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+            if chain is None:
+                raise TagNotFound(f"chain {tag!r} does not exist", tag=tag)
+            if applied:
+                log.debug("chain %s failed: %s", tag, reason)
+                return chain.status(now)
+            if chain.state == "acked":
+                raise TagAcked(f"chain {tag!r} is already acked", tag=tag)
+            if chain.state == "failed":
+                return chain.status(now)
+            raise _Conflict(chain)
 
         return self._retrying(tag, attempt)
 
@@ -471,38 +445,27 @@ class XorAckDynamoDB:
 
         def attempt() -> ChainStatus:
             now = self._now()
-            try:
-                response = self._call(
-                    "UpdateItem",
-                    tag,
-                    Key=self.codec.key(tag),
-                    UpdateExpression="SET #e = :exp, #u = :now ADD #v :one",
-                    ConditionExpression=(
-                        "attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending) "
-                        "AND (attribute_not_exists(#e) OR #e >= :now)"
-                    ),
-                    ExpressionAttributeNames=self.codec.names("#pk", "#st", "#e", "#u", "#v"),
-                    ExpressionAttributeValues={
-                        ":exp": {"N": str(now + seconds)},
-                        ":now": {"N": str(now)},
-                        ":one": {"N": "1"},
-                        ":pending": {"S": "pending"},
-                    },
-                    ReturnValues="ALL_NEW",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-            except ClientError as exc:
-                if _error_code(exc) != "ConditionalCheckFailedException":
-                    raise
-                current = self._old_item(exc, tag)
-                if current is None:
-                    raise TagNotFound(f"chain {tag!r} does not exist", tag=tag) from None
-                self._cache.put(tag, current)
-                self._raise_for_state(current, now)
-                raise _Conflict(current) from None
-            chain = self.codec.parse(response["Attributes"], tag)
-            self._cache.put(tag, chain)
-            return chain.status(now)
+            chain, applied = self._update(
+                tag,
+                UpdateExpression="SET #e = :exp, #u = :now ADD #v :one",
+                ConditionExpression=(
+                    "attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending) "
+                    "AND (attribute_not_exists(#e) OR #e >= :now)"
+                ),
+                ExpressionAttributeNames=self.codec.names("#pk", "#st", "#e", "#u", "#v"),
+                ExpressionAttributeValues={
+                    ":exp": {"N": str(now + seconds)},
+                    ":now": {"N": str(now)},
+                    ":one": {"N": "1"},
+                    ":pending": {"S": "pending"},
+                },
+            )
+            if chain is None:
+                raise TagNotFound(f"chain {tag!r} does not exist", tag=tag)
+            if applied:
+                return chain.status(now)
+            self._raise_for_state(chain, now)
+            raise _Conflict(chain)
 
         return self._retrying(tag, attempt)
 
@@ -598,6 +561,30 @@ class XorAckDynamoDB:
             return table_key(describe(self.client, self.table)) != (self.partition_key, "S")
         except (ClientError, TableNotFound):
             return False
+
+    def _update(self, tag: str, **request: Any) -> tuple[Chain | None, bool]:
+        """One conditional UpdateItem on ``tag``'s chain. Returns the chain as written and
+        True when it was applied; the chain as the failed condition saw it (None if there
+        is none) and False when it was not. Either way the result is remembered."""
+        try:
+            response = self._call(
+                "UpdateItem",
+                tag,
+                Key=self.codec.key(tag),
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **request,
+            )
+        except ClientError as exc:
+            if _error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            current = self._old_item(exc, tag)
+            if current is not None:
+                self._cache.put(tag, current)
+            return current, False
+        chain = self.codec.parse(response["Attributes"], tag)
+        self._cache.put(tag, chain)
+        return chain, True
 
     def _now(self) -> int:
         return int(self._clock())
