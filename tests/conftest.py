@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -13,7 +14,7 @@ import pytest
 from moto import mock_aws
 from reliability.dynalite import Dynalite
 
-from xor_ack_dynamodb import LocalDynamoDB, XorAckDynamoDB
+from xor_ack_dynamodb import LocalDynamoDB, XorAckDynamoDB, errors
 
 _names = itertools.count()
 
@@ -92,6 +93,21 @@ def ack(client: Any, table_name: str) -> XorAckDynamoDB:
     tracker = XorAckDynamoDB(table_name, partition_key="tagID", client=client)
     tracker.create_table()
     return tracker
+
+
+def h(hex_digits: str) -> bytes:
+    """Bytes from hex digits: the seed README writes its stamps this way."""
+    return bytes.fromhex(hex_digits)
+
+
+@contextlib.contextmanager
+def expect(cls: type[errors.XorAckError], tag: str | None) -> Iterator[pytest.ExceptionInfo[Any]]:
+    """Assert the block raises exactly ``cls`` with its code and tag."""
+    with pytest.raises(cls) as info:
+        yield info
+    assert type(info.value) is cls
+    assert info.value.code == cls.__name__
+    assert info.value.tag == tag
 
 
 class Clock:

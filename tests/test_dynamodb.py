@@ -4,33 +4,17 @@ clock, idempotent stamps, requests per stamp, and bad input refused before any r
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from conftest import Clock
+from conftest import Clock, expect, h
 
 from xor_ack_dynamodb import ChainStatus, RetryPolicy, Stamp, XorAckDynamoDB, errors, new_stamp, xor
 from xor_ack_dynamodb.stamps import MAX_STAMP_BYTES, MAX_TAG_BYTES
 
 TAG = "database/file13"
-
-
-def h(hex_digits: str) -> bytes:
-    return bytes.fromhex(hex_digits)
-
-
-@contextlib.contextmanager
-def expect(cls: type[errors.XorAckError], tag: str | None) -> Iterator[pytest.ExceptionInfo[Any]]:
-    """Assert the block raises exactly ``cls`` with its code and tag."""
-    with pytest.raises(cls) as info:
-        yield info
-    assert type(info.value) is cls
-    assert info.value.code == cls.__name__
-    assert info.value.tag == tag
 
 
 def raw(ack: XorAckDynamoDB, tag: str) -> dict[str, Any] | None:

@@ -3,30 +3,16 @@ package's callbacks and Storm's rotating expiry."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conftest import expect, h
 
 from xor_ack_dynamodb import ChainStatus, MemoryAck, Stamp, errors, new_stamp, xor
 from xor_ack_dynamodb.stamps import MAX_STAMP_BYTES, MAX_TAG_BYTES
 
 TAG = "database/file13"
-
-
-def h(hex_digits: str) -> bytes:
-    return bytes.fromhex(hex_digits)
-
-
-@contextlib.contextmanager
-def expect(cls: type[errors.XorAckError], tag: str | None) -> Iterator[pytest.ExceptionInfo[Any]]:
-    with pytest.raises(cls) as info:
-        yield info
-    assert type(info.value) is cls
-    assert info.value.code == cls.__name__
-    assert info.value.tag == tag
 
 
 class Events:
