@@ -164,9 +164,7 @@ class Tracking:
     def requests(self) -> Counter[str]:
         """Every counter the executors reported, plus the driver tracker's requests."""
         total = Counter(self.counters.value)
-        driver = snapshot(self.tracker)
-        total.update(driver)
-        total["requests"] += sum(n for k, n in driver.items() if k.startswith("requests."))
+        total.update(snapshot(self.tracker))
         return total
 
     def run(

@@ -64,11 +64,9 @@ def executor_tracker(config: AckConfig) -> XorAckDynamoDB:
 
 
 def snapshot(tracker: XorAckDynamoDB) -> Counter[str]:
-    """The tracker's request counts (``requests.<Operation>``) and events (``conflicts``,
-    ``retries``, ``duplicates``) so far."""
-    counts = Counter({f"requests.{op}": n for op, n in tracker.stats.requests.items()})
-    counts.update(tracker.stats.events)
-    return counts
+    """The tracker's counters so far (:meth:`RequestStats.snapshot`: ``requests``,
+    ``requests.<Operation>``, ``conflicts``, ``retries``, ``duplicates``)."""
+    return Counter(tracker.stats.snapshot())
 
 
 def report(spec: RunSpec, tracker: XorAckDynamoDB, before: Counter[str], counts: Counter[str]) -> None:
@@ -77,7 +75,6 @@ def report(spec: RunSpec, tracker: XorAckDynamoDB, before: Counter[str], counts:
     delta = snapshot(tracker)
     delta.subtract(before)
     counts.update({k: n for k, n in delta.items() if n})
-    counts["requests"] += sum(n for k, n in delta.items() if k.startswith("requests."))
     spec.counters.add(counts)
 
 
