@@ -59,7 +59,9 @@ def node_stamp(raw: Any, table: str, edge: bytes) -> None:
 # -- CombiningTracker ------------------------------------------------------------------------
 
 
-def test_a_combined_write_whose_response_is_lost_is_applied_once(moto_server: LocalDynamoDB, table: str) -> None:
+def test_a_combined_write_whose_response_is_lost_is_applied_once(
+    moto_server: LocalDynamoDB, table: str
+) -> None:
     """8 stamps queue behind a leader on a chain whose window is 4; the combined write
     that carries them lands but its response is lost and botocore's resends fail. The
     retry must recognise the landed batch (its marker), not re-apply its early members."""
@@ -161,7 +163,9 @@ def _wait_for(condition: Any, timeout: float = 10) -> None:
 # -- delete_on_ack ------------------------------------------------------------------------------
 
 
-def test_a_completing_write_hidden_by_errors_still_reports_acked(moto_server: LocalDynamoDB, table: str) -> None:
+def test_a_completing_write_hidden_by_errors_still_reports_acked(
+    moto_server: LocalDynamoDB, table: str
+) -> None:
     raw = client(moto_server)
     ack = tracker(moto_server, table, client=raw, delete_on_ack=True)
     root = new_stamp()
@@ -177,7 +181,9 @@ def test_a_completing_write_hidden_by_errors_still_reports_acked(moto_server: Lo
         ack.status(TAG)  # and the tombstone was deleted, as delete_on_ack asks
 
 
-def test_a_chain_deleted_by_someone_else_is_never_reported_acked(moto_server: LocalDynamoDB, table: str) -> None:
+def test_a_chain_deleted_by_someone_else_is_never_reported_acked(
+    moto_server: LocalDynamoDB, table: str
+) -> None:
     raw, other = client(moto_server), client(moto_server)
     ack = tracker(moto_server, table, client=raw, delete_on_ack=True)
     root = new_stamp()
@@ -186,7 +192,9 @@ def test_a_chain_deleted_by_someone_else_is_never_reported_acked(moto_server: Lo
     script = Script(raw)
     # The completing write fails with a 500 (not applied); before botocore resends it,
     # an operator deletes the chain.
-    script.fail("PutItem|DeleteItem", after=lambda: other.delete_item(TableName=table, Key={"tagID": {"S": TAG}}))
+    script.fail(
+        "PutItem|DeleteItem", after=lambda: other.delete_item(TableName=table, Key={"tagID": {"S": TAG}})
+    )
     with pytest.raises(errors.TagNotFound):
         ack.stamp(TAG, root)
 

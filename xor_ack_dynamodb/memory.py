@@ -232,7 +232,9 @@ class MemoryAck(SyncTracker):
         self.on_acked = on_acked
         self.on_failed = on_failed
         stats = RequestStats()
-        self.store: MemoryStore = MemoryStore(rules, stats, buckets, share.store if share is not None else None)
+        self.store: MemoryStore = MemoryStore(
+            rules, stats, buckets, share.store if share is not None else None
+        )
         self._bind(Engine(self.store, rules, stats=stats, clock=clock, cache_size=0))
 
     def __len__(self) -> int:
