@@ -43,8 +43,10 @@ __all__ = ["FAULT_KINDS", "FaultRates", "FaultInjector", "client_config"]
 
 FAULT_KINDS = ("lost_response", "throttle", "server_error", "connect_error")
 
-#: Every request type the library sends (see docs/iam-policy.json).
-OPERATIONS = ("GetItem", "UpdateItem", "DeleteItem", "BatchGetItem")
+#: Every request type the library sends (see docs/iam-policy.json): PutItem for create and
+#: for an xor stamp's conditional write of the whole item, UpdateItem for fail, touch and
+#: a sum-mode stamp.
+OPERATIONS = ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "BatchGetItem")
 
 
 def client_config(max_attempts: int = 4) -> Config:

@@ -103,8 +103,10 @@ def test_sigkilled_workers_replayed_complete_or_expire(moto_server: LocalDynamoD
             if (problem := _check_chain(tree, reader, sure[tree.tag], maybe[tree.tag])) is not None:
                 problems.append(problem)
 
-    later = factory()
-    later._clock = lambda: time.time() + reader.ttl_seconds + 60  # noqa: SLF001 - the tracker's clock, moved on
+    # A tracker whose clock is past every deadline and the skew margin (5 s).
+    later = XorAckDynamoDB(
+        table, client=factory.client(), clock=lambda: time.time() + reader.ttl_seconds + 60
+    )
     states = later.status_many([t.tag for t in trees])
     expired = [t.tag for t in abandoned if states[t.tag].state == "expired"]
     with pytest.raises(TagExpired):
