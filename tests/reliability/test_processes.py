@@ -137,13 +137,13 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-@pytest.mark.parametrize("backend", ["moto", "dynalite"])
+@pytest.mark.parametrize("backend", ["moto", "dynalite", "ddblocal"])
 def test_hot_chain_many_threads_and_processes(request: pytest.FixtureRequest, backend: str) -> None:
     """One chain, its root fanned out to many children; 16 threads here and 4 worker
     processes stamp the children at once. Budget: RetryPolicy(max_attempts=400,
     max_seconds=600), as a hot chain is expected to lose many races. On dynalite, which
     returns no item on a failed condition, every lost race costs a consistent read."""
-    server = request.getfixturevalue("moto_server" if backend == "moto" else "dynalite")
+    server = request.getfixturevalue("moto_server" if backend == "moto" else backend)
     endpoint = server.endpoint_url or ""
     table = unique_table("hot")
     meter = FaultInjector(FaultRates(), enabled=False)
