@@ -2,7 +2,8 @@
 connection errors on every request type, under many threads stamping random trees.
 
 The server is the embedded ``LocalDynamoDB``, which applies requests one at a time, as
-DynamoDB applies each conditional write atomically (moto alone does not). The clients
+DynamoDB applies each conditional write atomically (moto alone does not); the mixed
+scenario runs on DynamoDB Local too. The clients
 are configured explicitly: botocore standard retry mode, 4 attempts per request
 (``faults.client_config``); the library's own budget is its default ``RetryPolicy()``
 (50 attempts, 60 s) unless a test says otherwise.
@@ -56,12 +57,21 @@ def _delete_all(tags: list[str], factory: TrackerFactory) -> list[BaseException]
         return [e for e in pool.map(delete, tags) if e is not None]
 
 
-@pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_faults_never_lose_nor_fake_an_ack(moto_server: LocalDynamoDB, scenario: str, seed: int) -> None:
+#: Every scenario on the serialized moto server; the mixed one on Amazon's engine too.
+CASES = [pytest.param(s, "moto_server", id=s) for s in SCENARIOS] + [
+    pytest.param("mixed", "ddblocal", id="mixed-ddblocal")
+]
+
+
+@pytest.mark.parametrize(("scenario", "backend"), CASES)
+def test_faults_never_lose_nor_fake_an_ack(
+    request: pytest.FixtureRequest, scenario: str, backend: str, seed: int
+) -> None:
+    server = request.getfixturevalue(backend)
     rng = random.Random(seed)
     injector = FaultInjector(SCENARIOS[scenario], seed=seed)
     table = unique_table(f"faults-{scenario}".replace("_", "-"))
-    factory = TrackerFactory(moto_server.endpoint_url or "", table, injector, BOTOCORE_ATTEMPTS)
+    factory = TrackerFactory(server.endpoint_url or "", table, injector, BOTOCORE_ATTEMPTS)
     reader = factory()
     reader.create_table()  # CreateTable & co. are not injected into: not chain traffic
     trees = make_trees(SIZE.chains, rng, scenario, SIZE.max_nodes)
@@ -73,10 +83,10 @@ def test_faults_never_lose_nor_fake_an_ack(moto_server: LocalDynamoDB, scenario:
         group = {t.tag: truths[t.tag] for t in trees[start : start + 4]}
         settle(result, group, reader)
     delete_errors = _delete_all([t.tag for t in trees], factory)
-    leftovers = _table_items(moto_server.client(), table)
+    leftovers = _table_items(server.client(), table)
 
     record_figures(
-        f"faults: {scenario}",
+        f"faults: {scenario}" + ("" if backend == "moto_server" else f" ({backend})"),
         chains=result.chains,
         stamps=result.stamps,
         faults=dict(injector.injected),
