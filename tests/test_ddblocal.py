@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -56,6 +57,17 @@ def test_missing_java_is_a_typed_error(tmp_path: Path) -> None:
     with expect(errors.InvalidConfig, None) as info:
         DynamoDBLocal(tmp_path, java="no-such-java-here").start()
     assert "Java 17" in str(info.value)
+
+
+def test_a_taken_port_is_refused_before_java_starts() -> None:
+    if (reason := unavailable()) is not None:
+        pytest.skip(reason)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        with pytest.raises(RuntimeError, match=f"cannot start DynamoDB Local on 127.0.0.1:{port}"):
+            DynamoDBLocal(install_dynamodb_local().parent, port=port).start()
 
 
 def test_not_started_has_no_config() -> None:

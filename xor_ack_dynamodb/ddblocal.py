@@ -74,6 +74,14 @@ def find_jar(jar_dir: str | os.PathLike[str] | None = None) -> Path:
     return found[-1]
 
 
+def _check_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise RuntimeError(f"cannot start DynamoDB Local on {host}:{port}: {exc}") from exc
+
+
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
@@ -93,8 +101,8 @@ class DynamoDBLocal:
     :param java: the ``java`` command (Java 17 or later).
     :param startup_timeout: seconds to wait for the server to answer.
     :raises InvalidConfig: from :meth:`start`, when ``java`` or the jar is missing.
-    :raises RuntimeError: from :meth:`start`, when the server exits or does not answer
-        in time (the message carries its output).
+    :raises RuntimeError: from :meth:`start`, when ``port`` is taken, or the server
+        exits or does not answer in time (the message carries its output).
     """
 
     def __init__(
@@ -122,6 +130,8 @@ class DynamoDBLocal:
         if java is None:
             raise InvalidConfig(f"{self._java!r} not found on PATH: DynamoDB Local needs Java 17 or later")
         jar = find_jar(self._jar_dir)
+        if self._port:
+            _check_free(self._host, self._port)
         # A free port found here may be taken before java binds it: then java exits at
         # once and another port is tried.
         for _ in range(3 if self._port == 0 else 1):
@@ -129,7 +139,9 @@ class DynamoDBLocal:
             if self._launch(java, jar, port):
                 log.info("DynamoDB Local (%s) listening on %s", jar.parent.name, self.endpoint_url)
                 return self
-        raise RuntimeError(f"DynamoDB Local did not start: {self._tail()}")
+        output = self._tail()
+        self._close_output()
+        raise RuntimeError(f"DynamoDB Local did not start: {output}")
 
     def _launch(self, java: str, jar: Path, port: int) -> bool:
         """Start the server on ``port``; True once it answers, False if it exited."""
@@ -163,9 +175,11 @@ class DynamoDBLocal:
                 return False
             try:
                 probe.list_tables(Limit=1)
-                return True
             except Exception:  # noqa: BLE001 - not listening yet: poll again
                 time.sleep(0.05)
+                continue
+            if self._process.poll() is None:  # the answer was ours, not a squatter's
+                return True
         output = self._tail()
         self.stop()
         raise RuntimeError(f"DynamoDB Local did not answer in {self._startup_timeout:.0f} s: {output}")
