@@ -1,5 +1,5 @@
-"""CombiningTracker against DynamoDB over HTTP (the moto server and dynalite), with
-real threads.
+"""CombiningTracker against DynamoDB over HTTP (the moto server, dynalite and DynamoDB
+Local), with real threads.
 
 Where a test needs stamps to be queued behind a write in flight, it holds that write in
 botocore's ``before-send`` hook of the tracker's own client (nothing is faked: the
@@ -31,11 +31,12 @@ TAG = "hot/root"
 WAIT = 30.0
 
 
-@pytest.fixture(params=["moto-server", "dynalite"])
+@pytest.fixture(params=["moto-server", "dynalite", "ddblocal"])
 def backend(request: pytest.FixtureRequest) -> Any:
-    """A DynamoDB over HTTP: the moto server, and dynalite (which does not return the
-    item on a failed condition, so lost races take the consistent-read fallback)."""
-    return request.getfixturevalue("moto_server" if request.param == "moto-server" else "dynalite")
+    """A DynamoDB over HTTP: the moto server, dynalite (which does not return the item on
+    a failed condition, so lost races take the consistent-read fallback) and DynamoDB
+    Local."""
+    return request.getfixturevalue("moto_server" if request.param == "moto-server" else request.param)
 
 
 def tracker(server: Any, table: str | None = None, **options: Any) -> XorAckDynamoDB:

@@ -1,5 +1,5 @@
 """XorAckDynamoDB on every backend of the ``client`` fixture (moto in-process, moto over
-HTTP, dynalite): the lifecycle, every error with its type/code/tag, expiry decided by the
+HTTP, dynalite, DynamoDB Local): the lifecycle, every error with its type/code/tag, expiry decided by the
 clock, idempotent stamps, requests per stamp, and bad input refused before any request."""
 
 from __future__ import annotations

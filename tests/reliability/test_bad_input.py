@@ -1,6 +1,6 @@
 """Bad input: each case raises its typed error and writes nothing (checked with a scan
 and the tracker's request counter). Runs on every backend of the ``client`` fixture
-(in-process moto, moto server, dynalite)."""
+(in-process moto, moto server, dynalite, DynamoDB Local)."""
 
 from __future__ import annotations
 
