@@ -12,7 +12,6 @@ are configured explicitly: botocore standard retry mode, 4 attempts per request
 from __future__ import annotations
 
 import random
-import zlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -24,7 +23,7 @@ from conftest import expect
 from xor_ack_dynamodb import LocalDynamoDB, RetryPolicy, XorAckDynamoDB, new_stamp, xor
 from xor_ack_dynamodb.errors import BatchIncomplete, StaleLocalData, TagNotFound
 
-from .faults import FAULT_KINDS, OPERATIONS, FaultInjector, FaultRates, UnprocessedKeys
+from .faults import FAULT_KINDS, FaultInjector, FaultRates, UnprocessedKeys
 from .runner import TrackerFactory, make_trees, run_trees, settle, unique_table
 from .sizes import SIZE, record_figures
 from .workload import Tree
