@@ -74,6 +74,7 @@ class ItemMeter:
     def reset(self) -> None:
         self.write_units = 0.0
         self.read_units = 0.0
+        self.writes_ok = 0  # successful write requests (a refused one has no capacity figure)
         self.item_bytes: list[int] = []
         self.item_ops = 0  # the most op ids seen in an item after a write
 
@@ -87,6 +88,7 @@ class ItemMeter:
         units = float((parsed.get("ConsumedCapacity") or {}).get("CapacityUnits") or 0.0)
         if model.name in WRITES:
             self.write_units += units
+            self.writes_ok += 1
         else:
             self.read_units += units
         item = parsed.get("Attributes") if model.name == "UpdateItem" else None

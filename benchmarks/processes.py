@@ -29,7 +29,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
-from .itemsize import ItemMeter
+from .itemsize import WRITES, ItemMeter
 
 __all__ = ["PROCESS_COUNTS", "ProcessPool", "ProcessRun", "one_chain_many_processes", "percentile_ms"]
 
@@ -74,6 +74,7 @@ class Part:
     events: dict[str, int] = field(default_factory=dict)
     write_units: float = 0.0
     read_units: float = 0.0
+    writes_ok: int = 0
     item_bytes: list[int] = field(default_factory=list)  # the item's size after each write
     item_ops: int = 0  # the most op ids seen in the item after a write
     started: float = 0.0
@@ -138,7 +139,7 @@ def _stamp_all(index: int, job: Job, clients: dict[str, tuple[Any, ItemMeter]], 
     part.finished = time.monotonic()
     part.requests = tracker.stats.requests
     part.events = tracker.stats.events
-    part.write_units, part.read_units = meter.write_units, meter.read_units
+    part.write_units, part.read_units, part.writes_ok = meter.write_units, meter.read_units, meter.writes_ok
     part.item_bytes, part.item_ops = meter.item_bytes, meter.item_ops
     return part
 
@@ -220,8 +221,9 @@ class ProcessRun:
     events: Counter[str] = field(default_factory=Counter)
     failed: int = 0
     acked_returns: int = 0
-    write_units: float = 0.0
+    write_units: float = 0.0  # reported for the successful writes
     read_units: float = 0.0
+    writes_ok: int = 0
     item_bytes: list[int] = field(repr=False, default_factory=list)
     max_ops: int = 0
     final_state: str = ""
@@ -241,8 +243,16 @@ class ProcessRun:
         return self.total_requests / self.stamps if self.stamps else float("nan")
 
     @property
+    def refused_writes(self) -> int:
+        """Write requests that did not succeed: lost races, refused trims."""
+        return sum(self.requests.get(op, 0) for op in WRITES) - self.writes_ok
+
+    @property
     def wcu_per_stamp(self) -> float:
-        return self.write_units / self.stamps if self.stamps else float("nan")
+        """Write units a stamp: those the backend reported for the successful writes, and
+        one for each refused write (AWS bills a write whose condition fails, at least one
+        unit; its error carries no figure)."""
+        return (self.write_units + self.refused_writes) / self.stamps if self.stamps else float("nan")
 
     def p(self, q: float) -> float:
         return percentile_ms(self.latencies, q)
@@ -272,6 +282,8 @@ class ProcessRun:
             "acked_returns": self.acked_returns,
             "write_units": self.write_units,
             "read_units": self.read_units,
+            "writes_ok": self.writes_ok,
+            "refused_writes": self.refused_writes,
             "wcu_per_stamp": round(self.wcu_per_stamp, 4),
             "max_item_bytes": self.max_item_bytes,
             "max_ops": self.max_ops,
@@ -312,6 +324,7 @@ def one_chain_many_processes(
         run.acked_returns += part.acked
         run.write_units += part.write_units
         run.read_units += part.read_units
+        run.writes_ok += part.writes_ok
         run.item_bytes += part.item_bytes
         run.max_ops = max(run.max_ops, part.item_ops)
         if part.error is not None:

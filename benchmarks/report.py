@@ -266,10 +266,10 @@ def markdown(r: Results, environment: str) -> str:
                 "each with its own client and tracker, released together by a barrier). *requests/stamp* "
                 "counts every request the processes made (botocore's resends, sum mode's trims and its "
                 "completion write included); *WCU/stamp* is what DynamoDB Local reported for the "
-                "successful writes, computed from item sizes as AWS does (a lost race's write is billed "
-                "too, and is not in it); *largest item* is the chain's item after a write, sized by "
-                "AWS's rules; *budget spent* counts calls that raised `StaleLocalData` and were made "
-                "again.",
+                "successful writes (computed from item sizes, as AWS does), plus one unit for each "
+                "refused write (a lost race, a refused trim: AWS bills those too, at least a unit); "
+                "*largest item* is the chain's item after a write, sized by AWS's rules; *budget "
+                "spent* counts calls that raised `StaleLocalData` and were made again.",
                 _md(_PROCESS_HEADER, process_rows(r)),
                 "![requests per stamp, latency and stamps/s against processes on one chain](processes.png)",
                 _md(["figure", "value"], other_rows(r)),
