@@ -80,12 +80,19 @@ class Script:
         return len(self._steps)
 
     def _before_send(self, request: Any, **_: Any) -> Any:
+        step = self._next(request)
+        return None if step is None else self._act(step, request)
+
+    def _next(self, request: Any) -> _Step | None:
+        """The armed step for ``request`` (taken off the script), or None."""
         operation = request.headers.get("X-Amz-Target", b"")
         operation = (operation.decode() if isinstance(operation, bytes) else operation).rsplit(".", 1)[-1]
         self.sent.append(operation)
         if not self._steps or operation not in self._steps[0].operation.split("|"):
             return None
-        step = self._steps.popleft()
+        return self._steps.popleft()
+
+    def _act(self, step: _Step, request: Any) -> Any:
         if step.action == "before":
             assert step.effect is not None
             step.effect()
@@ -98,8 +105,11 @@ class Script:
             ).encode()
             headers = HTTPHeaders()
             headers["Content-Type"] = "application/x-amz-json-1.0"
-            return AWSResponse(request.url, 500, headers, _Raw(body))
+            return self._response(request.url, 500, headers, body)
         self._http.send(request)
         if step.effect is not None:
             step.effect()
         raise ConnectionClosedError(endpoint_url=request.url)
+
+    def _response(self, url: str, status: int, headers: HTTPHeaders, body: bytes) -> Any:
+        return AWSResponse(url, status, headers, _Raw(body))
