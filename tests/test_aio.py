@@ -234,3 +234,51 @@ def test_async_with_closes_only_a_client_it_built(
             await client.describe_table(TableName=table)
 
     asyncio.run(main())
+
+
+# -- the table --------------------------------------------------------------------------------
+
+
+def test_a_missing_table_and_a_wrong_key_are_typed_errors(
+    endpoint: str, request: pytest.FixtureRequest
+) -> None:
+    """As for the sync tracker (``test_table.py``): every call on a missing table raises
+    ``TableNotFound``; on a table keyed otherwise, ``create_table`` and every call raise
+    ``TableSchemaMismatch``, whatever words the backend's ValidationException uses (the
+    async path asks DescribeTable, awaited, when they do not say)."""
+    missing, wrong = conftest.unique_table("absent"), conftest.unique_table("wrong")
+    sync_client = request.getfixturevalue(request.node.callspec.params["endpoint"])
+    sync_client.create_table(
+        TableName=wrong,
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+    def calls(ack: AsyncXorAckDynamoDB) -> list[Awaitable[Any]]:
+        edge = ack.new_edge()
+        return [
+            ack.create("t", edge),
+            ack.stamp("t", edge),
+            ack.fail("t"),
+            ack.touch("t"),
+            ack.status("t"),
+            ack.status_many(["t"]),
+            ack.delete("t"),
+        ]
+
+    async def body(ack: AsyncXorAckDynamoDB, client: Any) -> None:
+        for call in calls(ack):
+            with pytest.raises(errors.TableNotFound) as info:
+                await call
+            assert repr(missing) in str(info.value)
+        other = AsyncXorAckDynamoDB(wrong, client=client)
+        with pytest.raises(errors.TableSchemaMismatch):
+            await other.create_table()
+        for call in calls(other):
+            with pytest.raises(errors.TableSchemaMismatch) as mismatch:
+                await call
+            assert repr(wrong) in str(mismatch.value)
+        assert (await client.scan(TableName=wrong))["Items"] == []
+
+    run(endpoint, missing, body)
