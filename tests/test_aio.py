@@ -54,9 +54,9 @@ def table(endpoint: str, request: pytest.FixtureRequest) -> str:
 Body = Callable[[AsyncXorAckDynamoDB, Any], Awaitable[None]]
 
 
-def run(endpoint: str, table: str, body: Body, **options: Any) -> None:
+def run(endpoint: str, table: str, body: Body, http_attempts: int = 3, **options: Any) -> None:
     """Run ``body(tracker, client)`` in a new event loop, on a new aiobotocore client
-    (botocore's standard retries: 3 attempts a request)."""
+    (botocore's standard retries: ``http_attempts`` attempts a request)."""
 
     async def main() -> None:
         async with async_dynamodb_client(
@@ -64,6 +64,7 @@ def run(endpoint: str, table: str, body: Body, **options: Any) -> None:
             endpoint_url=endpoint,
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
+            retry=RetryPolicy(http_attempts=http_attempts),
         ) as client:
             await body(AsyncXorAckDynamoDB(table, client=client, **options), client)
 
@@ -282,3 +283,72 @@ def test_a_missing_table_and_a_wrong_key_are_typed_errors(
         assert (await client.scan(TableName=wrong))["Items"] == []
 
     run(endpoint, missing, body)
+
+
+# -- every request type, every fault kind -------------------------------------------------------
+
+KINDS = ("lose", "fail", "throttle", "refuse")
+#: Each request type the library sends, and a call whose job is that request (xor mode
+#: unless the request is sum mode's ADD).
+CALLS = {
+    "GetItem": "status",
+    "PutItem": "stamp",
+    "UpdateItem": "sum-stamp",
+    "DeleteItem": "delete",
+    "BatchGetItem": "status_many",
+}
+
+
+#: Faults beyond botocore's resends for every kind; within them only for a lost response
+#: (for the others, botocore's resend simply succeeds: nothing for the library to tell).
+MATRIX = [
+    pytest.param(kind, op, beyond, id=f"{kind}-{op}-{'beyond' if beyond else 'within'}-botocore")
+    for kind in KINDS
+    for op in CALLS
+    for beyond in (False, True)
+    if beyond or kind == "lose"
+]
+
+
+@pytest.mark.parametrize("kind, operation, beyond_botocore", MATRIX)
+def test_every_request_type_survives_every_fault_kind(
+    moto_server: Any, kind: str, operation: str, beyond_botocore: bool
+) -> None:
+    """The first requests of one type meet one kind of fault (once, or as many times as
+    botocore's 2 attempts, so that the library's own retry takes over): the call still
+    does exactly its job (as ``reliability/test_faults.py`` checks the sync tracker)."""
+    table = conftest.unique_table("matrix")
+    XorAckDynamoDB(table, client=moto_server.client()).create_table()
+    times = 2 if beyond_botocore else 1  # the client makes 2 attempts a request
+    mode = "sum" if operation == "UpdateItem" else "xor"
+
+    async def body(ack: AsyncXorAckDynamoDB, client: Any) -> None:
+        root, kid = ack.new_edge(), ack.new_edge()
+        await ack.create(TAG, root)
+        await ack.stamp(TAG, finished=[root], started=[kid])
+        fresh = AsyncXorAckDynamoDB(table, client=client, mode=mode, retry=FAST)  # a cold cache
+        script = AsyncScript(client)
+        if kind == "lose":  # applied, response lost; then resends fail until botocore gives up
+            script.lose(operation).fail(operation, times=times - 1)
+        else:
+            getattr(script, kind)(operation, times)
+        call = CALLS[operation]
+        if call == "status":
+            assert (await fresh.status(TAG)).state == "pending"
+        elif call in ("stamp", "sum-stamp"):
+            done = await fresh.stamp(TAG, finished=[kid], op_id="kid")
+            assert done.acked
+            assert (await fresh.status(TAG)).state == "acked"
+        elif call == "delete":
+            await fresh.delete(TAG)
+            with pytest.raises(errors.TagNotFound):
+                await fresh.status(TAG)
+        else:
+            assert (await fresh.status_many([TAG, "absent"]))[TAG].state == "pending"
+        assert script.pending == 0
+        assert (fresh.stats.events.get("retries", 0) > 0) is beyond_botocore
+
+    run(str(moto_server.endpoint_url), table, body, http_attempts=2, mode=mode)
+
+
+FAST = RetryPolicy(max_attempts=10, initial_wait=0.001, max_wait=0.01)
