@@ -212,8 +212,8 @@ class Pipeline:
             children = [derive_edge(EDGE_KEY, edge, 0), derive_edge(EDGE_KEY, edge, 1)]
             # Finish this edge and start both children in one stamp, then send them.
             after = self.tracker.stamp(tag, xor_all([edge, *children]), op_id=op_id(tag, edge))
-            if after.acked:  # a late copy of this message: the chain is complete already
-                return
+            if not any(after):  # a late copy of this message: the chain is complete already
+                return  # (acked is only ever True for the stamp that completed the chain)
             # Sent again when this message is redelivered (we cannot know whether the first
             # delivery got to send them): harmless, the children's op ids are their edges.
             self._send(

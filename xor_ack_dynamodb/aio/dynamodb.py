@@ -104,8 +104,9 @@ class AsyncXorAckDynamoDB(AsyncTracker):
     @classmethod
     def from_config(cls, config: AckConfig, client: Any = None, **options: Any) -> AsyncXorAckDynamoDB:
         """A tracker for a picklable :class:`~xor_ack_dynamodb.AckConfig` (its table, key,
-        region, endpoint, keys, ttl, retention, max_ops and retry), on ``client`` or one
-        it builds. ``options`` are further constructor arguments (``mode=``, ...)."""
+        region, endpoint, keys, ttl, retention, max_ops, mode, skew, edge_size and retry),
+        on ``client`` or one it builds. ``options`` override or add constructor arguments
+        (``clock=``, ``cache_size=``, ...)."""
         if client is None:
             client = client_settings(
                 region=config.region,
@@ -114,17 +115,18 @@ class AsyncXorAckDynamoDB(AsyncTracker):
                 aws_secret_access_key=config.aws_secret_access_key,
                 retry=config.retry,
             )
-        return cls(
-            config.table,
-            config.partition_key,
-            client=client,
-            ttl=config.ttl_seconds,
-            retention=config.retention_seconds,
-            delete_on_ack=config.delete_on_ack,
-            max_ops=config.max_ops,
-            retry=config.retry,
-            **options,
-        )
+        settings: dict[str, Any] = {
+            "ttl": config.ttl_seconds,
+            "retention": config.retention_seconds,
+            "delete_on_ack": config.delete_on_ack,
+            "max_ops": config.max_ops,
+            "mode": config.mode,
+            "skew": config.skew_seconds,
+            "edge_size": config.edge_size,
+            "retry": config.retry,
+        }
+        settings.update(options)
+        return cls(config.table, config.partition_key, client=client, **settings)
 
     def __repr__(self) -> str:
         return (

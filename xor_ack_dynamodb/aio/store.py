@@ -38,7 +38,7 @@ class AsyncDynamoDBStore:
     async def execute(self, request: Request) -> Reply | Chain | None:
         prepared = self.requests.prepare(request)
         try:
-            response = await self.call(prepared.operation, prepared.kwargs)
+            response = await self.call(prepared.operation, prepared.kwargs, tag_of(request))
         except ClientError as exc:
             if not self.requests.condition_failed(exc):
                 raise
@@ -55,11 +55,11 @@ class AsyncDynamoDBStore:
     def is_transient(self, error: BaseException) -> bool:
         return is_transient(error)
 
-    async def call(self, operation: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, operation: str, kwargs: dict[str, Any], tag: str | None = None) -> dict[str, Any]:
         """``DynamoDBStore.call``, awaited: counted, capacity summed, a missing table and
         a key-schema mismatch raised as typed errors."""
         method = getattr(await self.client(), METHODS[operation])
-        log.debug("%s %s", operation, self.requests.table)
+        log.debug("%s %s tag=%r", operation, self.requests.table, tag)
         try:
             response: dict[str, Any] = await method(**kwargs)
         except ClientError as exc:
