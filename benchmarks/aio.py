@@ -10,7 +10,7 @@ took). Exits 1 if a chain did not end acked with exactly one ``acked`` result.
 
 Backends: the embedded moto server (``LocalDynamoDB``, in a child process so the server
 does not share the clients' GIL); DynamoDB Local when ``xor_ack_dynamodb.DynamoDBLocal``
-exists and can start; any other endpoint given as ``--endpoint NAME=URL``.
+can start (`make dynamodb-local` installs it); any other endpoint given as ``--endpoint NAME=URL``.
 """
 
 from __future__ import annotations
@@ -129,11 +129,11 @@ def backends(extra: list[str], console: Console) -> Iterator[list[tuple[str, str
     with contextlib.ExitStack() as stack:
         found = [("moto server", stack.enter_context(ServerProcess()).endpoint_url)]
         try:
-            from xor_ack_dynamodb import DynamoDBLocal  # type: ignore[attr-defined]
+            from xor_ack_dynamodb import DynamoDBLocal
 
             local = stack.enter_context(DynamoDBLocal())
             found.append(("DynamoDB Local", local.endpoint_url))
-        except Exception as exc:  # not on this branch, no java, no jar: say so, go on
+        except Exception as exc:  # no java, no jar: say so, go on
             console.print(f"[yellow]DynamoDB Local not measured: {exc!r}")
         for spec in extra:
             name, _, url = spec.partition("=")
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="chains per backend, mode and driver")
     parser.add_argument("--endpoint", action="append", default=[], metavar="NAME=URL")
     args = parser.parse_args(argv)
-    console = Console()
+    console = Console(width=130)
     rows: list[Row] = []
     with backends(args.endpoint, console) as found:
         for (name, endpoint), mode in itertools.product(found, ("xor", "sum")):
@@ -161,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"measured {name}, {mode}")
     table = Table(title=f"{TASKS} concurrent stamps on one chain ({args.rounds} chains each)")
     for column in ("backend", "mode", "tracker", "requests/stamp", "conflicts/stamp", "stamps/s", "wrong"):
-        table.add_column(column, justify="left" if column in ("backend", "mode", "tracker") else "right")
+        left = column in ("backend", "mode", "tracker")
+        table.add_column(column, justify="left" if left else "right", no_wrap=True)
     for row in rows:
         f = row.figures
         table.add_row(
