@@ -60,10 +60,14 @@ def on_done(event: dict[str, Any], context: Any) -> None:
         done = json.loads(record["body"])
         totals: Counter[str] = Counter()
         s3, bucket = pipeline().s3, os.environ["OUTPUT_BUCKET"]
-        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"results/{chain_dir(done['tag'])}/")
+        pages = s3.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=f"results/{chain_dir(done['tag'])}/"
+        )
         for obj in (o for page in pages for o in page.get("Contents", [])):
             totals.update(json.loads(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()))
-        put(f"done/{chain_dir(done['tag'])}.json", {"tag": done["tag"], "words": dict(sorted(totals.items()))})
+        put(
+            f"done/{chain_dir(done['tag'])}.json", {"tag": done["tag"], "words": dict(sorted(totals.items()))}
+        )
 
 
 def put(key: str, value: Any) -> None:

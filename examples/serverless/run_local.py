@@ -27,32 +27,40 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 INPUT_BUCKET, OUTPUT_BUCKET, TABLE = "xor-ack-input", "xor-ack-output", "xor-ack-chains"
 
 
-def setup(s3: Any, sqs: Any, dynamodb: Any, mode: str = "sum", visibility: int = 0) -> dict[str, str]:
-    """Create the buckets, queues and table; returns the functions' environment.
-    Visibility timeout 0 (default): a message not deleted is visible again at once."""
+def setup(
+    s3: Any, sqs: Any, dynamodb: Any, mode: str = "sum", visibility: int = 0, suffix: str = ""
+) -> dict[str, str]:
+    """Create the buckets, queues and table (names ending in ``suffix``); returns the
+    functions' environment (and ``INPUT_BUCKET``). Visibility timeout 0 (default): a
+    message not deleted is visible again at once."""
     from xor_ack_dynamodb import XorAckDynamoDB
 
-    for bucket in (INPUT_BUCKET, OUTPUT_BUCKET):
+    for bucket in (INPUT_BUCKET + suffix, OUTPUT_BUCKET + suffix):
         s3.create_bucket(Bucket=bucket)
     attributes = {"VisibilityTimeout": str(visibility)}
-    work = sqs.create_queue(QueueName="xor-ack-work", Attributes=attributes)["QueueUrl"]
-    done = sqs.create_queue(QueueName="xor-ack-done", Attributes=attributes)["QueueUrl"]
-    XorAckDynamoDB(TABLE, client=dynamodb).create_table()
+    work = sqs.create_queue(QueueName=f"xor-ack-work{suffix}", Attributes=attributes)["QueueUrl"]
+    done = sqs.create_queue(QueueName=f"xor-ack-done{suffix}", Attributes=attributes)["QueueUrl"]
+    XorAckDynamoDB(TABLE + suffix, client=dynamodb).create_table()
     return {
-        "XOR_ACK_TABLE": TABLE,
+        "INPUT_BUCKET": INPUT_BUCKET + suffix,
+        "XOR_ACK_TABLE": TABLE + suffix,
         "XOR_ACK_MODE": mode,
         "XOR_ACK_QUEUE_URL": work,
         "XOR_ACK_COMPLETION_QUEUE_URL": done,
         "XOR_ACK_MAX_RECEIVES": "3",
-        "OUTPUT_BUCKET": OUTPUT_BUCKET,
+        "OUTPUT_BUCKET": OUTPUT_BUCKET + suffix,
     }
 
 
-def upload(s3: Any, key: str, body: bytes) -> dict[str, Any]:
+def upload(s3: Any, key: str, body: bytes, bucket: str = INPUT_BUCKET) -> dict[str, Any]:
     """Put an object and return the S3 event notification Lambda would get for it."""
-    etag = s3.put_object(Bucket=INPUT_BUCKET, Key=key, Body=body)["ETag"]
+    etag = s3.put_object(Bucket=bucket, Key=key, Body=body)["ETag"]
     obj = {"key": key, "size": len(body), "eTag": etag.strip('"'), "sequencer": f"{time.time_ns():020X}"}
-    record = {"eventSource": "aws:s3", "eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": INPUT_BUCKET}, "object": obj}}
+    record = {
+        "eventSource": "aws:s3",
+        "eventName": "ObjectCreated:Put",
+        "s3": {"bucket": {"name": bucket}, "object": obj},
+    }
     return {"Records": [record]}
 
 
@@ -103,7 +111,9 @@ def poll(
         result = handler({"Records": records}, None) or {}
         failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
         if twice:
-            failed |= {r["messageId"] for r in records if r["attributes"].get("ApproximateReceiveCount") == "1"}
+            failed |= {
+                r["messageId"] for r in records if r["attributes"].get("ApproximateReceiveCount") == "1"
+            }
         finished = [r for r in records if r["messageId"] not in failed]
         if finished:
             entries = [{"Id": str(i), "ReceiptHandle": r["receiptHandle"]} for i, r in enumerate(finished)]
@@ -163,7 +173,9 @@ def report(pipeline: Any, tags: list[str], work: int, completions: int) -> None:
     dynamo.pop("BatchGetItem", None)  # this report's own read
     total = sum(dynamo.values())
     other = pipeline.stats.requests
-    print(f"mode {pipeline.mode}: {len(tags)} chains, {work} work messages delivered, {completions} completions")
+    print(
+        f"mode {pipeline.mode}: {len(tags)} chains, {work} work messages delivered, {completions} completions"
+    )
     print(f"DynamoDB requests: {total} ({', '.join(f'{k} {v}' for k, v in sorted(dynamo.items()))})")
     print(f"DynamoDB requests per work message: {total / max(1, work):.2f}")
     print(f"SQS/S3 requests by the library: {other}")

@@ -214,7 +214,7 @@ def _handler_failed(pipeline: Pipeline, ctx: Context, exc: Exception) -> Outcome
 
 def _fail(pipeline: Pipeline, ctx: Context, reason: str) -> Outcome:
     try:
-        pipeline.tracker.fail(ctx.tag, reason, owner=ctx.owner)
+        status = pipeline.tracker.fail(ctx.tag, reason, owner=ctx.owner)
     except CHAIN_OVER as exc:
         log.info("%s: message %s dropped (%s); not failing it: %s", ctx.tag, ctx.message_id, exc.code, reason)
         return "dropped"
@@ -223,6 +223,14 @@ def _fail(pipeline: Pipeline, ctx: Context, reason: str) -> Outcome:
             "%s: could not fail the chain (%r); message %s will be retried", ctx.tag, exc, ctx.message_id
         )
         return "retry"
+    if status.reason != reason[:1024]:
+        log.info(
+            "%s: message %s dropped: the chain had failed already (%s)",
+            ctx.tag,
+            ctx.message_id,
+            status.reason,
+        )
+        return "dropped"
     log.error("%s: chain failed: %s", ctx.tag, reason)
     return "failed"
 

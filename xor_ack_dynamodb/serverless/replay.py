@@ -23,7 +23,6 @@ one (its tombstone holds the tag for the retention period).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,8 +93,9 @@ def scan_unfinished(
     """Every failed or expired chain in the table (of tags starting with ``prefix``):
     a Scan filtered server-side to ``failed`` chains and pending ones whose deadline
     has passed, then decided by the tracker's rules (the skew margin included). Reads
-    the whole table: for operators. ``tracker`` is an ``XorAckDynamoDB``."""
-    now = int(time.time())
+    the whole table: for operators. ``tracker`` is an ``XorAckDynamoDB`` (its clock is
+    "now")."""
+    now = tracker.engine.now()
     names = {"#st": "state", "#dl": "deadline"}
     values: dict[str, Any] = {
         ":failed": {"S": "failed"},
