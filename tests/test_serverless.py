@@ -447,3 +447,33 @@ def test_config_from_the_environment() -> None:
             Pipeline(tracker)
         with pytest.raises(InvalidConfig, match="max_receives"):
             Pipeline(XorAckDynamoDB("ttt", client=tracker.client), max_receives=0)
+
+
+def test_a_memory_tracker_pipeline_fires_once() -> None:
+    """Unit tests of handlers need no AWS: the same pipeline on a MemoryAck."""
+    from xor_ack_dynamodb import MemoryAck
+
+    fired: list[Completion] = []
+    pipeline = Pipeline(MemoryAck(mode="sum"), on_complete=[fired.append])
+    for _ in range(2):
+        started = pipeline.start("unit", start_id="s-1")
+    assert started.state == "acked" and [c.tag for c in fired] == ["unit"]
+
+
+@mock_aws
+def test_a_fifo_batch_stops_at_its_first_failure() -> None:
+    pipeline, queue = library_pipeline("sum")
+    pipeline.start("fifo", children=["a", "b", "c"])
+    records = sorted(receive(pipeline, queue), key=lambda r: r["body"])
+    for record in records:
+        record["eventSourceARN"] = "arn:aws:sqs:us-east-1:123456789012:work.fifo"
+    seen: list[str] = []
+
+    def handler(ctx: Context) -> None:
+        seen.append(ctx.body)
+        if ctx.body == "b":
+            raise RuntimeError("b fails")
+
+    result = process_sqs_batch({"Records": records}, handler, pipeline=pipeline)
+    assert seen == ["a", "b"]  # c waits behind b
+    assert [f["itemIdentifier"] for f in result["batchItemFailures"]] == [r["messageId"] for r in records[1:]]

@@ -101,14 +101,20 @@ def process_sqs_batch(
     """Process an SQS event's records with ``handler`` (see the module doc) and return
     Lambda's partial batch response, ``{"batchItemFailures": [{"itemIdentifier": id}...]}``:
     the records to deliver again. Configure the event source mapping with
-    ``FunctionResponseTypes: ["ReportBatchItemFailures"]``. Never raises for one bad
-    record; raises :class:`ValueError` for an event that is not an SQS event."""
+    ``FunctionResponseTypes: ["ReportBatchItemFailures"]``. From a FIFO queue, the
+    records after the first one to retry are not processed and are reported too (as
+    Lambda requires to keep a message group's order). Never raises for one bad record;
+    raises :class:`ValueError` for an event that is not an SQS event."""
     records = event.get("Records")
     if not isinstance(records, list):
         raise ValueError("not an SQS event: no 'Records' list")
+    fifo = any(str(r.get("eventSourceARN", "")).endswith(".fifo") for r in records)
     failures = []
     for record in records:
         message_id = str(record.get("messageId", record.get("MessageId", "")))
+        if fifo and failures:  # keep a FIFO group's order: the rest waits for the failed one
+            failures.append({"itemIdentifier": message_id})
+            continue
         if process_record(record, handler, pipeline=pipeline, lambda_context=lambda_context) == "retry":
             failures.append({"itemIdentifier": message_id})
     return {"batchItemFailures": failures}
