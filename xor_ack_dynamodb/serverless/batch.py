@@ -109,7 +109,7 @@ def process_sqs_batch(
     if not isinstance(records, list):
         raise ValueError("not an SQS event: no 'Records' list")
     fifo = any(str(r.get("eventSourceARN", "")).endswith(".fifo") for r in records)
-    failures = []
+    failures: list[dict[str, str]] = []
     for record in records:
         message_id = str(record.get("messageId", record.get("MessageId", "")))
         if fifo and failures:  # keep a FIFO group's order: the rest waits for the failed one
