@@ -321,7 +321,9 @@ def test_sqs_and_eventbridge_completion_targets() -> None:
 
 
 @mock_aws
-def test_starts_are_idempotent_and_a_new_incarnation_owns_its_chain(mode: str) -> None:
+def test_starts_are_idempotent_and_a_new_incarnation_owns_its_chain(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
     clock = Clock()
     pipeline, queue = library_pipeline(mode, clock=clock)
     first = pipeline.start("order-7", children=["a", "b"], start_id="upload-1")
@@ -336,8 +338,10 @@ def test_starts_are_idempotent_and_a_new_incarnation_owns_its_chain(mode: str) -
     assert second.created and second.owner != first.owner
     value = pipeline.tracker.status("order-7").value
     handled: list[str] = []
-    result = process_sqs_batch({"Records": late}, lambda ctx: handled.append(ctx.body), pipeline=pipeline)
+    with caplog.at_level(logging.INFO, logger="xor_ack_dynamodb.serverless"):
+        result = process_sqs_batch({"Records": late}, lambda ctx: handled.append(ctx.body), pipeline=pipeline)
     assert result == {"batchItemFailures": []} and pipeline.stats.events["records.dropped"] == 4
+    assert sum("dropped: NotOwner" in r.getMessage() for r in caplog.records) == 4
     assert pipeline.tracker.status("order-7").value == value  # NotOwner: the old messages touched nothing
     drain(pipeline, queue, lambda ctx: handled.append(ctx.body))
     assert pipeline.tracker.status("order-7").state == "acked"
@@ -477,3 +481,40 @@ def test_a_fifo_batch_stops_at_its_first_failure() -> None:
     result = process_sqs_batch({"Records": records}, handler, pipeline=pipeline)
     assert seen == ["a", "b"]  # c waits behind b
     assert [f["itemIdentifier"] for f in result["batchItemFailures"]] == [r["messageId"] for r in records[1:]]
+
+
+def test_clients_for_other_services_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from xor_ack_dynamodb.clients import aws_client
+
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:9")
+    sqs = aws_client("sqs")
+    assert sqs.meta.region_name == "eu-west-3" and sqs.meta.endpoint_url == "http://127.0.0.1:9"
+    assert aws_client("events").meta.region_name == "eu-west-3"
+    with pytest.raises(InvalidConfig, match="unknown AWS service"):
+        aws_client("no-such-service")
+    config = PipelineConfig("chains", region="ap-south-1")
+    assert config.client("s3").meta.region_name == "ap-south-1"
+
+
+def test_the_completion_claim_on_every_backend(client: Any) -> None:
+    """The claim's conditions on moto, the moto server and dynalite (which returns no
+    item on a failed condition: the guard reads it instead)."""
+    from conftest import unique_table
+
+    from xor_ack_dynamodb.serverless import DynamoDBGuard
+
+    tracker = XorAckDynamoDB(unique_table("claims"), client=client, mode="sum")
+    tracker.create_table()
+    guard = DynamoDBGuard(tracker)
+    tracker.create("c", 5)
+    assert guard.claim("c", "a", 1000, 60) == "not-acked"  # pending: nothing to claim
+    tracker.stamp("c", finished=[5])
+    assert guard.claim("c", "a", 1000, 60) == "claimed"
+    assert guard.claim("c", "b", 1030, 60) == "held"
+    assert guard.claim("c", "b", 1061, 60) == "claimed"  # a's lease ran out
+    assert not guard.mark_fired("c", "a", 1062)  # a was overtaken
+    guard.release("c", "a")  # not a's to release: nothing happens
+    assert guard.mark_fired("c", "b", 1062)
+    assert guard.claim("c", "d", 9999, 60) == "fired"
+    assert tracker.status("c").state == "acked"  # the chain itself is untouched
