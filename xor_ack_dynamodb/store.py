@@ -98,7 +98,7 @@ class DynamoDBStore:
     def execute(self, request: Request) -> Reply | Chain | None:
         prepared = self.prepare(request)
         try:
-            response = self.call(prepared.operation, prepared.kwargs)
+            response = self.call(prepared.operation, prepared.kwargs, _tag_of(request))
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
@@ -109,17 +109,17 @@ class DynamoDBStore:
         return self.answer(request, response)
 
     def read_many(self, tags: list[str]) -> BatchRead:
-        response = self.call("BatchGetItem", self.batch_request(tags))
+        response = self.call("BatchGetItem", self.batch_request(tags), f"{len(tags)} keys")
         return self.batch_answer(response)
 
     def is_transient(self, error: BaseException) -> bool:
         return is_transient(error)
 
-    def call(self, operation: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def call(self, operation: str, kwargs: dict[str, Any], tag: str | None = None) -> dict[str, Any]:
         """One request: counted (with botocore's own resends) and its consumed capacity
         summed; a missing table and a key-schema mismatch become typed errors."""
         method = getattr(self.client, _METHODS[operation])
-        log.debug("%s %s", operation, self.table)
+        log.debug("%s %s tag=%r", operation, self.table, tag)
         try:
             response: dict[str, Any] = method(**kwargs)
         except ClientError as exc:

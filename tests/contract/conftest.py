@@ -31,6 +31,7 @@ BACKENDS: dict[str, str | None] = {
     "inproc": "inproc_client",
     "server": "server_client",
     "dynalite": "dynalite_client",
+    "ddblocal": "ddblocal_client",
 }
 #: Backends whose conditional writes are atomic under threads (moto in-process is not).
 ATOMIC = {"memory", "server", "dynalite", "ddblocal"}
