@@ -391,7 +391,7 @@ def test_a_stamp_without_op_id_lost_beyond_botocore_is_applied_once(
     apply it twice, or raise TagAcked for its own write)."""
     injector = FaultInjector(
         FaultRates(),
-        operations=frozenset({"UpdateItem"}),
+        operations=frozenset({"PutItem"}),  # the xor-mode stamp's write
         script=("lost_response", "connect_error", "connect_error"),
     )
     factory = TrackerFactory(moto_server.endpoint_url or "", unique_table("no-op-id"), injector, 2)
