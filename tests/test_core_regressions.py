@@ -270,3 +270,33 @@ def test_a_timed_out_chain_stays_readable_for_the_retention(moto_server: LocalDy
     assert int(item["expires_at"]["N"]) == now + 60 + 5 + 600
     clock.advance(60 + 5 + 599)
     assert ack.status(TAG).state == "expired"
+
+
+# -- sum mode: a resend after its op was trimmed out ----------------------------------------
+
+
+def test_a_sum_stamp_lost_then_trimmed_out_is_never_applied_twice(
+    moto_server: LocalDynamoDB, table: str
+) -> None:
+    """A sum stamp lands, its response is lost, and before the retry other writers push
+    it out of the op list (a trim). The retry's NOT contains(ops, :op) can no longer see
+    it: the retry must refuse (OutcomeUnknown) instead of applying the stamp again."""
+    raw = client(moto_server)
+    ack = tracker(moto_server, table, client=raw, mode="sum", max_ops=4)
+    other = tracker(moto_server, table, mode="sum", max_ops=4)
+    root = ack.new_edge()
+    kids = [ack.new_edge() for _ in range(40)]
+    ack.create(TAG, root)
+    ack.stamp(TAG, finished=[root], started=kids, op_id="root")
+
+    def crowd() -> None:  # 30 other stamps: the op list is trimmed back to its window
+        for i, kid in enumerate(kids[1:31]):
+            other.stamp(TAG, finished=[kid], op_id=f"other-{i}")
+
+    script = Script(raw)
+    script.lose("UpdateItem", after=crowd).fail("UpdateItem", times=2)
+    with pytest.raises(errors.OutcomeUnknown):
+        ack.stamp(TAG, finished=[kids[0]], op_id="mine")
+    assert script.pending == 0
+    expected = sum(kids) - sum(kids[:31])  # kids[0] applied exactly once, by the lost copy
+    assert other.status(TAG).value == expected

@@ -18,6 +18,8 @@ Layout (the first two attributes are the Node package's, so both can share a tab
 ``oph``              L(B)  their payload hashes (4 bytes each), in the same order
 ``win``              N     the chain's dedup window (how many ops ``ops`` keeps)
 ``trims``            N     sum mode: trims of ``ops`` so far
+``cut``              N     sum mode: when a trim last removed ops (epoch seconds)
+``cutn``             N     sum mode: how many ops trims have removed in all
 ``cop``              B     the create's op key + payload hash (12 bytes), for the chain's life
 ``owner``            S     optional: who created the chain (``owner=``)
 ``reason``           S     why a chain failed
@@ -62,6 +64,8 @@ ATTRIBUTES = {
     "#oph": "oph",
     "#win": "win",
     "#tr": "trims",
+    "#cut": "cut",
+    "#cn": "cutn",
     "#cop": "cop",
     "#own": "owner",
     "#r": "reason",
@@ -112,6 +116,8 @@ class ItemCodec:
             "seq": chain.seq,
             "win": chain.window,
             "trims": chain.trims,
+            "cut": chain.cut_at,
+            "cutn": chain.cut_seq or None,
             "created_at": chain.created_at,
             "updated_at": chain.updated_at,
         }
@@ -173,6 +179,8 @@ class ItemCodec:
             ops=_ops(data.get("ops"), data.get("oph"), tag),
             window=self._number(data, "win", tag),
             trims=self._number(data, "trims", tag) or 0,
+            cut_at=self._number(data, "cut", tag),
+            cut_seq=self._number(data, "cutn", tag) or 0,
             create_op=_create_op(data.get("cop"), tag),
             owner=_string(data, "owner", tag),
             reason=_string(data, "reason", tag),

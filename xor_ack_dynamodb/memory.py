@@ -110,7 +110,9 @@ class MemoryStore:
             if current is None:
                 return Rejected(None)
             if isinstance(request, Add):
-                if not rules.add_allowed(current, request.op, request.owner, request.now):
+                if not rules.add_allowed(
+                    current, request.op, request.owner, request.now, request.since, request.after_seq
+                ):
                     return Rejected(current)
                 return Written(
                     self._keep(rules.added(current, request.delta, request.op, request.now), current)
@@ -128,7 +130,7 @@ class MemoryStore:
             if isinstance(request, Trim):
                 if not rules.trim_allowed(current, request.count, request.window):
                     return Rejected(current)
-                self._keep(rules.trimmed(current, request.count), current)
+                self._keep(rules.trimmed(current, request.count, request.now), current)
                 return Written(None)
         raise TypeError(f"not a store request: {request!r}")
 

@@ -231,6 +231,14 @@ class DynamoDBStore:
             )
             names = codec.names("#sum", "#v", "#seq", "#ops", "#oph", "#tok", "#u", "#st", "#dl")
             condition = self._owned(condition, names, values, request.owner)
+            if request.after_seq is not None:
+                condition += " AND (attribute_not_exists(#cn) OR #cn <= :after)"
+                names.update(codec.names("#cn"))
+                values[":after"] = {"N": str(request.after_seq)}
+            elif request.since is not None:
+                condition += " AND (attribute_not_exists(#cut) OR #cut < :since)"
+                names.update(codec.names("#cut"))
+                values[":since"] = {"N": str(request.since)}
             return self._update(
                 request.tag,
                 "ADD #sum :d, #v :one, #seq :one "
@@ -300,12 +308,16 @@ class DynamoDBStore:
                 "UpdateItem",
                 self._base(
                     Key=codec.key(request.tag),
-                    UpdateExpression="REMOVE " + ", ".join(paths) + " ADD #tr :one",
+                    UpdateExpression="SET #cut = :now REMOVE "
+                    + ", ".join(paths)
+                    + " ADD #tr :one, #cn :count",
                     ConditionExpression="size(#ops) >= :n",
-                    ExpressionAttributeNames=codec.names("#ops", "#oph", "#tr"),
+                    ExpressionAttributeNames=codec.names("#ops", "#oph", "#tr", "#cut", "#cn"),
                     ExpressionAttributeValues={
                         ":n": {"N": str(request.count + request.window)},
                         ":one": {"N": "1"},
+                        ":count": {"N": str(request.count)},
+                        ":now": {"N": str(request.now)},
                     },
                 ),
             )

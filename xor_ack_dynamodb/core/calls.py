@@ -305,12 +305,26 @@ class AddCall(Call[Stamp | Sum]):
     whose append crossed the trim threshold trims the op list. A rejected ADD is judged
     on the chain the rejection returned."""
 
-    def __init__(self, rules: ChainRules, tag: str, delta: Value, op: Op, owner: str | None) -> None:
-        super().__init__(rules, tag)
+    def __init__(
+        self, rules: ChainRules, tag: str, delta: Value, op: Op, owner: str | None, known: Chain | None = None
+    ) -> None:
+        super().__init__(rules, tag, known)
         self.delta, self.op, self.owner = delta, op, owner
+        self.sent_at: int | None = None  # when the first copy whose outcome is unknown went out
+        self.sent_seq: int | None = None  # and a lower bound of the chain's seq then
 
     def round(self, now: int) -> Round[Stamp | Sum]:
-        reply = yield from self._io(Add(self.tag, self.delta, self.op, self.owner, now))
+        # After a lost response the retry is only written if trims have not removed the
+        # first copy's op, had it landed (then NOT contains(ops, :op) catches it): no
+        # trim removed an op appended after the seq this writer last saw (exact), or,
+        # with no such view, no trim ran since the copy was sent (minus the skew margin).
+        since = after_seq = None
+        if self.unknown:
+            after_seq = self.sent_seq
+            since = None if self.sent_at is None else self.sent_at - self.rules.skew
+        else:
+            self.sent_at, self.sent_seq = now, None if self.known is None else self.known.seq
+        reply = yield from self._io(Add(self.tag, self.delta, self.op, self.owner, now, since, after_seq))
         if isinstance(reply, Written):
             after = reply.chain
             assert after is not None
@@ -320,7 +334,7 @@ class AddCall(Call[Stamp | Sum]):
                 return wrap(after.value, acked=True)
             count = self.rules.trim_count(after, 1)
             if count:
-                yield from self._trim(after, count)
+                yield from self._trim(after, count, now)
             return wrap(after.value, acked=False)
         current = reply.current
         self._saw(current)
@@ -334,6 +348,12 @@ class AddCall(Call[Stamp | Sum]):
             if current is None:
                 self.gone = True
             raise verdict.error
+        if not self.rules.uncut(current, since, after_seq):
+            raise OutcomeUnknown(
+                f"chain {self.tag!r}: a stamp's response was lost and the op list was trimmed "
+                "since, so whether it was applied cannot be told; nothing more was written",
+                tag=self.tag,
+            )
         self.events["conflicts"] += 1
         raise Again
 
@@ -357,14 +377,14 @@ class AddCall(Call[Stamp | Sum]):
             if self.rules.delete_on_ack:
                 yield from _remove_tombstone(self, done)
 
-    def _trim(self, chain: Chain, count: int) -> Generator[Request, Any, None]:
+    def _trim(self, chain: Chain, count: int, now: int) -> Generator[Request, Any, None]:
         """Remove the ``count`` oldest ops. Housekeeping after a stamp that has been
         applied: whatever happens to the trim (refused because other trims already
         removed enough, lost, or failed outright), the stamp's outcome stands, and the
         next writer to cross a threshold trims what is left."""
         window = self.rules.window_of(chain)
         try:
-            reply = yield Trim(self.tag, count, window)
+            reply = yield Trim(self.tag, count, window, now)
         except Transient:
             self.events["trims_lost"] += 1
             return

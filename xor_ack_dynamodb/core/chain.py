@@ -93,9 +93,12 @@ class Chain:
     ``{tag, stamp}`` with PutItem, dropping everything else); such an item also has no
     ``deadline`` (it never expires), no ops and no window. ``seq`` counts every op ever
     appended to ``ops`` (so a reader can tell which positions the window still covers);
-    ``version`` counts writes. ``purge_at`` is the TTL attribute: when DynamoDB may
-    delete the item (a pending chain's deadline plus the retention, so a timed-out chain
-    stays readable as ``expired`` that long).
+    ``version`` counts writes. ``cut_at`` is when a trim last removed ops from the list
+    (sum mode): every op that landed after it is still in the list; ``cut_seq`` counts
+    the ops trims ever removed, so the list holds exactly the ops appended after the
+    first ``cut_seq`` (positions ``cut_seq + 1`` to ``seq``). ``purge_at`` is the
+    TTL attribute: when DynamoDB may delete the item (a pending chain's deadline plus
+    the retention, so a timed-out chain stays readable as ``expired`` that long).
     """
 
     tag: str
@@ -110,6 +113,8 @@ class Chain:
     ops: tuple[Op, ...] = ()
     window: int | None = None
     trims: int = 0
+    cut_at: int | None = None
+    cut_seq: int = 0
     create_op: Op | None = None
     owner: str | None = None
     reason: str | None = None

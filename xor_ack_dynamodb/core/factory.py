@@ -91,7 +91,7 @@ class CallFactory:
         op = make_op(op_id, "stamp", self.rules.algebra.payload(delta))
         checked_owner = _owner(owner)
         if self.rules.mode == "sum":
-            return AddCall(self.rules, tag, delta, op, checked_owner)
+            return AddCall(self.rules, tag, delta, op, checked_owner, known)
         return StampCall(self.rules, tag, [(delta, op, checked_owner)], known)
 
     def fail(self, tag: object, reason: object, owner: object) -> FailCall:

@@ -67,13 +67,21 @@ class RemoveAny:
 @dataclass(frozen=True, slots=True)
 class Add:
     """Sum mode's stamp: ``ADD`` ``delta`` to the sum and append ``op``, if
-    ``ChainRules.add_allowed``. Answered with ``Written(the chain after)``."""
+    ``ChainRules.add_allowed``. Answered with ``Written(the chain after)``.
+
+    On a retry after a lost response, the earlier copy's op, had it landed, must still be
+    in the list for ``NOT contains(ops, :op)`` to catch it: ``after_seq`` (a lower bound
+    of the chain's ``seq`` when the copy went out) requires that trims have removed no
+    op appended after it; without one, ``since`` requires that no trim ran at or after
+    that time."""
 
     tag: str
     delta: Value
     op: Op
     owner: str | None
     now: int
+    since: int | None = None
+    after_seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,7 @@ class Trim:
     tag: str
     count: int
     window: int
+    now: int = 0
 
 
 Request = Read | Put | Remove | RemoveAny | Add | Extend | MarkFailed | Trim

@@ -389,13 +389,24 @@ class ChainRules:
 
     # -- sum mode: blind writes ----------------------------------------------------------
 
-    def add_allowed(self, chain: Chain | None, op: Op, owner: str | None, now: int) -> bool:
+    def add_allowed(
+        self,
+        chain: Chain | None,
+        op: Op,
+        owner: str | None,
+        now: int,
+        since: int | None = None,
+        after_seq: int | None = None,
+    ) -> bool:
         """The condition of a sum-mode stamp (one atomic ``ADD``, no read). As a
         DynamoDB ConditionExpression: ``attribute_exists(sum) AND state = pending AND
         sum <> 0 AND (attribute_not_exists(deadline) OR deadline >= :now) AND NOT
-        contains(ops, :op) [AND owner = :owner]``."""
+        contains(ops, :op) [AND owner = :owner]``, and on a retry after a lost response
+        ``AND (attribute_not_exists(cutn) OR cutn <= :after_seq)`` or ``AND
+        (attribute_not_exists(cut) OR cut < :since)`` (see :meth:`uncut`)."""
         return (
-            chain is not None
+            self.uncut(chain, since, after_seq)
+            and chain is not None
             and chain.mode == "sum"
             and chain.state == "pending"
             and not _is_zero(chain.value)
@@ -449,11 +460,27 @@ class ChainRules:
         none ever cuts into the window."""
         return chain is not None and len(chain.ops) >= count + window
 
-    def trimmed(self, chain: Chain, count: int) -> Chain:
-        """``chain`` without its ``count`` oldest ops. The token is kept: a trim changes
-        no value or state, and a read-modify-write that was based on the untrimmed list
-        may still write it back (a longer list only widens the window)."""
-        return replace(chain, ops=chain.ops[count:], trims=chain.trims + 1)
+    @staticmethod
+    def uncut(chain: Chain | None, since: int | None, after_seq: int | None) -> bool:
+        """Whether every op that landed after a moment is still in ``chain``'s list:
+        trims removed no op appended after position ``after_seq`` (exact, when the
+        writer knew a lower bound of the chain's ``seq`` at that moment), or no trim ran
+        at or after time ``since`` (the fallback, which the clock-skew margin makes
+        conservative)."""
+        if chain is None:
+            return True
+        if after_seq is not None:
+            return chain.cut_seq <= after_seq
+        return since is None or chain.cut_at is None or chain.cut_at < since
+
+    def trimmed(self, chain: Chain, count: int, now: int = 0) -> Chain:
+        """``chain`` without its ``count`` oldest ops, noting when (``cut_at``). The token
+        is kept: a trim changes no value or state, and a read-modify-write that was based
+        on the untrimmed list may still write it back (a longer list only widens the
+        window)."""
+        return replace(
+            chain, ops=chain.ops[count:], trims=chain.trims + 1, cut_at=now, cut_seq=chain.cut_seq + count
+        )
 
     # -- fail, touch ----------------------------------------------------------------------
 
