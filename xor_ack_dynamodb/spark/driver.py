@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidConfig
 from ..stamps import check_tag
 from .edges import EdgeKey
-from .executor import AfterFlush, CounterParam, RunSpec, snapshot
+from .executor import CONFLICT_NOTE, AfterFlush, CounterParam, RunSpec, snapshot
 from .outcomes import (
+    CONFLICT,
     Attempt,
     PermanentFailure,
     RootOutcome,
@@ -146,10 +147,11 @@ class Tracking:
 
     def _acker(self, spec: RunSpec) -> Callable[[str, dict[str, int], dict[str, str]], Counter[str]]:
         def ack(step: str, stamps: dict[str, int], failures: dict[str, str]) -> Counter[str]:
+            conflicts = self._conflicts()
             counts = apply_acks(
                 self.tracker,
-                stamps,
-                failures,
+                {t: v for t, v in stamps.items() if t not in conflicts},
+                {t: r for t, r in failures.items() if t not in conflicts},
                 spec.edge_size,
                 f"{spec.op_run}/{step}/driver",
                 threads=DRIVER_THREADS,
@@ -174,8 +176,14 @@ class Tracking:
         notes: dict[str, str] = {}
         for item in sorted(self.notes.value):
             tag, _, text = item.partition("\x00")
-            notes.setdefault(tag, text)
+            if text != CONFLICT_NOTE:
+                notes.setdefault(tag, text)
         return notes
+
+    def _conflicts(self) -> set[str]:
+        """Tags whose create met a chain that was already there."""
+        suffix = "\x00" + CONFLICT_NOTE
+        return {item[: -len(suffix)] for item in self.notes.value if item.endswith(suffix)}
 
     def requests(self) -> Counter[str]:
         """Every counter the executors reported, the driver's sink counts, and the driver
@@ -228,12 +236,14 @@ class Tracking:
                 log.warning("attempt %d: the job failed: %s", attempt, first)
                 errors.append(f"attempt {attempt}: {type(exc).__name__}: {first}")
             tags = [self.tags.escaped(keys[i], attempt) for i in todo]
-            settled = settle(self.tracker, tags, notes=self._notes())
+            conflicts = self._conflicts()
+            refused = {tag: CONFLICT for tag in tags if tag in conflicts}
+            settled = settle(self.tracker, tags, refused=refused, notes=self._notes())
             retry = []
             for i, tag in zip(todo, tags, strict=True):
                 result = settled[tag]
                 outcomes[i].attempts.append(result)
-                if result.state != "acked" and not result.permanent:
+                if result.state != "acked" and not result.permanent and tag not in refused:
                     retry.append(i)
             if observer is not None:
                 observer.attempt_finished(attempt, [outcomes[i] for i in todo])

@@ -84,6 +84,17 @@ def snapshot(tracker: XorAckDynamoDB) -> Counter[str]:
     return Counter(tracker.stats.snapshot())
 
 
+#: The note that marks a chain whose create met an existing item (see :func:`report_conflict`).
+CONFLICT_NOTE = "\x00conflict"
+
+
+def report_conflict(spec: RunSpec, tag: str) -> None:
+    """Tell the driver that ``tag``'s create found a chain already there: the driver then
+    never stamps it, fails it, or reports it acked."""
+    if spec.notes is not None:
+        spec.notes.add(Counter({f"{tag}\x00{CONFLICT_NOTE}": 1}))
+
+
 def report(spec: RunSpec, tracker: XorAckDynamoDB, before: Counter[str], counts: Counter[str]) -> None:
     """Add ``counts``, and what ``tracker`` did since ``before`` (a :func:`snapshot`),
     to the run's accumulator."""
@@ -241,10 +252,12 @@ class Ledger:
                 # ack that below; a create never stores zero.
                 tracker.create(tag, (value or root).to_bytes(size, "big"), op_id=self.op_id(tag) + "/create")
             except TagExists:
-                # Tags carry the run's random nonce, so no other run makes this tag: this
-                # is our own create, from an earlier attempt of this task, whose op id
-                # the chain has since forgotten (more than max_ops ops landed on it).
+                # Another writer's chain (or, before op ids of creates are kept for good,
+                # our own create whose op id the chain forgot): never adopt it. The
+                # driver reports the root failed and sends it nothing.
+                report_conflict(self.spec, tag)
                 counts["create_exists"] += 1
+                return counts
             counts["chains_created"] += 1
             if value == 0 and tag not in self.failed:
                 pending = root

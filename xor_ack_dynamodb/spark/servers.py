@@ -40,7 +40,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_for(predicate: Callable[[], bool], timeout: float, what: str, process: subprocess.Popen[bytes]) -> None:
+def _wait_for(
+    predicate: Callable[[], bool], timeout: float, what: str, process: subprocess.Popen[bytes]
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -100,7 +102,9 @@ def standalone_cluster(
                 start_new_session=True,
             )
             processes.append(master)
-            _wait_for(lambda: b"I have been elected leader" in master_log.read_bytes(), 90, "the master", master)
+            _wait_for(
+                lambda: b"I have been elected leader" in master_log.read_bytes(), 90, "the master", master
+            )
             worker = subprocess.Popen(
                 [spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1"]
                 + ["--cores", str(cores), "--memory", memory, "--webui-port", str(free_port())]
@@ -159,7 +163,10 @@ def connect_server(
             )
             processes.append(server)
             _wait_for(
-                lambda: b"Spark Connect server started at" in log.read_bytes(), 120, "the Connect server", server
+                lambda: b"Spark Connect server started at" in log.read_bytes(),
+                120,
+                "the Connect server",
+                server,
             )
             yield f"sc://127.0.0.1:{port}"
         finally:

@@ -20,7 +20,18 @@ from operator import xor
 from typing import Any
 
 from ..errors import TagExists
-from .executor import Anchor, Anchors, Ledger, Noted, Record, RunSpec, executor_tracker, report, snapshot
+from .executor import (
+    Anchor,
+    Anchors,
+    Ledger,
+    Noted,
+    Record,
+    RunSpec,
+    executor_tracker,
+    report,
+    report_conflict,
+    snapshot,
+)
 
 __all__ = [
     "start_partition",
@@ -59,9 +70,11 @@ def start_partition(
         try:
             tracker.create(tag, edge.to_bytes(size, "big"), op_id=f"{spec.op_run}/{step}/{tag}")
         except TagExists:
-            # Tags carry the run's random nonce: this is our own create, from an earlier
-            # attempt of this task, whose op id the chain has since forgotten.
+            # Not ours (see Ledger._flush_one): never adopted, and nothing of the root
+            # goes on to stamp it.
+            report_conflict(spec, tag)
             counts["create_exists"] += 1
+            continue
         created += 1
         yield root, tag, edge
     counts["chains_created"] += created
