@@ -276,7 +276,9 @@ def run_wordcount(
     under Spark Connect). ``partitions``: the RDD job's reduce partitions (default half
     Spark's default parallelism, 1 to 8), or the DataFrame job's shuffle partitions
     (default: Spark's, coalesced by adaptive execution). ``split_bytes``: the DataFrame
-    reader's split size (default 32 MiB); ``after_flush``: the RDD path's test hook.
+    reader's split size (default 32 MiB); ``after_flush``: a test hook
+    (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`): after each RDD step's flush, or
+    after each DataFrame read task (``"read"``) and durable sink task (``"write"``).
     """
     from pyspark import SparkContext
 
@@ -331,6 +333,7 @@ def run_wordcount(
             bad_bytes,
             split_bytes,
             observer,
+            after_flush,
             phases,
         )
     files, counts, requests, errors, location = result
@@ -414,6 +417,7 @@ def _run_frame(
     bad_bytes: str,
     split_bytes: int | None,
     observer: RunObserver | None,
+    after_flush: AfterFlush | None,
     phases: dict[str, float],
 ) -> _Result:
     from .spark.frame_source import SPLIT_BYTES
@@ -438,6 +442,7 @@ def _run_frame(
             split_bytes=split_bytes or SPLIT_BYTES,
             bad_bytes=bad_bytes,
             observer=observer,
+            after_flush=after_flush,
         )
         phases["job"] = time.perf_counter() - clock
         clock = time.perf_counter()

@@ -22,7 +22,7 @@ text we test (English, German, French); both follow the Unicode tables of their 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -109,6 +109,7 @@ def run_frame(
     split_bytes: int,
     bad_bytes: str,
     observer: RunObserver | None,
+    after_flush: Callable[[str, int], None] | None = None,
 ) -> tuple[RunReport | None, FrameTracking | None]:
     """Run the job tracked (a report and the tracking) or, with ``config`` None,
     untracked (None, None)."""
@@ -121,7 +122,7 @@ def run_frame(
         register_sources(spark)
         job(UntrackedAttempt(spark, roots, default_parallelism(spark)))
         return None, None
-    tracking = FrameTracking(spark, config, run_id=run_id)
+    tracking = FrameTracking(spark, config, run_id=run_id, after_flush=after_flush)
     report = tracking.run(
         list(roots), lambda root: root[1], job, max_attempts=max_attempts, observer=observer
     )

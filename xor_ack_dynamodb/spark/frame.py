@@ -69,7 +69,15 @@ from .driver import DRIVER_THREADS, check_roots, new_run_id
 from .edges import EdgeKey
 from .executor import snapshot
 from .frame_sink import SINK_FORMATS, PartStore, TrackedSinkSource, read_ledger
-from .frame_source import CHUNK_BYTES, SPLIT_BYTES, TextRoot, TrackedTextSource, path_bytes, roots_option
+from .frame_source import (
+    CHUNK_BYTES,
+    SPLIT_BYTES,
+    TextRoot,
+    TrackedTextSource,
+    hook_option,
+    path_bytes,
+    roots_option,
+)
 from .outcomes import PERMANENT, RootOutcome, RunObserver, RunReport, apply_acks, create_chains, settle
 from .tags import TagScheme
 
@@ -438,7 +446,7 @@ class FrameAttempt:
             for root, tag in zip(self.roots, self.tags, strict=True)
         ]
         df = (
-            self.spark.read.format(TrackedTextSource.name())
+            self.spark.read.format(TrackedTextSource.name())  # a reader, loaded below
             .option("roots", roots_option(roots))
             .option("edge_key", self.tracking.edges.key.hex())
             .option("split_bytes", str(split_bytes))
@@ -446,9 +454,10 @@ class FrameAttempt:
             .option("partitions", str(partitions or 2 * self.tracking.parallelism))
             .option("bad_bytes", bad_bytes)
             .option("normalize", normalize)
-            .load()
         )
-        return TrackedFrame(df, self)
+        if self.tracking.after_flush is not None:
+            df = df.option("after_flush", hook_option(self.tracking.after_flush))
+        return TrackedFrame(df.load(), self)
 
     def start(self, df: DataFrame, key: str) -> TrackedFrame:
         """Track the rows of ``df`` whose column ``key`` (cast to string) equals the key
@@ -493,15 +502,17 @@ class FrameAttempt:
                 raise InvalidConfig("one tracked write per attempt: its commit acks the chains")
             store = part_store(location)
             ledger = f"_xor_ack_ledger-{self.number}-{secrets.token_hex(6)}.json"
-            (
+            writer = (
                 frame.df.write.format(TrackedSinkSource.name())
                 .mode("append")
                 .options(**store.options())
                 .option("format", format)
                 .option("tag_column", tag_column)
                 .option("ledger", ledger)
-                .save()
             )
+            if self.tracking.after_flush is not None:
+                writer = writer.option("after_flush", hook_option(self.tracking.after_flush))
+            writer.save()
             sums = read_ledger(store, ledger)
             if sums is None:
                 raise RuntimeError(f"the write returned but left no ledger {ledger} in {store.location}")
@@ -546,6 +557,9 @@ class FrameTracking:
     :param parallelism: how many read partitions to aim at (twice this); default
         Spark's default parallelism (4 under Connect unless
         ``spark.default.parallelism`` is set).
+    :param after_flush: a test hook (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`)
+        called as ``hook("read", partition)`` after a read task produced its rows and
+        ``hook("write", partition)`` after a sink task's part is durable.
     """
 
     def __init__(
@@ -558,8 +572,10 @@ class FrameTracking:
         nonce: str | None = None,
         threads: int = DRIVER_THREADS,
         parallelism: int | None = None,
+        after_flush: Callable[[str, int], None] | None = None,
     ) -> None:
         self.spark = spark
+        self.after_flush = after_flush
         self.config = config
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
         self.run_id = self.tags.run_id

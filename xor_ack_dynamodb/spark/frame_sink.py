@@ -151,6 +151,9 @@ class TrackedSinkWriter(DataSourceArrowWriter):
         self.tag_column = options.get("tag_column", "xor_ack_tag")
         self.ledger = options["ledger"]
         self.track = options.get("track", "true") == "true"
+        from .frame_source import load_hook
+
+        self.after_write = load_hook(options.get("after_flush"))
 
     def _data(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         import pyarrow.compute as pc
@@ -184,6 +187,8 @@ class TrackedSinkWriter(DataSourceArrowWriter):
                     stack.callback(writer.close)
                 if data.num_rows:
                     writer.write_batch(data)
+        if self.after_write is not None:
+            self.after_write("write", partition)
         return SinkMessage(partition, sums)
 
     def _open(self, handle: Any, schema: pa.Schema) -> Any:

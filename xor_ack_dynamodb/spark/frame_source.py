@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import os
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -233,6 +233,7 @@ class TrackedTextReader(DataSourceReader):
         self.strict = options.get("bad_bytes", "replace") == "fail"
         self.normalize = options.get("normalize", "NFC")
         self.track = options.get("track", "true") == "true"
+        self.after_read = load_hook(options.get("after_flush"))
 
     def partitions(self) -> list[SplitGroup]:
         return plan(self.roots, self.edges, self.split_bytes, self.partition_count)
@@ -241,6 +242,11 @@ class TrackedTextReader(DataSourceReader):
         assert isinstance(partition, SplitGroup)
         for split in partition.splits:
             yield from self._read_split(split)
+        if self.after_read is not None:
+            from pyspark import TaskContext
+
+            context = TaskContext.get()
+            self.after_read("read", context.partitionId() if context is not None else 0)
 
     def _read_split(self, split: Split) -> Iterator[pa.RecordBatch]:
         batches = _Batches(split, self.edges, self.track)
@@ -310,6 +316,25 @@ class TrackedTextSource(DataSource):
 
     def reader(self, schema: Any) -> TrackedTextReader:
         return TrackedTextReader(self.options)
+
+
+def hook_option(hook: Callable[[str, int], None]) -> str:
+    """A test hook (e.g. :class:`~.faults.DieOnFirstAttempt`) as a data source option."""
+    import base64
+
+    from pyspark import cloudpickle
+
+    return base64.b64encode(cloudpickle.dumps(hook)).decode("ascii")  # type: ignore[no-untyped-call]
+
+
+def load_hook(text: str | None) -> Callable[[str, int], None] | None:
+    if not text:
+        return None
+    import base64
+    import pickle
+
+    hook: Callable[[str, int], None] = pickle.loads(base64.b64decode(text))
+    return hook
 
 
 def roots_option(roots: Sequence[TextRoot]) -> str:
