@@ -24,15 +24,28 @@ from xor_ack_dynamodb.wordcount import find_inputs, run_wordcount
 pytestmark = pytest.mark.spark
 
 
+#: What a Connect session sets in os.environ, for the whole process: while it is set,
+#: PySpark takes every session (and Column) for a Connect one, and a classic
+#: SparkContext cannot start. Restored when this module's session is done, so the other
+#: Spark test modules (classic, same process) work whatever the order.
+_CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+
+
 @pytest.fixture(scope="module")
 def remote(connect_url: str) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
+    before = {name: os.environ.get(name) for name in _CONNECT_ENV}
     session = SparkSession.builder.remote(connect_url).create()
     try:
         yield session
     finally:
         session.stop()
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @pytest.fixture

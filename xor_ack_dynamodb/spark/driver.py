@@ -148,6 +148,7 @@ class Tracking:
     def _acker(self, spec: RunSpec) -> Callable[[str, dict[str, int], dict[str, str]], Counter[str]]:
         def ack(step: str, stamps: dict[str, int], failures: dict[str, str]) -> Counter[str]:
             conflicts = self._conflicts()
+            clock = time.perf_counter()
             counts = apply_acks(
                 self.tracker,
                 {t: v for t, v in stamps.items() if t not in conflicts},
@@ -156,6 +157,7 @@ class Tracking:
                 f"{spec.op_run}/{step}/driver",
                 threads=DRIVER_THREADS,
             )
+            self._driver_counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
             self._driver_counts.update(counts)
             return counts
 
@@ -238,7 +240,9 @@ class Tracking:
             tags = [self.tags.escaped(keys[i], attempt) for i in todo]
             conflicts = self._conflicts()
             refused = {tag: CONFLICT for tag in tags if tag in conflicts}
+            clock = time.perf_counter()
             settled = settle(self.tracker, tags, refused=refused, notes=self._notes())
+            self._driver_counts["time_ms.settle"] += round(1000 * (time.perf_counter() - clock))
             retry = []
             for i, tag in zip(todo, tags, strict=True):
                 result = settled[tag]

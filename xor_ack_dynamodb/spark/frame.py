@@ -56,11 +56,11 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidConfig, XorAckError
@@ -523,11 +523,14 @@ class FrameAttempt:
     def _ack(self, sums: ChainSums, ledger: str) -> Counter[str]:
         """Stamp or fail each chain this run created, once, with what the write
         committed. Chains it did not create are left alone."""
+        clock = time.perf_counter()
         created, _refused = self._creating.result()
+        self.tracking.counts["time_ms.create_wait"] += round(1000 * (time.perf_counter() - clock))
         mine = set(self.tags) & created
         stamps = {tag: value for tag, value in sums.xors.items() if tag in mine}
         failures = {tag: reason for tag, reason in sums.errors.items() if tag in mine}
         self.notes.update({tag: note for tag, note in sums.notes.items() if tag in mine})
+        clock = time.perf_counter()
         counts = apply_acks(
             self.tracking.tracker,
             stamps,
@@ -536,6 +539,7 @@ class FrameAttempt:
             f"{self.tracking.tags.owner}.{self.number}/{ledger}",
             threads=self.tracking.threads,
         )
+        self.tracking.counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
         self.tracking.counts.update(counts)
         return counts
 
@@ -625,16 +629,7 @@ class FrameTracking:
                     observer.attempt_started(attempt, len(todo), self)
                 tags = [self.tags.escaped(keys[i], attempt) for i in todo]
                 edges = {tag: self.edges.root(tag) for tag in tags}
-                creating = background.submit(
-                    partial(
-                        create_chains,
-                        self.tracker,
-                        edges,
-                        8,
-                        f"{self.tags.owner}.{attempt}/create",
-                        threads=self.threads,
-                    )
-                )
+                creating = background.submit(self._create, edges, attempt)
                 handle = FrameAttempt(
                     self,
                     attempt,
@@ -659,7 +654,9 @@ class FrameTracking:
                 created, refused = creating.result()
                 self.counts["chains_created"] += len(created)
                 self.counts["chains_refused"] += len(refused)
+                clock = time.perf_counter()
                 settled = settle(self.tracker, tags, refused=refused, notes=handle.notes)
+                self.counts["time_ms.settle"] += round(1000 * (time.perf_counter() - clock))
                 retry = []
                 for i, tag in zip(todo, tags, strict=True):
                     result = settled[tag]
@@ -670,6 +667,15 @@ class FrameTracking:
                     observer.attempt_finished(attempt, [outcomes[i] for i in todo])
                 todo = retry
         return RunReport(outcomes, self.requests(), errors)
+
+    def _create(self, edges: dict[str, int], attempt: int) -> tuple[set[str], dict[str, str]]:
+        clock = time.perf_counter()
+        try:
+            return create_chains(
+                self.tracker, edges, 8, f"{self.tags.owner}.{attempt}/create", threads=self.threads
+            )
+        finally:
+            self.counts["time_ms.creates"] += round(1000 * (time.perf_counter() - clock))
 
     def acked_rows(self, df: DataFrame, report: RunReport, tag_column: str = "xor_ack_tag") -> DataFrame:
         """The rows of ``df`` (written by this run's attempts) whose chain ended acked:
