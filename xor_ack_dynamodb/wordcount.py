@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import InvalidConfig
 from .spark.driver import new_run_id
 from .spark.executor import AfterFlush
-from .spark.outcomes import RunObserver, RunReport
+from .spark.outcomes import Chains, RunObserver, RunReport
 from .spark.sink import LocalOutput, S3Output, output_location
 from .spark.tags import escape_key
 
@@ -264,6 +264,7 @@ def run_wordcount(
     keep_parts: bool = False,
     bad_bytes: str = "replace",
     split_bytes: int | None = None,
+    tracker: Chains | None = None,
 ) -> WordCountReport:
     """Count the words of ``inputs`` and write ``counts.csv`` and ``report.json`` to
     ``output``, a directory (local, or shared by the cluster's nodes) or an
@@ -279,6 +280,8 @@ def run_wordcount(
     reader's split size (default 32 MiB); ``after_flush``: a test hook
     (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`): after each RDD step's flush, or
     after each DataFrame read task (``"read"``) and durable sink task (``"write"``).
+    ``tracker``: the DataFrame driver's tracker (default ``config.connect()``; only the
+    driver talks to it on that path, so a ``MemoryAck`` measures Spark's own cost).
     """
     from pyspark import SparkContext
 
@@ -296,6 +299,8 @@ def run_wordcount(
     parts = f".parts/{run_id}"
     phases: dict[str, float] = {}
     if api == "rdd":
+        if tracker is not None:
+            raise InvalidConfig("no tracker= with api='rdd': its executors reach the table themselves")
         if is_connect(spark):
             raise InvalidConfig(
                 "the RDD job cannot run under Spark Connect (it has no RDDs): use api='frame'"
@@ -334,6 +339,7 @@ def run_wordcount(
             split_bytes,
             observer,
             after_flush,
+            tracker,
             phases,
         )
     files, counts, requests, errors, location = result
@@ -418,6 +424,7 @@ def _run_frame(
     split_bytes: int | None,
     observer: RunObserver | None,
     after_flush: AfterFlush | None,
+    tracker: Chains | None,
     phases: dict[str, float],
 ) -> _Result:
     from .spark.frame_source import SPLIT_BYTES
@@ -443,6 +450,7 @@ def _run_frame(
             bad_bytes=bad_bytes,
             observer=observer,
             after_flush=after_flush,
+            tracker=tracker,
         )
         phases["job"] = time.perf_counter() - clock
         clock = time.perf_counter()

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .spark.frame import FrameAttempt, FrameTracking, UntrackedAttempt, default_parallelism, part_store
 from .spark.frame_sink import PartStore
 from .spark.frame_source import CHUNK_BYTES, SPLIT_BYTES
-from .spark.outcomes import RunObserver, RunReport
+from .spark.outcomes import Chains, RunObserver, RunReport
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -110,6 +110,7 @@ def run_frame(
     bad_bytes: str,
     observer: RunObserver | None,
     after_flush: Callable[[str, int], None] | None = None,
+    tracker: Chains | None = None,
 ) -> tuple[RunReport | None, FrameTracking | None]:
     """Run the job tracked (a report and the tracking) or, with ``config`` None,
     untracked (None, None)."""
@@ -122,7 +123,7 @@ def run_frame(
         register_sources(spark)
         job(UntrackedAttempt(spark, roots, default_parallelism(spark)))
         return None, None
-    tracking = FrameTracking(spark, config, run_id=run_id, after_flush=after_flush)
+    tracking = FrameTracking(spark, config, run_id=run_id, after_flush=after_flush, tracker=tracker)
     report = tracking.run(
         list(roots), lambda root: root[1], job, max_attempts=max_attempts, observer=observer
     )

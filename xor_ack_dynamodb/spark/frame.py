@@ -78,7 +78,16 @@ from .frame_source import (
     path_bytes,
     roots_option,
 )
-from .outcomes import PERMANENT, RootOutcome, RunObserver, RunReport, apply_acks, create_chains, settle
+from .outcomes import (
+    PERMANENT,
+    Chains,
+    RootOutcome,
+    RunObserver,
+    RunReport,
+    apply_acks,
+    create_chains,
+    settle,
+)
 from .tags import TagScheme
 
 if TYPE_CHECKING:
@@ -86,7 +95,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from ..config import AckConfig
-    from ..dynamodb import XorAckDynamoDB
 
 __all__ = [
     "FrameTracking",
@@ -248,15 +256,6 @@ class TrackedFrame:
             )
         )
 
-    def note_when(self, condition: Column, note: str | Column) -> TrackedFrame:
-        """Attach ``note`` to the chain of rows for which ``condition`` is true (it shows
-        in the run's report; the row is kept)."""
-        from pyspark.sql import functions as F
-
-        text = F.lit(note) if isinstance(note, str) else note
-        hit = F.coalesce(condition, F.lit(False))
-        return self._then(self._df.withColumn(NOTE, F.coalesce(F.col(NOTE), F.when(hit, text))))
-
     def explode(self, array: str | Column, alias: str, *, position: str | None = None) -> TrackedFrame:
         """One row per element of ``array`` (named ``alias``; its index as ``position``
         if given); the other columns are kept. Edges telescope (module doc)."""
@@ -345,17 +344,21 @@ class TrackedGroups:
         self.keys = list(keys)
 
     def agg(self, *exprs: Column) -> TrackedFrame:
-        """Aggregate per chain and key; ghost rows of a chain collapse into one."""
+        """Aggregate per chain and key; the ghost rows of a chain collapse into one per
+        failure reason and note. The reason and note are grouping keys (null on every
+        row that is not failing or noted), not aggregates: a string aggregate (``max``)
+        would force Spark's sort-based aggregation over every row."""
         from pyspark.sql import functions as F
 
         ghost = F.col(GHOST)
-        grouping = [F.col(TAG), ghost, *(F.when(~ghost, F.col(k)).alias(k) for k in self.keys)]
-        out = self.frame.df.groupBy(*grouping).agg(
-            *exprs,
-            F.bit_xor(EDGE).alias(EDGE),
-            F.max(ERR).alias(ERR),
-            F.max(NOTE).alias(NOTE),
-        )
+        grouping = [
+            F.col(TAG),
+            ghost,
+            *(F.when(~ghost, F.col(k)).alias(k) for k in self.keys),
+            F.col(ERR),
+            F.col(NOTE),
+        ]
+        out = self.frame.df.groupBy(*grouping).agg(*exprs, F.bit_xor(EDGE).alias(EDGE))
         return self.frame._then(out)
 
     def count(self, name: str = "count") -> TrackedFrame:
@@ -561,6 +564,9 @@ class FrameTracking:
     :param parallelism: how many read partitions to aim at (twice this); default
         Spark's default parallelism (4 under Connect unless
         ``spark.default.parallelism`` is set).
+    :param tracker: the driver's tracker (default ``config.connect()``); on this path
+        only the driver talks to it, so any tracker with the same methods works (a
+        ``MemoryAck`` measures what tracking costs Spark itself, with no backend).
     :param after_flush: a test hook (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`)
         called as ``hook("read", partition)`` after a read task produced its rows and
         ``hook("write", partition)`` after a sink task's part is durable.
@@ -572,7 +578,7 @@ class FrameTracking:
         config: AckConfig,
         *,
         run_id: str | None = None,
-        tracker: XorAckDynamoDB | None = None,
+        tracker: Chains | None = None,
         nonce: str | None = None,
         threads: int = DRIVER_THREADS,
         parallelism: int | None = None,
@@ -583,7 +589,7 @@ class FrameTracking:
         self.config = config
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
         self.run_id = self.tags.run_id
-        self.tracker = tracker if tracker is not None else config.connect()
+        self.tracker: Chains = tracker if tracker is not None else config.connect()
         self.edges = EdgeKey(secrets.token_bytes(32), 8)
         self.run_key = to_signed(int.from_bytes(self.edges.key[:8], "big"))
         self.threads = threads
@@ -592,9 +598,11 @@ class FrameTracking:
         register_sources(spark)
 
     def requests(self) -> Counter[str]:
-        """What the driver did: creates, stamps, fails, reads (by operation), events."""
+        """What the driver did: creates, stamps, fails, reads (by operation), events
+        (a tracker without request statistics, such as ``MemoryAck``, adds none)."""
         total = Counter(self.counts)
-        total.update(snapshot(self.tracker))
+        if hasattr(self.tracker, "stats"):
+            total.update(snapshot(self.tracker))  # type: ignore[arg-type]
         return total
 
     def run(
@@ -692,26 +700,34 @@ class FrameTracking:
 
 class UntrackedFrame:
     """:class:`TrackedFrame`'s methods over a plain DataFrame: no tracking columns, no
-    chains; ``fail_when`` raises in the JVM (failing the Spark job, as any error would)."""
+    chains; ``fail_when`` raises in the JVM (failing the Spark job, as any error would).
+    Like a tracked frame it knows its roots' column (``root``): ``group_by`` groups per
+    root too, and ``write`` writes the root as ``tag_column``, so the untracked job
+    produces the same rows as the tracked one (what a comparison needs)."""
 
-    def __init__(self, df: DataFrame) -> None:
+    def __init__(self, df: DataFrame, root: str | None = None) -> None:
         self._df = df
+        self.root = root
 
     @property
     def df(self) -> DataFrame:
         return self._df
 
+    def _then(self, df: DataFrame) -> UntrackedFrame:
+        return UntrackedFrame(df, self.root if self.root in df.columns else None)
+
     def select(self, *columns: str | Column) -> UntrackedFrame:
-        return UntrackedFrame(self._df.select(*columns))
+        extra = [self.root] if self.root and self.root not in columns else []
+        return self._then(self._df.select(*columns, *extra))
 
     def with_column(self, name: str, column: Column) -> UntrackedFrame:
-        return UntrackedFrame(self._df.withColumn(name, column))
+        return self._then(self._df.withColumn(name, column))
 
     def drop(self, *names: str) -> UntrackedFrame:
-        return UntrackedFrame(self._df.drop(*names))
+        return self._then(self._df.drop(*names))
 
     def where(self, condition: Column) -> UntrackedFrame:
-        return UntrackedFrame(self._df.where(condition))
+        return self._then(self._df.where(condition))
 
     filter = where
 
@@ -722,10 +738,7 @@ class UntrackedFrame:
 
         text = F.lit(reason) if isinstance(reason, str) else reason
         check = F.when(condition, F.raise_error(text)).cast("boolean")
-        return UntrackedFrame(self._df.where(F.coalesce(check, F.lit(True))))
-
-    def note_when(self, condition: Column, note: str | Column) -> UntrackedFrame:
-        return self
+        return self._then(self._df.where(F.coalesce(check, F.lit(True))))
 
     def explode(self, array: str | Column, alias: str, *, position: str | None = None) -> UntrackedFrame:
         from pyspark.sql import functions as F
@@ -733,8 +746,8 @@ class UntrackedFrame:
         values = F.col(array) if isinstance(array, str) else array
         kept = [c for c in self._df.columns if c not in (alias, position)]
         if position:
-            return UntrackedFrame(self._df.select(*kept, F.posexplode(values).alias(position, alias)))
-        return UntrackedFrame(self._df.select(*kept, F.explode(values).alias(alias)))
+            return self._then(self._df.select(*kept, F.posexplode(values).alias(position, alias)))
+        return self._then(self._df.select(*kept, F.explode(values).alias(alias)))
 
     def group_by(self, *keys: str) -> _UntrackedGroups:
         return _UntrackedGroups(self, keys)
@@ -742,26 +755,28 @@ class UntrackedFrame:
     def join(
         self, lookup: DataFrame, on: str | Sequence[str], how: str = "inner", *, check: bool = True
     ) -> UntrackedFrame:
-        return UntrackedFrame(self._df.join(lookup, on=[on] if isinstance(on, str) else list(on), how=how))
+        return self._then(self._df.join(lookup, on=[on] if isinstance(on, str) else list(on), how=how))
 
     def write(
         self, location: str | os.PathLike[str], *, format: str = "parquet", tag_column: str = "xor_ack_tag"
     ) -> WriteResult:
         """The same sink as a tracked write (so a comparison measures tracking, not two
-        writers), told not to sum edges; every row gets the tag ``untracked``."""
+        writers), told not to sum edges; the root is written as ``tag_column``."""
         from pyspark.sql import functions as F
 
         store = part_store(location)
         filler = {
-            TAG: F.lit("untracked"),
+            TAG: F.col(self.root).cast("string") if self.root else F.lit("untracked"),
             EDGE: F.lit(0).cast("bigint"),
             GHOST: F.lit(False),
             ERR: F.lit(None).cast("string"),
             NOTE: F.lit(None).cast("string"),
         }
+        df = self._df.withColumns(filler)
+        if self.root:
+            df = df.drop(self.root)
         (
-            self._df.withColumns(filler)
-            .write.format(TrackedSinkSource.name())
+            df.write.format(TrackedSinkSource.name())
             .mode("append")
             .options(**store.options())
             .option("format", format)
@@ -776,10 +791,10 @@ class UntrackedFrame:
 class _UntrackedGroups:
     def __init__(self, frame: UntrackedFrame, keys: Sequence[str]) -> None:
         self.frame = frame
-        self.keys = list(keys)
+        self.keys = [frame.root, *keys] if frame.root and frame.root not in keys else list(keys)
 
     def agg(self, *exprs: Column) -> UntrackedFrame:
-        return UntrackedFrame(self.frame.df.groupBy(*self.keys).agg(*exprs))
+        return self.frame._then(self.frame.df.groupBy(*self.keys).agg(*exprs))
 
     def count(self, name: str = "count") -> UntrackedFrame:
         from pyspark.sql import functions as F
@@ -821,7 +836,7 @@ class UntrackedAttempt:
             .option("track", "false")
             .load()
         )
-        return UntrackedFrame(df.where("line IS NOT NULL").select("path", "offset", "line"))
+        return UntrackedFrame(df.select("path", "offset", "line"), root="path")
 
     def start(self, df: DataFrame, key: str) -> UntrackedFrame:
-        return UntrackedFrame(df)
+        return UntrackedFrame(df, root=key)

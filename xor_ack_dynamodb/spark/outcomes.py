@@ -21,8 +21,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import TagAcked, TagExists, TagExpired, TagFailed, TagNotFound
 
 if TYPE_CHECKING:
-    from ..dynamodb import XorAckDynamoDB
     from ..model import ChainStatus
+    from ..stamps import Stamp
+
+
+class Chains(Protocol):
+    """The tracker methods the driver side uses (``XorAckDynamoDB``, ``MemoryAck`` and
+    ``CombiningTracker`` have them; to be replaced by the core's tracker protocol)."""
+
+    def create(self, tag: str, stamp: bytes, *, op_id: str | None = None) -> Stamp: ...
+    def stamp(self, tag: str, stamp: bytes, *, op_id: str | None = None) -> Stamp: ...
+    def fail(self, tag: str, reason: str | None = None) -> ChainStatus: ...
+    def status_many(self, tags: Iterable[str]) -> dict[str, ChainStatus]: ...
 
 __all__ = [
     "Attempt",
@@ -36,6 +46,7 @@ __all__ = [
     "create_chains",
     "apply_acks",
     "CONFLICT",
+    "Chains",
 ]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
@@ -139,7 +150,7 @@ def _pool_map(threads: int, fn: Any, items: Sequence[Any]) -> list[Any]:
 
 
 def create_chains(
-    tracker: XorAckDynamoDB,
+    tracker: Chains,
     chains: Mapping[str, int],
     size: int,
     op_prefix: str,
@@ -170,7 +181,7 @@ def create_chains(
 
 
 def apply_acks(
-    tracker: XorAckDynamoDB,
+    tracker: Chains,
     stamps: Mapping[str, int],
     failures: Mapping[str, str],
     size: int,
@@ -214,7 +225,7 @@ def apply_acks(
 
 
 def settle(
-    tracker: XorAckDynamoDB,
+    tracker: Chains,
     tags: Sequence[str],
     *,
     refused: Mapping[str, str] | None = None,
@@ -237,7 +248,7 @@ def settle(
     return out
 
 
-def _settle_one(tracker: XorAckDynamoDB, tag: str, status: ChainStatus | None, note: str | None) -> Attempt:
+def _settle_one(tracker: Chains, tag: str, status: ChainStatus | None, note: str | None) -> Attempt:
     if status is None:
         return Attempt(tag, "missing", "the chain was never created", note)
     if status.state != "pending":
