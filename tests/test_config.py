@@ -122,4 +122,4 @@ def test_tracker_arguments_out_of_range(options: dict[str, Any]) -> None:
 def test_tracker_accepts_timedelta_and_seconds() -> None:
     ack = XorAckDynamoDB("acks", client=object(), ttl=timedelta(minutes=2), retention=90.4)
     assert (ack.ttl_seconds, ack.retention_seconds) == (120, 90)
-    assert repr(ack) == "XorAckDynamoDB(table='acks', partition_key='tagID')"
+    assert repr(ack) == "XorAckDynamoDB(table='acks', partition_key='tagID', mode='xor')"

@@ -30,6 +30,10 @@ EXPECTED_BASES: dict[str, tuple[type[BaseException], ...]] = {
     "TableSchemaMismatch": (),
     "CorruptItem": (),
     "BatchIncomplete": (),
+    "OpIdReused": (ValueError,),
+    "NotOwner": (),
+    "ChainModeMismatch": (),
+    "OutcomeUnknown": (),
 }
 
 #: The Node package's six, which must keep their names and codes.

@@ -8,7 +8,15 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from xor_ack_dynamodb import Stamp, new_stamp, xor
 
 USER_TESTS = '''
 import pickle
@@ -53,6 +61,10 @@ def test_expiry_with_a_clock(xor_ack_factory):
     ack = xor_ack_factory(clock=lambda: now[0], ttl=60)
     ack.create("slow", new_stamp())
     now[0] += 61
+    with pytest.raises(TagExpired):  # a writer refuses once the deadline has passed
+        ack.stamp("slow", new_stamp())
+    assert ack.status("slow").state == "pending"  # a reader waits out the 5 s skew margin
+    now[0] += 5
     assert ack.status("slow").state == "expired"
     with pytest.raises(TagExpired):
         ack.stamp("slow", new_stamp())
@@ -117,3 +129,93 @@ def test_a_throwaway_project_uses_only_the_plugin(tmp_path: Path) -> None:
     without = _pytest(tmp_path, "-p", "no:xor_ack_dynamodb", "test_user_pipeline.py")
     assert without.returncode == 1
     assert "fixture 'xor_ack' not found" in without.stdout
+
+
+# -- the fixtures under threads ----------------------------------------------------------
+
+
+def _in_threads(count: int, work: Callable[[int], None]) -> list[BaseException]:
+    """Run ``work(i)`` in ``count`` threads released together, with the GIL switching
+    every 10 µs so that moto's request handling interleaves as it would under load.
+    Returns what the threads raised."""
+    barrier = threading.Barrier(count)
+    failures: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait()
+            work(i)
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            failures.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(thread.is_alive() for thread in threads)
+    return failures
+
+
+THREADS = 8
+CHILDREN = 3
+
+
+def test_xor_ack_is_atomic_under_threads(xor_ack: Any, xor_ack_factory: Callable[..., Any]) -> None:
+    """8 threads stamp distinct children of one chain, each through its own tracker from
+    the fixtures (its own cache, so every stamp is a read and a conditional write that
+    can race): the chain ends acked, exactly one stamp saw it acked, and every stamp was
+    applied once (the version counts them). In-process moto checks a condition and
+    writes without a lock; without the fixture's serialization this ends pending."""
+    root = new_stamp()
+    children = [[new_stamp() for _ in range(CHILDREN)] for _ in range(THREADS)]
+    xor_ack.create("chain", root)
+    xor_ack.stamp("chain", xor(root, *(c for row in children for c in row)))
+    trackers = [xor_ack] + [xor_ack_factory(cache_size=0) for _ in range(THREADS - 1)]
+    results: list[Stamp] = []
+
+    def work(i: int) -> None:
+        for n, child in enumerate(children[i]):
+            results.append(trackers[i].stamp("chain", child, op_id=f"t{i}/c{n}"))
+
+    assert _in_threads(THREADS, work) == []
+    assert len(results) == THREADS * CHILDREN
+    status = xor_ack.status("chain")
+    assert (status.state, status.stamp) == ("acked", bytes(16))
+    assert status.version == 2 + THREADS * CHILDREN
+    assert sum(result.acked for result in results) == 1
+
+
+def test_every_client_in_the_test_is_atomic(xor_ack: Any) -> None:
+    """Not only the fixture's client: plain boto3 clients made by the test's own threads
+    (one each) doing conditional increments lose no successful write."""
+    client = boto3.client("dynamodb")
+    key = {xor_ack.partition_key: {"S": "counter"}}
+    client.put_item(TableName=xor_ack.table, Item={**key, "v": {"N": "0"}})
+    wins: list[int] = []
+
+    def work(_: int) -> None:
+        mine = boto3.session.Session().client("dynamodb")
+        for _ in range(10):
+            seen = mine.get_item(TableName=xor_ack.table, Key=key, ConsistentRead=True)["Item"]["v"]["N"]
+            try:
+                mine.update_item(
+                    TableName=xor_ack.table,
+                    Key=key,
+                    UpdateExpression="SET v = :new",
+                    ConditionExpression="v = :old",
+                    ExpressionAttributeValues={":new": {"N": str(int(seen) + 1)}, ":old": {"N": seen}},
+                )
+                wins.append(1)
+            except ClientError as exc:
+                assert exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+    assert _in_threads(THREADS, work) == []
+    final = int(client.get_item(TableName=xor_ack.table, Key=key, ConsistentRead=True)["Item"]["v"]["N"])
+    assert len(wins) >= 10
+    assert final == len(wins)  # no successful conditional write was lost

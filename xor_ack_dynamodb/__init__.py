@@ -12,12 +12,14 @@ from .dynamodb import XorAckDynamoDB
 from .local import LocalDynamoDB
 from .memory import MemoryAck
 from .model import ChainStatus, State
+from .protocol import AckTracker
 from .retry import RetryPolicy
-from .stamps import Stamp, derive_edge, new_stamp, xor
+from .stamps import Stamp, Sum, derive_edge, new_stamp, xor
 from .stats import RequestStats
 
 __all__ = [
     "AckConfig",
+    "AckTracker",
     "ChainStatus",
     "CombiningTracker",
     "LocalDynamoDB",
@@ -26,6 +28,7 @@ __all__ = [
     "RetryPolicy",
     "Stamp",
     "State",
+    "Sum",
     "XorAckDynamoDB",
     "derive_edge",
     "errors",

@@ -1,15 +1,16 @@
 """Group commit for hot chains: concurrent stamps on one tag share one conditional write.
 
-Without it, N threads stamping one chain race: every write is conditional on the value
+In xor mode, N threads stamping one chain race: every write is conditional on the value
 its writer last saw, so all but one lose and try again, and a busy chain costs several
-requests per stamp. :class:`CombiningTracker` queues the stamps a process makes on a
-tag while a write for that tag is in flight; the next write carries their XOR and all
-their op ids. One leader at a time writes for a tag; every other caller waits for its
-own outcome.
+requests per stamp. :class:`CombiningTracker` queues the stamps a process makes on a tag
+while a write for that tag is in flight; the next write carries them all. One leader at
+a time writes for a tag; every other caller waits for its own outcome.
 
-It is opt-in: wrap the tracker where a process has hot chains (many threads on few
-tags). On quiet chains it costs what ``stamp()`` costs (one request a stamp), so
-wrapping everything is harmless too, but a plain tracker keeps the simplest path.
+It works on the public surface of a tracker only: its engine runs a
+:class:`~xor_ack_dynamodb.core.calls.StampCall` holding several stamps, and the chain
+rules (:meth:`ChainRules.plan`) decide each one's outcome exactly as one ``stamp()``
+after another would. In sum mode there is nothing to combine (a stamp never loses a
+race), so stamps pass straight through.
 """
 
 from __future__ import annotations
@@ -18,18 +19,19 @@ import copy
 import logging
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
-from .dynamodb import XorAckDynamoDB, _Conflict, _error_code, _retry_attempts
-from .errors import BufferLengthsUnequal, TagNotFound, XorAckError, ZeroBufferNoOp
-from .item import Chain
-from .model import ChainStatus, op_key, random_op_key
-from .stamps import Stamp, as_bytes, check_tag, xor_all
+from .core.algebra import EdgeLike, Mode, Value
+from .core.calls import StampCall
+from .core.chain import Op
+from .core.rules import DEFERRED
+from .errors import OutcomeUnknown, XorAckError
+from .model import ChainStatus
+from .stamps import Stamp, Sum
 from .stats import RequestStats
+from .tracker import SyncTracker
 
 if TYPE_CHECKING:
     from .config import AckConfig
@@ -43,15 +45,16 @@ log = logging.getLogger("xor_ack_dynamodb")
 class _Pending:
     """One caller's stamp waiting in a tag's queue, and later its outcome."""
 
-    delta: bytes
-    op: str
+    delta: Value
+    op: Op
+    owner: str | None
     wake: threading.Event = field(default_factory=threading.Event)
     lead: bool = False  # this caller writes the next batch for the tag
     settled: bool = False
-    result: Stamp | None = None
+    result: Stamp | Sum | None = None
     error: BaseException | None = None
 
-    def settle(self, outcome: Stamp | BaseException) -> None:
+    def settle(self, outcome: Stamp | Sum | BaseException) -> None:
         if isinstance(outcome, BaseException):
             self.error = outcome
         else:
@@ -68,57 +71,44 @@ class _Queue:
     busy: bool = False
 
 
-@dataclass
-class _Plan:
-    """A batch replayed in queue order on one value of the chain, as sequential
-    ``stamp()`` calls would see it."""
-
-    outcomes: list[Stamp | XorAckError] = field(default_factory=list)
-    new: Stamp | None = None  # the value to write; None when nothing is applied
-    ops: tuple[str, ...] = ()
-    delete: bool = False  # the batch completes the chain and the tracker deletes on ack
-    duplicates: int = 0
-
-
 class CombiningTracker:
-    """An :class:`~xor_ack_dynamodb.XorAckDynamoDB` whose ``stamp()`` combines the
-    concurrent stamps of this process on one tag into one conditional write.
+    """A tracker whose ``stamp()`` combines the concurrent xor-mode stamps of this
+    process on one tag into one conditional write. Every other method is the wrapped
+    tracker's. Share one per process (it is thread-safe).
 
-    Every other method is the wrapped tracker's. Share one per process (it is
-    thread-safe); combining happens between the threads that share it.
+    Guarantees of :meth:`stamp`, beyond those of the wrapped tracker's:
 
-    Guarantees of :meth:`stamp`, beyond those of ``XorAckDynamoDB.stamp``:
-
-    * The stamps merged into one write are applied as if ``stamp()`` had been called for
-      each, one after the other, in the order they queued: each caller gets the value
-      after its own stamp (so exactly one caller of a completing batch sees
-      ``acked``), a duplicate op id (already in the chain's op list, or twice in the
-      batch) is applied once and returns the value at its turn, a stamp queued after the
-      chain reached zero gets :class:`TagAcked` (:class:`TagNotFound` with
-      ``delete_on_ack``), a stamp whose length differs from the chain's gets its own
-      :class:`BufferLengthsUnequal`, and a failed or expired chain fails every caller
-      with :class:`TagFailed` or :class:`TagExpired`.
-    * Every op id of the batch is written to the chain's op list with the value, in one
-      conditional write (the list keeps the last ``max_ops``, as one by one).
-    * If the write cannot be made (the chain is gone: :class:`TagNotFound`; the retry
-      budget is spent: :class:`StaleLocalData`, or a transient ``ClientError``), every
-      caller in the batch gets that error and nothing of the batch was applied, unless
-      a transient error hid the outcome: retrying with the same ``op_id`` tells, as for
-      ``stamp()``.
-    * A stamp is rejected for bad input (tag, stamp, op id, all-zero stamp) before it
-      queues. Its length is checked against the chain when its batch is written, so a
-      stamp of the wrong length fails alone, as it would one by one.
+    * The stamps merged into one write are applied as if ``stamp()`` had been called
+      for each, in the order they queued: each caller gets the value after its own
+      stamp (so exactly one caller of a completing batch sees ``acked``), a duplicate op
+      id returns the value at its turn, a stamp queued after the chain reached zero gets
+      :class:`TagAcked`, a stamp of the wrong length gets its own
+      :class:`BufferLengthsUnequal`, a failed or expired chain fails every caller.
+    * One write carries at most ``window - 1`` stamps and a batch marker (a random op)
+      ahead of them: a leader that lost the response of its write finds the marker in
+      the chain and knows the whole batch landed, however many ops it held; stamps that
+      do not fit wait for the next write.
+    * If the write cannot be made (``TagNotFound``, ``StaleLocalData``, a transient
+      error that outlasted the budget), every caller in the batch gets that error, and
+      nothing of the batch was applied unless a transient error hid the outcome:
+      calling again with the same ``op_id`` tells.
+    * Bad input is rejected before the stamp queues. Every caller is always settled:
+      an error is handed to each waiter (as its own copy, or shared when it cannot be
+      copied), and a waiter that hears nothing for twice the retry budget raises
+      :class:`OutcomeUnknown` instead of waiting forever.
     * A caller interrupted while queued (``KeyboardInterrupt``) is taken out of the
-      queue if no write has taken its stamp yet; otherwise the write goes ahead, as a
-      ``stamp()`` interrupted mid-request may have landed.
+      queue if no write has taken its stamp yet.
     """
 
-    def __init__(self, tracker: XorAckDynamoDB) -> None:
-        if not isinstance(tracker, XorAckDynamoDB):
-            raise TypeError(f"CombiningTracker wraps an XorAckDynamoDB, got {type(tracker).__name__}")
+    def __init__(self, tracker: SyncTracker) -> None:
+        if not isinstance(tracker, SyncTracker):
+            raise TypeError(f"CombiningTracker wraps a tracker, got {type(tracker).__name__}")
         self.tracker = tracker
         self._lock = threading.Lock()
         self._queues: dict[str, _Queue] = {}
+        # A waiter hearing nothing for this long gives up (the leader's call itself is
+        # bounded by the retry budget).
+        self._patience = 2 * tracker.engine.retry.max_seconds + 30
 
     @classmethod
     def from_config(cls, config: AckConfig, client: Any = None) -> CombiningTracker:
@@ -135,8 +125,8 @@ class CombiningTracker:
         return self.tracker.stats
 
     @property
-    def table(self) -> str:
-        return self.tracker.table
+    def mode(self) -> Mode:
+        return self.tracker.mode
 
     def waiting(self, tag: str) -> int:
         """How many stamps on ``tag`` are queued for the next write (those of the write
@@ -147,40 +137,55 @@ class CombiningTracker:
 
     # -- combined -------------------------------------------------------------------
 
-    def stamp(self, tag: str, stamp: bytes | bytearray | memoryview, *, op_id: str | None = None) -> Stamp:
-        """XOR ``stamp`` into the chain, sharing the write with concurrent stamps on the
-        same tag. Returns the value after this stamp, in queue order. Raises what
-        ``XorAckDynamoDB.stamp`` raises; bad input (tag, stamp, op id) is rejected
-        before queueing."""
-        tag = check_tag(tag)
-        delta = as_bytes(stamp, tag=tag)
-        if not any(delta):
-            raise ZeroBufferNoOp("stamping with an all-zero stamp changes nothing", tag=tag)
-        op = op_key(op_id) if op_id is not None else random_op_key()
-        mine = _Pending(delta, op)
+    def stamp(
+        self,
+        tag: str,
+        value: EdgeLike | None = None,
+        *,
+        finished: Iterable[EdgeLike] = (),
+        started: Iterable[EdgeLike] = (),
+        op_id: str | None = None,
+        owner: str | None = None,
+    ) -> Stamp | Sum:
+        """Apply one stamp (see the wrapped tracker's ``stamp``), sharing the write with
+        concurrent stamps on the same tag. Returns the value after this stamp, in queue
+        order. Bad input is rejected before queueing."""
+        call = self.tracker.calls.stamp(tag, value, finished, started, op_id, owner)
+        if not isinstance(call, StampCall):  # sum mode: one ADD never loses a race
+            return self.tracker.engine.run(call)
+        delta, op, checked_owner = call.stamps[0]
+        mine = _Pending(delta, op, checked_owner)
         with self._lock:
-            queue = self._queues.setdefault(tag, _Queue())
+            queue = self._queues.setdefault(call.tag, _Queue())
             queue.waiting.append(mine)
             if not queue.busy:
                 queue.busy = True
                 mine.lead = True
-        if not mine.lead:
-            try:
-                mine.wake.wait()  # settled by a leader, or handed the tag
-            except BaseException:  # KeyboardInterrupt while queued
-                self._abandon(tag, mine)
-                raise
-        if not mine.settled:
-            self._lead(tag)
+        while not mine.settled:
+            if not mine.lead:
+                try:
+                    heard = mine.wake.wait(self._patience)  # settled by a leader, or handed the tag
+                except BaseException:  # KeyboardInterrupt while queued
+                    self._abandon(call.tag, mine)
+                    raise
+                if not heard:
+                    self._abandon(call.tag, mine)
+                    raise OutcomeUnknown(
+                        f"chain {call.tag!r}: the combined write carrying this stamp did not report "
+                        f"within {self._patience:.0f} s; call again with the same op_id to find out",
+                        tag=call.tag,
+                    )
+                mine.wake.clear()
+            if not mine.settled and mine.lead:
+                self._lead(call.tag)
         if mine.error is not None:
             raise mine.error
         assert mine.result is not None
         return mine.result
 
     def _abandon(self, tag: str, mine: _Pending) -> None:
-        """Take an interrupted caller's stamp out of the queue if no write has taken it
-        yet, and pass the tag on if it had just been handed to this caller, so that the
-        callers queued behind it are not left without a leader."""
+        """Take a caller's stamp out of the queue if no write has taken it yet, and pass
+        the tag on if it had just been handed to this caller."""
         with self._lock:
             queue = self._queues.get(tag)
             if queue is None or mine not in queue.waiting:
@@ -201,167 +206,89 @@ class CombiningTracker:
             del self._queues[tag]
 
     def _lead(self, tag: str) -> None:
-        """Write every stamp queued on ``tag`` as one batch, then hand the tag to the
-        first caller that queued meanwhile (so this caller returns without waiting for
-        later batches)."""
+        """Write the stamps queued on ``tag`` (up to a window's worth) as one batch; put
+        any the chain's window could not take back at the head of the queue; hand the
+        tag to the first caller still queued."""
+        cap = max(1, self.tracker.rules.window - 1)
         with self._lock:
             queue = self._queues[tag]
-            batch, queue.waiting = queue.waiting, []
+            batch, queue.waiting = queue.waiting[:cap], queue.waiting[cap:]
+        deferred: list[_Pending] = []
         try:
-            self._commit(tag, batch)
+            deferred = self._commit(tag, batch)
         except BaseException as exc:
-            # The write failed (TagNotFound, StaleLocalData, a transient error that
-            # outlasted the budget): every caller in the batch gets the error; this
-            # caller raises the original.
+            # The write failed as a whole (TagNotFound, StaleLocalData, a transient error
+            # past the budget): every caller gets the error; this one raises the original.
             for pending in batch:
                 if not pending.settled:
                     pending.settle(_own(exc))
             raise
         finally:
             with self._lock:
+                for pending in deferred:
+                    pending.lead = False
+                queue.waiting[:0] = deferred
                 self._hand_on(tag, queue)
 
-    def _commit(self, tag: str, batch: list[_Pending]) -> None:
-        tracker = self.tracker
+    def _commit(self, tag: str, batch: list[_Pending]) -> list[_Pending]:
+        engine = self.tracker.engine
         if len(batch) > 1:
-            tracker.stats.add("combined", len(batch))
-        # The chain to write on, and whether it is fresh (a read, or the item a failed
-        # condition returned) rather than this tracker's possibly stale last write.
-        known: list[tuple[Chain | None, bool]] = [(tracker._cache.get(tag), False)]
-
-        def attempt() -> _Plan:
-            now = tracker._now()
-            chain, fresh = known[0]
-            if chain is not None and not fresh and self._objection(chain, batch, now):
-                chain = None  # only a fresh read may decide against writing
-            if chain is None:
-                chain = tracker._read(tag)
-            plan = self._plan(chain, batch, now)
-            if plan.new is None:
-                return plan
-            try:
-                if plan.delete:
-                    tracker._write_delete(chain, now)
-                    tracker._cache.discard(tag)
-                else:
-                    tracker._cache.put(tag, tracker._write_stamp(chain, plan.new, plan.ops, now))
-            except ClientError as exc:
-                if _error_code(exc) != "ConditionalCheckFailedException":
-                    known[0] = (None, False)  # the outcome is unknown: start from a fresh read
-                    raise
-                current = tracker._old_item(exc, tag)
-                if current is None:
-                    if plan.delete and _retry_attempts(cast("dict[str, Any]", exc.response)) > 0:
-                        return plan  # our completing delete landed; botocore's resend found nothing
-                    raise TagNotFound(f"chain {tag!r} does not exist", tag=tag) from None
-                written = (chain.version + 1, bytes(plan.new), plan.ops)
-                if (current.version, current.stamp, current.ops) == written:
-                    # Our write landed and its response was lost; botocore's resend then
-                    # failed the condition. The op keys are random, so this is our write.
-                    tracker._cache.put(tag, current)
-                    return plan
-                tracker._cache.put(tag, current)
-                settled = self._plan(current, batch, tracker._now())
-                if settled.new is None:  # nothing left to write (all duplicates, or the chain ended)
-                    return settled
-                known[0] = (current, True)
-                tracker.stats.add("conflicts")
-                raise _Conflict(current) from None
-            return plan
-
-        plan: _Plan = tracker._retrying(tag, attempt)
+            engine.stats.add("combined", len(batch))
+        call = StampCall(engine.rules, tag, [(p.delta, p.op, p.owner) for p in batch], engine.cache.get(tag))
+        plan = engine.run(call)
         if plan.new is not None:
-            tracker.stats.add("batches")
+            engine.stats.add("batches")
             log.debug("stamp %s: %d stamps in one write", tag, len(batch))
-        if plan.duplicates:
-            tracker.stats.add("duplicates", plan.duplicates)
+        deferred = []
         for pending, outcome in zip(batch, plan.outcomes, strict=True):
-            pending.settle(outcome)
-
-    def _objection(self, chain: Chain, batch: list[_Pending], now: int) -> bool:
-        """True when the last known ``chain`` gives any reason not to write the batch."""
-        if chain.effective_state(now) != "pending":
-            return True
-        return any(p.op in chain.ops or len(p.delta) != len(chain.stamp) for p in batch)
-
-    def _plan(self, chain: Chain, batch: list[_Pending], now: int) -> _Plan:
-        """Replay ``batch`` on ``chain`` in order, exactly as one ``stamp()`` after
-        another would decide each (see ``XorAckDynamoDB._judge``)."""
-        tracker = self.tracker
-        plan = _Plan()
-        current: Chain | None = chain
-        value, ops, applied = chain.stamp, chain.ops, False
-        for pending in batch:
-            if current is None:  # the batch completed the chain and it is deleted on ack
-                plan.outcomes.append(TagNotFound(f"chain {chain.tag!r} does not exist", tag=chain.tag))
-                continue
-            if pending.op in ops:
-                plan.duplicates += 1
-                plan.outcomes.append(Stamp(value))
-                continue
-            try:
-                tracker._raise_for_state(current, now)
-            except XorAckError as exc:
-                plan.outcomes.append(exc)
-                continue
-            if len(pending.delta) != len(value):
-                plan.outcomes.append(
-                    BufferLengthsUnequal(
-                        f"stamp is {len(pending.delta)} bytes but chain {chain.tag!r} holds {len(value)}",
-                        tag=chain.tag,
-                    )
-                )
-                continue
-            new = xor_all((value, pending.delta))
-            value, ops, applied = bytes(new), (ops + (pending.op,))[-tracker.max_ops :], True
-            plan.outcomes.append(new)
-            if new.acked:
-                if tracker.delete_on_ack:
-                    current = None
-                    plan.delete = True
-                else:
-                    current = replace(current, state="acked", stamp=value, ops=ops)
-        if applied:
-            plan.new, plan.ops = Stamp(value), ops
-        return plan
+            if outcome is DEFERRED:
+                deferred.append(pending)
+            else:
+                assert isinstance(outcome, (Stamp, Sum, XorAckError))
+                pending.settle(outcome)
+        return deferred
 
     # -- delegated --------------------------------------------------------------------
 
-    def create_table(self, *, wait: bool = True) -> bool:
-        """See :meth:`XorAckDynamoDB.create_table`."""
-        return self.tracker.create_table(wait=wait)
+    def new_edge(self) -> Stamp | int:
+        """See :meth:`SyncTracker.new_edge`."""
+        return self.tracker.new_edge()
 
-    def create(self, tag: str, stamp: bytes | bytearray | memoryview, *, op_id: str | None = None) -> Stamp:
-        """See :meth:`XorAckDynamoDB.create`."""
-        return self.tracker.create(tag, stamp, op_id=op_id)
+    def create(
+        self, tag: str, value: EdgeLike, *, op_id: str | None = None, owner: str | None = None
+    ) -> Stamp | Sum:
+        """See :meth:`SyncTracker.create`."""
+        return self.tracker.create(tag, value, op_id=op_id, owner=owner)
 
-    def fail(self, tag: str, reason: str | None = None) -> ChainStatus:
-        """See :meth:`XorAckDynamoDB.fail`."""
-        return self.tracker.fail(tag, reason)
+    def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus:
+        """See :meth:`SyncTracker.fail`."""
+        return self.tracker.fail(tag, reason, owner=owner)
 
-    def touch(self, tag: str, ttl: timedelta | float | None = None) -> ChainStatus:
-        """See :meth:`XorAckDynamoDB.touch`."""
-        return self.tracker.touch(tag, ttl)
+    def touch(
+        self, tag: str, ttl: timedelta | float | None = None, *, owner: str | None = None
+    ) -> ChainStatus:
+        """See :meth:`SyncTracker.touch`."""
+        return self.tracker.touch(tag, ttl, owner=owner)
 
     def status(self, tag: str) -> ChainStatus:
-        """See :meth:`XorAckDynamoDB.status`."""
+        """See :meth:`SyncTracker.status`."""
         return self.tracker.status(tag)
 
     def status_many(self, tags: Iterable[str]) -> dict[str, ChainStatus]:
-        """See :meth:`XorAckDynamoDB.status_many`."""
+        """See :meth:`SyncTracker.status_many`."""
         return self.tracker.status_many(tags)
 
     def delete(self, tag: str) -> None:
-        """See :meth:`XorAckDynamoDB.delete`."""
+        """See :meth:`SyncTracker.delete`."""
         self.tracker.delete(tag)
 
 
 def _own(exc: BaseException) -> BaseException:
-    """A copy of ``exc`` for one caller: one exception object raised in several threads
-    would collect all their tracebacks."""
+    """A copy of ``exc`` for one caller (one exception object raised in several threads
+    would collect all their tracebacks), or ``exc`` itself if it cannot be copied."""
     try:
         mine = copy.copy(exc)
-    except (TypeError, ValueError, copy.Error):  # an exception type that cannot be copied: share it
+        mine.__cause__, mine.__context__ = exc.__cause__, exc.__context__
+    except Exception:  # any failure to copy: share the original rather than strand a waiter
         return exc
-    mine.__cause__, mine.__context__ = exc.__cause__, exc.__context__
     return mine

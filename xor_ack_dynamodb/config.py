@@ -19,10 +19,10 @@ class AckConfig:
     own :class:`~xor_ack_dynamodb.XorAckDynamoDB`: boto3 clients cannot be pickled and
     must never travel in a Spark closure, this can.
 
-    ``region`` and ``endpoint_url`` default to the environment (``AWS_REGION``,
-    ``AWS_ENDPOINT_URL_DYNAMODB``). The explicit keys exist for local endpoints (moto,
-    dynalite) that accept any key; on AWS leave them unset and let the executor's role
-    provide credentials. They are never shown by ``repr``.
+    ``region`` and ``endpoint_url`` default to the environment (``AWS_REGION``, then
+    ``AWS_DEFAULT_REGION``; ``AWS_ENDPOINT_URL_DYNAMODB``, then ``AWS_ENDPOINT_URL``).
+    The explicit keys exist for local endpoints (moto, dynalite) that accept any key; on
+    AWS leave them unset and let the executor's role provide credentials. They are never shown by ``repr``.
     """
 
     table: str
@@ -39,15 +39,21 @@ class AckConfig:
 
     def client(self) -> Any:
         """A new low-level DynamoDB client in a new boto3 session (sessions are not
-        thread-safe; clients are)."""
-        import boto3
+        thread-safe; clients are), built by
+        :func:`~xor_ack_dynamodb.clients.dynamodb_client`: region from ``region``, then
+        ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile; endpoint from
+        ``endpoint_url``, then ``AWS_ENDPOINT_URL_DYNAMODB``, ``AWS_ENDPOINT_URL``; the
+        timeouts and botocore retries that keep one call near ``retry.max_seconds``.
+        Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig` when no region is set."""
+        from .clients import dynamodb_client
 
-        session = boto3.session.Session(
+        return dynamodb_client(
+            region=self.region,
+            endpoint_url=self.endpoint_url,
             aws_access_key_id=self.aws_access_key_id,
             aws_secret_access_key=self.aws_secret_access_key,
-            region_name=self.region,
+            retry=self.retry,
         )
-        return session.client("dynamodb", endpoint_url=self.endpoint_url)
 
     def connect(self, client: Any = None) -> XorAckDynamoDB:
         """A tracker for this configuration, on ``client`` or a new one."""

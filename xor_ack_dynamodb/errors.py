@@ -31,6 +31,10 @@ __all__ = [
     "TableSchemaMismatch",
     "CorruptItem",
     "BatchIncomplete",
+    "OpIdReused",
+    "NotOwner",
+    "ChainModeMismatch",
+    "OutcomeUnknown",
 ]
 
 
@@ -127,6 +131,31 @@ class TagFailed(XorAckError):
 
 def _rebuild_failed(message: str, tag: str | None, reason: str | None) -> TagFailed:
     return TagFailed(message, tag=tag, reason=reason)
+
+
+class OpIdReused(XorAckError, ValueError):
+    """An op id the chain has already applied came again with a different payload (a
+    different stamp, or a create with another value). An op id names one stamp; reusing
+    it for another is a caller bug, and applying either would be wrong. Nothing was
+    written."""
+
+
+class NotOwner(XorAckError):
+    """The chain belongs to another owner than the one the call named (``owner=``): a
+    chain this caller did not create and was not handed. Nothing was written."""
+
+
+class ChainModeMismatch(XorAckError):
+    """The chain counts in the other mode (an XOR chain stamped by a sum-mode tracker,
+    or the reverse). Trackers sharing a table must agree on each chain's mode."""
+
+
+class OutcomeUnknown(XorAckError):
+    """An earlier attempt of this call may or may not have been applied (its response
+    was lost), and the chain's history no longer tells: another writer (the Node
+    package's PutItem) reset it, the chain was re-created, or more ops than the chain's
+    window landed since. Applying the stamp again could apply it twice, so nothing more
+    was written. Treat the chain as failed (replay its root)."""
 
 
 class TagExpired(XorAckError):

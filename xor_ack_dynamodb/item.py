@@ -4,18 +4,30 @@ Layout (the first two attributes are the Node package's, so both can share a tab
 
 =================  ======  ===============================================================
 ``<partition_key>``  S     the tag
-``stamp``            B     the running XOR
-``expires_at``       N     epoch seconds; the table's TTL attribute (name configurable)
+``stamp``            B     xor mode: the running XOR
+``sum``              N     sum mode: the running sum (never on the same item as ``stamp``)
 ``state``            S     ``pending`` | ``acked`` | ``failed``
-``version``          N     incremented by every write of this library (ABA guard)
-``ops``              L(S)  keys of the most recent op ids applied, oldest first, bounded
+``deadline``         N     epoch seconds: a pending chain times out after this
+``expires_at``       N     the table's TTL attribute (name configurable): when the item may
+                           be purged (a pending chain's deadline + skew + retention; a
+                           finished one's end + retention)
+``tok``              B     8 random bytes, new on every write: the read-modify-write guard
+``version``          N     writes counted
+``seq``              N     op ids ever appended to ``ops``
+``ops``              L(B)  the op keys of the most recent ops (8 bytes each), oldest first
+``oph``              L(B)  their payload hashes (4 bytes each), in the same order
+``win``              N     the chain's dedup window (how many ops ``ops`` keeps)
+``trims``            N     sum mode: trims of ``ops`` so far (the trim's guard)
+``cop``              B     the create's op key + payload hash (12 bytes), for the chain's life
+``owner``            S     optional: who created the chain (``owner=``)
 ``reason``           S     why a chain failed
 ``created_at``       N     epoch seconds
 ``updated_at``       N     epoch seconds
 =================  ======  ===============================================================
 
-An item written by the Node package has only the first two: it reads as a pending chain
-at version 0 that never expires.
+An item written by the Node package has only the first two: it reads as a pending xor
+chain with no history that never expires. Items of this library's 0.1 layout (``ops`` as
+hex strings, ``expires_at`` as the deadline, no ``tok``) are read too.
 """
 
 from __future__ import annotations
@@ -24,84 +36,101 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, cast
 
-from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import Binary, TypeDeserializer
 
-from .errors import CorruptItem
-from .model import STORED_STATES, ChainStatus, State, epoch_to_datetime
-from .stamps import Stamp
+from .core.chain import DIGEST_BYTES, OP_KEY_BYTES, STORED_STATES, UNKNOWN_DIGEST, Chain, Op
+from .errors import CorruptItem, InvalidConfig
 
-__all__ = ["Chain", "ItemCodec"]
+__all__ = ["ItemCodec", "Item", "ATTRIBUTES"]
 
 AttributeValue = dict[str, Any]
 Item = dict[str, AttributeValue]
 
-_serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
-
-@dataclass(frozen=True, slots=True)
-class Chain:
-    """A chain's item as last read or written."""
-
-    tag: str
-    stamp: bytes
-    state: str  # as stored: pending | acked | failed
-    version: int
-    expires_at: int | None
-    ops: tuple[str, ...]
-    reason: str | None = None
-
-    def effective_state(self, now: int) -> State:
-        """The state a reader sees at ``now``: a pending chain past its expiry is expired."""
-        if self.state == "pending":
-            if self.expires_at is not None and self.expires_at < now:
-                return "expired"
-            return "pending"
-        return "acked" if self.state == "acked" else "failed"
-
-    def status(self, now: int) -> ChainStatus:
-        return ChainStatus(
-            tag=self.tag,
-            state=self.effective_state(now),
-            stamp=Stamp(self.stamp),
-            expires_at=epoch_to_datetime(self.expires_at),
-            reason=self.reason,
-            version=self.version,
-        )
+#: Placeholder -> attribute name for every attribute a request may name (several are
+#: DynamoDB reserved words, so requests always go through placeholders).
+ATTRIBUTES = {
+    "#s": "stamp",
+    "#sum": "sum",
+    "#st": "state",
+    "#dl": "deadline",
+    "#tok": "tok",
+    "#v": "version",
+    "#seq": "seq",
+    "#ops": "ops",
+    "#oph": "oph",
+    "#win": "win",
+    "#tr": "trims",
+    "#cop": "cop",
+    "#own": "owner",
+    "#r": "reason",
+    "#c": "created_at",
+    "#u": "updated_at",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class ItemCodec:
-    """Attribute names and the translation between items and :class:`Chain`. Picklable."""
+    """Attribute names and the translation between items and :class:`Chain`. Picklable.
+    Raises :class:`InvalidConfig` when a configured name collides with a chain attribute."""
 
     partition_key: str
     ttl_attribute: str = "expires_at"
 
-    #: Placeholders for every attribute a request may name. Several are DynamoDB
-    #: reserved words, so requests always go through these.
-    def names(self, *keys: str) -> dict[str, str]:
-        table = {
-            "#pk": self.partition_key,
-            "#s": "stamp",
-            "#e": self.ttl_attribute,
-            "#st": "state",
-            "#v": "version",
-            "#ops": "ops",
-            "#r": "reason",
-            "#c": "created_at",
-            "#u": "updated_at",
-        }
-        return {k: table[k] for k in keys}
+    def __post_init__(self) -> None:
+        names = set(ATTRIBUTES.values())
+        for what, name in (("partition_key", self.partition_key), ("ttl_attribute", self.ttl_attribute)):
+            if not isinstance(name, str) or not 1 <= len(name.encode()) <= 255:
+                raise InvalidConfig(f"{what} must be a name of 1 to 255 bytes, got {name!r}")
+            if name in names:
+                raise InvalidConfig(f"{what} {name!r} collides with a chain attribute")
+        if self.partition_key == self.ttl_attribute:
+            raise InvalidConfig("partition_key and ttl_attribute must differ")
+
+    def names(self, *placeholders: str) -> dict[str, str]:
+        table = {**ATTRIBUTES, "#pk": self.partition_key, "#e": self.ttl_attribute}
+        return {p: table[p] for p in placeholders}
 
     def key(self, tag: str) -> Item:
         return {self.partition_key: {"S": tag}}
 
-    @staticmethod
-    def value(python_value: Any) -> AttributeValue:
-        """A Python value as a DynamoDB attribute value (boto3's serializer)."""
-        if isinstance(python_value, (bytes, bytearray)):
-            return {"B": bytes(python_value)}
-        return cast(AttributeValue, _serializer.serialize(python_value))
+    # -- writing ---------------------------------------------------------------------
+
+    def encode(self, chain: Chain) -> Item:
+        """The whole item for ``chain`` (what a conditional PutItem writes)."""
+        item: Item = {self.partition_key: {"S": chain.tag}, "state": {"S": chain.state}}
+        if chain.mode == "xor":
+            assert isinstance(chain.value, bytes)
+            item["stamp"] = {"B": chain.value}
+        else:
+            item["sum"] = {"N": str(chain.value)}
+        numbers = {
+            "deadline": chain.deadline,
+            self.ttl_attribute: chain.purge_at,
+            "version": chain.version,
+            "seq": chain.seq,
+            "win": chain.window,
+            "trims": chain.trims,
+            "created_at": chain.created_at,
+            "updated_at": chain.updated_at,
+        }
+        for name, number in numbers.items():
+            if number is not None:
+                item[name] = {"N": str(number)}
+        if chain.token is not None:
+            item["tok"] = {"B": chain.token}
+        item["ops"] = {"L": [{"B": op.key} for op in chain.ops]}
+        item["oph"] = {"L": [{"B": op.digest} for op in chain.ops]}
+        if chain.create_op is not None:
+            item["cop"] = {"B": chain.create_op.key + chain.create_op.digest}
+        if chain.owner is not None:
+            item["owner"] = {"S": chain.owner}
+        if chain.reason is not None:
+            item["reason"] = {"S": chain.reason}
+        return item
+
+    # -- reading ---------------------------------------------------------------------
 
     def parse(self, item: Item, tag: str | None = None) -> Chain:
         """Read an item. Raises :class:`CorruptItem` for an attribute of the wrong type."""
@@ -109,35 +138,100 @@ class ItemCodec:
             data = {k: _deserializer.deserialize(cast(Any, v)) for k, v in item.items()}
         except (TypeError, ValueError) as exc:
             raise CorruptItem(f"chain item cannot be decoded: {exc}", tag=tag) from None
-        tag_value = data.get(self.partition_key, tag)
-        if not isinstance(tag_value, str):
+        found = data.get(self.partition_key, tag)
+        if not isinstance(found, str):
             raise CorruptItem("chain item has no String partition key", tag=tag)
-        tag = tag_value
-        stamp = data.get("stamp")
-        if not isinstance(stamp, Binary):
-            raise CorruptItem("chain item's 'stamp' is missing or not Binary", tag=tag)
+        tag = found
+        stamp, total = data.get("stamp"), data.get("sum")
+        value: bytes | int
+        if isinstance(stamp, Binary) and total is None:
+            value, mode = bytes(cast(Any, stamp).value), "xor"  # the stubs omit Binary.value
+        elif stamp is None and total is not None:
+            value, mode = _integer(total, "sum", tag), "sum"
+        else:
+            raise CorruptItem("chain item needs exactly one of a Binary 'stamp' or a Number 'sum'", tag=tag)
         state = data.get("state", "pending")
         if state not in STORED_STATES:
             raise CorruptItem(f"chain item's 'state' is {state!r}", tag=tag)
-        version = _integer(data.get("version", Decimal(0)), "version", tag)
-        expires = data.get(self.ttl_attribute)
-        expires_at = None if expires is None else _integer(expires, self.ttl_attribute, tag)
-        ops = data.get("ops", [])
-        if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
-            raise CorruptItem("chain item's 'ops' is not a list of strings", tag=tag)
-        reason = data.get("reason")
+        token = data.get("tok")
+        if token is not None and not isinstance(token, Binary):
+            raise CorruptItem("chain item's 'tok' is not Binary", tag=tag)
+        purge_at = self._number(data, self.ttl_attribute, tag)
+        deadline = self._number(data, "deadline", tag)
+        if token is None and deadline is None and state == "pending":
+            deadline = purge_at  # the 0.1 layout: expires_at was the deadline
         return Chain(
             tag=tag,
-            stamp=bytes(cast(Any, stamp).value),  # the stubs omit Binary.value
+            mode=mode,  # type: ignore[arg-type]
+            value=value,
             state=state,
-            version=version,
-            expires_at=expires_at,
-            ops=tuple(ops),
-            reason=reason if isinstance(reason, str) else None,
+            deadline=deadline,
+            purge_at=purge_at,
+            token=bytes(cast(Any, token).value) if token is not None else None,
+            version=self._number(data, "version", tag) or 0,
+            seq=self._number(data, "seq", tag) or 0,
+            ops=_ops(data.get("ops"), data.get("oph"), tag),
+            window=self._number(data, "win", tag),
+            trims=self._number(data, "trims", tag) or 0,
+            create_op=_create_op(data.get("cop"), tag),
+            owner=_string(data, "owner", tag),
+            reason=_string(data, "reason", tag),
+            created_at=self._number(data, "created_at", tag),
+            updated_at=self._number(data, "updated_at", tag),
         )
+
+    @staticmethod
+    def _number(data: dict[str, Any], name: str, tag: str) -> int | None:
+        value = data.get(name)
+        return None if value is None else _integer(value, name, tag)
 
 
 def _integer(value: Any, name: str, tag: str) -> int:
     if isinstance(value, Decimal) and value == value.to_integral_value():
         return int(value)
     raise CorruptItem(f"chain item's {name!r} is not a whole Number: {value!r}", tag=tag)
+
+
+def _string(data: dict[str, Any], name: str, tag: str) -> str | None:
+    value = data.get(name)
+    if value is not None and not isinstance(value, str):
+        raise CorruptItem(f"chain item's {name!r} is not a String", tag=tag)
+    return value
+
+
+def _ops(keys: Any, digests: Any, tag: str) -> tuple[Op, ...]:
+    if keys is None:
+        return ()
+    if not isinstance(keys, list):
+        raise CorruptItem("chain item's 'ops' is not a List", tag=tag)
+    out = []
+    for key in keys:
+        if isinstance(key, Binary) and len(cast(Any, key).value) == OP_KEY_BYTES:
+            out.append(bytes(cast(Any, key).value))
+        elif isinstance(key, str) and len(key) == 2 * OP_KEY_BYTES:  # the 0.1 layout: hex
+            try:
+                out.append(bytes.fromhex(key))
+            except ValueError:
+                raise CorruptItem("chain item's 'ops' holds a malformed op key", tag=tag) from None
+        else:
+            raise CorruptItem("chain item's 'ops' holds a malformed op key", tag=tag)
+    hashes: list[bytes] = []
+    if digests is not None:
+        if not isinstance(digests, list) or len(digests) != len(out):
+            raise CorruptItem("chain item's 'oph' does not match its 'ops'", tag=tag)
+        for digest in digests:
+            if not isinstance(digest, Binary):
+                raise CorruptItem("chain item's 'oph' holds a non-Binary hash", tag=tag)
+            hashes.append(bytes(cast(Any, digest).value) or UNKNOWN_DIGEST)
+    else:
+        hashes = [UNKNOWN_DIGEST] * len(out)
+    return tuple(Op(k, d) for k, d in zip(out, hashes, strict=True))
+
+
+def _create_op(value: Any, tag: str) -> Op | None:
+    if value is None:
+        return None
+    if not isinstance(value, Binary) or len(cast(Any, value).value) != OP_KEY_BYTES + DIGEST_BYTES:
+        raise CorruptItem("chain item's 'cop' is malformed", tag=tag)
+    data = bytes(cast(Any, value).value)
+    return Op(data[:OP_KEY_BYTES], data[OP_KEY_BYTES:])

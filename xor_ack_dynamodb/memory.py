@@ -1,235 +1,283 @@
 """MemoryAck: the same chains kept in memory, for one process and for tests.
 
 It is the ``ack`` package (events on ack and fail) with Storm's RotatingMap expiry, and it
-follows the same rules as :class:`~xor_ack_dynamodb.XorAckDynamoDB`: the same methods,
-errors, op-id idempotency and tombstones, so pipeline logic tested against it behaves the
-same against DynamoDB.
+runs the very same calls and rules as :class:`~xor_ack_dynamodb.XorAckDynamoDB` on an
+in-memory store: the same methods, errors, op-id idempotency, windows, owners, modes and
+tombstones, so pipeline logic tested against it behaves the same against DynamoDB.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import replace
+from datetime import timedelta
 
-from .errors import (
-    BufferLengthsUnequal,
-    InvalidConfig,
-    TagAcked,
-    TagExists,
-    TagExpired,
-    TagFailed,
-    TagNotFound,
-    ZeroBufferNoOp,
+from .core.algebra import EdgeLike, Mode, algebra_for
+from .core.chain import Chain
+from .core.engine import BatchRead, Engine
+from .core.factory import seconds, skew_seconds
+from .core.messages import (
+    Add,
+    Extend,
+    MarkFailed,
+    Put,
+    Read,
+    Rejected,
+    Remove,
+    RemoveAny,
+    Reply,
+    Request,
+    Trim,
+    Written,
 )
-from .model import ChainStatus, State, create_op_key, op_key, random_op_key
-from .stamps import Stamp, as_bytes, check_tag, check_tags, xor_all
+from .core.rules import ChainRules
+from .errors import InvalidConfig
+from .model import ChainStatus
+from .stamps import Stamp, Sum
+from .stats import RequestStats
+from .tracker import SyncTracker
 
-__all__ = ["MemoryAck"]
+__all__ = ["MemoryAck", "MemoryStore"]
+
+#: The reason a chain timed out by rotation carries.
+TIMEOUT = "timeout"
 
 AckedCallback = Callable[[str], None]
 FailedCallback = Callable[[str, str | None], None]
 
 
-@dataclass(slots=True)
-class _Record:
-    stamp: bytes
-    state: State
-    ops: tuple[str, ...]  # oldest first; a tuple is a third of a deque's size
-    bucket: dict[str, _Record]
-    reason: str | None = None
-    version: int = 1
+class MemoryStore:
+    """Chains in a dict, each request applied atomically under one lock, with the
+    conditions of :mod:`.core.messages` evaluated by the rules' own predicates.
 
-    def status(self, tag: str) -> ChainStatus:
-        return ChainStatus(tag, self.state, Stamp(self.stamp), None, self.reason, self.version)
+    Expiry by rotation (Storm's RotatingMap): every write that starts a chain, touches it
+    or finishes it puts the chain in the newest of ``buckets`` buckets; :meth:`rotate`
+    drops the oldest bucket.
+    """
+
+    def __init__(
+        self, rules: ChainRules, stats: RequestStats, buckets: int, share: MemoryStore | None = None
+    ) -> None:
+        self.rules = rules
+        self.stats = stats
+        if share is None:
+            self._lock = threading.Lock()
+            self._chains: dict[str, Chain] = {}
+            self._buckets: deque[set[str]] = deque(set() for _ in range(buckets))
+        else:  # another tracker's chains, seen through these rules (as two trackers share a table)
+            self._lock, self._chains, self._buckets = share._lock, share._chains, share._buckets
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._chains)
+
+    def is_transient(self, error: BaseException) -> bool:
+        return False
+
+    def peek(self, tag: str) -> Chain | None:
+        """The chain as held now, without counting a request (for callbacks)."""
+        with self._lock:
+            return self._chains.get(tag)
+
+    def read_many(self, tags: list[str]) -> BatchRead:
+        self.stats.request("BatchGetItem")
+        with self._lock:
+            return BatchRead(chains=[self._chains[t] for t in tags if t in self._chains])
+
+    def execute(self, request: Request) -> Reply | Chain | None:
+        self.stats.request(type(request).__name__)
+        rules = self.rules
+        with self._lock:
+            if isinstance(request, Read):
+                return self._chains.get(request.tag)
+            if isinstance(request, RemoveAny):
+                return Written(self._drop(request.tag))
+            if isinstance(request, Put):
+                current = self._chains.get(request.new.tag)
+                if not _same(current, request.expect):
+                    return Rejected(current)
+                return Written(self._keep(request.new, current))
+            if isinstance(request, Remove):
+                current = self._chains.get(request.expect.tag)
+                if not _same(current, request.expect):
+                    return Rejected(current)
+                self._drop(request.expect.tag)
+                return Written(None)
+            current = self._chains.get(request.tag)
+            if current is None:
+                return Rejected(None)
+            if isinstance(request, Add):
+                if not rules.add_allowed(current, request.op, request.owner, request.now):
+                    return Rejected(current)
+                return Written(
+                    self._keep(rules.added(current, request.delta, request.op, request.now), current)
+                )
+            if isinstance(request, Extend):
+                if not rules.touch_allowed(current, request.owner, request.now):
+                    return Rejected(current)
+                return Written(
+                    self._keep(rules.touched(current, request.ttl, request.now), current, nursery=True)
+                )
+            if isinstance(request, MarkFailed):
+                if not rules.fail_allowed(current, request.owner):
+                    return Rejected(current)
+                return Written(self._keep(rules.failed(current, request.reason, request.now), current))
+            if isinstance(request, Trim):
+                if not rules.trim_allowed(current, request.trims):
+                    return Rejected(current)
+                self._keep(rules.trimmed(current, request.count), current)
+                return Written(None)
+        raise TypeError(f"not a store request: {request!r}")
+
+    def _keep(self, chain: Chain, old: Chain | None, *, nursery: bool = False) -> Chain:
+        """Store ``chain``; a new chain, a state change or a touch puts it in the newest
+        bucket (a tombstone's retention starts when the chain finishes)."""
+        self._chains[chain.tag] = chain
+        if nursery or old is None or old.create_op != chain.create_op or old.state != chain.state:
+            for bucket in self._buckets:
+                bucket.discard(chain.tag)
+            self._buckets[0].add(chain.tag)
+        return chain
+
+    def _drop(self, tag: str) -> Chain | None:
+        for bucket in self._buckets:
+            bucket.discard(tag)
+        return self._chains.pop(tag, None)
+
+    def rotate(self, now: int) -> list[str]:
+        """Drop the oldest bucket: its pending chains time out (their deadline moves to
+        just past, their reason is ``timeout``) and stay one more cycle as tombstones;
+        its finished chains are forgotten. Returns the tags that timed out."""
+        timed_out = []
+        with self._lock:
+            oldest = self._buckets.pop()
+            self._buckets.appendleft(set())
+            for tag in oldest:
+                chain = self._chains[tag]
+                if chain.state == "pending" and chain.reason != TIMEOUT and not _zero(chain):
+                    past = now - self.rules.skew - 1
+                    self._chains[tag] = replace(chain, deadline=past, reason=TIMEOUT, updated_at=now)
+                    self._buckets[0].add(tag)
+                    timed_out.append(tag)
+                else:
+                    del self._chains[tag]
+        return timed_out
 
 
-class MemoryAck:
-    """Ack chains in a dict, with Storm's rotating expiry. Thread-safe.
+def _same(current: Chain | None, expect: Chain | None) -> bool:
+    if expect is None:
+        return current is None
+    return current is not None and current.token == expect.token
 
-    :param buckets: how many ``rotate()`` calls a chain survives without being created or
-        touched (Storm's RotatingMap buckets). A chain still pending when it falls off
-        the oldest bucket becomes ``expired`` and ``on_failed(tag, "timeout")`` is
-        called. Finished chains (acked, failed, expired) stay as tombstones for one more
-        full cycle, then are forgotten, so memory is bounded by what rotation keeps.
-    :param on_acked: called with the tag when a chain reaches zero.
-    :param on_failed: called with the tag and the reason when a chain fails or times out.
+
+def _zero(chain: Chain) -> bool:
+    return not any(chain.value) if isinstance(chain.value, bytes) else chain.value == 0
+
+
+class MemoryAck(SyncTracker):
+    """Ack chains in memory, with Storm's rotating expiry. Thread-safe.
+
+    :param mode: ``"xor"`` or ``"sum"``, as for ``XorAckDynamoDB``.
+    :param buckets: how many ``rotate()`` calls a chain survives without being created,
+        touched or finished (Storm's RotatingMap buckets). A chain still pending when it
+        falls off the oldest bucket becomes ``expired`` and ``on_failed(tag, "timeout")``
+        is called. Finished chains stay as tombstones for one more full cycle, then are
+        forgotten, so memory is bounded by what rotation keeps.
+    :param on_acked: called with the tag when a stamp completes a chain (once: not for a
+        duplicate of that stamp).
+    :param on_failed: called with the tag and the reason when ``fail()`` fails a chain
+        (not again for one that had failed) or a chain times out.
     :param max_ops: op ids remembered per chain, as in ``XorAckDynamoDB``.
+    :param ttl: chains also time out by the clock after this long (default: never; they
+        expire by rotation only). ``touch(tag, ttl)`` sets a clock deadline either way.
+    :param clock: the time source in epoch seconds.
+    :param delete_on_ack: forget a chain once it completes, as ``XorAckDynamoDB`` can.
+    :param share: another ``MemoryAck`` whose chains this one works on (with its own
+        options), as two trackers share one DynamoDB table.
 
-    Stamping does not reset a chain's expiry; ``touch()`` does (as in ``XorAckDynamoDB``).
     Callbacks run on the calling thread after the tracker's lock is released, so they
-    may call the tracker. ``ChainStatus.expires_at`` is always None: expiry here is
-    counted in rotations, not in seconds.
+    may call the tracker. ``ChainStatus.expires_at`` is None for chains without a clock
+    deadline.
     """
 
     def __init__(
         self,
         *,
+        mode: Mode = "xor",
         buckets: int = 3,
         on_acked: AckedCallback | None = None,
         on_failed: FailedCallback | None = None,
         max_ops: int = 32,
+        ttl: timedelta | float | None = None,
+        retention: timedelta | float = timedelta(days=1),
+        skew: timedelta | float = 5,
+        edge_size: int = 16,
+        delete_on_ack: bool = False,
+        clock: Callable[[], float] = time.time,
+        share: MemoryAck | None = None,
     ) -> None:
-        if not isinstance(buckets, int) or buckets < 2:
+        if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 2:
             raise InvalidConfig(f"buckets must be an int of at least 2, got {buckets!r}")
-        if not isinstance(max_ops, int) or max_ops < 1:
-            raise InvalidConfig(f"max_ops must be a positive int, got {max_ops!r}")
+        rules = ChainRules(
+            algebra_for(mode, edge_size),
+            ttl=None if ttl is None else seconds(ttl, "ttl"),
+            retention=seconds(retention, "retention"),
+            skew=skew_seconds(skew),
+            window=max_ops,
+            delete_on_ack=bool(delete_on_ack),
+        )
         self.on_acked = on_acked
         self.on_failed = on_failed
-        self.max_ops = max_ops
-        self._lock = threading.Lock()
-        self._buckets: deque[dict[str, _Record]] = deque({} for _ in range(buckets))
-        self._chains: dict[str, _Record] = {}
+        stats = RequestStats()
+        self.store: MemoryStore = MemoryStore(
+            rules, stats, buckets, share.store if share is not None else None
+        )
+        self._bind(Engine(self.store, rules, stats=stats, clock=clock, cache_size=0))
 
     def __len__(self) -> int:
         """How many chains (tombstones included) the tracker holds."""
-        with self._lock:
-            return len(self._chains)
+        return len(self.store)
 
-    def _nursery(self, tag: str, record: _Record) -> None:
-        record.bucket.pop(tag, None)
-        record.bucket = self._buckets[0]
-        record.bucket[tag] = record
+    @property
+    def max_ops(self) -> int:
+        return self.rules.window
 
-    def create(self, tag: str, stamp: bytes | bytearray | memoryview, *, op_id: str | None = None) -> Stamp:
-        """Start a chain; see :meth:`XorAckDynamoDB.create`. An expired chain is
-        overwritten; a create delivered again with the same ``op_id`` returns the
-        current value. Raises :class:`TagExists`, :class:`ZeroBufferNoOp`."""
-        tag = check_tag(tag)
-        data = as_bytes(stamp, tag=tag)
-        if not any(data):
-            raise ZeroBufferNoOp("cannot create a chain with an all-zero stamp", tag=tag)
-        op = create_op_key(op_id) if op_id is not None else random_op_key()
-        with self._lock:
-            current = self._chains.get(tag)
-            if current is not None:
-                if op in current.ops:
-                    return Stamp(current.stamp)
-                if current.state != "expired":
-                    raise TagExists(f"chain {tag!r} already exists ({current.state})", tag=tag)
-                current.bucket.pop(tag, None)
-            version = current.version + 1 if current is not None else 1
-            record = _Record(data, "pending", (op,), self._buckets[0], version=version)
-            self._buckets[0][tag] = record
-            self._chains[tag] = record
-            return Stamp(data)
-
-    def stamp(self, tag: str, stamp: bytes | bytearray | memoryview, *, op_id: str | None = None) -> Stamp:
-        """XOR ``stamp`` into the chain; see :meth:`XorAckDynamoDB.stamp`. Calls
-        ``on_acked(tag)`` when it reaches zero. Raises :class:`TagNotFound`,
-        :class:`TagAcked`, :class:`TagFailed`, :class:`TagExpired`,
-        :class:`BufferLengthsUnequal`, :class:`ZeroBufferNoOp`."""
-        tag = check_tag(tag)
-        delta = as_bytes(stamp, tag=tag)
-        if not any(delta):
-            raise ZeroBufferNoOp("stamping with an all-zero stamp changes nothing", tag=tag)
-        op = op_key(op_id) if op_id is not None else random_op_key()
-        with self._lock:
-            record = self._get(tag)
-            if op in record.ops:
-                return Stamp(record.stamp)
-            self._check_pending(tag, record)
-            if len(delta) != len(record.stamp):
-                raise BufferLengthsUnequal(
-                    f"stamp is {len(delta)} bytes but chain {tag!r} holds {len(record.stamp)}", tag=tag
-                )
-            new = xor_all((record.stamp, delta))
-            record.stamp = bytes(new)
-            record.ops = (record.ops + (op,))[-self.max_ops :]
-            record.version += 1
-            if new.acked:
-                record.state = "acked"
-                self._nursery(tag, record)  # the tombstone's retention starts now
-        if new.acked and self.on_acked is not None:
+    def stamp(
+        self,
+        tag: str,
+        value: EdgeLike | None = None,
+        *,
+        finished: Iterable[EdgeLike] = (),
+        started: Iterable[EdgeLike] = (),
+        op_id: str | None = None,
+        owner: str | None = None,
+    ) -> Stamp | Sum:
+        """See :meth:`SyncTracker.stamp`; calls ``on_acked(tag)`` when this stamp
+        completed the chain."""
+        result = super().stamp(tag, value, finished=finished, started=started, op_id=op_id, owner=owner)
+        if result.acked and not result.duplicate and self.on_acked is not None:
             self.on_acked(tag)
-        return new
+        return result
 
-    def fail(self, tag: str, reason: str | None = None) -> ChainStatus:
-        """Mark a pending or expired chain failed and call ``on_failed(tag, reason)``
-        (not again for a chain that already failed or timed out). Failing a failed chain
-        changes nothing. Raises :class:`TagNotFound`, :class:`TagAcked`."""
-        tag = check_tag(tag)
-        with self._lock:
-            record = self._get(tag)
-            if record.state == "acked":
-                raise TagAcked(f"chain {tag!r} is already acked", tag=tag)
-            notify = record.state == "pending"
-            if record.state != "failed":
-                record.state = "failed"
-                record.reason = reason
-                record.version += 1
-                self._nursery(tag, record)
-            status = record.status(tag)
-        if notify and self.on_failed is not None:
-            self.on_failed(tag, reason)
+    def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus:
+        """See :meth:`SyncTracker.fail`; calls ``on_failed(tag, reason)`` when this call
+        failed the chain (not for one whose time-out was already reported)."""
+        call = self.calls.fail(tag, reason, owner)
+        before = self.store.peek(call.tag)
+        status, applied = self.engine.run(call)
+        if applied and self.on_failed is not None and (before is None or before.reason != TIMEOUT):
+            self.on_failed(status.tag, reason)
         return status
-
-    def touch(self, tag: str) -> ChainStatus:
-        """Restart a pending chain's expiry: it again survives ``buckets`` rotations.
-        Raises :class:`TagNotFound`, :class:`TagAcked`, :class:`TagFailed`,
-        :class:`TagExpired`."""
-        tag = check_tag(tag)
-        with self._lock:
-            record = self._get(tag)
-            self._check_pending(tag, record)
-            record.version += 1
-            self._nursery(tag, record)
-            return record.status(tag)
-
-    def status(self, tag: str) -> ChainStatus:
-        """The chain's status. Raises :class:`TagNotFound`."""
-        tag = check_tag(tag)
-        with self._lock:
-            return self._get(tag).status(tag)
-
-    def status_many(self, tags: Iterable[str]) -> dict[str, ChainStatus]:
-        """The status of every known chain among ``tags``; unknown tags are absent."""
-        wanted = check_tags(tags)
-        with self._lock:
-            return {t: self._chains[t].status(t) for t in wanted if t in self._chains}
-
-    def delete(self, tag: str) -> None:
-        """Forget the chain, whatever its state. Raises :class:`TagNotFound`."""
-        tag = check_tag(tag)
-        with self._lock:
-            record = self._get(tag)
-            record.bucket.pop(tag, None)
-            del self._chains[tag]
 
     def rotate(self) -> list[str]:
         """Advance expiry by one bucket (Storm's RotatingMap). Chains still pending in
         the oldest bucket become ``expired``, and ``on_failed(tag, "timeout")`` is called
         for each; tombstones in it are forgotten. Returns the tags that timed out."""
-        with self._lock:
-            oldest = self._buckets.pop()
-            self._buckets.appendleft({})
-            timed_out = []
-            for tag, record in oldest.items():
-                if record.state == "pending":
-                    record.state = "expired"
-                    record.reason = "timeout"
-                    record.bucket = self._buckets[0]
-                    record.bucket[tag] = record
-                    timed_out.append(tag)
-                else:
-                    del self._chains[tag]
+        timed_out = self.store.rotate(self.engine.now())
         if self.on_failed is not None:
             for tag in timed_out:
-                self.on_failed(tag, "timeout")
+                self.on_failed(tag, TIMEOUT)
         return timed_out
-
-    def _get(self, tag: str) -> _Record:
-        record = self._chains.get(tag)
-        if record is None:
-            raise TagNotFound(f"chain {tag!r} does not exist", tag=tag)
-        return record
-
-    @staticmethod
-    def _check_pending(tag: str, record: _Record) -> None:
-        if record.state == "acked":
-            raise TagAcked(f"chain {tag!r} is already acked", tag=tag)
-        if record.state == "failed":
-            raise TagFailed(f"chain {tag!r} has failed", tag=tag, reason=record.reason)
-        if record.state == "expired":
-            raise TagExpired(f"chain {tag!r} expired before it was acked", tag=tag)

@@ -21,7 +21,7 @@ from .errors import (
     LessThanTwoBuffers,
 )
 
-__all__ = ["Stamp", "xor", "new_stamp", "derive_edge", "MAX_STAMP_BYTES", "MAX_TAG_BYTES"]
+__all__ = ["Stamp", "Sum", "xor", "new_stamp", "derive_edge", "MAX_STAMP_BYTES", "MAX_TAG_BYTES"]
 
 #: DynamoDB's limit on the size of a partition key value.
 MAX_TAG_BYTES = 2048
@@ -33,21 +33,65 @@ BytesLike = bytes | bytearray | memoryview
 
 
 class Stamp(bytes):
-    """An immutable stamp. ``acked`` is True when every byte is zero.
+    """An immutable stamp: the value of an XOR chain, or an edge of one.
 
     Being a ``bytes`` subclass, a ``Stamp`` compares equal to the same bytes and can be
     passed anywhere bytes are expected (boto3 Binary attributes among them).
+
+    ``acked`` is True when every byte is zero, except on a value returned by a
+    tracker's ``stamp()``: there it says whether *that call's op* completed the chain,
+    so that exactly one caller sees it even when a duplicate delivery of another op
+    finds the chain finished. ``duplicate`` is True when the op had been applied before
+    (the call changed nothing and returns the chain's current value).
     """
 
     __slots__ = ()
+    _acked: bool | None = None
+    duplicate: bool = False
 
     @property
     def acked(self) -> bool:
-        """True when the stamp is all zeros: the chain it came from is complete."""
-        return not any(self)
+        """True when the chain this value came from is complete (see the class doc)."""
+        return not any(self) if self._acked is None else self._acked
 
     def __repr__(self) -> str:
         return f"Stamp({self.hex()!r}, acked={self.acked})"
+
+
+class _StampResult(Stamp):
+    """A :class:`Stamp` returned by a tracker: it carries the call's own flags."""
+
+
+class Sum(int):
+    """The value of a sum-mode chain (``mode="sum"``): the running sum of the edges
+    started and not yet finished. ``acked`` and ``duplicate`` mean what they mean on a
+    :class:`Stamp`: zero is complete, and on a value returned by ``stamp()``, ``acked``
+    says whether that call's op completed the chain."""
+
+    __slots__ = ()
+    _acked: bool | None = None
+    duplicate: bool = False
+
+    @property
+    def acked(self) -> bool:
+        """True when the chain this value came from is complete."""
+        return self == 0 if self._acked is None else self._acked
+
+    def __repr__(self) -> str:
+        return f"Sum({int(self)}, acked={self.acked})"
+
+
+class _SumResult(Sum):
+    """A :class:`Sum` returned by a tracker: it carries the call's own flags."""
+
+
+def result(value: bytes | int, *, acked: bool, duplicate: bool = False) -> Stamp | Sum:
+    """A tracker's return value: ``value`` as a :class:`Stamp` (bytes) or :class:`Sum`
+    (int) carrying the call's own ``acked`` and ``duplicate``."""
+    out: _StampResult | _SumResult = _StampResult(value) if isinstance(value, bytes) else _SumResult(value)
+    out._acked = acked
+    out.duplicate = duplicate
+    return out
 
 
 def as_bytes(value: object, *, tag: str | None = None) -> bytes:

@@ -8,6 +8,10 @@ import and no conftest:
     An :class:`~xor_ack_dynamodb.XorAckDynamoDB` on a fresh table in moto's in-process
     DynamoDB (``mock_aws``), with fake credentials set for the test. Nothing leaves the
     process. Other boto3 clients made during the test (S3, SQS, ...) are mocked too.
+    Requests are atomic, as on DynamoDB: moto checks a condition and applies the write
+    in two steps with no lock, so for the test's duration the fixture serializes moto's
+    in-process request handling, for every client made in the test (its own, yours, in
+    any thread). Threads racing on one chain end exactly as they would on DynamoDB.
 ``xor_ack_factory``
     ``xor_ack_factory(**options)`` builds more trackers on the same table and client, with
     options such as ``clock=``, ``ttl=``, ``max_ops=``, ``delete_on_ack=``.
@@ -28,8 +32,10 @@ fixture that needs it is used, so it costs nothing in projects that do not use i
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -81,19 +87,57 @@ def xor_ack_partition_key() -> str:
     return "tagID"
 
 
+@contextlib.contextmanager
+def _atomic_moto_requests() -> Iterator[None]:
+    """Serialize moto's in-process request handling while the block runs.
+
+    Every in-process request, from any boto3 client (moto adds one ``before-send``
+    handler, ``moto.core.models.botocore_stubber``, to botocore's built-in handlers, so
+    each client made while moto is imported has it) and from ``requests`` (moto's
+    ``responses`` callback), is answered by that one object's ``process_request``. moto
+    checks a ConditionExpression and then applies the update with no lock: two threads
+    can both pass one condition and one write is lost (measured: 8 threads stamping one
+    chain ended it pending; 54 "successful" conditional increments left a counter at
+    38). DynamoDB makes each request atomic; one lock around ``process_request`` does
+    the same. It is reentrant, for a moto backend that calls another service in the same
+    thread.
+    """
+    from moto.core.models import botocore_stubber
+
+    lock = threading.RLock()
+    attributes = vars(botocore_stubber)  # an instance attribute shadows the method
+    before = attributes.get("process_request")
+    handle = botocore_stubber.process_request
+
+    def serialized(request: Any) -> Any:
+        with lock:
+            return handle(request)
+
+    attributes["process_request"] = serialized
+    try:
+        yield
+    finally:
+        if before is None:
+            del attributes["process_request"]
+        else:
+            attributes["process_request"] = before
+
+
 @pytest.fixture
 def xor_ack(
     monkeypatch: pytest.MonkeyPatch, xor_ack_table_name: str, xor_ack_partition_key: str
 ) -> Iterator[XorAckDynamoDB]:
-    """A tracker on a fresh table in moto's in-process DynamoDB (``mock_aws``)."""
-    import boto3
+    """A tracker on a fresh table in moto's in-process DynamoDB (``mock_aws``), whose
+    requests (from every client made in the test, in any thread) are atomic as on
+    DynamoDB."""
     from moto import mock_aws
 
+    from .clients import dynamodb_client
     from .dynamodb import XorAckDynamoDB
 
     _fake_aws_env(monkeypatch)
-    with mock_aws():
-        client = boto3.session.Session().client("dynamodb", region_name=_REGION)
+    with mock_aws(), _atomic_moto_requests():
+        client = dynamodb_client(region=_REGION)
         tracker = XorAckDynamoDB(xor_ack_table_name, xor_ack_partition_key, client=client)
         tracker.create_table()
         yield tracker
@@ -101,7 +145,9 @@ def xor_ack(
 
 @pytest.fixture
 def xor_ack_factory(xor_ack: XorAckDynamoDB) -> Callable[..., XorAckDynamoDB]:
-    """Build more trackers on ``xor_ack``'s table and client, with other options."""
+    """Build more trackers on ``xor_ack``'s table and client, with other options (each
+    with its own cache; pass ``client=`` for another client). Atomic under threads, as
+    ``xor_ack`` is."""
     from .dynamodb import XorAckDynamoDB
 
     def make(**options: Any) -> XorAckDynamoDB:

@@ -197,12 +197,15 @@ def handle_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argpar
 
 def status_record(status: ChainStatus) -> dict[str, Any]:
     """A chain's status as a JSON-ready dict."""
+    value = status.value
     return {
         "tag": status.tag,
         "state": status.state,
-        "acked": status.stamp.acked,
-        "stamp": status.stamp.hex(),
+        "mode": status.mode,
+        "acked": status.state == "acked",
+        "stamp": None if value is None else value.hex() if isinstance(value, bytes) else str(int(value)),
         "version": status.version,
+        "owner": status.owner,
         "expires_at": status.expires_at.isoformat() if status.expires_at else None,
         "reason": status.reason,
     }

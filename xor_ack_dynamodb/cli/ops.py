@@ -17,8 +17,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..core.chain import Chain
 from ..errors import CorruptItem, TableNotFound, TagNotFound
-from ..item import Chain, ItemCodec
+from ..item import ItemCodec
 from ..table import describe, missing_table_message, table_key
 from .common import (
     EXIT_CODES_HELP,
@@ -230,7 +231,7 @@ def list_cmd(args: argparse.Namespace) -> int:
                     corrupt += 1
                     print(f"xor-ack: warning: CorruptItem: {exc} (tag {exc.tag!r})", file=sys.stderr)
                     continue
-                if args.state is None or chain.effective_state(now) == args.state:
+                if args.state is None or ack.rules.effective_state(chain, now) == args.state:
                     matched.append(chain)
             description = f"scanning {ack.table}: {scanned} items, {len(matched)} matched"
             progress.update(task, description=description)
@@ -238,7 +239,7 @@ def list_cmd(args: argparse.Namespace) -> int:
                 matched = matched[: args.limit]
                 break
     matched.sort(key=lambda c: c.tag)
-    records = [status_record(c.status(now)) for c in matched]
+    records = [status_record(ack.rules.status(c, now)) for c in matched]
     if args.json:
         emit_json(records)
     else:

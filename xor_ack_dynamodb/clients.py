@@ -1,0 +1,104 @@
+"""The boto3 clients the library builds itself: region and endpoint from the environment,
+timeouts and botocore retries sized to the retry budget.
+
+botocore (1.44) reads the region from ``AWS_DEFAULT_REGION`` and the config profile only;
+``AWS_REGION``, which AWS documents and Lambda sets, is ignored, and a missing region
+surfaces as a ``NoRegionError`` traceback. Its default timeouts are 60 s to connect and
+60 s per read, with up to 4 attempts a request for DynamoDB: one call against an endpoint
+that accepts connections and never answers blocks for four minutes before the library's
+own budget is even looked at. :func:`dynamodb_client` closes both gaps.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .errors import InvalidConfig
+from .retry import RetryPolicy
+
+__all__ = ["dynamodb_client", "client_config", "NO_REGION_MESSAGE"]
+
+#: What :class:`~xor_ack_dynamodb.errors.InvalidConfig` says when no region is set anywhere.
+NO_REGION_MESSAGE = (
+    "no AWS region for the DynamoDB client: set AWS_REGION (for example "
+    "`export AWS_REGION=us-east-1`) or AWS_DEFAULT_REGION, or `region = ...` in your AWS "
+    "config profile, or pass it: AckConfig(region=...) or dynamodb_client(region=...)"
+)
+
+
+def client_config(retry: RetryPolicy | None = None) -> Any:
+    """The botocore ``Config`` the library's clients use for ``retry`` (default
+    ``RetryPolicy()``): its connect and read timeouts (:meth:`RetryPolicy.timeouts`) and
+    botocore's ``standard`` retry mode with ``retry.http_attempts`` attempts per request.
+    Set explicitly, so ``AWS_MAX_ATTEMPTS``, ``AWS_RETRY_MODE`` or a profile's
+    ``max_attempts`` cannot stretch a call past its budget."""
+    from botocore.config import Config
+
+    policy = retry if retry is not None else RetryPolicy()
+    connect, read = policy.timeouts()
+    return Config(
+        connect_timeout=connect,
+        read_timeout=read,
+        retries={"mode": "standard", "total_max_attempts": policy.http_attempts},
+    )
+
+
+def dynamodb_client(
+    *,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    aws_access_key_id: str | None = None,
+    aws_secret_access_key: str | None = None,
+    retry: RetryPolicy | None = None,
+    config: Any = None,
+) -> Any:
+    """A new low-level DynamoDB client, in a new boto3 session (sessions are not
+    thread-safe; the client is).
+
+    Region, first found wins: ``region``, ``AWS_REGION``, then botocore's own order
+    (``AWS_DEFAULT_REGION``, then ``region`` in the profile chosen by ``AWS_PROFILE``).
+    Endpoint: ``endpoint_url``, else botocore's own order (``AWS_ENDPOINT_URL_DYNAMODB``,
+    ``AWS_ENDPOINT_URL``, the profile's ``endpoint_url``; none of them when
+    ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true``), else AWS's regional endpoint.
+    Credentials: the two keys when given (for local endpoints), else botocore's chain.
+
+    Timeouts and botocore's retries come from ``retry`` (see :func:`client_config`), so
+    that one tracker call under that policy ends near ``retry.max_seconds``. ``config``, a
+    botocore ``Config``, is merged over those settings (its values win), for options such
+    as ``max_pool_connections``.
+
+    Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig`, before any request is sent,
+    when no region is set anywhere (the message says how to set one), when the region or
+    the endpoint is not valid, when the profile named by ``AWS_PROFILE`` does not exist,
+    or when only one of the two keys is given.
+    """
+    import boto3
+    from botocore.exceptions import InvalidRegionError, NoRegionError, ProfileNotFound
+
+    if (aws_access_key_id is None) != (aws_secret_access_key is None):
+        raise InvalidConfig("give both aws_access_key_id and aws_secret_access_key, or neither")
+    try:
+        session = boto3.session.Session(
+            aws_access_key_id=aws_access_key_id,
+            aws_secret_access_key=aws_secret_access_key,
+            region_name=region or os.environ.get("AWS_REGION") or None,
+        )
+    except ProfileNotFound as exc:
+        raise InvalidConfig(f"{exc} (set AWS_PROFILE to a profile in your AWS config, or unset it)") from None
+    if not session.region_name:
+        raise InvalidConfig(NO_REGION_MESSAGE)
+    settings = client_config(retry)
+    if config is not None:
+        settings = settings.merge(config)
+    try:
+        return session.client("dynamodb", endpoint_url=endpoint_url, config=settings)
+    except NoRegionError:  # a profile's region that is empty, say
+        raise InvalidConfig(NO_REGION_MESSAGE) from None
+    except InvalidRegionError as exc:
+        raise InvalidConfig(f"{exc} (check region=, AWS_REGION, AWS_DEFAULT_REGION)") from None
+    except ValueError as exc:  # botocore's "Invalid endpoint: ..."
+        raise InvalidConfig(
+            f"{exc} (an endpoint is a URL such as http://127.0.0.1:8000; check endpoint_url=, "
+            "AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL)"
+        ) from None

@@ -1,0 +1,117 @@
+"""Turning a tracker method's arguments into a call, after checking every one of them.
+
+Every tracker (``XorAckDynamoDB``, ``MemoryAck``, the asyncio tracker) builds its calls
+here, so bad input gets the same typed error everywhere, before any request is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from ..errors import InvalidConfig, ZeroBufferNoOp
+from ..stamps import check_tag, check_tags
+from .algebra import EdgeLike, Value
+from .calls import AddCall, CreateCall, DeleteCall, FailCall, StampCall, StatusCall, TouchCall
+from .chain import Chain, make_op
+from .rules import ChainRules
+
+__all__ = ["CallFactory", "seconds", "skew_seconds", "MAX_REASON", "MAX_OWNER"]
+
+#: A failure reason is kept to this many characters.
+MAX_REASON = 1024
+#: The longest owner name accepted.
+MAX_OWNER = 256
+
+
+def seconds(value: object, name: str) -> int:
+    """A duration (``timedelta`` or seconds) as whole seconds, at least 1. Raises
+    :class:`InvalidConfig` for anything else."""
+    if isinstance(value, timedelta):
+        total = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        total = float(value)
+    else:
+        raise InvalidConfig(f"{name} must be a timedelta or a number of seconds, got {value!r}")
+    if not total > 0:
+        raise InvalidConfig(f"{name} must be positive, got {value!r}")
+    return max(1, round(total))
+
+
+def skew_seconds(value: object) -> int:
+    """The clock-skew margin as whole seconds, 0 to 3600; :class:`InvalidConfig` else."""
+    total = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(total, bool) or not isinstance(total, (int, float)) or not 0 <= total <= 3600:
+        raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {value!r}")
+    return round(total)
+
+
+def _owner(owner: object) -> str | None:
+    if owner is None:
+        return None
+    if not isinstance(owner, str) or not 1 <= len(owner) <= MAX_OWNER:
+        raise InvalidConfig(f"owner must be a str of 1 to {MAX_OWNER} characters, got {owner!r}")
+    return owner
+
+
+@dataclass(frozen=True, slots=True)
+class CallFactory:
+    """Builds the calls of one tracker from checked arguments."""
+
+    rules: ChainRules
+
+    def create(self, tag: object, value: object, op_id: str | None, owner: object) -> CreateCall:
+        tag = check_tag(tag)
+        checked: Value = self.rules.algebra.value(value, tag)
+        if self.rules.algebra.is_zero(checked):
+            raise ZeroBufferNoOp("cannot create a chain with a zero value (it would be complete)", tag=tag)
+        if op_id is not None and self.rules.delete_on_ack:
+            raise InvalidConfig(
+                "create(op_id=...) needs tombstones: with delete_on_ack a finished chain leaves no "
+                "trace, so a redelivered create would start a new live chain. Keep tombstones "
+                "(delete_on_ack=False) for idempotent creates",
+                tag=tag,
+            )
+        op = make_op(op_id, "create", self.rules.algebra.payload(checked))
+        return CreateCall(self.rules, tag, checked, op, _owner(owner))
+
+    def stamp(
+        self,
+        tag: object,
+        value: EdgeLike | None,
+        finished: Iterable[EdgeLike],
+        started: Iterable[EdgeLike],
+        op_id: str | None,
+        owner: object,
+        known: Chain | None = None,
+    ) -> StampCall | AddCall:
+        tag = check_tag(tag)
+        delta = self.rules.algebra.delta(value, finished, started, tag)
+        op = make_op(op_id, "stamp", self.rules.algebra.payload(delta))
+        checked_owner = _owner(owner)
+        if self.rules.mode == "sum":
+            return AddCall(self.rules, tag, delta, op, checked_owner)
+        return StampCall(self.rules, tag, [(delta, op, checked_owner)], known)
+
+    def fail(self, tag: object, reason: object, owner: object) -> FailCall:
+        tag = check_tag(tag)
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidConfig(f"reason must be a str, got {type(reason).__name__}", tag=tag)
+        return FailCall(self.rules, tag, reason[:MAX_REASON] if reason else None, _owner(owner))
+
+    def touch(self, tag: object, ttl: timedelta | float | None, owner: object) -> TouchCall:
+        tag = check_tag(tag)
+        return TouchCall(
+            self.rules, tag, self.rules.ttl if ttl is None else seconds(ttl, "ttl"), _owner(owner)
+        )
+
+    def status(self, tag: object) -> StatusCall:
+        return StatusCall(self.rules, check_tag(tag))
+
+    def delete(self, tag: object) -> DeleteCall:
+        return DeleteCall(self.rules, check_tag(tag))
+
+    @staticmethod
+    def tags(tags: Iterable[str]) -> list[str]:
+        return check_tags(tags)

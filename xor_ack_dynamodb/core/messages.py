@@ -1,0 +1,134 @@
+"""The I/O the calls ask of a store, and what a store answers.
+
+A call (:mod:`.calls`) yields one of these requests; the driver hands it to the store and
+sends back a :class:`Written` or :class:`Rejected` (or a chain, for :class:`Read`), or
+throws the store's exception (a transient error) into the call. Every conditional request
+is atomic in the store: its condition is checked and its effect applied as one step, as
+DynamoDB does for one item. The conditions of :class:`Add`, :class:`Extend` and
+:class:`MarkFailed` are the predicates ``ChainRules.add_allowed``, ``touch_allowed`` and
+``fail_allowed``; a store must implement exactly those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .algebra import Value
+from .chain import Chain, Op
+
+__all__ = [
+    "Read",
+    "Put",
+    "Remove",
+    "RemoveAny",
+    "Add",
+    "Extend",
+    "MarkFailed",
+    "Trim",
+    "Request",
+    "Written",
+    "Rejected",
+    "Reply",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """A strongly consistent read. Answered with the :class:`Chain`, or None."""
+
+    tag: str
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """Write ``new`` whole, only if the stored chain is still ``expect`` (its write
+    token; for a foreign item, its value and version), or, with ``expect`` None, only if
+    there is no chain. Answered with ``Written(new)`` or ``Rejected``."""
+
+    new: Chain
+    expect: Chain | None
+
+
+@dataclass(frozen=True, slots=True)
+class Remove:
+    """Delete the chain only if it is still ``expect``."""
+
+    expect: Chain
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAny:
+    """Delete the chain whatever it holds. Answered with ``Written(the old chain or
+    None)``."""
+
+    tag: str
+
+
+@dataclass(frozen=True, slots=True)
+class Add:
+    """Sum mode's stamp: ``ADD`` ``delta`` to the sum and append ``op``, if
+    ``ChainRules.add_allowed``. Answered with ``Written(the chain after)``."""
+
+    tag: str
+    delta: Value
+    op: Op
+    owner: str | None
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class Extend:
+    """``touch()``: move the deadline to ``now + ttl`` if ``ChainRules.touch_allowed``
+    (``ttl`` None keeps it: a chain without a clock deadline)."""
+
+    tag: str
+    ttl: int | None
+    owner: str | None
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class MarkFailed:
+    """``fail()``: store ``failed`` (and ``reason``) if ``ChainRules.fail_allowed``."""
+
+    tag: str
+    reason: str | None
+    owner: str | None
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class Trim:
+    """Remove the ``count`` oldest ops if no other trim happened since the writer's view
+    (``trims``)."""
+
+    tag: str
+    trims: int
+    count: int
+
+
+Request = Read | Put | Remove | RemoveAny | Add | Extend | MarkFailed | Trim
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """The request was applied; ``chain`` is the chain after it (None after a delete;
+    for :class:`RemoveAny`, the chain it deleted, or None if there was none).
+    ``resent`` is True when the transport sent the request more than once (botocore's
+    own retries), so an earlier copy may be the one that was applied."""
+
+    chain: Chain | None
+    resent: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """The condition failed; ``current`` is the chain as the store holds it now (None if
+    there is none). ``resent`` as for :class:`Written`: an earlier copy of the same
+    request may have been applied, and be why this one was rejected."""
+
+    current: Chain | None
+    resent: bool = False
+
+
+Reply = Written | Rejected
