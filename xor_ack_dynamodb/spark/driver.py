@@ -34,6 +34,7 @@ from .outcomes import (
     RunObserver,
     RunReport,
     apply_acks,
+    is_conflict,
     settle,
 )
 from .steps import start_partition
@@ -117,6 +118,10 @@ class Tracking:
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
         self.run_id = self.tags.run_id
         self.tracker = tracker if tracker is not None else config.connect()
+        if self.tracker.mode != "xor":
+            # Where sum mode would plug in: int edges, ``+`` instead of ``^`` in the
+            # ledgers and in ``combine``, ``stamp(tag, finished=..., started=...)``.
+            raise InvalidConfig("tracked RDDs use xor chains (a sum-mode tracker is not supported yet)")
         self.edges = EdgeKey(secrets.token_bytes(32), edge_size)
         self.after_flush = after_flush
         self.counters = sc.accumulator(Counter(), CounterParam())
@@ -155,6 +160,7 @@ class Tracking:
                 {t: r for t, r in failures.items() if t not in conflicts},
                 spec.edge_size,
                 f"{spec.op_run}/{step}/driver",
+                owner=self.tags.owner,
                 threads=DRIVER_THREADS,
             )
             self._driver_counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
@@ -241,13 +247,13 @@ class Tracking:
             conflicts = self._conflicts()
             refused = {tag: CONFLICT for tag in tags if tag in conflicts}
             clock = time.perf_counter()
-            settled = settle(self.tracker, tags, refused=refused, notes=self._notes())
+            settled = settle(self.tracker, tags, owner=self.tags.owner, refused=refused, notes=self._notes())
             self._driver_counts["time_ms.settle"] += round(1000 * (time.perf_counter() - clock))
             retry = []
             for i, tag in zip(todo, tags, strict=True):
                 result = settled[tag]
                 outcomes[i].attempts.append(result)
-                if result.state != "acked" and not result.permanent and tag not in refused:
+                if result.state != "acked" and not result.permanent and not is_conflict(result.reason):
                     retry.append(i)
             if observer is not None:
                 observer.attempt_finished(attempt, [outcomes[i] for i in todo])

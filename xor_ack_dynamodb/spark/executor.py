@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.accumulators import AccumulatorParam
 
-from ..errors import TagAcked, TagExists, TagExpired, TagFailed, TagNotFound
+from ..errors import NotOwner, TagAcked, TagExists, TagExpired, TagFailed, TagNotFound
 from .edges import EdgeKey
 from .tags import TagScheme
 
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from ..config import AckConfig
     from ..dynamodb import XorAckDynamoDB
+    from ..protocol import AckTracker
 
 __all__ = ["RunSpec", "Ledger", "CounterParam", "executor_tracker", "Anchors", "Anchor", "Record", "Noted"]
 
@@ -78,7 +79,7 @@ def executor_tracker(config: AckConfig) -> XorAckDynamoDB:
         return tracker
 
 
-def snapshot(tracker: XorAckDynamoDB) -> Counter[str]:
+def snapshot(tracker: AckTracker) -> Counter[str]:
     """The tracker's counters so far (:meth:`RequestStats.snapshot`: ``requests``,
     ``requests.<Operation>``, ``conflicts``, ``retries``, ``duplicates``)."""
     return Counter(tracker.stats.snapshot())
@@ -250,11 +251,16 @@ class Ledger:
             try:
                 # Nothing started (e.g. an empty file): create it with its root edge and
                 # ack that below; a create never stores zero.
-                tracker.create(tag, (value or root).to_bytes(size, "big"), op_id=self.op_id(tag) + "/create")
+                tracker.create(
+                    tag,
+                    (value or root).to_bytes(size, "big"),
+                    op_id=self.op_id(tag) + "/create",
+                    owner=self.spec.tags.owner,
+                )
             except TagExists:
-                # Another writer's chain (or, before op ids of creates are kept for good,
-                # our own create whose op id the chain forgot): never adopt it. The
-                # driver reports the root failed and sends it nothing.
+                # Another writer's chain (the tracker remembers a create's op id for the
+                # chain's life, so a retry of ours is a duplicate, not this): never adopt
+                # it. The driver reports the root failed and sends it nothing.
                 report_conflict(self.spec, tag)
                 counts["create_exists"] += 1
                 return counts
@@ -263,8 +269,11 @@ class Ledger:
                 pending = root
         if tag in self.failed:
             try:
-                tracker.fail(tag, reason=self.failed[tag])
+                tracker.fail(tag, reason=self.failed[tag], owner=self.spec.tags.owner)
                 counts["chains_failed"] += 1
+            except NotOwner:
+                report_conflict(self.spec, tag)
+                counts["conflicts"] += 1
             except (TagAcked, TagNotFound) as exc:
                 # Acked: impossible unless an op id fell out of the chain's memory.
                 log.warning("could not fail chain %s: %r", tag, exc)
@@ -273,10 +282,14 @@ class Ledger:
         if pending == 0:
             return counts
         try:
-            result = tracker.stamp(tag, pending.to_bytes(size, "big"), op_id=self.op_id(tag))
+            result = tracker.stamp(
+                tag, pending.to_bytes(size, "big"), op_id=self.op_id(tag), owner=self.spec.tags.owner
+            )
             counts["stamps"] += 1
-            # (A re-sent last stamp of a chain counts again: it returns the zero too.)
             counts["chains_acked"] += result.acked
+        except NotOwner:
+            report_conflict(self.spec, tag)
+            counts["conflicts"] += 1
         except (TagFailed, TagExpired, TagAcked, TagNotFound) as exc:
             log.debug("no stamp for %s: %s", tag, exc.code)
             counts["skipped"] += 1

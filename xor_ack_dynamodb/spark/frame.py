@@ -86,6 +86,7 @@ from .outcomes import (
     RunReport,
     apply_acks,
     create_chains,
+    is_conflict,
     settle,
 )
 from .tags import TagScheme
@@ -540,6 +541,7 @@ class FrameAttempt:
             failures,
             8,
             f"{self.tracking.tags.owner}.{self.number}/{ledger}",
+            owner=self.tracking.tags.owner,
             threads=self.tracking.threads,
         )
         self.tracking.counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
@@ -590,6 +592,8 @@ class FrameTracking:
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
         self.run_id = self.tags.run_id
         self.tracker: Chains = tracker if tracker is not None else config.connect()
+        if self.tracker.mode != "xor":
+            raise InvalidConfig("tracked DataFrames use xor chains (a sum-mode tracker is not supported yet)")
         self.edges = EdgeKey(secrets.token_bytes(32), 8)
         self.run_key = to_signed(int.from_bytes(self.edges.key[:8], "big"))
         self.threads = threads
@@ -601,8 +605,7 @@ class FrameTracking:
         """What the driver did: creates, stamps, fails, reads (by operation), events
         (a tracker without request statistics, such as ``MemoryAck``, adds none)."""
         total = Counter(self.counts)
-        if hasattr(self.tracker, "stats"):
-            total.update(snapshot(self.tracker))  # type: ignore[arg-type]
+        total.update(snapshot(self.tracker))
         return total
 
     def run(
@@ -653,7 +656,7 @@ class FrameTracking:
                     # A caller's mistake (a lookup with duplicate keys...): fail this
                     # attempt's chains so that nothing can ack them, and say so.
                     created, refused = creating.result()
-                    settle(self.tracker, tags, refused=refused)
+                    settle(self.tracker, tags, owner=self.tags.owner, refused=refused)
                     raise
                 except Exception as exc:  # the Spark job was aborted
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
@@ -663,13 +666,15 @@ class FrameTracking:
                 self.counts["chains_created"] += len(created)
                 self.counts["chains_refused"] += len(refused)
                 clock = time.perf_counter()
-                settled = settle(self.tracker, tags, refused=refused, notes=handle.notes)
+                settled = settle(
+                    self.tracker, tags, owner=self.tags.owner, refused=refused, notes=handle.notes
+                )
                 self.counts["time_ms.settle"] += round(1000 * (time.perf_counter() - clock))
                 retry = []
                 for i, tag in zip(todo, tags, strict=True):
                     result = settled[tag]
                     outcomes[i].attempts.append(result)
-                    if result.state != "acked" and not result.permanent and tag not in refused:
+                    if result.state != "acked" and not result.permanent and not is_conflict(result.reason):
                         retry.append(i)
                 if observer is not None:
                     observer.attempt_finished(attempt, [outcomes[i] for i in todo])
@@ -680,7 +685,12 @@ class FrameTracking:
         clock = time.perf_counter()
         try:
             return create_chains(
-                self.tracker, edges, 8, f"{self.tags.owner}.{attempt}/create", threads=self.threads
+                self.tracker,
+                edges,
+                8,
+                f"{self.tags.owner}.{attempt}/create",
+                owner=self.tags.owner,
+                threads=self.threads,
             )
         finally:
             self.counts["time_ms.creates"] += round(1000 * (time.perf_counter() - clock))

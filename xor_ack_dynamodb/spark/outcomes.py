@@ -1,12 +1,13 @@
 """What a tracked run reports, and the driver-side steps both APIs share: settling the
 chains of an attempt, and applying a job's merged stamps.
 
-A root is reported ``acked`` only when its chain was made by this run (its tag belongs
-to the run's :class:`~xor_ack_dynamodb.spark.tags.TagScheme`, which carries a random
-nonce, and, on the DataFrame path, the create was seen to succeed here) and the chain
-reads acked. A chain that another writer created under the same tag (``TagExists`` on
-create) is never stamped, failed or reported acked: its root is reported ``failed`` with
-the reason ``conflict``.
+A root is reported ``acked`` only when its chain was made by this run and reads acked:
+its tag belongs to the run's :class:`~xor_ack_dynamodb.spark.tags.TagScheme` (which
+carries a random nonce), and the chain's ``owner`` is the run's (every create, stamp and
+fail of the run names it, so the tracker refuses to touch a chain of another owner). A
+chain that another writer created under one of our tags (``TagExists`` on create,
+``NotOwner`` on a stamp or fail, another owner on read) is never stamped, failed or
+reported acked: its root is reported ``failed`` with the reason ``conflict``.
 """
 
 from __future__ import annotations
@@ -18,21 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import TagAcked, TagExists, TagExpired, TagFailed, TagNotFound
+from ..errors import NotOwner, TagAcked, TagExists, TagExpired, TagFailed, TagNotFound
+from ..protocol import AckTracker
 
 if TYPE_CHECKING:
     from ..model import ChainStatus
-    from ..stamps import Stamp
 
-
-class Chains(Protocol):
-    """The tracker methods the driver side uses (``XorAckDynamoDB``, ``MemoryAck`` and
-    ``CombiningTracker`` have them; to be replaced by the core's tracker protocol)."""
-
-    def create(self, tag: str, stamp: bytes, *, op_id: str | None = None) -> Stamp: ...
-    def stamp(self, tag: str, stamp: bytes, *, op_id: str | None = None) -> Stamp: ...
-    def fail(self, tag: str, reason: str | None = None) -> ChainStatus: ...
-    def status_many(self, tags: Iterable[str]) -> dict[str, ChainStatus]: ...
+#: Any tracker (``XorAckDynamoDB``, ``MemoryAck``, ``CombiningTracker``).
+Chains = AckTracker
 
 __all__ = [
     "Attempt",
@@ -62,6 +56,10 @@ class PermanentFailure(Exception):
     """Raise it from a user function (or :meth:`TrackedFrame.fail_when` with
     ``permanent=True``) for a failure that a replay would only repeat: the root fails and
     is not replayed."""
+
+
+def is_conflict(reason: str | None) -> bool:
+    return reason == CONFLICT
 
 
 def is_permanent(reason: str | None) -> bool:
@@ -155,17 +153,19 @@ def create_chains(
     size: int,
     op_prefix: str,
     *,
+    owner: str,
     threads: int = 16,
 ) -> tuple[set[str], dict[str, str]]:
-    """Create each chain ``tag -> root edge`` (op id ``<op_prefix>/<tag>``), up to
-    ``threads`` at a time. Returns the tags created here (a re-sent create of our own is
-    recognised by its op id and counts as created) and, for the others, why not:
-    ``TagExists`` means another writer owns the tag, and that chain must be left alone.
-    Other errors propagate (the attempt's job should not start without its chains)."""
+    """Create each chain ``tag -> root edge`` (op id ``<op_prefix>/<tag>``, owned by
+    ``owner``), up to ``threads`` at a time. Returns the tags created here (a re-sent
+    create of our own is recognised by its op id and counts as created) and, for the
+    others, why not: ``TagExists`` means another writer's chain (the tracker remembers a
+    create's op id for the chain's whole life), to be left alone. Other errors
+    propagate (the attempt's job should not start without its chains)."""
 
     def one(tag: str) -> tuple[str, str | None]:
         try:
-            tracker.create(tag, chains[tag].to_bytes(size, "big"), op_id=f"{op_prefix}/{tag}")
+            tracker.create(tag, chains[tag].to_bytes(size, "big"), op_id=f"{op_prefix}/{tag}", owner=owner)
         except TagExists:
             return tag, CONFLICT
         return tag, None
@@ -187,21 +187,25 @@ def apply_acks(
     size: int,
     op_prefix: str,
     *,
+    owner: str,
     threads: int = 16,
 ) -> Counter[str]:
     """Apply a job's outcome to its chains, up to ``threads`` at a time: ``fail`` each
     chain in ``failures`` (with its reason), ``stamp`` each other chain of ``stamps`` with
     its merged value (op id ``<op_prefix>/<tag>``: applying the same outcome twice
-    changes nothing). A chain already failed, expired, acked or gone is skipped (its
-    outcome no longer depends on this job). Returns counts: ``stamps``, ``chains_acked``,
-    ``chains_failed``, ``skipped``."""
+    changes nothing), each naming ``owner``. A chain already failed, expired, acked or
+    gone is skipped (its outcome no longer depends on this job), and so is a chain of
+    another owner (``conflicts``). Returns counts: ``stamps``, ``chains_acked``,
+    ``chains_failed``, ``skipped``, ``conflicts``."""
 
     def one(tag: str) -> Counter[str]:
         counts: Counter[str] = Counter()
         if tag in failures:
             try:
-                tracker.fail(tag, reason=failures[tag])
+                tracker.fail(tag, reason=failures[tag], owner=owner)
                 counts["chains_failed"] += 1
+            except NotOwner:
+                counts["conflicts"] += 1
             except (TagAcked, TagNotFound) as exc:
                 log.warning("could not fail chain %s: %s", tag, exc.code)
                 counts["skipped"] += 1
@@ -210,9 +214,11 @@ def apply_acks(
         if value == 0:
             return counts
         try:
-            result = tracker.stamp(tag, value.to_bytes(size, "big"), op_id=f"{op_prefix}/{tag}")
+            result = tracker.stamp(tag, value.to_bytes(size, "big"), op_id=f"{op_prefix}/{tag}", owner=owner)
             counts["stamps"] += 1
             counts["chains_acked"] += result.acked
+        except NotOwner:
+            counts["conflicts"] += 1
         except (TagFailed, TagExpired, TagAcked, TagNotFound) as exc:
             log.debug("no stamp for %s: %s", tag, exc.code)
             counts["skipped"] += 1
@@ -228,36 +234,45 @@ def settle(
     tracker: Chains,
     tags: Sequence[str],
     *,
+    owner: str,
     refused: Mapping[str, str] | None = None,
     notes: Mapping[str, str] | None = None,
 ) -> dict[str, Attempt]:
     """How each chain of a finished attempt ended. ``refused`` tags (not created by this
-    run) are reported failed with their reason and never read, failed or reported acked.
-    A chain still pending can no longer complete (its job has returned): it is failed
-    here, so that no late write can ack it."""
-    refused = refused or {}
+    run) are reported failed with their reason and never read, failed or reported acked;
+    so is a chain whose ``owner`` is not ``owner``. A chain still pending can no longer
+    complete (its job has returned): it is failed here, so that no late write can ack
+    it."""
+    refused = dict(refused or {})
     notes = notes or {}
     mine = [t for t in tags if t not in refused]
     found = tracker.status_many(mine) if mine else {}
+    for tag, status in found.items():
+        if status.owner != owner:
+            refused[tag] = CONFLICT
     out: dict[str, Attempt] = {}
     for tag in tags:
         if tag in refused:
             out[tag] = Attempt(tag, "failed", refused[tag], notes.get(tag))
         else:
-            out[tag] = _settle_one(tracker, tag, found.get(tag), notes.get(tag))
+            out[tag] = _settle_one(tracker, tag, found.get(tag), notes.get(tag), owner)
     return out
 
 
-def _settle_one(tracker: Chains, tag: str, status: ChainStatus | None, note: str | None) -> Attempt:
+def _settle_one(
+    tracker: Chains, tag: str, status: ChainStatus | None, note: str | None, owner: str
+) -> Attempt:
     if status is None:
         return Attempt(tag, "missing", "the chain was never created", note)
     if status.state != "pending":
         return Attempt(tag, status.state, status.reason, note)
     reason = "still pending when its job ended"
     try:
-        failed = tracker.fail(tag, reason=reason)
+        failed = tracker.fail(tag, reason=reason, owner=owner)
     except TagAcked:  # a straggler completed it just now
         return Attempt(tag, "acked", None, note)
+    except NotOwner:
+        return Attempt(tag, "failed", CONFLICT, note)
     return Attempt(tag, failed.state, failed.reason, note)
 
 

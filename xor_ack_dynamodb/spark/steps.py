@@ -68,7 +68,9 @@ def start_partition(
         tag = spec.tag(key(root))
         edge = spec.edges.root(tag)
         try:
-            tracker.create(tag, edge.to_bytes(size, "big"), op_id=f"{spec.op_run}/{step}/{tag}")
+            tracker.create(
+                tag, edge.to_bytes(size, "big"), op_id=f"{spec.op_run}/{step}/{tag}", owner=spec.tags.owner
+            )
         except TagExists:
             # Not ours (see Ledger._flush_one): never adopted, and nothing of the root
             # goes on to stamp it.
