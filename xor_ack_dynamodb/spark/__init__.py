@@ -19,6 +19,14 @@ See ``docs/spark.md`` for how the bookkeeping stays exact under task retries. Ne
 from .driver import Tracking, check_roots, new_run_id
 from .executor import Anchors, Noted, RunSpec, executor_tracker
 from .faults import DieOnFirstAttempt
+from .frame import (
+    FrameAttempt,
+    FrameTracking,
+    TrackedFrame,
+    UntrackedAttempt,
+    UntrackedFrame,
+    WriteResult,
+)
 from .outcomes import Attempt, PermanentFailure, RootOutcome, RunObserver, RunReport
 from .sink import CsvPartitionWriter, S3PartitionWriter, read_csv_parts, read_s3_parts
 from .tags import TagScheme, escape_key, unescape_key
@@ -30,6 +38,8 @@ __all__ = [
     "Noted",
     "CsvPartitionWriter",
     "DieOnFirstAttempt",
+    "FrameAttempt",
+    "FrameTracking",
     "PartitionWriter",
     "PermanentFailure",
     "RootOutcome",
@@ -39,9 +49,13 @@ __all__ = [
     "S3PartitionWriter",
     "Stream",
     "TagScheme",
+    "TrackedFrame",
     "TrackedRDD",
     "Tracking",
+    "UntrackedAttempt",
+    "UntrackedFrame",
     "UntrackedRDD",
+    "WriteResult",
     "check_roots",
     "escape_key",
     "executor_tracker",
