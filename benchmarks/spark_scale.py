@@ -337,6 +337,7 @@ def main() -> int:
 
     spec = CorpusSpec(args.files, args.words, args.seed)
     started = time.perf_counter()
+    load_before = os.getloadavg()[1]
     inputs = ensure_corpus(spec)
     reference = reference_count(inputs)
     words, distinct = sum(reference.values()), len(reference)
@@ -358,7 +359,8 @@ def main() -> int:
             result["label"] = "local[*]" if name == "local" else f"standalone ({args.cores} cores)"
             masters.append(result)
     results = {
-        "machine": f"Python {platform.python_version()}, {os.cpu_count()} CPUs shared with other work",
+        "machine": f"Python {platform.python_version()}, {os.cpu_count()} CPUs shared with other work "
+        f"(5-minute load average {load_before:.1f} at the start, {os.getloadavg()[1]:.1f} at the end)",
         "corpus": {
             "files": len(inputs),
             "words": sum(reference.values()),

@@ -176,7 +176,7 @@ def test_tracking_columns_are_guarded(spark: Any, config: AckConfig) -> None:
     with pytest.raises(InvalidConfig):
         frame.with_column("_xa_edge", F.lit(0))
     with pytest.raises(InvalidConfig):
-        frame.drop("_xa_tag")
+        frame.drop("_xa_chain")
     with pytest.raises(InvalidConfig):
         frame.group_by("_xa_ghost")
 
@@ -208,7 +208,7 @@ def test_splits_read_every_line_once_and_balance_to_the_root_edge(tmp_path: Path
     text = "".join(f"line {i} {'é' * (i % 5)}\n" for i in range(60)) + "no newline at the end"
     path.write_bytes(text.encode("utf-8"))
     edges = EdgeKey(os.urandom(32))
-    root = TextRoot("t", bytes(path), edges.root("t"))
+    root = TextRoot(0, bytes(path), edges.root("t"))
     options = {
         "roots": "[]",
         "edge_key": edges.key.hex(),

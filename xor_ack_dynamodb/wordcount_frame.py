@@ -135,14 +135,16 @@ def _read_s3_parquet(store: PartStore, batches: Iterable[pa.RecordBatch]) -> Ite
     (no Hadoop S3 connector needed)."""
     import io
 
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     client = store._s3()
     bucket = store._bucket_key("")[0]
+    schema = pa.schema([("word", pa.string()), ("count", pa.int64()), (TAG_COLUMN, pa.string())])
     for batch in batches:
         for key in batch.column("key").to_pylist():
             body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-            table = pq.read_table(io.BytesIO(body)).select(["word", "count", TAG_COLUMN])
+            table = pq.read_table(io.BytesIO(body)).select(schema.names).cast(schema)  # tags: plain text
             yield from table.to_batches()
 
 

@@ -52,6 +52,7 @@ no rows is acked empty).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -64,7 +65,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidConfig, XorAckError
-from .arrowxor import EDGE, ERR, GHOST, NOTE, TAG, TRACKING, ChainSums, to_signed
+from .arrowxor import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainSums, to_signed
 from .driver import DRIVER_THREADS, check_roots, new_run_id
 from .edges import EdgeKey
 from .executor import snapshot
@@ -353,7 +354,7 @@ class TrackedGroups:
 
         ghost = F.col(GHOST)
         grouping = [
-            F.col(TAG),
+            F.col(CHAIN),
             ghost,
             *(F.when(~ghost, F.col(k)).alias(k) for k in self.keys),
             F.col(ERR),
@@ -382,17 +383,17 @@ def _balance(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield batch
     if schema is None or not sums.xors:
         return
-    tags = sorted(sums.xors)
+    chains = sorted(sums.xors)
     columns = []
     for name, kind in zip(schema.names, schema.types, strict=True):
-        if name == TAG:
-            columns.append(pa.array(tags, kind))
+        if name == CHAIN:
+            columns.append(pa.array(chains, kind))
         elif name == EDGE:
-            columns.append(pa.array([to_signed(sums.xors[t]) for t in tags], kind))
+            columns.append(pa.array([to_signed(sums.xors[c]) for c in chains], kind))
         elif name == GHOST:
-            columns.append(pa.array([True] * len(tags), kind))
+            columns.append(pa.array([True] * len(chains), kind))
         else:
-            columns.append(pa.nulls(len(tags), kind))
+            columns.append(pa.nulls(len(chains), kind))
     yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
@@ -446,8 +447,8 @@ class FrameAttempt:
             raise InvalidConfig("split_bytes and chunk_bytes must be positive")
         locate = path or (lambda root: root)
         roots = [
-            TextRoot(tag, path_bytes(locate(root)), self.root_edges[tag])
-            for root, tag in zip(self.roots, self.tags, strict=True)
+            TextRoot(chain, path_bytes(locate(root)), self.root_edges[tag])
+            for chain, (root, tag) in enumerate(zip(self.roots, self.tags, strict=True))
         ]
         df = (
             self.spark.read.format(TrackedTextSource.name())  # a reader, loaded below
@@ -473,14 +474,17 @@ class FrameAttempt:
             raise InvalidConfig("the DataFrame already has tracking columns")
         if any(not isinstance(k, str) for k in self.keys):
             raise InvalidConfig("start() matches str keys; read files with read_text()")
-        rows = [(k, t, to_signed(self.root_edges[t])) for k, t in zip(self.keys, self.tags, strict=True)]
-        roots = self.spark.createDataFrame(rows, f"{_KEY} string, {TAG} string, {_ROOT} bigint")
+        rows = [
+            (k, chain, to_signed(self.root_edges[t]))
+            for chain, (k, t) in enumerate(zip(self.keys, self.tags, strict=True))
+        ]
+        roots = self.spark.createDataFrame(rows, f"{_KEY} string, {CHAIN} int, {_ROOT} bigint")
         match = F.col(key).cast("string") == F.col(_KEY)
-        joined = df.join(F.broadcast(roots.select(_KEY, TAG)), match, "inner")
+        joined = df.join(F.broadcast(roots.select(_KEY, CHAIN)), match, "inner")
         run = F.lit(self.run_key).cast("bigint")
         tracked = joined.drop(_KEY).withColumns(
             {
-                EDGE: F.xxhash64(run, F.col(TAG), F.monotonically_increasing_id()),
+                EDGE: F.xxhash64(run, F.col(CHAIN), F.monotonically_increasing_id()),
                 GHOST: F.lit(False),
                 ERR: F.lit(None).cast("string"),
                 NOTE: F.lit(None).cast("string"),
@@ -488,7 +492,7 @@ class FrameAttempt:
         )
         balanced = tracked.mapInArrow(_balance, tracked.schema)
         ghosts = roots.select(
-            F.col(TAG),
+            F.col(CHAIN),
             F.col(_ROOT).alias(EDGE),
             F.lit(True).alias(GHOST),
             F.lit(None).cast("string").alias(ERR),
@@ -511,6 +515,7 @@ class FrameAttempt:
                 .mode("append")
                 .options(**store.options())
                 .option("format", format)
+                .option("tags", json.dumps(self.tags, ensure_ascii=False))
                 .option("tag_column", tag_column)
                 .option("ledger", ledger)
             )
@@ -771,25 +776,24 @@ class UntrackedFrame:
         self, location: str | os.PathLike[str], *, format: str = "parquet", tag_column: str = "xor_ack_tag"
     ) -> WriteResult:
         """The same sink as a tracked write (so a comparison measures tracking, not two
-        writers), told not to sum edges; the root is written as ``tag_column``."""
+        writers), told not to sum edges; ``tag_column`` reads ``untracked``."""
         from pyspark.sql import functions as F
 
         store = part_store(location)
         filler = {
-            TAG: F.col(self.root).cast("string") if self.root else F.lit("untracked"),
+            CHAIN: F.lit(0).cast("int"),
             EDGE: F.lit(0).cast("bigint"),
             GHOST: F.lit(False),
             ERR: F.lit(None).cast("string"),
             NOTE: F.lit(None).cast("string"),
         }
-        df = self._df.withColumns(filler)
-        if self.root:
-            df = df.drop(self.root)
         (
-            df.write.format(TrackedSinkSource.name())
+            self._df.withColumns(filler)
+            .write.format(TrackedSinkSource.name())
             .mode("append")
             .options(**store.options())
             .option("format", format)
+            .option("tags", '["untracked"]')
             .option("tag_column", tag_column)
             .option("ledger", f"_untracked-{secrets.token_hex(6)}.json")
             .option("track", "false")
@@ -833,7 +837,7 @@ class UntrackedAttempt:
         normalize: str = "NFC",
     ) -> UntrackedFrame:
         locate = path or (lambda root: root)
-        roots = [TextRoot(f"untracked/{i}", path_bytes(locate(r)), 1) for i, r in enumerate(self.roots)]
+        roots = [TextRoot(i, path_bytes(locate(r)), 1) for i, r in enumerate(self.roots)]
         df = (
             self.spark.read.format(TrackedTextSource.name())
             .option("roots", roots_option(roots))

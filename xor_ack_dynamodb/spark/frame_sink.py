@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
-from .arrowxor import ERR, GHOST, NOTE, TAG, TRACKING, ChainSums
+from .arrowxor import CHAIN, GHOST, TRACKING, ChainSums
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -141,13 +141,14 @@ class SinkMessage(WriterCommitMessage):
 
 class TrackedSinkWriter(DataSourceArrowWriter):
     """See the module doc. Options: ``location`` (and ``s3_endpoint``, ``s3_region``),
-    ``format`` (``parquet`` or ``csv``), ``tag_column``, ``ledger`` (the ledger's file
-    name in ``location``), ``track`` (``false``: write only, no sums: the untracked
-    job's baseline)."""
+    ``format`` (``parquet`` or ``csv``), ``tags`` (JSON list: chain ``i``'s tag),
+    ``tag_column``, ``ledger`` (the ledger's file name in ``location``), ``track``
+    (``false``: write only, no sums: the untracked job's baseline)."""
 
     def __init__(self, options: Any) -> None:
         self.store = PartStore.from_options(options)
         self.format = options.get("format", "parquet")
+        self.tags: list[str] = json.loads(options["tags"])
         self.tag_column = options.get("tag_column", "xor_ack_tag")
         self.ledger = options["ledger"]
         self.track = options.get("track", "true") == "true"
@@ -155,32 +156,36 @@ class TrackedSinkWriter(DataSourceArrowWriter):
 
         self.after_write = load_hook(options.get("after_flush"))
 
-    def _data(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+    def _data(self, batch: pa.RecordBatch, dictionary: pa.Array) -> pa.RecordBatch:
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         keep = pc.invert(batch.column(GHOST).fill_null(False))
         data = batch.filter(keep)
         names = [n for n in data.schema.names if n not in TRACKING]
-        columns = [data.column(n) for n in names] + [data.column(TAG)]
-        import pyarrow as pa
-
+        tags = pa.DictionaryArray.from_arrays(data.column(CHAIN).cast(pa.int32()), dictionary)
+        if self.format != "parquet":  # Parquet keeps the dictionary encoding; CSV wants text
+            tags = tags.cast(pa.string())
+        columns = [data.column(n) for n in names] + [tags]
         return pa.RecordBatch.from_arrays(columns, names=[*names, self.tag_column])
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkMessage:
         """Write this task's partition durably, then return its per-chain sums. A
         partition without rows writes no file."""
+        import pyarrow as pa
         from pyspark import TaskContext
 
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         sums = ChainSums()
+        dictionary = pa.array(self.tags, pa.string())
         name = f"part-{partition:05d}.{'parquet' if self.format == 'parquet' else 'csv'}"
         with ExitStack() as stack:
             writer: Any = None
             for batch in iterator:
                 if self.track:
                     sums.add_batch(batch)
-                data = self._data(batch)
+                data = self._data(batch, dictionary)
                 if writer is None:
                     handle = stack.enter_context(self.store.open_part(name))
                     writer = self._open(handle, data.schema)
@@ -208,7 +213,7 @@ class TrackedSinkWriter(DataSourceArrowWriter):
             if isinstance(message, SinkMessage):
                 total.merge(message.sums)
                 partitions += 1
-        body = {"partitions": partitions, **total.to_json()}
+        body = {"partitions": partitions, **total.named(self.tags).to_json()}
         self.store.put(self.ledger, json.dumps(body, ensure_ascii=False).encode("utf-8"))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -224,7 +229,7 @@ class TrackedSinkSource(DataSource):
         return "xor_ack_sink"
 
     def writer(self, schema: StructType, overwrite: bool) -> TrackedSinkWriter:
-        missing = [c for c in (TAG, GHOST, ERR, NOTE) if c not in schema.fieldNames()]
+        missing = [c for c in TRACKING if c not in schema.fieldNames()]
         if missing:
             raise ValueError(f"xor_ack_sink writes tracked frames only; missing columns {missing}")
         return TrackedSinkWriter(self.options)

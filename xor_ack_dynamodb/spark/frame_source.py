@@ -62,19 +62,19 @@ SCHEMA = f"path string, offset bigint, line string, {TRACKING_DDL}"
 
 @dataclass(frozen=True)
 class TextRoot:
-    """One file to read: its chain's tag, its path (bytes, as the file system has it)
-    and its root edge."""
+    """One file to read: its chain (index in the attempt's tags), its path (bytes, as
+    the file system has it) and its root edge."""
 
-    tag: str
+    chain: int
     path: bytes
     edge: int
 
     def to_json(self) -> list[Any]:
-        return [self.tag, escape_key(self.path), f"{self.edge:016x}"]
+        return [self.chain, escape_key(self.path), f"{self.edge:016x}"]
 
     @classmethod
     def from_json(cls, item: Sequence[Any]) -> TextRoot:
-        return cls(item[0], unescape_key(item[1]), int(item[2], 16))
+        return cls(int(item[0]), unescape_key(item[1]), int(item[2], 16))
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def plan(roots: Sequence[TextRoot], edges: EdgeKey, split_bytes: int, partitions
             splits.append(Split(root, j, j * split_bytes, min(size, (j + 1) * split_bytes), shares[j]))
     groups: list[list[Split]] = [[] for _ in range(max(1, min(partitions, len(splits))))]
     loads = [0] * len(groups)
-    for split in sorted(splits, key=lambda s: (-(s.end - s.start), s.root.tag, s.index)):
+    for split in sorted(splits, key=lambda s: (-(s.end - s.start), s.root.chain, s.index)):
         lightest = loads.index(min(loads))
         groups[lightest].append(split)
         loads[lightest] += split.end - split.start + 1
@@ -157,7 +157,7 @@ class _Batches:
                 pa.repeat(pa.scalar(self.path, pa.string()), count),
                 pa.array(offsets, pa.int64()),
                 pa.array(lines, pa.string()),
-                pa.repeat(pa.scalar(self.split.root.tag, pa.string()), count),
+                pa.array(np.full(count, self.split.root.chain, dtype=np.int32)),
                 pa.array(stream.view(np.int64)),
                 pa.array(np.zeros(count, dtype=bool)),
                 pa.nulls(count, pa.string()),
@@ -181,7 +181,7 @@ class _Batches:
                 pa.array([self.path], pa.string()),
                 pa.array([self.split.start], pa.int64()),
                 pa.array([None], pa.string()),
-                pa.array([self.split.root.tag], pa.string()),
+                pa.array([self.split.root.chain], pa.int32()),
                 pa.array([to_signed(edge)], pa.int64()),
                 pa.array([True]),
                 pa.array([error], pa.string()),
@@ -199,7 +199,7 @@ def _arrow_schema() -> pa.Schema:
             ("path", pa.string()),
             ("offset", pa.int64()),
             ("line", pa.string()),
-            ("_xa_tag", pa.string()),
+            ("_xa_chain", pa.int32()),
             ("_xa_edge", pa.int64()),
             ("_xa_ghost", pa.bool_()),
             ("_xa_err", pa.string()),
