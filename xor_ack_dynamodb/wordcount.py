@@ -461,8 +461,7 @@ def _run_frame(
             errors: list[str] = []
         else:
             files = _file_results(report, roots)
-            attempts = {f.acked_attempt for f in files if f.acked_attempt is not None}
-            counts = frame_final_counts(spark, store, parts, report.acked_tags(), attempts)
+            counts = frame_final_counts(spark, store, parts, report)
             requests, errors = report.counters, report.job_errors
         phases["final_count"] = time.perf_counter() - clock
     finally:

@@ -169,24 +169,38 @@ def _parts(spark: SparkSession, store: PartStore, subs: Sequence[str]) -> DataFr
     return listed.repartition(min(len(keys), 8)).mapInArrow(partial(_read_s3_parquet, store), schema)
 
 
-def frame_final_counts(
-    spark: SparkSession, store: PartStore, parts: str, acked_tags: set[str], attempts: Iterable[int]
-) -> Counter[str]:
-    """Sum, per word, the rows of the chains that ended acked, in Spark: the parts of
-    every attempt that acked something, a semi-join with the acked tags, a ``sum`` per
-    word; only the distinct words come back (as Arrow)."""
+def frame_final_counts(spark: SparkSession, store: PartStore, parts: str, report: RunReport) -> Counter[str]:
+    """Sum, per word, the rows of the chains that ended acked, in Spark; only the
+    distinct words come back (as Arrow). An attempt whose chains all ended acked is
+    read whole; an attempt with chains that did not is semi-joined with its acked tags
+    first (its failed chains' rows were partial); an attempt that acked nothing is not
+    read."""
     from pyspark.sql import functions as F
 
-    parts_df = _parts(spark, store, [f"{parts}/attempt-{a}" for a in sorted(set(attempts))])
-    if parts_df is None or not acked_tags:
+    by_attempt: dict[int, list[tuple[str, bool]]] = {}
+    for outcome in report.outcomes:
+        for number, attempt in enumerate(outcome.attempts, 1):
+            by_attempt.setdefault(number, []).append((attempt.tag, attempt.state == "acked"))
+    whole = [n for n, chains in by_attempt.items() if all(acked for _, acked in chains)]
+    partial = {
+        n: sorted(tag for tag, acked in chains if acked)
+        for n, chains in by_attempt.items()
+        if n not in whole and any(acked for _, acked in chains)
+    }
+    frames = []
+    whole_df = _parts(spark, store, [f"{parts}/attempt-{n}" for n in sorted(whole)])
+    if whole_df is not None:
+        frames.append(whole_df)
+    if partial:
+        partial_df = _parts(spark, store, [f"{parts}/attempt-{n}" for n in sorted(partial)])
+        acked = sorted(t for tags in partial.values() for t in tags)
+        if partial_df is not None:
+            tags = spark.createDataFrame([(t,) for t in acked], f"{TAG_COLUMN} string")
+            frames.append(partial_df.join(F.broadcast(tags), on=TAG_COLUMN, how="left_semi"))
+    if not frames:
         return Counter()
-    tags = spark.createDataFrame([(t,) for t in sorted(acked_tags)], f"{TAG_COLUMN} string")
-    totals = (
-        parts_df.join(F.broadcast(tags), on=TAG_COLUMN, how="left_semi")
-        .groupBy("word")
-        .agg(F.sum("count").alias("count"))
-        .toArrow()
-    )
+    rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    totals = rows.groupBy("word").agg(F.sum("count").alias("count")).toArrow()
     return Counter(
         dict(zip(totals.column("word").to_pylist(), totals.column("count").to_pylist(), strict=True))
     )

@@ -267,11 +267,11 @@ class TrackedFrame:
             if name in TRACKING:
                 raise InvalidConfig(f"{name} is a tracking column")
         values = F.col(array) if isinstance(array, str) else array
-        base = self._df.withColumn(_ARRAY, F.when(~F.col(GHOST), values))
+        # The array's size is taken before the generator: referenced after it, it would
+        # make Spark carry the whole array into every child row.
+        base = self._df.withColumn(_ARRAY, F.when(~F.col(GHOST), values)).withColumn(_COUNT, F.size(_ARRAY))
         kept = [c for c in base.columns if c != _ARRAY and c != alias and c != position]
-        exploded = base.select(
-            *kept, F.size(_ARRAY).alias(_COUNT), F.posexplode_outer(_ARRAY).alias(_POS, alias)
-        )
+        exploded = base.select(*kept, F.posexplode_outer(_ARRAY).alias(_POS, alias))
         edge, pos, count = F.col(EDGE), F.col(_POS), F.col(_COUNT)
         run = self._run_key()
         head = F.when(pos == 0, edge).otherwise(F.xxhash64(run, edge, pos))
