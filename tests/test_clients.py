@@ -322,4 +322,3 @@ def test_a_call_to_a_refusing_endpoint_ends_near_its_budget() -> None:
     elapsed = time.monotonic() - started
     print(f"\nrefusing endpoint: {elapsed:.2f} s, {ack.stats.events.get('retries', 0)} library retries")
     assert elapsed <= BOUND
-    assert ack.stats.events.get("retries", 0) >= 1  # the budget was used, not given up at once

@@ -1,5 +1,5 @@
-"""CombiningTracker against DynamoDB over HTTP (the moto server and dynalite), with
-real threads.
+"""CombiningTracker against DynamoDB over HTTP (the moto server, dynalite and DynamoDB
+Local), with real threads.
 
 Where a test needs stamps to be queued behind a write in flight, it holds that write in
 botocore's ``before-send`` hook of the tracker's own client (nothing is faked: the
@@ -21,9 +21,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from conftest import unique_table
 from reliability.faults import FaultInjector, FaultRates, client_config
 
-from xor_ack_dynamodb import RetryPolicy, Stamp, XorAckDynamoDB, errors, new_stamp, xor
+from xor_ack_dynamodb import AckTracker, RetryPolicy, Stamp, XorAckDynamoDB, errors, new_stamp, xor
 from xor_ack_dynamodb.combiner import CombiningTracker
-from xor_ack_dynamodb.model import create_op_key, op_key
+from xor_ack_dynamodb.core.chain import UNKNOWN_DIGEST, Op, op_key, payload_digest
 
 pytestmark = pytest.mark.server
 
@@ -31,11 +31,12 @@ TAG = "hot/root"
 WAIT = 30.0
 
 
-@pytest.fixture(params=["moto-server", "dynalite"])
+@pytest.fixture(params=["moto-server", "dynalite", "ddblocal"])
 def backend(request: pytest.FixtureRequest) -> Any:
-    """A DynamoDB over HTTP: the moto server, and dynalite (which does not return the
-    item on a failed condition, so lost races take the consistent-read fallback)."""
-    return request.getfixturevalue("moto_server" if request.param == "moto-server" else "dynalite")
+    """A DynamoDB over HTTP: the moto server, dynalite (which does not return the item on
+    a failed condition, so lost races take the consistent-read fallback) and DynamoDB
+    Local."""
+    return request.getfixturevalue("moto_server" if request.param == "moto-server" else request.param)
 
 
 def tracker(server: Any, table: str | None = None, **options: Any) -> XorAckDynamoDB:
@@ -54,15 +55,16 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.002)
 
 
-class OnUpdate:
-    """Runs ``actions[n]`` inside botocore's before-send hook of the n-th UpdateItem
-    request (1-based) of ``client``, before the request is sent."""
+class OnWrite:
+    """Runs ``actions[n]`` inside botocore's before-send hook of the n-th PutItem request
+    (1-based) of ``client`` (an xor stamp's conditional write of the whole item), before
+    the request is sent."""
 
     def __init__(self, client: Any, actions: dict[int, Callable[[], object]]) -> None:
         self.actions = actions
         self.count = 0
         self._lock = threading.Lock()
-        client.meta.events.register("before-send.dynamodb.UpdateItem", self._hook)
+        client.meta.events.register("before-send.dynamodb.PutItem", self._hook)
 
     def _hook(self, **_: Any) -> None:
         with self._lock:
@@ -113,7 +115,7 @@ def queue_behind_held_write(
         entered.set()
         assert release.wait(WAIT)
 
-    OnUpdate(combiner.tracker.client, {1: hold})
+    OnWrite(combiner.tracker.client, {1: hold})
     first.start()
     assert entered.wait(WAIT)
     for n, caller in enumerate(others, 1):
@@ -124,9 +126,34 @@ def queue_behind_held_write(
     release.set()
 
 
-def stored_ops(ack: XorAckDynamoDB, tag: str = TAG) -> list[str]:
-    item = ack.client.get_item(TableName=ack.table, Key={"tagID": {"S": tag}}, ConsistentRead=True)["Item"]
-    return [o["S"] for o in item["ops"]["L"]]
+def item_of(ack: XorAckDynamoDB, tag: str = TAG) -> dict[str, Any]:
+    item: dict[str, Any] = ack.client.get_item(
+        TableName=ack.table, Key={"tagID": {"S": tag}}, ConsistentRead=True
+    )["Item"]
+    return item
+
+
+def stored_ops(ack: XorAckDynamoDB, tag: str = TAG) -> list[Op]:
+    """The chain's op list as stored: op keys with their payload hashes."""
+    item = item_of(ack, tag)
+    keys, hashes = item["ops"]["L"], item["oph"]["L"]
+    assert len(keys) == len(hashes)
+    return [Op(k["B"], d["B"]) for k, d in zip(keys, hashes, strict=True)]
+
+
+def stamp_op(op_id: str, delta: bytes) -> Op:
+    """How a chain remembers ``stamp(tag, delta, op_id=op_id)``."""
+    return Op(op_key(op_id, "stamp"), payload_digest("stamp", bytes(delta)))
+
+
+def is_marker(op: Op) -> bool:
+    """A combined write's batch marker: a random key stored with no payload hash."""
+    return op.digest == UNKNOWN_DIGEST
+
+
+def create_op(op_id: str, root: bytes) -> dict[str, bytes]:
+    """The ``cop`` attribute of a chain created with ``op_id``: its key and value hash."""
+    return {"B": op_key(op_id, "create") + payload_digest("create", bytes(root))}
 
 
 def test_threads_on_one_chain_match_a_sequential_order(backend: Any) -> None:
@@ -166,13 +193,19 @@ def test_threads_on_one_chain_match_a_sequential_order(backend: Any) -> None:
         order.append(op)
         value = bytes(results[op])
     assert not by_before and not any(value)
-    # Every merged stamp's op id is in the item, in that order.
-    assert stored_ops(ack) == [create_op_key("create")] + [op_key(op) for op in order]
+    # Every merged stamp's op (key and payload hash) is in the item, in that order; each
+    # combined write put one batch marker ahead of its stamps; the create's op is kept
+    # apart, for the chain's life.
+    ops = stored_ops(ack)
+    assert [op for op in ops if not is_marker(op)] == [stamp_op(op, deltas[op]) for op in order]
+    assert item_of(ack)["cop"] == create_op("create", root)
     stats = ack.stats.snapshot()
     stamps = len(deltas)
     assert stats.get("combined", 0) > 0
     assert stats["requests"] < stamps, stats  # fewer than one request a stamp
-    assert stats["requests.UpdateItem"] == stats["batches"]
+    assert stats["requests.PutItem"] == stats["batches"]
+    markers = sum(map(is_marker, ops))
+    assert 0 < markers <= stats["batches"] and not is_marker(ops[-1])  # markers lead their stamps
 
 
 def test_uncontended_stamps_cost_one_request_each(backend: Any) -> None:
@@ -183,7 +216,8 @@ def test_uncontended_stamps_cost_one_request_each(backend: Any) -> None:
     ack.stats.reset()
     results = [combiner.stamp(TAG, d) for d in deltas]
     assert [r.acked for r in results] == [False] * 9 + [True]
-    assert ack.stats.requests == {"UpdateItem": 10}
+    assert ack.stats.requests == {"PutItem": 10}
+    assert not any(map(is_marker, stored_ops(ack)))  # a write of one stamp needs no marker
     assert combiner.waiting(TAG) == 0 and not combiner._queues  # nothing left behind
 
 
@@ -201,14 +235,25 @@ def test_duplicates_in_one_batch_and_across_batches_are_applied_once(backend: An
     assert a.outcome() == xor(root, d0, da)
     assert a_again.outcome() == xor(root, d0, da)  # the value at its turn, not applied again
     assert b.outcome() == xor(root, d0, da, db)
-    assert ack.stats.requests == {"UpdateItem": 2}  # a, a again and b: one write
+    assert not any(c.result.duplicate for c in (first, a, b))  # type: ignore[union-attr]
+    assert a_again.result.duplicate  # type: ignore[union-attr]
+    # a, a again and b: one write. The batch's duplicate was decided on the cached value,
+    # and a stamp is only ever judged a duplicate on a fresh read: one GetItem first.
+    assert ack.stats.requests == {"PutItem": 2, "GetItem": 1}
     assert ack.stats.events.get("duplicates") == 1
     assert ack.status(TAG).stamp == xor(root, d0, da, db)
-    assert stored_ops(ack) == [create_op_key("create")] + [op_key(o) for o in ("first", "a", "b")]
+    ops = stored_ops(ack)
+    assert ops[0] == stamp_op("first", d0)  # written alone: no marker
+    assert is_marker(ops[1]) and ops[2:] == [stamp_op("a", da), stamp_op("b", db)]
+    assert item_of(ack)["cop"] == create_op("create", root)
 
     # Delivered again in a later batch: the chain knows it.
-    assert combiner.stamp(TAG, da, op_id="a") == xor(root, d0, da, db)
+    again = combiner.stamp(TAG, da, op_id="a")
+    assert again == xor(root, d0, da, db) and again.duplicate and not again.acked
     assert combiner.stamp(TAG, d0, op_id="first") == xor(root, d0, da, db)
+    # The same op id with another stamp is a caller bug, caught before anything is written.
+    with pytest.raises(errors.OpIdReused):
+        combiner.stamp(TAG, new_stamp(), op_id="b")
     assert ack.status(TAG).stamp == xor(root, d0, da, db)
     assert ack.stats.events.get("duplicates") == 3
 
@@ -231,15 +276,19 @@ def test_stamps_after_the_batch_reaches_zero_get_tag_acked(backend: Any) -> None
     assert isinstance(done, Stamp) and done.acked
     late = b.outcome()
     assert type(late) is errors.TagAcked and late.tag == TAG
-    assert a_again.outcome() == Stamp(bytes(16))  # a duplicate is not an error, as one by one
+    again = a_again.outcome()  # a duplicate is not an error, as one by one
+    assert again == Stamp(bytes(16))
+    # A duplicate of the completing op: it still reports the completion, as a duplicate.
+    assert isinstance(again, Stamp) and again.acked and again.duplicate
     status = ack.status(TAG)
     assert status.state == "acked" and status.stamp.acked
-    assert op_key("a") in stored_ops(ack)
+    assert stored_ops(ack)[-1] == stamp_op("a", da)
 
 
-def test_stamps_after_the_batch_completes_a_deleted_on_ack_chain_get_tag_not_found(
-    backend: Any,
-) -> None:
+def test_stamps_after_the_batch_completes_a_deleted_on_ack_chain(backend: Any) -> None:
+    """With delete_on_ack the completing write stores the acked tombstone, then deletes
+    it: a stamp of the same batch after the completion gets TagAcked (as one racing the
+    delete would), one arriving after the delete TagNotFound."""
     ack = tracker(backend, delete_on_ack=True)
     combiner = CombiningTracker(ack)
     d0, da, db = new_stamp(), new_stamp(), new_stamp()
@@ -250,10 +299,16 @@ def test_stamps_after_the_batch_completes_a_deleted_on_ack_chain_get_tag_not_fou
 
     assert not first.outcome().acked  # type: ignore[union-attr]
     assert a.outcome().acked  # type: ignore[union-attr]
-    assert type(b.outcome()) is errors.TagNotFound
-    assert ack.stats.requests == {"UpdateItem": 1, "DeleteItem": 1}
+    late = b.outcome()
+    assert type(late) is errors.TagAcked and late.tag == TAG
+    # first alone; then a and b in one write (the tombstone), then its delete. b's refusal
+    # was decided on the cached value, and a refusal is only ever decided on a fresh read:
+    # one GetItem before that write.
+    assert ack.stats.requests == {"PutItem": 2, "GetItem": 1, "DeleteItem": 1}
     with pytest.raises(errors.TagNotFound):
         ack.status(TAG)
+    with pytest.raises(errors.TagNotFound):
+        combiner.stamp(TAG, db)
 
 
 @pytest.mark.parametrize("attempts", [1, 50])
@@ -305,7 +360,7 @@ def test_a_failed_merged_write_is_reported_to_every_caller_in_it(backend: Any) -
     ack.create(TAG, root)
     # The second write (a and b together) loses a race to another tracker, and the
     # budget allows one attempt.
-    OnUpdate(ack.client, {2: lambda: other.stamp(TAG, dx)})
+    OnWrite(ack.client, {2: lambda: other.stamp(TAG, dx)})
     first, a, b = Caller(combiner, d0), Caller(combiner, da, "a"), Caller(combiner, db, "b")
     queue_behind_held_write(combiner, first, [a, b])
 
@@ -343,8 +398,9 @@ def test_bad_input_is_refused_before_queueing(backend: Any) -> None:
 def test_delegated_methods(backend: Any) -> None:
     ack = tracker(backend)
     combiner = CombiningTracker(ack)
-    assert combiner.table == ack.table and combiner.stats is ack.stats
-    assert combiner.create_table() is False
+    assert combiner.tracker is ack and combiner.stats is ack.stats and combiner.mode == "xor"
+    assert isinstance(combiner, AckTracker)
+    assert len(combiner.new_edge()) == 16  # type: ignore[arg-type]
     stamp = new_stamp()
     combiner.create(TAG, stamp)
     assert combiner.touch(TAG).state == "pending"
@@ -393,8 +449,13 @@ def test_threads_on_one_chain_under_fault_injection(backend: Any) -> None:
     assert injector.injected["lost_response"] > 0 and injector.total() > 5
     status = setup.status(TAG)
     assert status.state == "acked" and status.stamp.acked
-    assert set(stored_ops(setup)) == {op_key(op) for op in deltas} | {create_op_key("create")}
-    assert acked  # whoever completed it saw it (a retry of a landed stamp may see it too)
+    ops = [op for op in stored_ops(setup) if not is_marker(op)]
+    assert sorted(op.key for op in ops) == sorted(op_key(op, "stamp") for op in deltas)  # each once
+    assert set(ops) == {stamp_op(op, delta) for op, delta in deltas.items()}
+    assert item_of(setup)["cop"] == create_op("create", xor(*deltas.values()))
+    # Exactly one call reported the completion: the one whose op completed the chain
+    # (or its retry, when the first try's outcome was hidden by a fault).
+    assert len(acked) == 1, acked
 
 
 class Interrupted(Exception):
@@ -412,7 +473,7 @@ def test_a_caller_interrupted_while_queued_leaves_the_queue_working(backend: Any
         entered.set()
         assert release.wait(WAIT)
 
-    OnUpdate(ack.client, {1: hold})
+    OnWrite(ack.client, {1: hold})
     first = Caller(combiner, d0)
     first.start()
     assert entered.wait(WAIT)

@@ -1,5 +1,5 @@
 """XorAckDynamoDB on every backend of the ``client`` fixture (moto in-process, moto over
-HTTP, dynalite): the lifecycle, every error with its type/code/tag, expiry decided by the
+HTTP, dynalite, DynamoDB Local): the lifecycle, every error with its type/code/tag, expiry decided by the
 clock, idempotent stamps, requests per stamp, and bad input refused before any request."""
 
 from __future__ import annotations
@@ -54,11 +54,12 @@ def returns_all_old(ack: XorAckDynamoDB) -> bool:
 def test_seed_readme_walkthrough(ack: XorAckDynamoDB) -> None:
     """The Node README's file/words walkthrough with its exact bytes."""
     created = ack.create(TAG, h("29"))
-    assert type(created) is Stamp and created == h("29") and created.acked is False
+    assert isinstance(created, Stamp) and created == h("29")
+    assert created.acked is False and created.duplicate is False
     steps = [("4c", "65"), ("25", "40"), ("a9", "e9"), ("e9", "00")]
     for i, (inbound, expected) in enumerate(steps):
         result = ack.stamp(TAG, h(inbound))
-        assert type(result) is Stamp
+        assert isinstance(result, Stamp) and result.duplicate is False
         assert result == h(expected)
         assert result.acked is (i == len(steps) - 1)
         status = ack.status(TAG)
@@ -84,11 +85,17 @@ def test_create_writes_the_item_with_its_ttl(make_ack: Any, clock: Clock) -> Non
     now = int(clock.now)
     assert item["tagID"] == {"S": TAG}
     assert item["stamp"] == {"B": stamp}
-    assert item["expires_at"] == {"N": str(now + 600)}
+    assert item["deadline"] == {"N": str(now + 600)}
+    # The TTL attribute is the purge time: deadline + skew (5 s) + retention (1 day).
+    assert item["expires_at"] == {"N": str(now + 600 + 5 + 86400)}
     assert item["state"] == {"S": "pending"}
     assert item["version"] == {"N": "1"}
+    assert item["seq"] == {"N": "0"} and item["win"] == {"N": "32"} and item["trims"] == {"N": "0"}
     assert item["created_at"] == item["updated_at"] == {"N": str(now)}
-    assert len(item["ops"]["L"]) == 1
+    # The create's op lives in cop (key + payload hash) for the chain's life, not in ops.
+    assert item["ops"] == {"L": []} and item["oph"] == {"L": []}
+    assert len(item["cop"]["B"]) == 12 and len(item["tok"]["B"]) == 8
+    assert "owner" not in item and "reason" not in item and "sum" not in item
     status = ack.status(TAG)
     assert status.state == "pending" and not status.done
     assert status.expires_at == datetime.fromtimestamp(now + 600, tz=UTC)
@@ -102,7 +109,9 @@ def test_create_ttl_without_clock_is_now_plus_ttl(ack: XorAckDynamoDB) -> None:
     after = int(time.time())
     item = raw(ack, TAG)
     assert item is not None
-    assert before + 3600 <= int(item["expires_at"]["N"]) <= after + 3600
+    deadline = int(item["deadline"]["N"])
+    assert before + 3600 <= deadline <= after + 3600
+    assert int(item["expires_at"]["N"]) == deadline + 5 + 86400
 
 
 def test_create_all_zero_stamp_is_refused(ack: XorAckDynamoDB) -> None:
@@ -127,10 +136,15 @@ def test_create_overwrites_an_expired_chain(make_ack: Any, clock: Clock) -> None
     old = new_stamp()
     ack.create(TAG, old)
     ack.stamp(TAG, new_stamp())
-    clock.advance(60)  # expires_at == now: not expired yet
+    old_cop = raw(ack, TAG)["cop"]  # type: ignore[index]
+    clock.advance(60)  # deadline == now: not expired yet
     with expect(errors.TagExists, TAG):
         ack.create(TAG, new_stamp())
-    clock.advance(1)
+    clock.advance(5)  # past the deadline, within the skew margin: still not overwritable
+    assert ack.status(TAG).state == "pending"
+    with expect(errors.TagExists, TAG):
+        ack.create(TAG, new_stamp())
+    clock.advance(1)  # deadline + skew passed: a reader declares it expired
     assert ack.status(TAG).state == "expired"
     assert raw(ack, TAG) is not None  # the item is still there: expiry is decided by the clock
     fresh = new_stamp()
@@ -139,8 +153,11 @@ def test_create_overwrites_an_expired_chain(make_ack: Any, clock: Clock) -> None
     assert (status.state, status.stamp, status.version) == ("pending", fresh, 3)
     item = raw(ack, TAG)
     assert item is not None
-    assert item["expires_at"] == {"N": str(int(clock.now) + 60)}
-    assert len(item["ops"]["L"]) == 1  # a new chain remembers only its own create
+    assert item["deadline"] == {"N": str(int(clock.now) + 60)}
+    assert item["expires_at"] == {"N": str(int(clock.now) + 60 + 5 + 86400)}
+    # A new chain starts a new history: no stamp ops, its own create op.
+    assert item["ops"] == {"L": []} and item["seq"] == {"N": "0"}
+    assert item["cop"] != old_cop
     assert ack.stamp(TAG, fresh).acked
 
 
@@ -160,12 +177,22 @@ def test_create_overwrites_a_tombstone_only_after_its_retention(make_ack: Any, c
 
 def test_create_is_idempotent_per_op_id(ack: XorAckDynamoDB, make_ack: Any) -> None:
     first = new_stamp()
-    assert ack.create(TAG, first, op_id="root-1") == first
-    assert ack.create(TAG, first, op_id="root-1") == first
-    # A redelivered create with the same op id reports the chain, whatever it carries,
-    # from another tracker too.
+    created = ack.create(TAG, first, op_id="root-1")
+    assert created == first and not created.duplicate
+    again = ack.create(TAG, first, op_id="root-1")
+    assert again == first and again.duplicate and not again.acked
+    # A redelivered create with the same op id reports the chain, from another tracker too.
     other = make_ack()
-    assert other.create(TAG, new_stamp(), op_id="root-1") == first
+    assert other.create(TAG, first, op_id="root-1").duplicate
+    # The op id is bound to its value: the same op id with another value is a caller bug.
+    before = raw(ack, TAG)
+    requests = other.stats.total_requests
+    with expect(errors.OpIdReused, TAG) as info:
+        other.create(TAG, new_stamp(), op_id="root-1")
+    assert isinstance(info.value, ValueError)
+    # The rejected Put (and, where the backend returns no ALL_OLD, the read): no write.
+    assert other.stats.total_requests == requests + (1 if returns_all_old(ack) else 2)
+    assert raw(ack, TAG) == before
     with expect(errors.TagExists, TAG):
         ack.create(TAG, first, op_id="root-2")
     with expect(errors.TagExists, TAG):
@@ -200,11 +227,19 @@ def test_stamp_expired_chain_raises_tag_expired(make_ack: Any, clock: Clock) -> 
     ack.create(TAG, stamp)
     clock.advance(60)
     edge = new_stamp()
-    ack.stamp(TAG, edge)  # at expires_at exactly, still pending
+    ack.stamp(TAG, edge)  # at the deadline exactly, still pending
     clock.advance(1)
     before = raw(ack, TAG)
     assert before is not None  # the item exists: DynamoDB's TTL has not removed it
     fresh = make_ack(clock=clock)
+    # A writer refuses as soon as the deadline has passed on its clock...
+    for tracker in (ack, fresh):
+        with expect(errors.TagExpired, TAG):
+            tracker.stamp(TAG, xor(stamp, edge))
+    assert raw(ack, TAG) == before
+    # ...while a reader declares it expired only once the skew margin (5 s) has passed too.
+    assert ack.status(TAG).state == "pending"
+    clock.advance(5)
     for tracker in (ack, fresh):
         with expect(errors.TagExpired, TAG):
             tracker.stamp(TAG, xor(stamp, edge))
@@ -223,7 +258,7 @@ def test_stamp_acked_chain_raises_tag_acked(ack: XorAckDynamoDB, make_ack: Any) 
             tracker.stamp(TAG, new_stamp())
     # A duplicate of the op that completed it is not an error: it returns the zero stamp.
     again = make_ack().stamp(TAG, stamp, op_id="last")
-    assert again == bytes(16) and again.acked
+    assert again == bytes(16) and again.acked and again.duplicate
     assert raw(ack, TAG) == before
 
 
@@ -278,11 +313,11 @@ def test_duplicate_op_id_is_not_applied_twice(ack: XorAckDynamoDB, make_ack: Any
 
 
 def test_aba_stale_writer_cannot_drop_other_op_ids(ack: XorAckDynamoDB, make_ack: Any) -> None:
-    """The stamp returns to a value a stale writer holds (emit E, then ack E). The version
-    in the condition stops that writer from overwriting the op ids it never saw, so a
-    redelivery of those ops is still caught."""
+    """The stamp returns to a value a stale writer holds (emit E, then ack E). The write
+    token in the condition (new on every write) stops that writer from overwriting the
+    op ids it never saw, so a redelivery of those ops is still caught."""
     root, edge, mine = new_stamp(), new_stamp(), new_stamp()
-    ack.create(TAG, root)  # ack caches (root, version 1)
+    ack.create(TAG, root)  # ack caches (root, its token)
     other = make_ack()
     other.stamp(TAG, edge, op_id="emit-E")
     assert other.stamp(TAG, edge, op_id="ack-E") == root  # back to the cached value
@@ -367,7 +402,8 @@ def test_sequential_stamps_cost_one_request_each(ack: XorAckDynamoDB) -> None:
         result = ack.stamp(TAG, edge)
         assert ack.stats.total_requests - before == 1
         assert result.acked is (i == len(edges) - 1)
-    assert ack.stats.requests == {"UpdateItem": 10}
+    # The xor stamp writes the whole item with one PutItem conditioned on the token.
+    assert ack.stats.requests == {"PutItem": 10}
     per_stamp = ack.stats.total_requests / len(edges)
     print(f"\nsequential stamps, one tracker: {per_stamp:.2f} requests per stamp")
 
@@ -377,11 +413,11 @@ def test_stamp_without_a_cached_value_costs_a_read_and_a_write(ack: XorAckDynamo
     ack.create(TAG, root)
     second = make_ack()
     second.stamp(TAG, new_stamp())
-    assert second.stats.requests == {"GetItem": 1, "UpdateItem": 1}
+    assert second.stats.requests == {"GetItem": 1, "PutItem": 1}
     uncached = make_ack(cache_size=0)
     for _ in range(3):
         uncached.stamp(TAG, new_stamp())
-    assert uncached.stats.requests == {"GetItem": 3, "UpdateItem": 3}
+    assert uncached.stats.requests == {"GetItem": 3, "PutItem": 3}
     print(f"\nstamp without a cached value: {second.stats.total_requests:.2f} requests")
 
 
@@ -394,14 +430,14 @@ def test_stamp_from_a_stale_cache_succeeds(ack: XorAckDynamoDB, make_ack: Any) -
     assert ack.stamp(TAG, b) == xor(root, a, b)
     if returns_all_old(ack):
         # The failed condition carries the current item: no read needed.
-        assert ack.stats.requests == {"UpdateItem": 2}
+        assert ack.stats.requests == {"PutItem": 2}
     else:
-        assert ack.stats.requests == {"UpdateItem": 2, "GetItem": 1}
+        assert ack.stats.requests == {"PutItem": 2, "GetItem": 1}
     assert ack.stats.events == {"conflicts": 1, "retries": 1}
     print(f"\nstamp from a stale cached value: {ack.stats.total_requests} requests")
     ack.stats.reset()
     assert ack.stamp(TAG, xor(root, a, b)).acked  # and the cache is current again
-    assert ack.stats.requests == {"UpdateItem": 1}
+    assert ack.stats.requests == {"PutItem": 1}
 
 
 # -- fail / touch / status / delete ------------------------------------------------------
@@ -423,7 +459,8 @@ def test_touch_extends_expiry(make_ack: Any, clock: Clock) -> None:
     assert status.state == "pending"
     assert status.expires_at == datetime.fromtimestamp(now + 60, tz=UTC)
     item = raw(ack, TAG)
-    assert item is not None and item["expires_at"] == {"N": str(now + 60)}
+    assert item is not None and item["deadline"] == {"N": str(now + 60)}
+    assert item["expires_at"] == {"N": str(now + 60 + 5 + 86400)}  # the purge time moves too
     clock.advance(50)  # past the original expiry, within the touched one
     assert ack.status(TAG).state == "pending"
     ack.stamp(TAG, new_stamp())
@@ -520,7 +557,7 @@ def test_status_many_in_chunks(make_ack: Any, clock: Clock) -> None:
         ack.create(tag, stamp)
     ack.stamp(present[237], stamp)
     ack.fail(present[238], "bad")
-    clock.advance(61)  # present[236] and [239] are now expired
+    clock.advance(66)  # deadline + skew passed: present[236] and [239] are now expired
     missing = [f"missing/{i}" for i in range(10)]
     wanted = present + missing + present[:50]  # duplicates collapse
     ack.stats.reset()
@@ -590,6 +627,9 @@ def test_bad_stamps_are_refused_before_any_request(ack: XorAckDynamoDB) -> None:
     requests = ack.stats.total_requests
     for stamp, cls in BAD_STAMPS:
         for name, tag in (("create", "new-tag"), ("stamp", TAG)):
+            if name == "stamp" and stamp is None:
+                # stamp(tag) with no value is the keyword form without edges.
+                cls = errors.InvalidStamp
             with expect(cls, tag) as info:
                 getattr(ack, name)(tag, stamp)
             assert isinstance(info.value, ValueError)
@@ -653,15 +693,21 @@ def test_node_item_and_a_node_write_in_between(ack: XorAckDynamoDB) -> None:
 UNREADABLE = [
     ("expires_at", {"S": "tomorrow"}),
     ("expires_at", {"N": "1.5"}),
+    ("deadline", {"S": "tomorrow"}),
     ("stamp", {"S": "29"}),
     ("state", {"S": "done"}),
     ("version", {"S": "1"}),
     ("ops", {"S": "op"}),
+    ("tok", {"S": "token"}),
+    ("cop", {"B": b"short"}),
+    ("win", {"S": "32"}),
 ]
 
 
 def test_unreadable_item_raises_corrupt_item(ack: XorAckDynamoDB) -> None:
-    """An attribute of a type the library cannot read: CorruptItem, and nothing written."""
+    """An attribute of a type the library cannot read: CorruptItem, and nothing written;
+    status_many reports such an item as ``corrupt`` and still returns the others."""
+    ack.create("readable", h("29"))
     items: dict[str, dict[str, Any]] = {}
     for i, (attribute, value) in enumerate(UNREADABLE):
         tag = f"corrupt/{i}/{attribute}"
@@ -671,7 +717,6 @@ def test_unreadable_item_raises_corrupt_item(ack: XorAckDynamoDB) -> None:
         checks: list[tuple[str, tuple[Any, ...]]] = [
             ("stamp", (tag, h("4c"))),
             ("status", (tag,)),
-            ("status_many", ([tag],)),
         ]
         if "expires_at" not in item:
             # A live item it cannot read is not overwritten. (An item whose expiry is in
@@ -682,7 +727,18 @@ def test_unreadable_item_raises_corrupt_item(ack: XorAckDynamoDB) -> None:
                 getattr(ack, method)(*args)
             assert info.value.code == "CorruptItem"
             assert info.value.tag == tag
+        many = ack.status_many([tag, "readable"])
+        assert list(many) == [tag, "readable"]
+        assert many["readable"].state == "pending" and many["readable"].stamp == h("29")
+        corrupt = many[tag]
+        assert (corrupt.tag, corrupt.state, corrupt.value, corrupt.expires_at) == (tag, "corrupt", None, None)
+        assert corrupt.done and corrupt.reason is not None and f"'{attribute_of(tag)}'" in corrupt.reason
         assert raw(ack, tag) == item
+
+
+def attribute_of(tag: str) -> str:
+    """The attribute a corrupt/<i>/<attribute> tag was made unreadable in."""
+    return tag.rsplit("/", 1)[1]
 
 
 def test_one_message_id_may_serve_a_create_and_its_first_stamp(ack: XorAckDynamoDB) -> None:

@@ -72,7 +72,9 @@ def read_item(observer: Any, ack: XorAckDynamoDB, tag: str = TAG) -> dict[str, A
     return item
 
 
-def lose_next(ack: XorAckDynamoDB, observer: Any, operation: str = "UpdateItem") -> LostResponse:
+def lose_next(ack: XorAckDynamoDB, observer: Any, operation: str = "PutItem") -> LostResponse:
+    """Lose the response of ``ack``'s next ``operation`` (PutItem: a create, or an xor
+    stamp's conditional write of the whole item)."""
     return LostResponse(ack.client, operation, lambda: read_item(observer, ack))
 
 
@@ -85,7 +87,7 @@ def test_resent_stamp_is_applied_once(tracker: XorAckDynamoDB, observer: Any) ->
     ack.create(TAG, root)
     assert ack.stamp(TAG, xor(root, c1, c2, c3)) == xor(c1, c2, c3)
     lost = lose_next(ack, observer)
-    before = ack.stats.requests.get("UpdateItem", 0)
+    before = ack.stats.requests.get("PutItem", 0)
     lost.arm()
 
     result = ack.stamp(TAG, c1)
@@ -94,8 +96,8 @@ def test_resent_stamp_is_applied_once(tracker: XorAckDynamoDB, observer: Any) ->
     assert lost.first_status == 200
     assert lost.after_first["version"] == {"N": "3"}
     assert lost.after_first["stamp"] == {"B": xor(c2, c3)}
-    # ... botocore sent it again (two UpdateItem requests for this one stamp) ...
-    assert ack.stats.requests["UpdateItem"] - before == 2
+    # ... botocore sent it again (two PutItem requests for this one stamp) ...
+    assert ack.stats.requests["PutItem"] - before == 2
     assert lost.sent == 2
     # ... whose condition failed, and the op id told the tracker it was already applied.
     assert ack.stats.events.get("duplicates") == 1
@@ -118,12 +120,12 @@ def test_resent_create_is_applied_once(tracker: XorAckDynamoDB, observer: Any) -
 
     assert lost.first_status == 200
     assert lost.after_first["stamp"] == {"B": root} and lost.after_first["version"] == {"N": "1"}
-    assert ack.stats.requests == {"UpdateItem": 2}
+    assert ack.stats.requests == {"PutItem": 2}
     assert ack.stats.events.get("duplicates") == 1
     assert created == root and not created.acked  # not TagExists: it was our own create
     ack.stats.reset()
     assert not ack.stamp(TAG, xor(root, c1)).acked
-    assert ack.stats.requests == {"UpdateItem": 1}  # the resend's answer refreshed the cache
+    assert ack.stats.requests == {"PutItem": 1}  # the resend's answer refreshed the cache
     assert ack.stamp(TAG, c1).acked
     status = ack.status(TAG)
     assert (status.state, status.version) == ("acked", 3)
@@ -135,14 +137,14 @@ def test_resent_completing_stamp_is_applied_once(tracker: XorAckDynamoDB, observ
     ack.create(TAG, root)
     ack.stamp(TAG, xor(root, c1))
     lost = lose_next(ack, observer)
-    before = ack.stats.requests["UpdateItem"]
+    before = ack.stats.requests["PutItem"]
     lost.arm()
 
     done = ack.stamp(TAG, c1)
 
     assert lost.after_first["state"] == {"S": "acked"}
     assert lost.after_first["stamp"] == {"B": bytes(16)}
-    assert ack.stats.requests["UpdateItem"] - before == 2
+    assert ack.stats.requests["PutItem"] - before == 2
     assert ack.stats.events.get("duplicates") == 1
     assert done.acked and done == bytes(16)  # not TagAcked: it was our own stamp
     status = ack.status(TAG)
@@ -215,7 +217,7 @@ def test_control_naive_retry_undoes_a_resent_stamp(tracker: XorAckDynamoDB, obse
     root, c1, c2 = new_stamp(), new_stamp(), new_stamp()
     client.put_item(TableName=table, Item={"tagID": {"S": TAG}, "stamp": {"B": root}})
     naive_stamp(client, table, TAG, xor(root, c1, c2))
-    lost = lose_next(tracker, observer)
+    lost = lose_next(tracker, observer, "UpdateItem")
     lost.arm()
     naive_stamp(client, table, TAG, c1)
     assert lost.after_first["stamp"] == {"B": c2}  # the first copy was applied ...
@@ -328,7 +330,7 @@ def test_concurrent_trackers_end_acked_exactly_at_the_last_stamp(moto_server: Lo
     assert final.version == 2 + THREADS * CHILDREN_PER_THREAD
 
     stamps = THREADS * CHILDREN_PER_THREAD
-    writes = sum(t.stats.requests.get("UpdateItem", 0) for t in trackers)
+    writes = sum(t.stats.requests.get("PutItem", 0) for t in trackers)
     reads = sum(t.stats.requests.get("GetItem", 0) for t in trackers)
     conflicts = sum(t.stats.events.get("conflicts", 0) for t in trackers)
     retries = sum(t.stats.events.get("retries", 0) for t in trackers)

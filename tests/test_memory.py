@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from conftest import expect, h
 
-from xor_ack_dynamodb import ChainStatus, MemoryAck, Stamp, errors, new_stamp, xor
+from xor_ack_dynamodb import ChainStatus, CombiningTracker, MemoryAck, Stamp, errors, new_stamp, xor
 from xor_ack_dynamodb.stamps import MAX_STAMP_BYTES, MAX_TAG_BYTES
 
 TAG = "database/file13"
@@ -37,11 +37,12 @@ def events() -> Events:
 def test_seed_readme_walkthrough(events: Events) -> None:
     ack = events.tracker()
     created = ack.create(TAG, h("29"))
-    assert type(created) is Stamp and created == h("29") and not created.acked
+    assert isinstance(created, Stamp) and created == h("29") and not created.acked
+    assert not created.duplicate
     steps = [("4c", "65"), ("25", "40"), ("a9", "e9"), ("e9", "00")]
     for i, (inbound, expected) in enumerate(steps):
         result = ack.stamp(TAG, h(inbound))
-        assert type(result) is Stamp and result == h(expected)
+        assert isinstance(result, Stamp) and result == h(expected) and not result.duplicate
         assert result.acked is (i == 3)
         assert events.acked == ([TAG] if i == 3 else [])
     assert ack.status(TAG) == ChainStatus(TAG, "acked", Stamp(h("00")), None, None, 5)
@@ -217,13 +218,18 @@ def test_op_id_idempotency(events: Events) -> None:
     ack = events.tracker()
     root, child = new_stamp(), new_stamp()
     assert ack.create(TAG, root, op_id="root") == root
-    assert ack.create(TAG, new_stamp(), op_id="root") == root
+    again = ack.create(TAG, root, op_id="root")
+    assert again == root and again.duplicate and not again.acked
+    with pytest.raises(errors.OpIdReused):  # an op id names one payload
+        ack.create(TAG, new_stamp(), op_id="root")
     assert ack.stamp(TAG, xor(root, child), op_id="m1") == child
     assert ack.stamp(TAG, xor(root, child), op_id="m1") == child
     assert ack.status(TAG).stamp == child
     assert ack.stamp(TAG, child, op_id="m2").acked
     again = ack.stamp(TAG, child, op_id="m2")  # a duplicate of the completing op
-    assert again.acked and again == bytes(16)
+    assert again.acked and again.duplicate and again == bytes(16)
+    late = ack.stamp(TAG, xor(root, child), op_id="m1")  # a duplicate of an earlier op
+    assert late == bytes(16) and late.duplicate and not late.acked
     assert events.acked == [TAG]  # reported once
 
 
@@ -315,3 +321,14 @@ def test_memory_one_message_id_may_serve_a_create_and_its_first_stamp() -> None:
 def test_memory_status_many_refuses_a_bare_string() -> None:
     with pytest.raises(errors.InvalidTagType):
         MemoryAck().status_many("abc")
+
+
+@pytest.mark.parametrize("mode", ["xor", "sum"])
+def test_callbacks_fire_under_a_combining_tracker(mode: str) -> None:
+    acked: list[str] = []
+    ack = CombiningTracker(MemoryAck(mode=mode, on_acked=acked.append))
+    root = ack.new_edge()
+    ack.create(TAG, root)
+    assert ack.stamp(TAG, finished=[root], op_id="last").acked
+    assert ack.stamp(TAG, finished=[root], op_id="last").duplicate  # a redelivery: not reported again
+    assert acked == [TAG]

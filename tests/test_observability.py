@@ -33,6 +33,10 @@ def test_debug_log_names_requests_never_secrets_or_bodies(
         ack.stamp("logged", edge, op_id="secret-op-id")
     records = [r for r in caplog.records if r.name == "xor_ack_dynamodb"]
     text = "\n".join(r.getMessage() for r in records)
-    assert "UpdateItem" in text and "'logged'" in text
+    # One line per request (docs/README.md: "operation, table, tag"): create and the
+    # cached stamp are one PutItem each.
+    requests = [r.getMessage() for r in records if r.getMessage().startswith("PutItem")]
+    assert len(requests) == 2, text
+    assert all(ack.table in line and "'logged'" in line for line in requests), text
     for secret in ("testing", edge.hex(), "secret-op-id", repr(bytes(edge))):
         assert secret not in text

@@ -1,228 +1,520 @@
-"""The serverless example end to end: S3, SQS and DynamoDB from moto under one mock_aws,
-the real Lambda entry points built from their environment, Lambda's SQS poller played
-by ``run_local.poll``."""
+"""xor_ack_dynamodb.serverless end to end on moto (S3, SQS, DynamoDB, EventBridge in one
+``mock_aws``), in both modes: the example's S3 -> SQS -> worker -> completion flow with
+every message delivered twice, a handler that raises after emitting its children, a
+poison message, malformed envelopes, completion exactly once, starts, ownership,
+S3-carried children and the replay listing. Worker processes racing on a moto server
+are in ``test_serverless_processes.py``."""
 
 from __future__ import annotations
 
 import json
-import sys
+import logging
+import pickle
+import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import boto3
 import pytest
+from conftest import Clock
 from moto import mock_aws
+from serverless_helpers import example, jsonl, queue_depth, receive_all, summary
 
 from xor_ack_dynamodb import XorAckDynamoDB
+from xor_ack_dynamodb.errors import InvalidConfig
+from xor_ack_dynamodb.serverless import (
+    Completion,
+    Context,
+    Pipeline,
+    PipelineConfig,
+    decode_record,
+    op_id,
+    process_sqs_batch,
+    scan_unfinished,
+    unfinished,
+    unfinished_objects,
+)
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "serverless"
-
-WORDS = ["alpha", "beta", "gamma", "delta", "epsilon"]
-
-
-def jsonl(lines: int, poison_at: int | None = None) -> tuple[bytes, Counter[str]]:
-    """An input of ``lines`` JSON lines, and the word counts it should produce."""
-    out, counts = [], Counter[str]()
-    for i in range(lines):
-        if i == poison_at:
-            out.append("{not json")
-            continue
-        text = " ".join(WORDS[: 1 + i % len(WORDS)]) + f" w{i % 7}"
-        counts.update(text.split())
-        out.append(json.dumps({"text": text}))
-    return "\n".join(out).encode(), counts
+REGION = "us-east-1"
 
 
 class World:
-    """The AWS side of the example, in-process, and the Lambda functions on it."""
+    """Buckets, queues and a table in moto; the example's functions on them."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, **settings: str) -> None:
-        self.s3 = boto3.client("s3", region_name="us-east-1")
-        self.sqs = boto3.client("sqs", region_name="us-east-1")
-        self.env = run_local().setup(
-            self.s3, self.sqs, XorAckDynamoDB("serverless-chains", client=boto3.client("dynamodb"))
-        )
-        self.env.update(CHUNK_LINES="6", LEAF_LINES="2", **settings)
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, mode: str, chunk: int = 6, **env: str) -> None:
+        self.s3, self.sqs = boto3.client("s3", region_name=REGION), boto3.client("sqs", region_name=REGION)
+        self.ddb = boto3.client("dynamodb", region_name=REGION)
+        self.local = example("run_local")
+        self.env = self.local.setup(self.s3, self.sqs, self.ddb, mode)
+        self.env.update(env)
         for name, value in self.env.items():
             monkeypatch.setenv(name, value)
-        self.handlers = _import("lambda_function")
-        self.handlers.pipeline.cache_clear()
+        self.fn = example("lambda_function")
+        monkeypatch.setattr(self.fn, "CHUNK", chunk)
+        monkeypatch.setattr(self.fn, "LEAF", 2)
+        self.fn.pipeline.cache_clear()
+        self.work, self.done = self.env["XOR_ACK_QUEUE_URL"], self.env["XOR_ACK_COMPLETION_QUEUE_URL"]
 
     @property
-    def tracker(self) -> XorAckDynamoDB:
-        tracker: XorAckDynamoDB = self.handlers.pipeline().tracker
-        return tracker
+    def pipeline(self) -> Pipeline:
+        found: Pipeline = self.fn.pipeline()
+        return found
 
     def upload(self, key: str, body: bytes) -> dict[str, Any]:
-        event: dict[str, Any] = run_local().upload(self.s3, key, body)
+        event: dict[str, Any] = self.local.upload(self.s3, key, body)
         return event
 
-    def drain(self, handler: Any = None, **kwargs: Any) -> int:
-        batches: int = run_local().poll(
-            self.sqs, self.env["WORK_QUEUE_URL"], handler or self.handlers.on_work, **kwargs
-        )
-        return batches
+    def start(self, event: dict[str, Any]) -> list[str]:
+        tags: list[str] = self.fn.on_upload(event, None)["started"]
+        return tags
 
-    def completions(self) -> list[dict[str, Any]]:
-        messages = []
-        while True:
-            got = self.sqs.receive_message(QueueUrl=self.env["COMPLETION_QUEUE_URL"], MaxNumberOfMessages=10)
-            if not got.get("Messages"):
-                return messages
-            for m in got["Messages"]:
-                messages.append(json.loads(m["Body"]))
-                self.sqs.delete_message(
-                    QueueUrl=self.env["COMPLETION_QUEUE_URL"], ReceiptHandle=m["ReceiptHandle"]
-                )
+    def drain(self, handler: Any = None, **options: Any) -> int:
+        delivered: int = self.local.poll(self.sqs, self.work, handler or self.fn.on_work, **options)
+        return delivered
 
-    def marker(self, key: str) -> dict[str, Any] | None:
-        try:
-            body = self.s3.get_object(Bucket=self.env["OUTPUT_BUCKET"], Key=f"done/{key}.json")["Body"].read()
-        except self.s3.exceptions.NoSuchKey:
-            return None
-        marker: dict[str, Any] = json.loads(body)
-        return marker
+    def tracker(self) -> XorAckDynamoDB:
+        tracker: XorAckDynamoDB = self.pipeline.tracker  # type: ignore[assignment]
+        return tracker
 
 
-def _import(name: str) -> ModuleType:
-    if str(EXAMPLE) not in sys.path:
-        sys.path.insert(0, str(EXAMPLE))
-    __import__(name)
-    return sys.modules[name]
-
-
-def run_local() -> Any:
-    return _import("run_local")
+@pytest.fixture(params=["sum", "xor"])
+def mode(request: pytest.FixtureRequest) -> str:
+    value: str = request.param
+    return value
 
 
 @pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+def world(monkeypatch: pytest.MonkeyPatch, mode: str) -> Iterator[World]:
     with mock_aws():
-        yield World(monkeypatch)
+        yield World(monkeypatch, mode)
 
 
-def test_happy_path(world: World) -> None:
-    body, expected = jsonl(40)
-    result = world.handlers.on_object_created(world.upload("in/a.jsonl", body), None)
-    [tag] = result["tags"]
-    assert world.tracker.status(tag).state == "pending"
-
-    batches = world.drain()
-    assert batches >= 2
-
-    status = world.tracker.status(tag)
-    assert status.state == "acked" and status.stamp.acked
-    marker = world.marker("in/a.jsonl")
-    assert marker is not None and marker["tag"] == tag
-    assert marker["words"] == dict(expected)
-    assert world.completions() == [marker]
-    # 40 lines in chunks of 6 (7 chunks), split down to leaves of at most 2 lines:
-    # every message stamps once, on top of the create.
-    leaves = len(world.s3.list_objects_v2(Bucket=world.env["OUTPUT_BUCKET"], Prefix="results/")["Contents"])
-    assert leaves >= 20
-    assert world.tracker.stats.events.get("duplicates", 0) == 0
-
-
-def clean_run_version(monkeypatch: pytest.MonkeyPatch, body: bytes) -> int:
-    """The chain's version after a run with no duplicates: 1 + one write per message."""
+def clean_versions(monkeypatch: pytest.MonkeyPatch, mode: str, bodies: dict[str, bytes]) -> list[int]:
+    """The chains' write counts after a run where nothing is delivered twice."""
     with mock_aws():
-        clean = World(monkeypatch)
-        [tag] = clean.handlers.on_object_created(clean.upload("in/r.jsonl", body), None)["tags"]
+        clean = World(monkeypatch, mode, chunk=4)
+        tags = [clean.start(clean.upload(key, body))[0] for key, body in bodies.items()]
         clean.drain()
-        return clean.tracker.status(tag).version
+        return [clean.tracker().status(t).version for t in tags]
 
 
-def test_redelivered_messages_are_applied_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    body, expected = jsonl(14)
-    clean_version = clean_run_version(monkeypatch, body)
+def test_s3_to_completion_with_every_message_delivered_twice(
+    monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    # Small trees: a redelivered message re-sends its children, so copies double per level.
+    inputs = {f"in/{i}.jsonl": jsonl(7 + i, seed=i) for i in range(2)}
+    bodies = {key: body for key, (body, _) in inputs.items()}
+    versions = clean_versions(monkeypatch, mode, bodies)
     with mock_aws():
-        world = World(monkeypatch)
-        event = world.upload("in/r.jsonl", body)
-        [tag] = world.handlers.on_object_created(event, None)["tags"]
-        [again] = world.handlers.on_object_created(event, None)["tags"]  # S3 delivers twice: chunks re-sent
-        assert again == tag
-
-        seen: Counter[str] = Counter()
-        receives: dict[str, list[str]] = {}
-
-        def lossy_lambda(event: dict[str, Any], context: Any) -> dict[str, Any]:
-            """Processes every message, but the first time the function 'times out'
-            after its work: SQS never hears of it and delivers the same message id again."""
-            result: dict[str, Any] = world.handlers.on_work(event, context)
-            failures = list(result["batchItemFailures"])
-            for record in event["Records"]:
-                seen[record["messageId"]] += 1
-                receives.setdefault(record["messageId"], []).append(
-                    record["attributes"]["ApproximateReceiveCount"]
-                )
-                if seen[record["messageId"]] == 1:
-                    failures.append({"itemIdentifier": record["messageId"]})
-            return {"batchItemFailures": failures}
-
-        world.drain(lossy_lambda)
-
-        assert seen and all(n == 2 for n in seen.values())  # every message id delivered twice
-        assert all(r == ["1", "2"] for r in receives.values())
-        status = world.tracker.status(tag)
-        assert status.state == "acked" and status.stamp.acked
-        # Nothing applied twice: the same number of writes as the clean run.
-        assert status.version == clean_version
-        assert world.tracker.stats.events["duplicates"] >= len(seen) // 2
-        marker = world.marker("in/r.jsonl")
-        assert marker is not None and marker["words"] == dict(expected)
-        assert len(world.completions()) == 1  # the redelivered last message did not complete again
-
-
-def test_poison_message_fails_the_chain(monkeypatch: pytest.MonkeyPatch) -> None:
-    with mock_aws():
-        world = World(monkeypatch, POISON_AFTER_RECEIVES="3")
-        body, _ = jsonl(24, poison_at=13)
-        [tag] = world.handlers.on_object_created(world.upload("in/p.jsonl", body), None)["tags"]
+        world = World(monkeypatch, mode, chunk=4)
+        tags = []
+        for key, body in bodies.items():
+            event = world.upload(key, body)
+            [tag] = world.start(event)
+            assert world.start(event) == [tag]  # S3 delivers the event again: same chain, no new one
+            tags.append(tag)
         deliveries: Counter[str] = Counter()
 
-        def count(records: list[dict[str, Any]]) -> None:
-            for record in records:
-                lines = json.loads(record["body"])["lines"]
-                if len(lines) <= 2 and "{not json" in lines:  # the leaf that holds the bad line
-                    deliveries[record["messageId"]] += 1
+        def counting(event: dict[str, Any], context: Any) -> Any:
+            deliveries.update(r["messageId"] for r in event["Records"])
+            return world.fn.on_work(event, context)
 
-        world.drain(on_batch=count)
-
-        assert list(deliveries.values()) == [3]  # retried, then given up on at the limit
-        status = world.tracker.status(tag)
-        assert status.state == "failed"
-        assert status.reason is not None
-        assert "poison message" in status.reason and "JSONDecodeError" in status.reason
-        assert next(iter(deliveries)) in status.reason  # names the message
-        assert world.marker("in/p.jsonl") is None
-        assert world.completions() == []
-        # The queue is drained: messages of the failed chain were dropped, not retried forever.
-        assert world.sqs.receive_message(QueueUrl=world.env["WORK_QUEUE_URL"]).get("Messages") is None
-
-
-def test_empty_object_completes_at_once(world: World) -> None:
-    [tag] = world.handlers.on_object_created(world.upload("in/empty.jsonl", b"\n"), None)["tags"]
-    assert world.drain() == 0
-    marker = world.marker("in/empty.jsonl")
-    assert marker is not None and marker["words"] == {} and marker["tag"] == tag
-    assert len(world.completions()) == 1
+        world.drain(counting, twice=True)
+        assert deliveries and min(deliveries.values()) >= 2  # every message at least twice
+        completions = receive_all(world.sqs, world.done)
+        assert Counter(c["tag"] for c in completions) == Counter(tags)  # exactly once per chain
+        tracker = world.tracker()
+        for tag, clean in zip(tags, versions, strict=True):
+            status = tracker.status(tag)
+            assert status.state == "acked" and status.mode == mode
+            assert status.version == clean  # nothing applied twice: as many writes as the clean run
+        stats = world.pipeline.stats.events
+        assert stats["completions.fired"] == 2 and stats["completions.repeated"] >= 2
+        world.fn.on_done({"Records": [{"body": json.dumps(c)} for c in completions]}, None)
+        for tag, (_, expected) in zip(tags, inputs.values(), strict=True):
+            assert summary(world.s3, world.env["OUTPUT_BUCKET"], tag) == {
+                "tag": tag,
+                "words": dict(sorted(expected.items())),
+            }
 
 
-def test_handlers_build_nothing_at_import(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Importing the entry points needs no environment; the pipeline is built on first use
-    from it, once per warm container."""
-    for name in ("XOR_ACK_TABLE", "WORK_QUEUE_URL", "OUTPUT_BUCKET"):
-        monkeypatch.delenv(name, raising=False)
-    handlers = _import("lambda_function")
-    handlers.pipeline.cache_clear()
-    with pytest.raises(KeyError, match="XOR_ACK_TABLE"):
-        handlers.pipeline()
+def test_poison_message_fails_its_chain_and_the_rest_completes(world: World) -> None:
+    bad, _ = jsonl(12, poison_at=7)
+    good, _ = jsonl(12, seed=3)
+    [bad_tag] = world.start(world.upload("in/bad.jsonl", bad))
+    [good_tag] = world.start(world.upload("in/good.jsonl", good))
+    poison: Counter[str] = Counter()
+
+    def watching(event: dict[str, Any], context: Any) -> Any:
+        for record in event["Records"]:
+            if "{not json" in record["body"] and len(json.loads(record["body"])["lines"]) <= 2:
+                poison[record["messageId"]] += 1
+        return world.fn.on_work(event, context)
+
+    world.drain(watching)
+    assert list(poison.values()) == [3]  # XOR_ACK_MAX_RECEIVES=3: retried, then failed its chain
+    status = world.tracker().status(bad_tag)
+    assert status.state == "failed" and status.reason is not None
+    [message_id] = poison
+    assert status.reason.startswith(f"poison message {message_id} (received 3 times): JSONDecodeError")
+    assert world.tracker().status(good_tag).state == "acked"
+    assert [c["tag"] for c in receive_all(world.sqs, world.done)] == [good_tag]  # no completion for it
+    assert queue_depth(world.sqs, world.work) == 0  # nothing left retrying forever
+    assert world.pipeline.stats.events["records.failed_chain"] == 1
+
+
+def library_pipeline(mode: str, clock: Any = None, **options: Any) -> tuple[Pipeline, str]:
+    """A pipeline built from parts (no example), on a fresh queue and table."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue = sqs.create_queue(QueueName=f"q-{mode}", Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
+    clock = clock or time.time
+    tracker = XorAckDynamoDB(
+        f"t-{mode}", client=boto3.client("dynamodb", region_name=REGION), mode=mode, clock=clock
+    )
+    tracker.create_table()
+    s3 = boto3.client("s3", region_name=REGION)
+    return Pipeline(tracker, queue_url=queue, sqs=sqs, s3=s3, clock=clock, **options), queue
+
+
+def receive(pipeline: Pipeline, queue: str) -> list[dict[str, Any]]:
+    got = pipeline.sqs.receive_message(
+        QueueUrl=queue, MaxNumberOfMessages=10, AttributeNames=["All"], MessageAttributeNames=["All"]
+    )
+    records: list[dict[str, Any]] = example("run_local").lambda_records(got.get("Messages", []))
+    return records
+
+
+def drain(pipeline: Pipeline, queue: str, handler: Any) -> None:
+    example("run_local").poll(
+        pipeline.sqs, queue, lambda e, c: process_sqs_batch(e, handler, pipeline=pipeline)
+    )
+
+
+@mock_aws
+def test_a_handler_that_raises_after_emitting_sends_and_stamps_nothing(mode: str) -> None:
+    fired: list[Completion] = []
+    pipeline, queue = library_pipeline(mode, on_complete=[fired.append])
+    started = pipeline.start("job-1", children=[{"depth": 2}])
+    before = pipeline.tracker.status("job-1")
+    calls: Counter[str] = Counter()
+
+    def handler(ctx: Context) -> None:
+        calls[ctx.edge_id] += 1
+        depth = ctx.json()["depth"]
+        if depth:
+            ctx.emit({"depth": depth - 1})
+            ctx.emit({"depth": depth - 1})
+            if ctx.receive_count == 1:
+                raise RuntimeError("crashed after emitting")
+
+    [root] = receive(pipeline, queue)
+    result = process_sqs_batch({"Records": [root]}, handler, pipeline=pipeline)
+    assert result == {"batchItemFailures": [{"itemIdentifier": root["messageId"]}]}
+    assert queue_depth(pipeline.sqs, queue) == 1  # only the root again: no child was sent
+    after = pipeline.tracker.status("job-1")
+    assert (after.value, after.version) == (before.value, before.version)  # and nothing stamped
+    drain(pipeline, queue, handler)
+    assert pipeline.tracker.status("job-1").state == "acked"
+    assert [c.tag for c in fired] == ["job-1"] and fired[0].owner == started.owner
+    # Internal nodes ran twice (the crash, then the retry), leaves once: no child was
+    # ever sent by a failed attempt, so none ran twice.
+    assert sorted(calls.values()) == [1, 1, 1, 1, 2, 2, 2]
+
+
+@mock_aws
+def test_malformed_and_missing_envelopes_never_reach_the_handler(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    pipeline, queue = library_pipeline(mode, max_receives=2)
+    pipeline.start("job-2", children=["real work"])
+    pipeline.sqs.send_message(QueueUrl=queue, MessageBody="not tracked")
+    pipeline.sqs.send_message(
+        QueueUrl=queue,
+        MessageBody="bad",
+        MessageAttributes={"xor-ack": {"DataType": "String", "StringValue": '{"v": 1, "tag": "job-2"}'}},
+    )
+    seen: list[str] = []
+    with caplog.at_level(logging.ERROR, logger="xor_ack_dynamodb.serverless"):
+        drain(pipeline, queue, lambda ctx: seen.append(ctx.body))
+    assert seen == ["real work"]
+    assert pipeline.tracker.status("job-2").state == "acked"
+    events = pipeline.stats.events
+    assert events["records.malformed"] == 2 and events["records.retried"] == 2  # once each, then dropped
+    errors = [r.getMessage() for r in caplog.records]
+    assert any("MissingEnvelope" in e and "dropped after 2 receives" in e for e in errors)
+    assert any("MalformedEnvelope" in e and "mode" in e for e in errors)
+    assert queue_depth(pipeline.sqs, queue) == 0
+
+
+@mock_aws
+def test_completion_fires_once_when_the_completing_op_comes_again(mode: str) -> None:
+    fired: list[Completion] = []
+    pipeline, queue = library_pipeline(mode, on_complete=[fired.append])
+    pipeline.start("job-3", children=["only child"])
+    [record] = receive(pipeline, queue)
+    for _ in range(3):  # the completing message, delivered three times
+        assert process_sqs_batch({"Records": [record]}, lambda ctx: None, pipeline=pipeline) == {
+            "batchItemFailures": []
+        }
+    assert [c.tag for c in fired] == ["job-3"]
+    assert pipeline.stats.events["completions.repeated"] == 2
+    # Why a claim is needed: the tracker reports acked to every copy of the completing op.
+    envelope = decode_record(record, mode).envelope
+    again = pipeline.tracker.stamp(
+        "job-3", finished=[envelope.edge], op_id=op_id(envelope.edge), owner=envelope.owner
+    )
+    assert again.acked and again.duplicate
+
+
+@mock_aws
+def test_a_live_claim_defers_and_a_failed_target_is_retried(mode: str) -> None:
+    clock = Clock()
+    calls: list[str] = []
+
+    def flaky(completion: Completion) -> None:
+        calls.append(completion.tag)
+        if len(calls) == 1:
+            raise ConnectionError("target down")
+
+    pipeline, queue = library_pipeline(mode, on_complete=[flaky], completion_lease=60, clock=clock)
+    pipeline.start("job-4", children=["x"])
+    [record] = receive(pipeline, queue)
+    batch = {"Records": [record]}
+    failure = {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
+    assert process_sqs_batch(batch, lambda ctx: None, pipeline=pipeline) == failure  # target failed
+    assert pipeline.guard.claim("job-4", "someone-else", clock(), 60) == "claimed"  # released, so claimable
+    assert process_sqs_batch(batch, lambda ctx: None, pipeline=pipeline) == failure  # held: retry later
+    clock.advance(61)  # the other claimant died: its lease ran out
+    assert process_sqs_batch(batch, lambda ctx: None, pipeline=pipeline) == {"batchItemFailures": []}
+    assert process_sqs_batch(batch, lambda ctx: None, pipeline=pipeline) == {"batchItemFailures": []}
+    assert calls == ["job-4", "job-4"]  # one failed call, one firing
+
+
+@mock_aws
+def test_sqs_and_eventbridge_completion_targets() -> None:
+    sqs, events = boto3.client("sqs", region_name=REGION), boto3.client("events", region_name=REGION)
+    done = sqs.create_queue(QueueName="done")["QueueUrl"]
+    seen = sqs.create_queue(QueueName="bus-seen")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=seen, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.create_event_bus(Name="chains")
+    events.put_rule(Name="done", EventBusName="chains", EventPattern=json.dumps({"source": ["xor-ack"]}))
+    events.put_targets(Rule="done", EventBusName="chains", Targets=[{"Id": "q", "Arn": arn}])
+    pipeline, queue = library_pipeline("sum")
+    pipeline = Pipeline(
+        pipeline.tracker,
+        queue_url=queue,
+        sqs=sqs,
+        events=events,
+        completion_queue_url=done,
+        completion_bus="chains",
+    )
+    for tag in ("a", "b"):
+        pipeline.start(tag, children=[1, 2, 3])
+    drain(pipeline, queue, lambda ctx: None)
+    on_queue = receive_all(sqs, done)
+    on_bus = [m["detail"] for m in receive_all(sqs, seen)]
+    assert sorted(c["tag"] for c in on_queue) == ["a", "b"]
+    assert sorted(on_bus, key=lambda d: d["tag"]) == sorted(on_queue, key=lambda d: d["tag"])
+    assert len({c["id"] for c in on_queue}) == 2
+    assert pipeline.stats.requests == {"sqs.SendMessageBatch": 2, "sqs.SendMessage": 2, "events.PutEvents": 2}
+
+
+@mock_aws
+def test_starts_are_idempotent_and_a_new_incarnation_owns_its_chain(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    pipeline, queue = library_pipeline(mode, clock=clock)
+    first = pipeline.start("order-7", children=["a", "b"], start_id="upload-1")
+    again = pipeline.start("order-7", children=["a", "b"], start_id="upload-1")
+    assert (first.created, again.created, again.sent) == (True, False, True)  # re-sent: maybe lost
+    assert again.owner == first.owner
+    late = receive(pipeline, queue)  # incarnation 1's four messages (two copies of each child)
+    assert len(late) == 4
+    clock.advance(3600 + 10)  # incarnation 1 times out
+    assert pipeline.tracker.status("order-7").state == "expired"
+    second = pipeline.start("order-7", children=["c"], start_id="upload-2")
+    assert second.created and second.owner != first.owner
+    value = pipeline.tracker.status("order-7").value
+    handled: list[str] = []
+    with caplog.at_level(logging.INFO, logger="xor_ack_dynamodb.serverless"):
+        result = process_sqs_batch({"Records": late}, lambda ctx: handled.append(ctx.body), pipeline=pipeline)
+    assert result == {"batchItemFailures": []} and pipeline.stats.events["records.dropped"] == 4
+    assert sum("dropped: NotOwner" in r.getMessage() for r in caplog.records) == 4
+    assert pipeline.tracker.status("order-7").value == value  # NotOwner: the old messages touched nothing
+    drain(pipeline, queue, lambda ctx: handled.append(ctx.body))
+    assert pipeline.tracker.status("order-7").state == "acked"
+    assert handled.count("c") == 1
+    done = pipeline.start("order-7", children=["c"], start_id="upload-2")
+    assert (done.created, done.sent, done.state) == (False, False, "acked")
+
+
+@mock_aws
+def test_a_start_without_children_completes_once(mode: str) -> None:
+    fired: list[Completion] = []
+    pipeline, _ = library_pipeline(mode, on_complete=[fired.append])
+    for _ in range(2):
+        pipeline.start("empty", start_id="e-1")
+    assert pipeline.tracker.status("empty").state == "acked"
+    assert [c.tag for c in fired] == ["empty"]
+
+
+@mock_aws
+def test_children_carried_by_s3_objects_continue_the_chain(mode: str) -> None:
+    fired: list[Completion] = []
+    pipeline, queue = library_pipeline(mode, on_complete=[fired.append])
+    pipeline.s3.create_bucket(Bucket="stage-2")
+    pipeline.start("doc-1", children=["render"])
+    drain(pipeline, queue, lambda ctx: ctx.emit_object("stage-2", "page-1.txt", "rendered"))
+    head = pipeline.s3.head_object(Bucket="stage-2", Key="page-1.txt")
+    assert json.loads(head["Metadata"]["xor-ack"])["tag"] == "doc-1"
+    assert pipeline.tracker.status("doc-1").state == "pending"
+    s3_info = {"bucket": {"name": "stage-2"}, "object": {"key": "page-1.txt", "eTag": head["ETag"]}}
+    event = {"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put", "s3": s3_info}]}
+    seen: list[str | None] = []
+    for _ in range(2):  # the upload event, delivered twice
+        out = pipeline.process_s3_event(event, lambda ctx: seen.append(ctx.source and ctx.source.key))
+        assert out == {"started": [], "continued": ["doc-1"], "skipped": []}
+    assert seen == ["page-1.txt", "page-1.txt"]
+    assert pipeline.tracker.status("doc-1").state == "acked"
+    assert [c.tag for c in fired] == ["doc-1"]
+
+
+@mock_aws
+def test_chains_to_replay_are_found() -> None:
+    clock = Clock()
+    pipeline, queue = library_pipeline("sum", clock=clock, max_receives=1)
+    pipeline.start("ok", children=["fine"])
+    pipeline.start("bad", children=["boom"])
+    drain(pipeline, queue, lambda ctx: ctx.body == "boom" and 1 / 0)
+    pipeline.start("slow", children=["never handled"])
+    clock.advance(3600 + 10)
+    found = unfinished(pipeline.tracker, ["ok", "bad", "slow", "never-started"])
+    assert list(found.failed) == ["bad"] and "ZeroDivisionError" in (found.failed["bad"].reason or "")
+    assert list(found.expired) == ["slow"] and found.missing == ["never-started"]
+    tracker = pipeline.tracker
+    assert {s.tag: s.state for s in scan_unfinished(tracker)} == {"bad": "failed", "slow": "expired"}
+    assert [s.tag for s in scan_unfinished(tracker, prefix="sl")] == ["slow"]
+    s3 = pipeline.s3
+    s3.create_bucket(Bucket="inbox")
+    etag = s3.put_object(Bucket="inbox", Key="a.csv", Body=b"1")["ETag"].strip('"')
+    found_objects, objects = unfinished_objects(tracker, s3, "inbox")
+    assert (
+        found_objects.missing == [f"s3://inbox/a.csv@etag:{etag}"] and list(objects) == found_objects.missing
+    )
+
+
+@mock_aws
+def test_powertools_batch_processor_composes(mode: str) -> None:
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+    pipeline, queue = library_pipeline(mode)
+    pipeline.start("pt", children=["good", "flaky"])
+    records = receive(pipeline, queue)
+
+    def handler(ctx: Context) -> None:
+        if ctx.body == "flaky" and ctx.receive_count == 1:
+            raise RuntimeError("first time")
+
+    response = process_partial_response(
+        event={"Records": records},
+        record_handler=pipeline.record_handler(handler),
+        processor=BatchProcessor(EventType.SQS),
+    )
+    flaky = [r["messageId"] for r in records if r["body"] == "flaky"]
+    assert response == {"batchItemFailures": [{"itemIdentifier": flaky[0]}]}
+    assert pipeline.tracker.status("pt").state == "pending"
+    drain(pipeline, queue, handler)
+    assert pipeline.tracker.status("pt").state == "acked"
+
+
+def test_config_from_the_environment() -> None:
+    config = PipelineConfig.from_env(
+        {"XOR_ACK_TABLE": "chains", "XOR_ACK_QUEUE_URL": "https://q", "XOR_ACK_MAX_RECEIVES": "4"}
+    )
+    assert (config.mode, config.max_receives, config.queue_url) == ("sum", 4, "https://q")
+    assert pickle.loads(pickle.dumps(config)) == config
+    bad = [
+        ({}, "XOR_ACK_TABLE"),
+        ({"XOR_ACK_TABLE": "t", "XOR_ACK_MODE": "avg"}, "XOR_ACK_MODE"),
+        ({"XOR_ACK_TABLE": "t", "XOR_ACK_TTL_SECONDS": "soon"}, "XOR_ACK_TTL_SECONDS"),
+    ]
+    for env, what in bad:
+        with pytest.raises(InvalidConfig, match=what):
+            PipelineConfig.from_env(env)
     with mock_aws():
-        world = World(monkeypatch)
-        assert world.handlers.pipeline() is world.handlers.pipeline()
-        settings = world.handlers.pipeline().settings
-        assert (settings.chunk_lines, settings.leaf_lines) == (6, 2)
-        assert settings.table == "serverless-chains"
+        tracker = XorAckDynamoDB(
+            "ttt", client=boto3.client("dynamodb", region_name=REGION), delete_on_ack=True
+        )
+        with pytest.raises(InvalidConfig, match="delete_on_ack"):
+            Pipeline(tracker)
+        with pytest.raises(InvalidConfig, match="max_receives"):
+            Pipeline(XorAckDynamoDB("ttt", client=tracker.client), max_receives=0)
+
+
+def test_a_memory_tracker_pipeline_fires_once() -> None:
+    """Unit tests of handlers need no AWS: the same pipeline on a MemoryAck."""
+    from xor_ack_dynamodb import MemoryAck
+
+    fired: list[Completion] = []
+    pipeline = Pipeline(MemoryAck(mode="sum"), on_complete=[fired.append])
+    for _ in range(2):
+        started = pipeline.start("unit", start_id="s-1")
+    assert started.state == "acked" and [c.tag for c in fired] == ["unit"]
+
+
+@mock_aws
+def test_a_fifo_batch_stops_at_its_first_failure() -> None:
+    pipeline, queue = library_pipeline("sum")
+    pipeline.start("fifo", children=["a", "b", "c"])
+    records = sorted(receive(pipeline, queue), key=lambda r: r["body"])
+    for record in records:
+        record["eventSourceARN"] = "arn:aws:sqs:us-east-1:123456789012:work.fifo"
+    seen: list[str] = []
+
+    def handler(ctx: Context) -> None:
+        seen.append(ctx.body)
+        if ctx.body == "b":
+            raise RuntimeError("b fails")
+
+    result = process_sqs_batch({"Records": records}, handler, pipeline=pipeline)
+    assert seen == ["a", "b"]  # c waits behind b
+    assert [f["itemIdentifier"] for f in result["batchItemFailures"]] == [r["messageId"] for r in records[1:]]
+
+
+def test_clients_for_other_services_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from xor_ack_dynamodb.clients import aws_client
+
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:9")
+    sqs = aws_client("sqs")
+    assert sqs.meta.region_name == "eu-west-3" and sqs.meta.endpoint_url == "http://127.0.0.1:9"
+    assert aws_client("events").meta.region_name == "eu-west-3"
+    with pytest.raises(InvalidConfig, match="unknown AWS service"):
+        aws_client("no-such-service")
+    config = PipelineConfig("chains", region="ap-south-1")
+    assert config.client("s3").meta.region_name == "ap-south-1"
+
+
+def test_the_completion_claim_on_every_backend(client: Any) -> None:
+    """The claim's conditions on moto, the moto server and dynalite (which returns no
+    item on a failed condition: the guard reads it instead)."""
+    from conftest import unique_table
+
+    from xor_ack_dynamodb.serverless import DynamoDBGuard
+
+    tracker = XorAckDynamoDB(unique_table("claims"), client=client, mode="sum")
+    tracker.create_table()
+    guard = DynamoDBGuard(tracker)
+    tracker.create("c", 5)
+    assert guard.claim("c", "a", 1000, 60) == "not-acked"  # pending: nothing to claim
+    tracker.stamp("c", finished=[5])
+    assert guard.claim("c", "a", 1000, 60) == "claimed"
+    assert guard.claim("c", "b", 1030, 60) == "held"
+    assert guard.claim("c", "b", 1061, 60) == "claimed"  # a's lease ran out
+    assert not guard.mark_fired("c", "a", 1062)  # a was overtaken
+    guard.release("c", "a")  # not a's to release: nothing happens
+    assert guard.mark_fired("c", "b", 1062)
+    assert guard.claim("c", "d", 9999, 60) == "fired"
+    assert tracker.status("c").state == "acked"  # the chain itself is untouched

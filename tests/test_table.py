@@ -12,10 +12,10 @@ from xor_ack_dynamodb import XorAckDynamoDB, errors
 from xor_ack_dynamodb.table import check_table_name
 
 
-@pytest.fixture(params=["inproc", "server"])
+@pytest.fixture(params=["inproc", "server", "ddblocal"])
 def moto_client(request: pytest.FixtureRequest) -> Any:
-    """moto only, in-process and over HTTP: the backends that implement the TTL API
-    (dynalite has none, so TTL cannot be checked there)."""
+    """The backends that implement the TTL API: moto in-process and over HTTP, and
+    DynamoDB Local (dynalite has none, so TTL cannot be checked there)."""
     return request.getfixturevalue(f"{request.param}_client")
 
 

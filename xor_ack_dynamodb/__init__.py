@@ -8,6 +8,7 @@ The chain reads all zeros exactly when every started edge has finished.
 from . import errors
 from .combiner import CombiningTracker
 from .config import AckConfig
+from .ddblocal import DynamoDBLocal
 from .dynamodb import XorAckDynamoDB
 from .local import LocalDynamoDB
 from .memory import MemoryAck
@@ -22,6 +23,7 @@ __all__ = [
     "AckTracker",
     "ChainStatus",
     "CombiningTracker",
+    "DynamoDBLocal",
     "LocalDynamoDB",
     "MemoryAck",
     "RequestStats",

@@ -17,7 +17,7 @@ from typing import Any
 from .errors import InvalidConfig
 from .retry import RetryPolicy
 
-__all__ = ["dynamodb_client", "client_config", "NO_REGION_MESSAGE"]
+__all__ = ["aws_client", "dynamodb_client", "client_config", "NO_REGION_MESSAGE"]
 
 #: What :class:`~xor_ack_dynamodb.errors.InvalidConfig` says when no region is set anywhere.
 NO_REGION_MESSAGE = (
@@ -73,8 +73,35 @@ def dynamodb_client(
     the endpoint is not valid, when the profile named by ``AWS_PROFILE`` does not exist,
     or when only one of the two keys is given.
     """
+    return aws_client(
+        "dynamodb",
+        region=region,
+        endpoint_url=endpoint_url,
+        aws_access_key_id=aws_access_key_id,
+        aws_secret_access_key=aws_secret_access_key,
+        retry=retry,
+        config=config,
+    )
+
+
+def aws_client(
+    service: str,
+    *,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    aws_access_key_id: str | None = None,
+    aws_secret_access_key: str | None = None,
+    retry: RetryPolicy | None = None,
+    config: Any = None,
+) -> Any:
+    """A new low-level boto3 client for ``service`` (``"dynamodb"``, ``"sqs"``, ``"s3"``,
+    ``"events"``...), built as :func:`dynamodb_client` describes: region from ``region``,
+    ``AWS_REGION``, then botocore's order; endpoint from ``endpoint_url``, then
+    botocore's order (``AWS_ENDPOINT_URL_<SERVICE>``, e.g. ``AWS_ENDPOINT_URL_SQS``, then
+    ``AWS_ENDPOINT_URL``); timeouts and retries from ``retry``. Raises
+    :class:`~xor_ack_dynamodb.errors.InvalidConfig` as :func:`dynamodb_client` does."""
     import boto3
-    from botocore.exceptions import InvalidRegionError, NoRegionError, ProfileNotFound
+    from botocore.exceptions import InvalidRegionError, NoRegionError, ProfileNotFound, UnknownServiceError
 
     if (aws_access_key_id is None) != (aws_secret_access_key is None):
         raise InvalidConfig("give both aws_access_key_id and aws_secret_access_key, or neither")
@@ -86,19 +113,23 @@ def dynamodb_client(
         )
     except ProfileNotFound as exc:
         raise InvalidConfig(f"{exc} (set AWS_PROFILE to a profile in your AWS config, or unset it)") from None
+    message = NO_REGION_MESSAGE if service == "dynamodb" else NO_REGION_MESSAGE.replace("DynamoDB", service)
     if not session.region_name:
-        raise InvalidConfig(NO_REGION_MESSAGE)
+        raise InvalidConfig(message)
     settings = client_config(retry)
     if config is not None:
         settings = settings.merge(config)
+    env_name = "AWS_ENDPOINT_URL_" + service.upper().replace("-", "_")
     try:
-        return session.client("dynamodb", endpoint_url=endpoint_url, config=settings)
+        return session.client(service, endpoint_url=endpoint_url, config=settings)  # type: ignore[call-overload]
+    except UnknownServiceError as exc:
+        raise InvalidConfig(f"unknown AWS service {service!r}: {exc}") from None
     except NoRegionError:  # a profile's region that is empty, say
-        raise InvalidConfig(NO_REGION_MESSAGE) from None
+        raise InvalidConfig(message) from None
     except InvalidRegionError as exc:
         raise InvalidConfig(f"{exc} (check region=, AWS_REGION, AWS_DEFAULT_REGION)") from None
     except ValueError as exc:  # botocore's "Invalid endpoint: ..."
         raise InvalidConfig(
             f"{exc} (an endpoint is a URL such as http://127.0.0.1:8000; check endpoint_url=, "
-            "AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL)"
+            f"{env_name}, AWS_ENDPOINT_URL)"
         ) from None

@@ -152,7 +152,9 @@ class CombiningTracker:
         order. Bad input is rejected before queueing."""
         call = self.tracker.calls.stamp(tag, value, finished, started, op_id, owner)
         if not isinstance(call, StampCall):  # sum mode: one ADD never loses a race
-            return self.tracker.engine.run(call)
+            result = self.tracker.engine.run(call)
+            self.tracker.stamped(call.tag, result)
+            return result
         delta, op, checked_owner = call.stamps[0]
         mine = _Pending(delta, op, checked_owner)
         with self._lock:
@@ -181,6 +183,7 @@ class CombiningTracker:
         if mine.error is not None:
             raise mine.error
         assert mine.result is not None
+        self.tracker.stamped(call.tag, mine.result)
         return mine.result
 
     def _abandon(self, tag: str, mine: _Pending) -> None:

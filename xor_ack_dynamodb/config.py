@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .retry import RetryPolicy
 
@@ -22,7 +22,9 @@ class AckConfig:
     ``region`` and ``endpoint_url`` default to the environment (``AWS_REGION``, then
     ``AWS_DEFAULT_REGION``; ``AWS_ENDPOINT_URL_DYNAMODB``, then ``AWS_ENDPOINT_URL``).
     The explicit keys exist for local endpoints (moto, dynalite) that accept any key; on
-    AWS leave them unset and let the executor's role provide credentials. They are never shown by ``repr``.
+    AWS leave them unset and let the executor's role provide credentials. They are never
+    shown by ``repr``. The other fields are the tracker's options of the same names
+    (``mode``: ``"xor"`` or ``"sum"``).
     """
 
     table: str
@@ -33,6 +35,9 @@ class AckConfig:
     retention_seconds: float = 86400.0
     delete_on_ack: bool = False
     max_ops: int = 32
+    mode: Literal["xor", "sum"] = "xor"
+    skew_seconds: float = 5.0
+    edge_size: int = 16
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     aws_access_key_id: str | None = field(default=None, repr=False)
     aws_secret_access_key: str | None = field(default=None, repr=False)
@@ -67,5 +72,8 @@ class AckConfig:
             retention=self.retention_seconds,
             delete_on_ack=self.delete_on_ack,
             max_ops=self.max_ops,
+            mode=self.mode,
+            skew=self.skew_seconds,
+            edge_size=self.edge_size,
             retry=self.retry,
         )

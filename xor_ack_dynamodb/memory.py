@@ -11,11 +11,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
-from .core.algebra import EdgeLike, Mode, algebra_for
+from .core.algebra import Mode, algebra_for
 from .core.chain import Chain
 from .core.engine import BatchRead, Engine
 from .core.factory import seconds, skew_seconds
@@ -245,22 +245,11 @@ class MemoryAck(SyncTracker):
     def max_ops(self) -> int:
         return self.rules.window
 
-    def stamp(
-        self,
-        tag: str,
-        value: EdgeLike | None = None,
-        *,
-        finished: Iterable[EdgeLike] = (),
-        started: Iterable[EdgeLike] = (),
-        op_id: str | None = None,
-        owner: str | None = None,
-    ) -> Stamp | Sum:
-        """See :meth:`SyncTracker.stamp`; calls ``on_acked(tag)`` when this stamp
-        completed the chain."""
-        result = super().stamp(tag, value, finished=finished, started=started, op_id=op_id, owner=owner)
+    def stamped(self, tag: str, result: Stamp | Sum) -> None:
+        """Calls ``on_acked(tag)`` when this stamp completed the chain (not for a
+        duplicate of the completing stamp)."""
         if result.acked and not result.duplicate and self.on_acked is not None:
             self.on_acked(tag)
-        return result
 
     def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus:
         """See :meth:`SyncTracker.fail`; calls ``on_failed(tag, reason)`` when this call

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import tenacity
 
@@ -91,12 +92,19 @@ class RetryPolicy:
         It stops after ``max_attempts``, or instead of a wait, or of an attempt, that
         would end past ``max_seconds``; the last outcome is then raised inside
         ``tenacity.RetryError``."""
-        return tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.max_attempts) | _StopBeforeDeadline(self.max_seconds),
-            wait=tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait),
-            retry=retry,
-            reraise=False,
-        )
+        return tenacity.Retrying(**self._budget(retry))
+
+    def async_retrying(self, retry: tenacity.retry_base) -> tenacity.AsyncRetrying:
+        """:meth:`retrying` for coroutines: the same budget, waiting with ``asyncio.sleep``."""
+        return tenacity.AsyncRetrying(**self._budget(retry))
+
+    def _budget(self, retry: tenacity.retry_base) -> dict[str, Any]:
+        return {
+            "stop": tenacity.stop_after_attempt(self.max_attempts) | _StopBeforeDeadline(self.max_seconds),
+            "wait": tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait),
+            "retry": retry,
+            "reraise": False,
+        }
 
 
 def _finite(value: object) -> bool:

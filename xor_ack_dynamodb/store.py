@@ -38,7 +38,7 @@ from .item import Item, ItemCodec
 from .stats import RequestStats
 from .table import describe, missing_table_message, table_key
 
-__all__ = ["DynamoDBStore", "TRANSIENT_CODES", "is_transient", "Prepared"]
+__all__ = ["DynamoDBStore", "TRANSIENT_CODES", "is_transient", "Prepared", "MISSING", "METHODS", "tag_of"]
 
 log = logging.getLogger("xor_ack_dynamodb")
 
@@ -98,32 +98,32 @@ class DynamoDBStore:
     def execute(self, request: Request) -> Reply | Chain | None:
         prepared = self.prepare(request)
         try:
-            response = self.call(prepared.operation, prepared.kwargs)
+            response = self.call(prepared.operation, prepared.kwargs, tag_of(request))
         except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
+            if not self.condition_failed(exc):
                 raise
             current = self.old_item(exc, request)
-            if current is _MISSING:
-                current = self.execute(Read(_tag_of(request)))
-            return Rejected(cast("Chain | None", current), resent=retry_attempts(exc.response) > 0)
+            if current is MISSING:
+                current = self.execute(Read(tag_of(request)))
+            return self.rejection(exc, current)
         return self.answer(request, response)
 
     def read_many(self, tags: list[str]) -> BatchRead:
-        response = self.call("BatchGetItem", self.batch_request(tags))
+        response = self.call("BatchGetItem", self.batch_request(tags), f"{len(tags)} keys")
         return self.batch_answer(response)
 
     def is_transient(self, error: BaseException) -> bool:
         return is_transient(error)
 
-    def call(self, operation: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def call(self, operation: str, kwargs: dict[str, Any], tag: str | None = None) -> dict[str, Any]:
         """One request: counted (with botocore's own resends) and its consumed capacity
         summed; a missing table and a key-schema mismatch become typed errors."""
-        method = getattr(self.client, _METHODS[operation])
-        log.debug("%s %s", operation, self.table)
+        method = getattr(self.client, METHODS[operation])
+        log.debug("%s %s tag=%r", operation, self.table, tag)
         try:
             response: dict[str, Any] = method(**kwargs)
         except ClientError as exc:
-            self.stats.request(operation, 1 + retry_attempts(exc.response))
+            self.counted_failure(operation, exc)
             self.raise_typed(exc, kwargs)
             raise
         self.counted(operation, response)
@@ -134,6 +134,19 @@ class DynamoDBStore:
     def counted(self, operation: str, response: Mapping[str, Any]) -> None:
         self.stats.request(operation, 1 + retry_attempts(response))
         self.stats.add_capacity(_capacity_units(response.get("ConsumedCapacity")))
+
+    def counted_failure(self, operation: str, exc: ClientError) -> None:
+        self.stats.request(operation, 1 + retry_attempts(exc.response))
+
+    @staticmethod
+    def condition_failed(exc: ClientError) -> bool:
+        return error_code(exc) == "ConditionalCheckFailedException"
+
+    @staticmethod
+    def rejection(exc: ClientError, current: Chain | None | object) -> Rejected:
+        """The reply to a request whose condition failed, given the chain as it is now
+        (from :meth:`old_item`, or a read when that was :data:`MISSING`)."""
+        return Rejected(cast("Chain | None", current), resent=retry_attempts(exc.response) > 0)
 
     def raise_typed(self, exc: ClientError, kwargs: Mapping[str, Any], mismatch: bool | None = None) -> None:
         """Raise :class:`TableNotFound` or :class:`TableSchemaMismatch` for the errors
@@ -298,7 +311,7 @@ class DynamoDBStore:
     def answer(self, request: Request, response: Mapping[str, Any]) -> Reply | Chain | None:
         """The reply to ``request`` from DynamoDB's successful ``response``."""
         resent = retry_attempts(response) > 0
-        tag = _tag_of(request)
+        tag = tag_of(request)
         if isinstance(request, Read):
             item = response.get("Item")
             return None if item is None else self.codec.parse(item, tag)
@@ -314,15 +327,15 @@ class DynamoDBStore:
         return Written(self.codec.parse(response["Attributes"], tag), resent)
 
     def old_item(self, exc: ClientError, request: Request) -> Chain | None | object:
-        """The item a failed condition saw (``ALL_OLD``, free), or :data:`_MISSING`
+        """The item a failed condition saw (``ALL_OLD``, free), or :data:`MISSING`
         when the backend did not return it (dynalite, older DynamoDB Local): the caller
         then reads it (strongly consistent). A rejected Trim needs no item."""
         if isinstance(request, Trim):
             return None
         item = cast("Item | None", exc.response.get("Item"))
         if item is None:
-            return _MISSING
-        return self.codec.parse(item, _tag_of(request))
+            return MISSING
+        return self.codec.parse(item, tag_of(request))
 
     def batch_request(self, tags: list[str]) -> dict[str, Any]:
         return {
@@ -390,7 +403,8 @@ class DynamoDBStore:
         return f"attribute_not_exists(#tok) AND #s = :old AND {version}", names, values
 
 
-_MISSING = object()
+#: :meth:`DynamoDBStore.old_item`'s answer when the backend did not return the item.
+MISSING = object()
 
 
 def _values(values: dict[str, Any]) -> dict[str, Any]:
@@ -403,7 +417,8 @@ def _token() -> bytes:
     return new_token()
 
 
-def _tag_of(request: Request) -> str:
+def tag_of(request: Request) -> str:
+    """The tag a request is about."""
     if isinstance(request, Put):
         return request.new.tag
     if isinstance(request, Remove):
@@ -426,7 +441,8 @@ def _capacity_units(consumed: Any) -> float:
     return float(sum(float(e.get("CapacityUnits") or 0) for e in entries if isinstance(e, dict)))
 
 
-_METHODS = {
+#: The client method of each operation.
+METHODS = {
     "GetItem": "get_item",
     "PutItem": "put_item",
     "UpdateItem": "update_item",

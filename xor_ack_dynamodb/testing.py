@@ -24,6 +24,16 @@ import and no conftest:
 ``xor_ack_config``
     A picklable :class:`~xor_ack_dynamodb.AckConfig` for a fresh table on
     ``xor_ack_server`` (the table is created).
+``async_xor_ack``
+    An :class:`~xor_ack_dynamodb.aio.AsyncXorAckDynamoDB` on a fresh table of
+    ``xor_ack_server`` (aiobotocore cannot reach moto in-process; the server's requests
+    are serialized, so tasks racing on one chain end as on DynamoDB). An async fixture:
+    its client is made in the test's event loop and closed after the test. Needs the
+    ``async`` extra and pytest-asyncio (or another plugin that runs async fixtures).
+``async_xor_ack_factory``
+    ``async_xor_ack_factory(**options)``: more async trackers on that table and client.
+``async_memory_ack``
+    An :class:`~xor_ack_dynamodb.aio.AsyncMemoryAck`: ``MemoryAck``, awaited.
 
 Override ``xor_ack_table_name`` or ``xor_ack_partition_key`` (define a fixture of that name
 in your conftest) to change the table's name or key. The plugin imports moto only when a
@@ -36,14 +46,15 @@ import contextlib
 import itertools
 import os
 import threading
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
 
 from .memory import MemoryAck
 
 if TYPE_CHECKING:
+    from .aio import AsyncMemoryAck, AsyncXorAckDynamoDB
     from .config import AckConfig
     from .dynamodb import XorAckDynamoDB
     from .local import LocalDynamoDB
@@ -56,7 +67,25 @@ __all__ = [
     "xor_ack_config",
     "xor_ack_table_name",
     "xor_ack_partition_key",
+    "async_xor_ack",
+    "async_xor_ack_factory",
+    "async_memory_ack",
 ]
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _async_fixture(function: _F) -> _F:
+    """Declare an async fixture with pytest-asyncio's ``fixture`` (its strict mode runs
+    only the async fixtures declared with it), or pytest's own where another plugin runs
+    async fixtures."""
+    try:
+        import pytest_asyncio
+    except ImportError:
+        return cast(_F, pytest.fixture(function))
+    return cast(_F, pytest_asyncio.fixture(function))
+
 
 _REGION = "us-east-1"
 _tables = itertools.count()
@@ -180,3 +209,38 @@ def xor_ack_config(
     config = xor_ack_server.config(xor_ack_table_name, partition_key=xor_ack_partition_key)
     config.connect().create_table()
     return config
+
+
+@_async_fixture
+async def async_xor_ack(
+    xor_ack_server: LocalDynamoDB, xor_ack_table_name: str, xor_ack_partition_key: str
+) -> AsyncIterator[AsyncXorAckDynamoDB]:
+    """An asyncio tracker on a fresh table of ``xor_ack_server``, with its own
+    aiobotocore client (made in the test's loop, closed after the test)."""
+    from .aio import AsyncXorAckDynamoDB
+
+    config = xor_ack_server.config(xor_ack_table_name, partition_key=xor_ack_partition_key)
+    async with AsyncXorAckDynamoDB.from_config(config) as tracker:
+        await tracker.create_table()
+        yield tracker
+
+
+@pytest.fixture
+def async_xor_ack_factory(async_xor_ack: AsyncXorAckDynamoDB) -> Callable[..., AsyncXorAckDynamoDB]:
+    """Build more asyncio trackers on ``async_xor_ack``'s table and client, with other
+    options (``clock=``, ``ttl=``, ``mode=``, ...)."""
+    from .aio import AsyncXorAckDynamoDB
+
+    def make(**options: Any) -> AsyncXorAckDynamoDB:
+        options.setdefault("client", async_xor_ack.client)
+        return AsyncXorAckDynamoDB(async_xor_ack.table, async_xor_ack.partition_key, **options)
+
+    return make
+
+
+@pytest.fixture
+def async_memory_ack() -> AsyncMemoryAck:
+    """An in-memory asyncio tracker with the same rules as ``XorAckDynamoDB``."""
+    from .aio import AsyncMemoryAck
+
+    return AsyncMemoryAck()

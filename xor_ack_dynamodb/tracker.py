@@ -111,9 +111,16 @@ class SyncTracker:
         transient errors outlast the budget.
         """
         call = self.calls.stamp(tag, value, finished, started, op_id, owner, self.engine.cache.get(tag))
-        if isinstance(call, StampCall):
-            return first_outcome(self.engine.run(call))
-        return self.engine.run(call)
+        result = (
+            first_outcome(self.engine.run(call)) if isinstance(call, StampCall) else self.engine.run(call)
+        )
+        self.stamped(call.tag, result)
+        return result
+
+    def stamped(self, tag: str, result: Stamp | Sum) -> None:
+        """Called with the result of every stamp this tracker applied or recognised
+        (also for stamps a ``CombiningTracker`` wrote for it). A no-op here;
+        ``MemoryAck`` calls ``on_acked`` from it."""
 
     def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus:
         """Mark a pending (or timed-out) chain failed, keeping it as a tombstone for

@@ -335,45 +335,33 @@ def test_concurrent_writers_ack_exactly_once(atomic_harness: Harness) -> None:
 # -- bad input ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda a, e: a.stamp("", finished=[e]),
-        lambda a, e: a.stamp(5, finished=[e]),
-        lambda a, e: a.stamp(TAG),
-        lambda a, e: a.stamp(TAG, e, finished=[e]),
-        lambda a, e: a.stamp(TAG, finished=e),
-        lambda a, e: a.stamp(TAG, finished=[e], started=[e]),
-        lambda a, e: a.stamp(TAG, finished=[e], op_id=""),
-        lambda a, e: a.stamp(TAG, finished=[e], owner=""),
-        lambda a, e: a.create(TAG, e, op_id=7),
-        lambda a, e: a.fail(TAG, reason=3),
-        lambda a, e: a.touch(TAG, ttl=0),
-        lambda a, e: a.touch(TAG, ttl="soon"),
-    ],
-    ids=[
-        "empty-tag",
-        "int-tag",
-        "no-stamp",
-        "both-forms",
-        "one-edge-not-a-list",
-        "zero-delta",
-        "empty-op-id",
-        "empty-owner",
-        "int-op-id",
-        "int-reason",
-        "zero-ttl",
-        "str-ttl",
-    ],
-)
-def test_bad_input_is_refused_before_any_request(harness: Harness, ack: Any, call: Any) -> None:
+#: Calls with bad arguments (the tracker and a good edge given), by what is wrong.
+BAD_CALLS: dict[str, Any] = {
+    "empty tag": lambda a, e: a.stamp("", finished=[e]),
+    "int tag": lambda a, e: a.stamp(5, finished=[e]),
+    "no stamp": lambda a, e: a.stamp(TAG),
+    "both forms": lambda a, e: a.stamp(TAG, e, finished=[e]),
+    "one edge, not a list": lambda a, e: a.stamp(TAG, finished=e),
+    "zero delta": lambda a, e: a.stamp(TAG, finished=[e], started=[e]),
+    "empty op id": lambda a, e: a.stamp(TAG, finished=[e], op_id=""),
+    "empty owner": lambda a, e: a.stamp(TAG, finished=[e], owner=""),
+    "int op id": lambda a, e: a.create(TAG, e, op_id=7),
+    "int reason": lambda a, e: a.fail(TAG, reason=3),
+    "zero ttl": lambda a, e: a.touch(TAG, ttl=0),
+    "str ttl": lambda a, e: a.touch(TAG, ttl="soon"),
+    "str tags": lambda a, e: a.status_many("t0"),
+}
+
+
+def test_bad_input_is_refused_before_any_request(harness: Harness, ack: Any) -> None:
     edge = ack.new_edge()
     ack.create(TAG, ack.new_edge())
-    before = requests_of(ack)
-    with pytest.raises(errors.XorAckError) as info:
-        call(ack, edge)
-    assert isinstance(info.value, (ValueError, TypeError))
-    assert requests_of(ack) == before
+    for case, call in BAD_CALLS.items():
+        before = requests_of(ack)
+        with pytest.raises(errors.XorAckError) as info:
+            call(ack, edge)
+        assert isinstance(info.value, (ValueError, TypeError)), case
+        assert requests_of(ack) == before, f"{case}: a request was sent"
 
 
 def test_values_of_the_wrong_shape_are_refused(harness: Harness, ack: Any) -> None:

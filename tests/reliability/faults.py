@@ -20,14 +20,25 @@ does:
 Nothing inside the library is mocked: the library sees exactly what botocore gives it.
 The injector also meters requests per thread (:meth:`FaultInjector.requests_on_this_thread`),
 which is how a test counts the attempts one call made.
+
+:class:`UnprocessedKeys` works one step later, on ``after-call.dynamodb.BatchGetItem``:
+the request was served for real, and it moves some keys of the answer into
+``UnprocessedKeys``, as DynamoDB does when a call exceeds 16 MB or its throughput.
+
+Seeds come from :func:`stable_seed` (CRC-32, not ``hash()``, which changes with
+``PYTHONHASHSEED``), so a failing run is replayed with ``XOR_ACK_SEED=<seed>``.
 """
 
 from __future__ import annotations
 
+import copy
 import io
 import json
+import math
+import os
 import random
 import threading
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,12 +50,21 @@ from botocore.config import Config
 from botocore.exceptions import ConnectionClosedError, EndpointConnectionError
 from botocore.httpsession import URLLib3Session
 
-__all__ = ["FAULT_KINDS", "FaultRates", "FaultInjector", "client_config"]
+__all__ = ["FAULT_KINDS", "FaultRates", "FaultInjector", "UnprocessedKeys", "client_config", "stable_seed"]
 
 FAULT_KINDS = ("lost_response", "throttle", "server_error", "connect_error")
 
-#: Every request type the library sends (see docs/iam-policy.json).
-OPERATIONS = ("GetItem", "UpdateItem", "DeleteItem", "BatchGetItem")
+#: Every request type the library sends (see docs/iam-policy.json): PutItem for create and
+#: for an xor stamp's conditional write of the whole item, UpdateItem for fail, touch and
+#: a sum-mode stamp.
+OPERATIONS = ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "BatchGetItem")
+
+
+def stable_seed(name: str) -> int:
+    """The seed of a scenario: ``$XOR_ACK_SEED`` if set (to replay a failed run), else
+    a CRC-32 of ``name``, the same in every process and every run."""
+    override = os.environ.get("XOR_ACK_SEED")
+    return int(override) if override else zlib.crc32(name.encode()) & 0xFFFF
 
 
 def client_config(max_attempts: int = 4) -> Config:
@@ -85,8 +105,9 @@ class FaultInjector:
     """Injects faults into the clients it is attached to and counts them.
 
     Thread-safe; one injector may serve many clients. ``operations`` limits injection
-    to those request types, ``limit`` to that many faults in all. Disable with
-    ``enabled = False`` (requests are still metered).
+    to those request types, ``limit`` to that many faults in all. ``script`` names the
+    first faults, in order (one per request of those types), before the rates apply.
+    Disable with ``enabled = False`` (requests are still metered).
     """
 
     rates: FaultRates
@@ -94,6 +115,7 @@ class FaultInjector:
     operations: frozenset[str] = frozenset(OPERATIONS)
     enabled: bool = True
     limit: int | None = None
+    script: tuple[str, ...] = ()
     injected: Counter[str] = field(default_factory=Counter)
     by_operation: Counter[tuple[str, str]] = field(default_factory=Counter)
     sent: Counter[str] = field(default_factory=Counter)
@@ -104,6 +126,9 @@ class FaultInjector:
         self._local = threading.local()
         self._session = URLLib3Session(timeout=30, max_pool_connections=64)
         self._throttle_codes = ("ProvisionedThroughputExceededException", "ThrottlingException")
+        self._script = list(self.script)
+        if unknown := set(self._script) - set(FAULT_KINDS):
+            raise ValueError(f"unknown fault kinds {unknown}")
 
     def attach(self, client: Any) -> Any:
         """Inject into ``client``'s requests from now on; returns the client."""
@@ -121,6 +146,11 @@ class FaultInjector:
                 return None
             if self.limit is not None and sum(self.injected.values()) >= self.limit:
                 return None
+            if self._script:
+                kind = self._script.pop(0)
+                self.injected[kind] += 1
+                self.by_operation[(kind, operation)] += 1
+                return kind
             roll = self._random.random()
             for kind, rate in self.rates.as_dict().items():
                 if roll < rate:
@@ -166,3 +196,69 @@ def _error_response(url: str, status: int, code: str, message: str) -> AWSRespon
         body=io.BytesIO(body), headers=dict(headers), status=status, preload_content=False
     )
     return AWSResponse(url, status, headers, raw)
+
+
+@dataclass
+class UnprocessedKeys:
+    """Leaves keys of real BatchGetItem answers unprocessed, as DynamoDB does.
+
+    For each of the first ``times`` answers (all if None) of the clients it is attached
+    to, a seeded random ``fraction`` of the keys asked for (at least one) is moved to
+    ``UnprocessedKeys``: their items, if any, are taken out of ``Responses``. What each
+    request asked for and what was left is kept in ``asked`` and ``left`` (keys as
+    JSON), so a test can check that exactly the leftovers were asked for again.
+    """
+
+    fraction: float = 0.5
+    times: int | None = None
+    seed: int = 0
+    asked: list[set[str]] = field(default_factory=list)
+    left: list[set[str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._random = random.Random(self.seed)
+
+    def attach(self, client: Any) -> Any:
+        client.meta.events.register("before-parameter-build.dynamodb.BatchGetItem", self._remember)
+        client.meta.events.register("after-call.dynamodb.BatchGetItem", self._leave_some)
+        return client
+
+    @staticmethod
+    def _remember(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["xor_ack_asked"] = copy.deepcopy(params["RequestItems"])
+
+    def _leave_some(
+        self, http_response: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any
+    ) -> None:
+        if http_response.status_code >= 300:
+            return
+        asked = context["xor_ack_asked"]
+        with self._lock:
+            self.asked.append({_as_json(k) for request in asked.values() for k in request["Keys"]})
+            if self.times is not None and len(self.left) >= self.times:
+                return
+            left: set[str] = set()
+            unprocessed: dict[str, Any] = {}
+            for table, request in asked.items():
+                keys = request["Keys"]
+                chosen = self._random.sample(keys, max(1, math.ceil(self.fraction * len(keys))))
+                names = list(keys[0])
+                chosen_json = {_as_json(k) for k in chosen}
+                items = parsed.get("Responses", {}).get(table, [])
+                parsed.setdefault("Responses", {})[table] = [
+                    item
+                    for item in items
+                    if _as_json({n: item[n] for n in names}) not in chosen_json
+                ]
+                already = parsed.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+                chosen += [k for k in already if _as_json(k) not in chosen_json]
+                unprocessed[table] = {**request, "Keys": chosen}
+                left |= {_as_json(k) for k in chosen}
+            parsed["UnprocessedKeys"] = unprocessed
+            self.left.append(left)
+
+
+def _as_json(key: dict[str, Any]) -> str:
+    """A key as a comparable string (String and Number keys, as the library uses)."""
+    return json.dumps(key, sort_keys=True)

@@ -37,6 +37,8 @@ class Worker:
         self.process.stdin.flush()
         self.lines: list[dict[str, Any]] = []
         self._ready = threading.Event()
+        self._printed = threading.Condition()
+        self._ended = False
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self.killed = False
@@ -48,12 +50,25 @@ class Worker:
             if line.get("ready"):
                 self._ready.set()
             else:
-                self.lines.append(line)
+                with self._printed:
+                    self.lines.append(line)
+                    self._printed.notify_all()
         self._ready.set()
+        with self._printed:
+            self._ended = True
+            self._printed.notify_all()
 
     def wait_ready(self, timeout: float = 60) -> None:
         if not self._ready.wait(timeout):
             raise TimeoutError("worker did not start")
+
+    def wait_for_lines(self, count: int, timeout: float = 60) -> bool:
+        """Block until the worker has printed ``count`` job lines (True), or has ended
+        with fewer (False)."""
+        with self._printed:
+            if not self._printed.wait_for(lambda: len(self.lines) >= count or self._ended, timeout):
+                raise TimeoutError(f"worker printed {len(self.lines)} of {count} lines")
+            return len(self.lines) >= count
 
     def go(self) -> None:
         assert self.process.stdin is not None
@@ -65,6 +80,10 @@ class Worker:
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGKILL)
             self.killed = True
+
+    def killed_mid_work(self) -> bool:
+        """Whether it was killed with jobs left (call after :meth:`wait`)."""
+        return self.killed and len(self.lines) < len(self.jobs)
 
     def wait(self, timeout: float = 300) -> int:
         code = self.process.wait(timeout)

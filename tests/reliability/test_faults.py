@@ -2,7 +2,8 @@
 connection errors on every request type, under many threads stamping random trees.
 
 The server is the embedded ``LocalDynamoDB``, which applies requests one at a time, as
-DynamoDB applies each conditional write atomically (moto alone does not). The clients
+DynamoDB applies each conditional write atomically (moto alone does not); the mixed
+scenario runs on DynamoDB Local too. The clients
 are configured explicitly: botocore standard retry mode, 4 attempts per request
 (``faults.client_config``); the library's own budget is its default ``RetryPolicy()``
 (50 attempts, 60 s) unless a test says otherwise.
@@ -17,11 +18,12 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from conftest import expect
 
 from xor_ack_dynamodb import LocalDynamoDB, RetryPolicy, XorAckDynamoDB, new_stamp, xor
-from xor_ack_dynamodb.errors import StaleLocalData, TagNotFound
+from xor_ack_dynamodb.errors import BatchIncomplete, StaleLocalData, TagNotFound
 
-from .faults import FAULT_KINDS, OPERATIONS, FaultInjector, FaultRates
+from .faults import FAULT_KINDS, FaultInjector, FaultRates, UnprocessedKeys
 from .runner import TrackerFactory, make_trees, run_trees, settle, unique_table
 from .sizes import SIZE, record_figures
 from .workload import Tree
@@ -55,13 +57,21 @@ def _delete_all(tags: list[str], factory: TrackerFactory) -> list[BaseException]
         return [e for e in pool.map(delete, tags) if e is not None]
 
 
-@pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_faults_never_lose_nor_fake_an_ack(moto_server: LocalDynamoDB, scenario: str) -> None:
-    seed = hash(scenario) & 0xFFFF
+#: Every scenario on the serialized moto server; the mixed one on Amazon's engine too.
+CASES = [pytest.param(s, "moto_server", id=s) for s in SCENARIOS] + [
+    pytest.param("mixed", "ddblocal", id="mixed-ddblocal")
+]
+
+
+@pytest.mark.parametrize(("scenario", "backend"), CASES)
+def test_faults_never_lose_nor_fake_an_ack(
+    request: pytest.FixtureRequest, scenario: str, backend: str, seed: int
+) -> None:
+    server = request.getfixturevalue(backend)
     rng = random.Random(seed)
     injector = FaultInjector(SCENARIOS[scenario], seed=seed)
     table = unique_table(f"faults-{scenario}".replace("_", "-"))
-    factory = TrackerFactory(moto_server.endpoint_url or "", table, injector, BOTOCORE_ATTEMPTS)
+    factory = TrackerFactory(server.endpoint_url or "", table, injector, BOTOCORE_ATTEMPTS)
     reader = factory()
     reader.create_table()  # CreateTable & co. are not injected into: not chain traffic
     trees = make_trees(SIZE.chains, rng, scenario, SIZE.max_nodes)
@@ -73,10 +83,10 @@ def test_faults_never_lose_nor_fake_an_ack(moto_server: LocalDynamoDB, scenario:
         group = {t.tag: truths[t.tag] for t in trees[start : start + 4]}
         settle(result, group, reader)
     delete_errors = _delete_all([t.tag for t in trees], factory)
-    leftovers = _table_items(moto_server.client(), table)
+    leftovers = _table_items(server.client(), table)
 
     record_figures(
-        f"faults: {scenario}",
+        f"faults: {scenario}" + ("" if backend == "moto_server" else f" ({backend})"),
         chains=result.chains,
         stamps=result.stamps,
         faults=dict(injector.injected),
@@ -88,6 +98,7 @@ def test_faults_never_lose_nor_fake_an_ack(moto_server: LocalDynamoDB, scenario:
         escaped_errors=len(result.errors) + len(delete_errors),
         max_attempts=result.max_attempts,
         seconds=round(result.seconds, 1),
+        seed=seed,
     )
     problems = result.verdict.problems[:10]
     assert result.errors == [], Counter(type(e).__name__ for e in result.errors)
@@ -104,15 +115,52 @@ def test_faults_never_lose_nor_fake_an_ack(moto_server: LocalDynamoDB, scenario:
             assert injector.injected[kind] > 0
 
 
-def _one_request(operation: str, tracker: XorAckDynamoDB, tag: str, edge: bytes) -> None:
-    """Make ``tracker`` send (at least) one request of type ``operation`` and check its
-    outcome."""
-    if operation == "GetItem":
+#: Each request type the library sends, and the calls that send it: (operation, call).
+REQUESTS = [
+    ("GetItem", "status"),
+    ("PutItem", "stamp"),  # an xor stamp's conditional write of the whole item
+    ("PutItem", "stamp-no-op-id"),  # the library's retries must keep the op id it drew
+    ("PutItem", "create"),
+    ("UpdateItem", "fail"),
+    ("UpdateItem", "sum-stamp"),  # a sum-mode stamp: one conditional ADD
+    ("DeleteItem", "delete"),
+    ("BatchGetItem", "status_many"),
+]
+
+
+def _one_request(call: str, factory: TrackerFactory, injector: FaultInjector) -> None:
+    """Make a tracker send (at least) one request through the faults with ``call`` and
+    check its outcome. The chain it works on is set up with the faults off."""
+    mode = "sum" if call == "sum-stamp" else "xor"
+    setup = XorAckDynamoDB(factory.table, client=factory.client(), mode=mode)
+    tag = "chain"
+    edge = setup.new_edge()
+    injector.enabled = False
+    setup.create(tag, edge)
+    injector.enabled = True
+    # A cold cache: its stamp must read first.
+    tracker = XorAckDynamoDB(factory.table, client=factory.client(), mode=mode, retry=factory.retry)
+    if call == "status":
         assert tracker.status(tag).state == "pending"
-    elif operation == "UpdateItem":
-        assert tracker.stamp(tag, edge, op_id=f"{tag}/finish").acked
-        assert tracker.status(tag).state == "acked"
-    elif operation == "DeleteItem":
+    elif call in ("stamp", "stamp-no-op-id", "sum-stamp"):
+        op_id = None if call == "stamp-no-op-id" else f"{tag}/finish"
+        done = tracker.stamp(tag, finished=[edge], op_id=op_id)  # not TagAcked for its own write
+        assert done.acked and done == (0 if call == "sum-stamp" else bytes(len(edge)))  # type: ignore[arg-type]
+        status = tracker.status(tag)
+        # Written once: xor create + stamp; sum create + ADD + the write that stores acked.
+        assert (status.state, status.version) == ("acked", 3 if call == "sum-stamp" else 2)
+    elif call == "create":
+        root = new_stamp()
+        created = tracker.create("fresh", root, op_id="fresh/create")
+        assert created == root and not created.acked  # not TagExists: it was this call's own
+        status = tracker.status("fresh")
+        assert (status.state, status.stamp, status.version) == ("pending", root, 1)
+    elif call == "fail":
+        status = tracker.fail(tag, "boom")
+        assert (status.state, status.reason) == ("failed", "boom")
+        after = tracker.status(tag)
+        assert (after.state, after.reason, after.version) == ("failed", "boom", 2)  # failed once
+    elif call == "delete":
         tracker.delete(tag)
         with pytest.raises(TagNotFound):
             tracker.status(tag)
@@ -121,10 +169,10 @@ def _one_request(operation: str, tracker: XorAckDynamoDB, tag: str, edge: bytes)
 
 
 @pytest.mark.parametrize("beyond_botocore", [False, True], ids=["within-botocore", "beyond-botocore"])
-@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize(("operation", "call"), REQUESTS, ids=[f"{o}-{c}" for o, c in REQUESTS])
 @pytest.mark.parametrize("kind", FAULT_KINDS)
 def test_every_request_type_survives_every_fault_kind(
-    moto_server: LocalDynamoDB, kind: str, operation: str, beyond_botocore: bool
+    moto_server: LocalDynamoDB, kind: str, operation: str, call: str, beyond_botocore: bool
 ) -> None:
     """The first requests of one type fail (once, or more times than botocore retries, so
     that the library's own retry has to take over); the call still does exactly its job."""
@@ -133,26 +181,21 @@ def test_every_request_type_survives_every_fault_kind(
     injector = FaultInjector(FaultRates.only(kind, 1.0), operations=frozenset({operation}), limit=limit)
     table = unique_table("matrix")
     factory = TrackerFactory(moto_server.endpoint_url or "", table, injector, botocore_attempts)
-    setup = factory()
-    setup.create_table()
-    edge = new_stamp()
     injector.enabled = False
-    setup.create("chain", edge)
-    injector.enabled = True
-    tracker = factory()  # a cold cache: its stamp must read first
-    _one_request(operation, tracker, "chain", edge)
+    factory().create_table()
+    _one_request(call, factory, injector)
     assert injector.injected[kind] == limit
     assert injector.by_operation[(kind, operation)] == limit
 
 
 def test_low_retry_budget_escapes_only_typed_errors_and_restamping_converges(
-    moto_server: LocalDynamoDB,
+    moto_server: LocalDynamoDB, seed: int
 ) -> None:
     """With RetryPolicy(max_attempts=2) and botocore at 1 attempt, races and faults do
     escape, but only as StaleLocalData or the original (transient) ClientError; stamping
     the failed ones again with the same op id completes every chain, consistently."""
-    rng = random.Random(7)
-    injector = FaultInjector(FaultRates(throttle=0.15, server_error=0.15), seed=7)
+    rng = random.Random(seed)
+    injector = FaultInjector(FaultRates(throttle=0.15, server_error=0.15), seed=seed)
     table = unique_table("low-budget")
     tight = RetryPolicy(max_attempts=2, initial_wait=0.001, max_wait=0.005)
     factory = TrackerFactory(
@@ -209,6 +252,7 @@ def test_low_retry_budget_escapes_only_typed_errors_and_restamping_converges(
         escaped_errors=escaped_on_replay,
         typed_escapes=dict(kinds),
         max_attempts=result.max_attempts,
+        seed=seed,
     )
     assert escaped_on_replay == 0
     assert (result.verdict.lost_acks, result.verdict.false_acks, result.verdict.corrupt) == (0, 0, 0), (
@@ -224,7 +268,7 @@ def test_a_lost_completing_write_is_not_applied_twice(moto_server: LocalDynamoDB
     is applied, its response lost, botocore resends it; the chain stays acked and the
     call returns acked (a naive retry would XOR the edge back in)."""
     injector = FaultInjector(
-        FaultRates.only("lost_response", 1.0), operations=frozenset({"UpdateItem"}), limit=1
+        FaultRates.only("lost_response", 1.0), operations=frozenset({"PutItem"}), limit=1
     )
     table = unique_table("lost")
     factory = TrackerFactory(moto_server.endpoint_url or "", table, injector, BOTOCORE_ATTEMPTS)
@@ -239,3 +283,92 @@ def test_a_lost_completing_write_is_not_applied_twice(moto_server: LocalDynamoDB
     assert injector.injected["lost_response"] == 1
     status = tracker.status("t")
     assert status.state == "acked" and status.stamp.acked
+
+
+@pytest.mark.parametrize("completing", [True, False], ids=["completing", "midway"])
+def test_a_stamp_without_op_id_lost_beyond_botocore_is_applied_once(
+    moto_server: LocalDynamoDB, completing: bool
+) -> None:
+    """No op_id given: the library draws one. The write is applied and its response lost,
+    botocore's two resends fail too (``max_attempts=2`` retries), so the library's own
+    retry takes over: it must retry under the same op id, find it applied, and return the
+    value once applied; a completing stamp returns acked (a fresh op id per retry would
+    apply it twice, or raise TagAcked for its own write)."""
+    injector = FaultInjector(
+        FaultRates(),
+        operations=frozenset({"PutItem"}),  # the xor-mode stamp's write
+        script=("lost_response", "connect_error", "connect_error"),
+    )
+    factory = TrackerFactory(moto_server.endpoint_url or "", unique_table("no-op-id"), injector, 2)
+    tracker = factory()
+    tracker.create_table()
+    root, child = new_stamp(), new_stamp()
+    injector.enabled = False
+    tracker.create("t", root)
+    assert not tracker.stamp("t", xor(root, child)).acked  # child is the one open edge
+    injector.enabled = True
+    delta = child if completing else new_stamp()
+    tracker.stats.reset()
+    value = tracker.stamp("t", delta)
+    assert injector.injected == Counter({"lost_response": 1, "connect_error": 2})
+    assert tracker.stats.events.get("retries") == 1  # the library's own retry ran
+    expected = xor(child, delta) if not completing else bytes(16)
+    assert value == expected and value.acked is completing
+    status = tracker.status("t")
+    assert status.stamp == expected
+    assert status.state == ("acked" if completing else "pending")
+    item = moto_server.client().get_item(TableName=factory.table, Key={"tagID": {"S": "t"}})["Item"]
+    assert int(item["version"]["N"]) == 3  # create, the first stamp, this one: once
+
+
+def _statuses_setup(moto_server: LocalDynamoDB, injector: UnprocessedKeys, retry: RetryPolicy) -> Any:
+    """A table with 130 chains in three states; the tracker whose client has ``injector``
+    attached, and the tags."""
+    table = unique_table("unprocessed")
+    setup = XorAckDynamoDB(table, client=moto_server.client())
+    setup.create_table()
+    tags = [f"chain/{i:03d}" for i in range(130)]
+    stamp = new_stamp()
+    for tag in tags:
+        setup.create(tag, stamp)
+    setup.stamp(tags[1], stamp)
+    setup.fail(tags[2], "bad input")
+    reader = XorAckDynamoDB(table, client=injector.attach(moto_server.client()), retry=retry)
+    return reader, tags
+
+
+def test_status_many_asks_again_for_unprocessed_keys(moto_server: LocalDynamoDB, seed: int) -> None:
+    """The first three BatchGetItem answers leave half their keys unprocessed; every
+    retry asks for exactly the keys left over, and every status comes back."""
+    injector = UnprocessedKeys(fraction=0.5, times=3, seed=seed)
+    reader, tags = _statuses_setup(moto_server, injector, RetryPolicy(initial_wait=0.001, max_wait=0.01))
+    wanted = [*tags, "missing/1", "missing/2"]
+    statuses = reader.status_many(wanted)
+    assert list(statuses) == tags
+    assert [statuses[t].state for t in tags[:4]] == ["pending", "acked", "failed", "pending"]
+    assert all(statuses[t].state == "pending" for t in tags[3:])
+    assert len(injector.left) == 3
+    assert reader.stats.requests["BatchGetItem"] == len(injector.asked) == 2 + 3  # 2 pages, 3 retries
+    # Page 1 (100 keys) loses half three times; each retry asks for exactly what was left.
+    assert [len(k) for k in injector.asked] == [100, 50, 25, 13, 32]
+    assert injector.asked[1:4] == injector.left
+
+
+@pytest.mark.parametrize("stubborn", [2, 3], ids=["last-attempt-succeeds", "budget-spent"])
+def test_status_many_raises_batch_incomplete_when_keys_stay_unprocessed(
+    moto_server: LocalDynamoDB, stubborn: int, seed: int
+) -> None:
+    """RetryPolicy(max_attempts=3): keys still unprocessed after the third answer raise
+    BatchIncomplete (never a partial result); unprocessed twice, the third answer
+    completes it."""
+    injector = UnprocessedKeys(fraction=0.1, times=stubborn, seed=seed)
+    reader, tags = _statuses_setup(
+        moto_server, injector, RetryPolicy(max_attempts=3, initial_wait=0.001, max_wait=0.01)
+    )
+    if stubborn == 3:
+        with expect(BatchIncomplete, None) as info:
+            reader.status_many(tags[:50])
+        assert f"{len(injector.left[-1])} keys still unprocessed" in str(info.value)
+    else:
+        assert list(reader.status_many(tags[:50])) == tags[:50]
+    assert len(injector.asked) == 3 and len(injector.left) == stubborn

@@ -1,8 +1,8 @@
 """Process faults and the hot chain: worker processes (and threads) stamping over HTTP.
 
 Workers are ``python -m tests.reliability.worker`` processes talking to the session's
-moto server; they are killed with SIGKILL at random moments, in the middle of requests
-as often as between them.
+moto server; they are killed with SIGKILL at random points of their progress, in the
+middle of requests as often as between them.
 """
 
 from __future__ import annotations
@@ -52,8 +52,13 @@ def _check_chain(tree: Tree, reader: XorAckDynamoDB, sure: set[int], maybe: set[
     return f"{tree.tag}: stored value matches no set of applied stamps (corrupt)"
 
 
-def test_sigkilled_workers_replayed_complete_or_expire(moto_server: LocalDynamoDB) -> None:
-    rng = random.Random(11)
+def test_sigkilled_workers_replayed_complete_or_expire(moto_server: LocalDynamoDB, seed: int) -> None:
+    """Rounds of two workers stamping the same chains' jobs; in every round but the last,
+    each is SIGKILLed mid-work: once it has returned a random number of its stamps (at
+    most two thirds), 0-3 ms later, so inside its next stamp, before, during or after its
+    request. Kill moments follow the workers' progress, not the clock, so they land in
+    the middle of the work on a fast machine as on a slow one."""
+    rng = random.Random(seed)
     endpoint = moto_server.endpoint_url or ""
     table = unique_table("kill")
     factory = TrackerFactory(endpoint, table, FaultInjector(FaultRates(), enabled=False))
@@ -68,6 +73,7 @@ def test_sigkilled_workers_replayed_complete_or_expire(moto_server: LocalDynamoD
     sure: dict[str, set[int]] = {t.tag: set() for t in trees}
     maybe: dict[str, set[int]] = {t.tag: set() for t in trees}
     kills = 0
+    killed_mid_work = 0
     problems: list[str] = []  # a chain acked early, or corrupt
     errors: list[str] = []  # errors that escaped a worker's stamp()
 
@@ -79,16 +85,21 @@ def test_sigkilled_workers_replayed_complete_or_expire(moto_server: LocalDynamoD
         workers = [Worker(endpoint, table, part) for part in (jobs[:half], jobs[half:])]
         for w in workers:
             w.wait_ready()
+        killers = []
+        if not last:
+            for w in workers:
+                at = rng.randint(1, max(1, 2 * len(w.jobs) // 3))
+                killers.append(threading.Thread(target=_kill_after, args=(w, at, rng.uniform(0, 0.003))))
+        for k in killers:
+            k.start()
         for w in workers:
             w.go()
-        if not last:
-            time.sleep(rng.uniform(0.05, 0.8))
-            for w in workers:
-                w.kill()
-                kills += w.killed
-                time.sleep(rng.uniform(0, 0.2))
+        for k in killers:
+            k.join()
         for w in workers:
             w.wait()
+            kills += w.killed
+            killed_mid_work += w.killed_mid_work()
             for line in w.lines:
                 tree, node = by_op[line["op"]]
                 if line["ok"]:
@@ -103,8 +114,10 @@ def test_sigkilled_workers_replayed_complete_or_expire(moto_server: LocalDynamoD
             if (problem := _check_chain(tree, reader, sure[tree.tag], maybe[tree.tag])) is not None:
                 problems.append(problem)
 
-    later = factory()
-    later._clock = lambda: time.time() + reader.ttl_seconds + 60  # noqa: SLF001 - the tracker's clock, moved on
+    # A tracker whose clock is past every deadline and the skew margin (5 s).
+    later = XorAckDynamoDB(
+        table, client=factory.client(), clock=lambda: time.time() + reader.ttl_seconds + 60
+    )
     states = later.status_many([t.tag for t in trees])
     expired = [t.tag for t in abandoned if states[t.tag].state == "expired"]
     with pytest.raises(TagExpired):
@@ -114,6 +127,8 @@ def test_sigkilled_workers_replayed_complete_or_expire(moto_server: LocalDynamoD
         chains=len(trees),
         stamps=sum(t.size for t in trees),
         faults={"sigkill": kills},
+        killed_mid_work=killed_mid_work,
+        seed=seed,
         lost_acks=sum(1 for t in live if states[t.tag].state != "acked"),
         false_acks=sum(1 for p in problems if "acked with open" in p),
         corrupt=sum(1 for p in problems if "corrupt" in p),
@@ -122,14 +137,21 @@ def test_sigkilled_workers_replayed_complete_or_expire(moto_server: LocalDynamoD
     )
     assert problems == []
     assert errors == []
-    assert kills >= SIZE.kill_rounds  # at least one worker died each round
+    assert killed_mid_work == kills == 2 * SIZE.kill_rounds  # both workers, every round, mid-work
     assert all(states[t.tag].state == "acked" and states[t.tag].stamp.acked for t in live)
-    # Abandoned chains were stamped only partly (a whole tree in under a second of a
-    # killed round is possible but rare): an incomplete one reads expired, never acked.
+    # Abandoned chains were stamped only partly (a whole tree before the kills of round
+    # 0 is possible): an incomplete one reads expired, never acked.
     for tree in abandoned:
         complete = sure[tree.tag] | maybe[tree.tag] == set(range(tree.size))
         assert states[tree.tag].state == ("acked" if complete and states[tree.tag].stamp.acked else "expired")
     assert expired
+
+
+def _kill_after(worker: Worker, stamps: int, delay: float) -> None:
+    """SIGKILL ``worker`` ``delay`` seconds after it has returned ``stamps`` stamps."""
+    if worker.wait_for_lines(stamps):
+        time.sleep(delay)
+        worker.kill()
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -137,13 +159,13 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-@pytest.mark.parametrize("backend", ["moto", "dynalite"])
+@pytest.mark.parametrize("backend", ["moto", "dynalite", "ddblocal"])
 def test_hot_chain_many_threads_and_processes(request: pytest.FixtureRequest, backend: str) -> None:
     """One chain, its root fanned out to many children; 16 threads here and 4 worker
     processes stamp the children at once. Budget: RetryPolicy(max_attempts=400,
     max_seconds=600), as a hot chain is expected to lose many races. On dynalite, which
     returns no item on a failed condition, every lost race costs a consistent read."""
-    server = request.getfixturevalue("moto_server" if backend == "moto" else "dynalite")
+    server = request.getfixturevalue("moto_server" if backend == "moto" else backend)
     endpoint = server.endpoint_url or ""
     table = unique_table("hot")
     meter = FaultInjector(FaultRates(), enabled=False)

@@ -41,14 +41,21 @@ def deliveries(draw: st.DrawFn) -> tuple[Tree, list[int]]:
 def _check(tracker: Any, tree: Tree, sequence: list[int]) -> None:
     tracker.create(tree.tag, tree.edges[0], op_id="create")
     seen: set[int] = set()
+    completer: int | None = None  # the node whose first delivery completed the chain
     for node in sequence:
         first_time = node not in seen
         seen.add(node)
         value = tracker.stamp(tree.tag, tree.stamp(node), op_id=tree.op_id(node))
         done = len(seen) == tree.size
+        if done and completer is None:
+            completer = node
         # Zero exactly once every distinct op has landed; a duplicate changes nothing.
-        assert value.acked == done, (sequence, node)
+        assert (not any(value)) == done, (sequence, node)
         assert (not tree.open_edges(seen)) == done
+        # acked is the call's own: True only for the op that completed the chain (its
+        # first delivery, and any duplicate of it), never for a duplicate of another op.
+        assert value.acked == (node == completer), (sequence, node)
+        assert value.duplicate == (not first_time), (sequence, node)
         if not first_time:
             assert tracker.status(tree.tag).stamp == value
     assert tracker.status(tree.tag).state == "acked"

@@ -30,9 +30,10 @@ def _camel(name: str) -> str:
 
 
 def _data_operations() -> set[str]:
-    """The item requests the library sends: every ``self._call("Operation", ...)``."""
-    source = (PACKAGE / "dynamodb.py").read_text()
-    return set(re.findall(r'_call\(\s*"(\w+)"', source))
+    """The item requests the library sends: every request the store prepares
+    (``Prepared("Operation", ...)``) or calls directly (``self.call("Operation", ...)``)."""
+    source = (PACKAGE / "store.py").read_text()
+    return set(re.findall(r'(?:Prepared|self\.call)\(\s*"(\w+)"', source))
 
 
 def _table_operations() -> set[str]:
@@ -51,7 +52,8 @@ def _statements(name: str) -> dict[str, dict[str, Any]]:
 
 def test_policy_grants_exactly_what_the_library_sends() -> None:
     data = _data_operations()
-    assert data == {"GetItem", "UpdateItem", "DeleteItem", "BatchGetItem"}  # no PutItem, Scan, Query
+    # PutItem: create, and an xor stamp's conditional write. No Scan, Query, batch writes.
+    assert data == {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "BatchGetItem"}
     statements = _statements("iam-policy.json")
     assert set(statements["XorAckChains"]["Action"]) == {f"dynamodb:{op}" for op in data}
     admin = {f"dynamodb:{op}" for op in _table_operations()}
@@ -116,7 +118,8 @@ def test_logs_carry_no_credentials_and_no_stamps(
 
     records = [r for r in caplog.records if r.name.startswith("xor_ack_dynamodb")]
     text = "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in records)
-    assert "retrying" in text and "UpdateItem" in text  # the log did record the run
+    # The log did record the run: stamps (PutItem), the fail (UpdateItem), retries.
+    assert "retrying" in text and "PutItem" in text and "UpdateItem" in text
     assert key_id not in text and secret not in text
     values = [bytes(e) for t in trees for e in t.edges] + [
         bytes(t.stamp(n)) for t in trees for n in range(t.size)

@@ -277,7 +277,12 @@ class StampCall(Call[Plan]):
         would still show that write's ops had it landed."""
         base = self.base
         problem = None
-        if chain.foreign:
+        if chain.foreign and base is not None and base.foreign:
+            # Both views are items without history: unchanged means our write did not
+            # land (had it landed, the item would carry our token and history).
+            if (chain.value, chain.version) != (base.value, base.version):
+                problem = "the item (written by a writer without history, the Node package) changed"
+        elif chain.foreign:
             problem = "a writer without history (the Node package) replaced the item"
         elif base is not None and base.create_op != chain.create_op:
             problem = "the chain was re-created"

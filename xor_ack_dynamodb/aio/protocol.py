@@ -1,0 +1,64 @@
+"""The one interface every asyncio tracker implements: :class:`~xor_ack_dynamodb.AckTracker`
+with each chain method awaited."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from ..core.algebra import EdgeLike, Mode
+from ..model import ChainStatus
+from ..stamps import Stamp, Sum
+from ..stats import RequestStats
+
+__all__ = ["AsyncAckTracker"]
+
+
+@runtime_checkable
+class AsyncAckTracker(Protocol):
+    """An asyncio tracker of ack chains. See :class:`~xor_ack_dynamodb.tracker.SyncTracker`
+    for each method's guarantees and errors."""
+
+    @property
+    def mode(self) -> Mode: ...
+
+    @property
+    def stats(self) -> RequestStats: ...
+
+    def new_edge(self) -> Stamp | int: ...
+
+    async def create(
+        self, tag: str, value: EdgeLike, *, op_id: str | None = None, owner: str | None = None
+    ) -> Stamp | Sum: ...
+
+    async def stamp(
+        self,
+        tag: str,
+        value: EdgeLike | None = None,
+        *,
+        finished: Iterable[EdgeLike] = (),
+        started: Iterable[EdgeLike] = (),
+        op_id: str | None = None,
+        owner: str | None = None,
+    ) -> Stamp | Sum: ...
+
+    async def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus: ...
+
+    async def touch(
+        self, tag: str, ttl: timedelta | float | None = None, *, owner: str | None = None
+    ) -> ChainStatus: ...
+
+    async def status(self, tag: str) -> ChainStatus: ...
+
+    async def status_many(self, tags: Iterable[str]) -> dict[str, ChainStatus]: ...
+
+    async def delete(self, tag: str) -> None: ...
+
+
+if TYPE_CHECKING:  # mypy proves each tracker satisfies the protocol, signatures included
+    from .dynamodb import AsyncXorAckDynamoDB
+    from .memory import AsyncMemoryAck
+
+    def _conforms(a: AsyncXorAckDynamoDB, b: AsyncMemoryAck) -> list[AsyncAckTracker]:
+        return [a, b]

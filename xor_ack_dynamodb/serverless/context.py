@@ -1,0 +1,184 @@
+"""What a handler sees and does: the record's chain and body, and ``emit`` for children.
+
+A handler never stamps and never sends: it *declares* children with :meth:`Context.emit`
+(an SQS message) or :meth:`Context.emit_object` (an S3 object carrying the envelope in
+its metadata). Each child gets the next derived edge (``child_edge(parent, i)``, or the
+start's ``i``-th edge), so a handler run again emits the same edges in the same order.
+The caller (:func:`~xor_ack_dynamodb.serverless.process_sqs_batch`,
+:func:`~xor_ack_dynamodb.serverless.start`) stamps once when the handler returns, then
+sends; if the handler raises, nothing emitted is stamped or sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.algebra import Mode
+from .edges import Edge, edge_text
+from .envelope import Envelope
+
+__all__ = ["Child", "Context", "S3Object"]
+
+
+@dataclass(frozen=True, slots=True)
+class S3Object:
+    """One object of an S3 event: where it is and which upload it was. ``identity`` is
+    what makes a redelivered event harmless: the version id when the bucket is
+    versioned, else the event's sequencer, else the ETag."""
+
+    bucket: str
+    key: str
+    etag: str = ""
+    version_id: str | None = None
+    sequencer: str | None = None
+    size: int | None = None
+
+    @property
+    def tag(self) -> str:
+        """The chain's tag: one chain per object version (versioned buckets) or per
+        object content (its ETag) at that key."""
+        if self.version_id:
+            return f"s3://{self.bucket}/{self.key}@version:{self.version_id}"
+        return f"s3://{self.bucket}/{self.key}@etag:{self.etag}"
+
+    @property
+    def identity(self) -> str:
+        """The start's incarnation: the same for every delivery of this upload's event."""
+        return self.version_id or self.sequencer or self.etag or self.key
+
+
+@dataclass(frozen=True, slots=True)
+class Child:
+    """A child declared by a handler: its envelope (with its derived edge) and where it
+    goes: an SQS message (``queue_url``, ``body``) or an S3 object (``bucket``, ``key``,
+    ``data``)."""
+
+    envelope: Envelope
+    body: str = ""
+    queue_url: str | None = None
+    delay_seconds: int | None = None
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    group_id: str | None = None
+    bucket: str | None = None
+    key: str | None = None
+    data: bytes = b""
+    content_type: str | None = None
+
+    @property
+    def edge(self) -> Edge:
+        return self.envelope.edge
+
+    @property
+    def is_object(self) -> bool:
+        return self.bucket is not None
+
+
+class Context:
+    """One unit of tracked work: a received message (``edge`` is the edge it finishes)
+    or a start (``edge`` None; ``source`` is the S3 object that started it, if any).
+
+    Attributes: ``tag``, ``owner``, ``mode``, ``edge``, ``body`` (the message body, a
+    ``str``; ``""`` for a start), ``record`` (the raw SQS record, or None),
+    ``message_id``, ``receive_count`` (SQS's ``ApproximateReceiveCount``), ``source``
+    (an :class:`S3Object`), ``lambda_context`` (Lambda's, when given).
+    """
+
+    def __init__(
+        self,
+        *,
+        tag: str,
+        owner: str,
+        mode: Mode,
+        edge: Edge | None,
+        derive: Callable[[int], Edge],
+        default_queue: str | None,
+        body: str = "",
+        record: Mapping[str, Any] | None = None,
+        message_id: str | None = None,
+        receive_count: int = 1,
+        source: S3Object | None = None,
+        lambda_context: Any = None,
+    ) -> None:
+        self.tag = tag
+        self.owner = owner
+        self.mode = mode
+        self.edge = edge
+        self.body = body
+        self.record = record
+        self.message_id = message_id
+        self.receive_count = receive_count
+        self.source = source
+        self.lambda_context = lambda_context
+        self._derive = derive
+        self._default_queue = default_queue
+        self._children: list[Child] = []
+
+    @property
+    def edge_id(self) -> str:
+        """This record's edge as text (hex or decimal digits; ``""`` for a start): a
+        stable name for its work, the same on every delivery (an output key, say)."""
+        return "" if self.edge is None else edge_text(self.edge)
+
+    @property
+    def children(self) -> tuple[Child, ...]:
+        """The children emitted so far, in order."""
+        return tuple(self._children)
+
+    def json(self) -> Any:
+        """The body parsed as JSON (raises ``ValueError`` if it is not JSON)."""
+        return json.loads(self.body)
+
+    def _envelope(self) -> Envelope:
+        return Envelope(self.tag, self._derive(len(self._children)), self.owner, self.mode)
+
+    def emit(
+        self,
+        body: Any,
+        *,
+        queue_url: str | None = None,
+        delay_seconds: int | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        group_id: str | None = None,
+    ) -> Child:
+        """Declare a child message: ``body`` (a ``str``, or anything ``json.dumps``
+        takes) to ``queue_url`` (default: the pipeline's queue), with the next derived
+        edge in its ``xor-ack`` attribute. ``attributes`` are extra SQS message
+        attributes (at most 9: SQS allows 10 and the envelope takes one); ``group_id``
+        is the ``MessageGroupId`` of a FIFO queue. It is sent after this handler's stamp
+        lands. Raises ``ValueError`` with no queue to send to, ``TypeError`` for a body
+        that is not JSON-serializable."""
+        queue = queue_url or self._default_queue
+        if not queue:
+            raise ValueError("emit() needs a queue_url: the pipeline has no default queue")
+        extra = dict(attributes or {})
+        if "xor-ack" in extra or len(extra) > 9:
+            raise ValueError("attributes: at most 9, and not 'xor-ack' (the envelope's)")
+        text = body if isinstance(body, str) else json.dumps(body)
+        child = Child(
+            envelope=self._envelope(),
+            body=text,
+            queue_url=queue,
+            delay_seconds=delay_seconds,
+            attributes=extra,
+            group_id=group_id,
+        )
+        self._children.append(child)
+        return child
+
+    def emit_object(
+        self, bucket: str, key: str, data: bytes | str, *, content_type: str | None = None
+    ) -> Child:
+        """Declare a child that is an S3 object: ``data`` written to ``bucket``/``key``
+        with the envelope in its metadata, after this handler's stamp lands. The object's
+        upload event, handled by :func:`~xor_ack_dynamodb.serverless.process_s3_event`,
+        finishes its edge."""
+        payload = data.encode() if isinstance(data, str) else bytes(data)
+        child = Child(
+            envelope=self._envelope(), bucket=bucket, key=key, data=payload, content_type=content_type
+        )
+        child.envelope.s3_metadata()  # too long a tag for S3 metadata: refuse now, not after the stamp
+        self._children.append(child)
+        return child

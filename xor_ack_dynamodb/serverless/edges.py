@@ -1,0 +1,124 @@
+"""Deterministic edges, op ids and owners: why a retry repeats itself exactly.
+
+Every edge of a tracked fan-out is derived, never drawn at random at the point of use:
+
+* a start's edges from the chain's tag and the start's *incarnation* (a random id, or a
+  deterministic one such as an S3 object's version or event sequencer) and the child's
+  position;
+* a child's edge from its parent's edge and its position among the parent's children.
+
+So a handler that is retried (SQS redelivery, a Lambda retry, a redelivered S3 event)
+re-derives the very edges its first attempt did, and the op id of the stamp that finishes
+an edge is a function of that edge alone (:func:`op_id`): a redelivered message, a child
+sent twice and a start run twice are each applied once by the chain's op-id check.
+
+xor mode uses :func:`~xor_ack_dynamodb.derive_edge` (keyed BLAKE2b, as long as the
+parent); sum mode derives an int in [1, 2**63) the same way, as random-looking as the
+tracker's own :meth:`new_edge`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from ..core.algebra import Mode
+from ..stamps import Stamp, derive_edge, xor_all
+
+__all__ = [
+    "Edge",
+    "EDGE_KEY",
+    "child_edge",
+    "start_edge",
+    "root_edge",
+    "combine",
+    "op_id",
+    "owner_for",
+    "new_incarnation",
+    "edge_text",
+]
+
+#: An edge as the serverless layer handles it: bytes (xor mode) or an int (sum mode).
+Edge = bytes | int
+
+#: The BLAKE2b key of every derivation here: keeps these edges apart from any other use
+#: of ``derive_edge`` (the Spark layer's).
+EDGE_KEY = b"xor-ack-dynamodb/serverless/v1"
+
+_SUM_RANGE = 2**63 - 1
+
+
+def _sum_edge(parent: bytes, label: bytes) -> int:
+    h = hashlib.blake2b(digest_size=8, key=EDGE_KEY)
+    h.update(len(parent).to_bytes(4, "big"))
+    h.update(parent)
+    h.update(label)
+    return int.from_bytes(h.digest(), "big") % _SUM_RANGE + 1
+
+
+def _label(index: int) -> bytes:
+    return index.to_bytes(8, "big", signed=False)
+
+
+def child_edge(parent: Edge, index: int) -> Edge:
+    """The edge of the ``index``-th child emitted by the holder of ``parent`` (same type
+    as ``parent``; never zero)."""
+    if isinstance(parent, int):
+        return _sum_edge(b"child" + parent.to_bytes(8, "big"), _label(index))
+    return derive_edge(EDGE_KEY, parent, index)
+
+
+def _seed(tag: str, incarnation: str, size: int) -> bytes:
+    h = hashlib.blake2b(digest_size=size, key=EDGE_KEY)
+    h.update(tag.encode("utf-8", "surrogatepass"))
+    h.update(b"\x00")
+    h.update(incarnation.encode("utf-8", "surrogatepass"))
+    return h.digest()
+
+
+def root_edge(mode: Mode, tag: str, incarnation: str, edge_size: int = 16) -> Edge:
+    """The edge a start holds itself (used when a start has no children, so that its
+    chain has something to finish)."""
+    seed = _seed(tag, incarnation, edge_size)
+    if mode == "sum":
+        return _sum_edge(b"root" + seed, b"")
+    return derive_edge(EDGE_KEY, seed, "root")
+
+
+def start_edge(mode: Mode, tag: str, incarnation: str, index: int, edge_size: int = 16) -> Edge:
+    """The edge of a start's ``index``-th child."""
+    seed = _seed(tag, incarnation, edge_size)
+    if mode == "sum":
+        return _sum_edge(b"start" + seed, _label(index))
+    return derive_edge(EDGE_KEY, seed, index)
+
+
+def combine(mode: Mode, edges: list[Edge]) -> Edge:
+    """The value a chain starts with when it holds ``edges``: their XOR or their sum."""
+    if mode == "sum":
+        return sum(int(e) for e in edges)
+    return Stamp(xor_all([e for e in edges if isinstance(e, bytes)]))
+
+
+def edge_text(edge: Edge) -> str:
+    """An edge as the envelope writes it: hex digits (xor), decimal digits (sum)."""
+    return str(edge) if isinstance(edge, int) else bytes(edge).hex()
+
+
+def op_id(edge: Edge) -> str:
+    """The op id of the stamp that finishes ``edge`` (and starts its children): the same
+    for every copy of the message that carries it."""
+    return f"edge:{edge_text(edge)}"
+
+
+def owner_for(tag: str, incarnation: str) -> str:
+    """The owner a start stores on its chain: derived from the incarnation, so a start
+    run again (a redelivered S3 event) names the same owner, while a new incarnation of
+    the same tag (a replay after expiry) names another and its predecessor's late
+    messages are refused (``NotOwner``)."""
+    return "inc-" + _seed(tag, "owner\x00" + incarnation, 12).hex()
+
+
+def new_incarnation() -> str:
+    """A random incarnation id, for a start that need not be idempotent."""
+    return secrets.token_hex(12)

@@ -1,0 +1,80 @@
+"""The errors of the serverless layer, under the library's :class:`XorAckError`.
+
+Envelope errors are bad input: they derive from ``ValueError`` and are raised before any
+request is sent. A record whose envelope is missing or malformed can never be processed,
+however often it is delivered; :func:`~xor_ack_dynamodb.serverless.process_sqs_batch`
+reports it for redelivery (so a DLQ can catch it) until its receive limit, then drops it
+with an error log line. It never reaches the handler and never touches a chain.
+"""
+
+from __future__ import annotations
+
+from ..errors import XorAckError
+
+__all__ = [
+    "EnvelopeError",
+    "MissingEnvelope",
+    "MalformedEnvelope",
+    "UnsupportedEnvelopeVersion",
+    "EnvelopeModeMismatch",
+    "RetryRecord",
+    "FailChain",
+    "CompletionPending",
+    "TargetFailed",
+]
+
+
+class EnvelopeError(XorAckError, ValueError):
+    """A message does not carry a usable envelope (the chain's tag, the message's edge
+    and the chain's owner)."""
+
+
+class MissingEnvelope(EnvelopeError):
+    """The message carries no envelope at all: no ``xor-ack`` message attribute, no JSON
+    body form, no ``xor-ack`` S3 object metadata. Probably a message sent by something
+    other than this library to a tracked queue."""
+
+
+class MalformedEnvelope(EnvelopeError):
+    """The envelope is there but cannot be read: not JSON, a field missing or of the
+    wrong type, an edge out of range, a tag DynamoDB would refuse."""
+
+
+class UnsupportedEnvelopeVersion(MalformedEnvelope):
+    """The envelope's ``v`` is a version this library does not read (a newer writer)."""
+
+
+class EnvelopeModeMismatch(MalformedEnvelope):
+    """The envelope's edge counts in the other mode (an xor edge for a sum-mode pipeline
+    or the reverse): producers and workers of one pipeline must agree on the mode."""
+
+
+class RetryRecord(XorAckError):
+    """Raised by :meth:`Pipeline.record_handler` (the Powertools-compatible record
+    function) for a record that should be delivered again; ``outcome`` says why."""
+
+    def __init__(self, message: str, *, tag: str | None = None, outcome: object = None) -> None:
+        super().__init__(message, tag=tag)
+        self.outcome = outcome
+
+
+class FailChain(XorAckError):
+    """Raise it from a handler to fail the record's chain at once with ``reason`` (data
+    that can never be processed: no point in retrying). The record is then dropped."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (FailChain, (self.reason,))
+
+
+class CompletionPending(XorAckError):
+    """Another delivery holds the chain's completion claim and its lease has not run
+    out: the record is retried, and fires the completion itself if that delivery died."""
+
+
+class TargetFailed(XorAckError):
+    """A completion target (an SQS queue, an EventBridge bus) refused the completion.
+    The claim is released and the record retried."""

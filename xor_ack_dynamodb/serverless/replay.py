@@ -1,0 +1,123 @@
+"""Finding the chains to replay: the ones that failed or expired.
+
+What is queryable decides the method. The chains table has only a partition key (the
+tag): DynamoDB can fetch known tags cheaply (``BatchGetItem``, 100 a request) and can
+otherwise only Scan. An index on the state would not fix it: a GSI keyed on ``state``
+puts every pending chain under one key (a hot partition that throttles the table's
+writes), and a chain *expires* without any write, so no index can list expired chains.
+Two ways, then:
+
+* **You know your roots** (:func:`unfinished`): the objects under an S3 prefix, the
+  orders of a day, the run's inputs. Ask for their tags: cost proportional to the
+  roots, strongly consistent, and a root whose chain is missing (never started, or
+  purged) is reported too. This is the way for pipelines: the S3 bucket is the
+  registry of the chains its uploads start (:func:`unfinished_objects`).
+* **You do not** (:func:`scan_unfinished`): a Scan of the whole table with a
+  server-side filter, for operators (it reads, and bills, every item; tombstones
+  included). The ``xor-ack list --state failed`` command does the same.
+
+A replay starts a new chain: under the same tag once the old one has expired (its new
+owner keeps the old incarnation's late messages out), or under a new tag for a failed
+one (its tombstone holds the tag for the retention period).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import ChainStatus
+from ..protocol import AckTracker
+from .context import S3Object
+
+__all__ = ["Unfinished", "unfinished", "unfinished_objects", "scan_unfinished"]
+
+#: The states a replay is for.
+REPLAYABLE = ("failed", "expired")
+
+
+@dataclass
+class Unfinished:
+    """Chains to replay: ``failed`` and ``expired`` (tag -> status, with the failure's
+    reason), and ``missing`` tags (no chain: never started, or purged by TTL)."""
+
+    failed: dict[str, ChainStatus] = field(default_factory=dict)
+    expired: dict[str, ChainStatus] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.failed) + len(self.expired) + len(self.missing)
+
+
+def unfinished(tracker: AckTracker, tags: Iterable[str]) -> Unfinished:
+    """Which of ``tags`` failed, expired, or have no chain (``status_many``: 100 tags a
+    request on DynamoDB, strongly consistent). Pending and acked chains are left out."""
+    wanted = list(dict.fromkeys(tags))
+    found = tracker.status_many(wanted)
+    out = Unfinished()
+    for tag in wanted:
+        status = found.get(tag)
+        if status is None:
+            out.missing.append(tag)
+        elif status.state == "failed":
+            out.failed[tag] = status
+        elif status.state in ("expired", "corrupt"):
+            out.expired[tag] = status
+    return out
+
+
+def unfinished_objects(
+    tracker: AckTracker, s3: Any, bucket: str, prefix: str = ""
+) -> tuple[Unfinished, dict[str, S3Object]]:
+    """:func:`unfinished` for the objects under ``bucket``/``prefix`` (chains started by
+    :func:`~xor_ack_dynamodb.serverless.process_s3_event` in an unversioned bucket:
+    their tags come from the listing's keys and ETags). Returns the result and the
+    objects by tag, to replay from."""
+    objects: dict[str, S3Object] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            obj = S3Object(
+                bucket=bucket,
+                key=item["Key"],
+                etag=str(item.get("ETag", "")).strip('"'),
+                size=item.get("Size"),
+            )
+            objects[obj.tag] = obj
+    return unfinished(tracker, objects), objects
+
+
+def scan_unfinished(
+    tracker: Any, *, prefix: str | None = None, page_size: int = 1000
+) -> Iterator[ChainStatus]:
+    """Every failed or expired chain in the table (of tags starting with ``prefix``):
+    a Scan filtered server-side to ``failed`` chains and pending ones whose deadline
+    has passed, then decided by the tracker's rules (the skew margin included). Reads
+    the whole table: for operators. ``tracker`` is an ``XorAckDynamoDB`` (its clock is
+    "now")."""
+    now = tracker.engine.now()
+    names = {"#st": "state", "#dl": "deadline"}
+    values: dict[str, Any] = {
+        ":failed": {"S": "failed"},
+        ":pending": {"S": "pending"},
+        ":now": {"N": str(now)},
+    }
+    condition = "(#st = :failed OR (#st = :pending AND #dl < :now))"
+    if prefix:
+        names["#pk"] = tracker.partition_key
+        values[":p"] = {"S": prefix}
+        condition = f"begins_with(#pk, :p) AND {condition}"
+    pages = tracker.client.get_paginator("scan").paginate(
+        TableName=tracker.table,
+        FilterExpression=condition,
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=values,
+        ConsistentRead=True,
+        PaginationConfig={"PageSize": page_size},
+    )
+    for page in pages:
+        tracker.stats.request("Scan")
+        for item in page.get("Items", []):
+            status = tracker.rules.status(tracker.codec.parse(item), now)
+            if status.state in REPLAYABLE:
+                yield status

@@ -1,0 +1,86 @@
+"""Sending the children a handler declared: SQS messages ten a request, S3 objects one
+a request. Every child carries its envelope; on a FIFO queue its edge is also the
+deduplication id, so a child re-sent within SQS's 5-minute window is dropped by SQS."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import XorAckError
+from ..stats import RequestStats
+from .context import Child
+from .edges import edge_text
+
+__all__ = ["ChildrenNotSent", "send_children", "message_attributes"]
+
+#: SendMessageBatch's limit.
+BATCH = 10
+
+
+class ChildrenNotSent(XorAckError):
+    """SQS or S3 refused some children. Their edges are in the chain already (the
+    stamp landed first), so the record is retried: its stamp is then a duplicate and the
+    children are sent again."""
+
+
+def message_attributes(child: Child) -> dict[str, Any]:
+    """The child's SQS message attributes: the envelope and the handler's extras (a
+    ``str`` value becomes a String attribute; a mapping is passed as boto3 takes it)."""
+    out: dict[str, Any] = {}
+    for name, value in child.attributes.items():
+        out[name] = {"DataType": "String", "StringValue": value} if isinstance(value, str) else dict(value)
+    out.update(child.envelope.sqs_attributes())
+    return out
+
+
+def _entry(index: int, child: Child) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "Id": str(index),
+        "MessageBody": child.body,
+        "MessageAttributes": message_attributes(child),
+    }
+    if child.delay_seconds is not None:
+        entry["DelaySeconds"] = child.delay_seconds
+    assert child.queue_url is not None
+    if child.queue_url.endswith(".fifo"):
+        entry["MessageGroupId"] = child.group_id or child.envelope.tag[:128]
+        entry["MessageDeduplicationId"] = hashlib.blake2b(
+            f"{child.envelope.tag}\x00{edge_text(child.edge)}".encode(), digest_size=32
+        ).hexdigest()
+    return entry
+
+
+def send_children(children: Iterable[Child], *, sqs: Any, s3: Any, stats: RequestStats) -> None:
+    """Send every child. Raises :class:`ChildrenNotSent` naming what SQS refused (the
+    others were sent), and lets a client error propagate; either way the caller
+    retries the record, which sends them all again (duplicates are harmless)."""
+    by_queue: dict[str, list[Child]] = {}
+    for child in children:
+        if child.is_object:
+            stats.request("s3.PutObject")
+            kwargs: dict[str, Any] = {
+                "Bucket": child.bucket,
+                "Key": child.key,
+                "Body": child.data,
+                "Metadata": child.envelope.s3_metadata(),
+            }
+            if child.content_type:
+                kwargs["ContentType"] = child.content_type
+            s3.put_object(**kwargs)
+        else:
+            assert child.queue_url is not None
+            by_queue.setdefault(child.queue_url, []).append(child)
+    refused: list[Mapping[str, Any]] = []
+    for queue, queued in by_queue.items():
+        for start in range(0, len(queued), BATCH):
+            entries = [_entry(i, c) for i, c in enumerate(queued[start : start + BATCH])]
+            stats.request("sqs.SendMessageBatch")
+            response = sqs.send_message_batch(QueueUrl=queue, Entries=entries)
+            refused.extend(response.get("Failed", []))
+    if refused:
+        first = refused[0]
+        raise ChildrenNotSent(
+            f"SQS refused {len(refused)} children (first: {first.get('Code')}: {first.get('Message')})"
+        )

@@ -1,0 +1,244 @@
+"""Starting chains: from any caller (:func:`start`) or from S3 uploads
+(:func:`process_s3_event`, one chain per object).
+
+A start is one ``create`` holding the edges of all its children (their sum, or XOR),
+then the sends. Its *incarnation* (``start_id``) decides everything else: the owner
+stored on the chain and carried by every message (:func:`~.edges.owner_for`), the
+children's edges (:func:`~.edges.start_edge`) and the create's op id
+(``start:<incarnation>``). So:
+
+* the same start run again (a redelivered S3 event, a retried caller passing the same
+  ``start_id``) derives the same value; its create is a duplicate (the chain remembers
+  its create op for life) and, if the chain is still pending, the children are sent
+  again (their copies are applied once), else nothing is sent;
+* a new incarnation of the same tag (a replay after the old chain expired) stores a new
+  owner, so the old incarnation's late messages are refused (``NotOwner``) and dropped.
+
+Order: create, then send (a crash between them leaves a pending chain whose children
+were not sent: the retried start sends them; if it is never retried the chain expires
+and is reported, never acked). A start with no children creates its chain on a root
+edge and finishes it at once, so it completes (and fires its completion) like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import TagExists, XorAckError
+from ..model import State
+from .batch import CHAIN_OVER, Handler, process_message
+from .completion import Completion, fire_once
+from .context import Context, S3Object
+from .edges import combine, new_incarnation, op_id, owner_for, root_edge, start_edge
+from .envelope import Message, decode_s3_metadata
+from .errors import EnvelopeError
+from .sending import send_children
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline
+
+__all__ = ["Started", "start", "process_s3_event", "s3_objects"]
+
+log = logging.getLogger("xor_ack_dynamodb.serverless")
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """What a start did: ``created`` False when the chain existed from an earlier run of
+    the same start (a duplicate); ``children`` how many it declared; ``sent`` whether
+    they were sent (not when the duplicate found the chain finished); ``state`` the
+    chain's state as the start left it."""
+
+    tag: str
+    owner: str
+    children: int
+    created: bool
+    sent: bool
+    state: State
+
+
+def start(
+    tag: str,
+    children: Iterable[Any] = (),
+    *,
+    pipeline: Pipeline,
+    start_id: str | None = None,
+    handler: Handler | None = None,
+    source: S3Object | None = None,
+) -> Started:
+    """Start a chain ``tag`` whose children are ``children`` (message bodies for the
+    pipeline's queue) and/or what ``handler(ctx)`` emits. ``start_id`` makes the start
+    idempotent (see the module doc); without it a random incarnation is drawn.
+
+    Raises :class:`~xor_ack_dynamodb.errors.TagExists` when another incarnation's chain
+    holds the tag (live, or a tombstone within its retention: replay under a new tag),
+    :class:`~xor_ack_dynamodb.errors.InvalidTag` for a bad tag (before any request), and
+    what the handler raises (nothing was created); a send that fails raises after the
+    chain was created: call again with the same ``start_id``.
+    """
+    incarnation = start_id if start_id is not None else new_incarnation()
+    if not isinstance(incarnation, str) or not incarnation:
+        raise ValueError("start_id must be a non-empty str")
+    mode, size = pipeline.mode, pipeline.edge_size
+    ctx = Context(
+        tag=tag,
+        owner=owner_for(tag, incarnation),
+        mode=mode,
+        edge=None,
+        derive=lambda i: start_edge(mode, tag, incarnation, i, size),
+        default_queue=pipeline.queue_url,
+        source=source,
+    )
+    for body in children:
+        ctx.emit(body)
+    if handler is not None:
+        handler(ctx)
+    return _launch(pipeline, ctx, incarnation)
+
+
+def _launch(pipeline: Pipeline, ctx: Context, incarnation: str) -> Started:
+    tracker, tag, owner = pipeline.tracker, ctx.tag, ctx.owner
+    children = ctx.children
+    create_op = f"start:{incarnation}"
+    if not children:
+        root = root_edge(pipeline.mode, tag, incarnation, pipeline.edge_size)
+        created = tracker.create(tag, root, op_id=create_op, owner=owner)
+        try:
+            result = tracker.stamp(tag, finished=[root], op_id=op_id(root), owner=owner)
+        except CHAIN_OVER as exc:  # a duplicate start of a chain that failed or expired since
+            log.info("%s: started before and now over (%s)", tag, exc.code)
+            return Started(tag, owner, 0, False, False, tracker.status(tag).state)
+        if result.acked:
+            completion = Completion(tag, owner, pipeline.mode, pipeline.now())
+            fired = fire_once(
+                pipeline.guard,
+                pipeline.targets,
+                completion,
+                now=pipeline.now(),
+                lease=pipeline.completion_lease,
+            )
+            pipeline.stats.add("completions.fired" if fired else "completions.repeated")
+        return Started(tag, owner, 0, not created.duplicate, False, "acked")
+    value = combine(pipeline.mode, [c.edge for c in children])
+    created = tracker.create(tag, value, op_id=create_op, owner=owner)
+    if created.duplicate:
+        state = tracker.status(tag).state
+        if state != "pending":
+            log.info("%s: started before and now %s; its children are not sent again", tag, state)
+            return Started(tag, owner, len(children), False, False, state)
+        log.info("%s: started before and still pending; sending its %d children again", tag, len(children))
+    send_children(
+        children,
+        sqs=pipeline.sqs if any(not c.is_object for c in children) else None,
+        s3=pipeline.s3 if any(c.is_object for c in children) else None,
+        stats=pipeline.stats,
+    )
+    if not created.duplicate:
+        log.info("%s: started with %d children", tag, len(children))
+    return Started(tag, owner, len(children), not created.duplicate, True, "pending")
+
+
+def s3_objects(event: Mapping[str, Any]) -> list[S3Object]:
+    """The objects of an S3 event notification's ``ObjectCreated`` records (keys
+    URL-decoded as S3 sends them; other records skipped)."""
+    found = []
+    for record in event.get("Records", []):
+        if record.get("eventSource") != "aws:s3" or not str(record.get("eventName", "")).startswith(
+            "ObjectCreated"
+        ):
+            continue
+        s3 = record["s3"]
+        obj = s3["object"]
+        found.append(
+            S3Object(
+                bucket=s3["bucket"]["name"],
+                key=urllib.parse.unquote_plus(obj["key"]),
+                etag=str(obj.get("eTag", "")).strip('"'),
+                version_id=obj.get("versionId") or None,
+                sequencer=obj.get("sequencer") or None,
+                size=obj.get("size"),
+            )
+        )
+    return found
+
+
+def process_s3_event(
+    event: Mapping[str, Any],
+    handler: Handler,
+    *,
+    pipeline: Pipeline,
+    lambda_context: Any = None,
+    continue_chains: bool = True,
+) -> dict[str, Any]:
+    """Handle an S3 ``ObjectCreated`` event: for each object, ``handler(ctx)`` (with
+    ``ctx.source`` the :class:`S3Object`) declares children, and
+
+    * an object without an envelope starts a chain, tag :attr:`S3Object.tag`, with
+      the upload as its incarnation (:attr:`S3Object.identity`): a redelivered event
+      is a duplicate start (see the module doc);
+    * with ``continue_chains`` (default), an object whose metadata carries an envelope
+      (written by ``ctx.emit_object``) continues its chain: the handler's stamp
+      finishes the object's edge, exactly as for an SQS message. This costs one
+      ``HeadObject`` per object; pass False for a bucket that only receives uploads.
+
+    Returns ``{"started": [tags], "continued": [tags], "skipped": [tags]}`` (skipped:
+    a chain of another incarnation holds the tag). Raises the first error after
+    handling every object, so that Lambda retries the event (starts and stamps are
+    idempotent, so the objects that went through are not applied twice). S3 invokes
+    functions asynchronously: a handler that keeps failing is retried by Lambda's async
+    retries, then goes to the function's on-failure destination; a continued chain
+    then expires and is reported.
+    """
+    out: dict[str, list[str]] = {"started": [], "continued": [], "skipped": []}
+    first_error: BaseException | None = None
+    for obj in s3_objects(event):
+        try:
+            envelope = None
+            if continue_chains:
+                pipeline.stats.request("s3.HeadObject")
+                head = pipeline.s3.head_object(
+                    Bucket=obj.bucket,
+                    Key=obj.key,
+                    **({"VersionId": obj.version_id} if obj.version_id else {}),
+                )
+                envelope = decode_s3_metadata(head.get("Metadata"), pipeline.mode)
+            if envelope is not None:
+                outcome = process_message(
+                    Message(envelope, ""),
+                    f"s3:{obj.bucket}/{obj.key}@{obj.identity}",
+                    1,
+                    handler,
+                    pipeline=pipeline,
+                    source=obj,
+                    lambda_context=lambda_context,
+                )
+                if outcome == "retry":
+                    raise _Retry(f"object s3://{obj.bucket}/{obj.key} is to be handled again")
+                out["continued"].append(envelope.tag)
+                continue
+            try:
+                started = start(
+                    obj.tag, pipeline=pipeline, start_id=obj.identity, handler=handler, source=obj
+                )
+            except TagExists as exc:
+                log.warning("%s: another incarnation holds this tag; not started: %s", obj.tag, exc)
+                out["skipped"].append(obj.tag)
+                continue
+            out["started"].append(started.tag)
+        except EnvelopeError as exc:
+            log.error("s3://%s/%s: %s: %s; skipped", obj.bucket, obj.key, exc.code, exc)
+            out["skipped"].append(f"s3://{obj.bucket}/{obj.key}")
+        except Exception as exc:  # noqa: BLE001 - handle the others, then raise for Lambda's retry
+            log.warning("s3://%s/%s: %r; the event will be retried", obj.bucket, obj.key, exc)
+            first_error = first_error or exc
+    if first_error is not None:
+        raise first_error
+    return out
+
+
+class _Retry(XorAckError):
+    """An S3-carried record to handle again (the event is retried)."""
