@@ -5,6 +5,8 @@ an item is the sum of its attribute names (UTF-8 bytes) and values. A String is 
 UTF-8 bytes; a Binary its raw bytes; a Number 1 byte per two significant digits plus 1;
 a Boolean or Null 1 byte; a List or Map 3 bytes plus its elements, each with 1 byte of
 overhead (a Map's element also counts its name); a set is the sum of its members.
+
+:class:`ItemMeter` applies them to every chain item a client writes, as it writes it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ import math
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["item_size", "write_units"]
+__all__ = ["item_size", "write_units", "ItemMeter", "WRITES"]
+
+#: The requests that write an item (and are billed write units).
+WRITES = ("PutItem", "UpdateItem", "DeleteItem")
 
 
 def item_size(item: dict[str, dict[str, Any]]) -> int:
@@ -53,3 +58,42 @@ def _value_size(value: dict[str, Any]) -> int:
     if kind == "M":
         return 3 + sum(1 + len(k.encode()) + _value_size(v) for k, v in data.items())
     raise ValueError(f"unknown attribute type {kind!r}")
+
+
+class ItemMeter:
+    """A botocore hook on one client: the capacity units the backend reported, by kind,
+    and the size of the chain item after each successful write (the item a PutItem
+    wrote, the ``ALL_NEW`` attributes an UpdateItem returned; a trim returns nothing and
+    is not sized). Items without an op list (not chains) are not sized."""
+
+    def __init__(self, client: Any) -> None:
+        self.reset()
+        client.meta.events.register("before-parameter-build.dynamodb.PutItem", self._remember_put)
+        client.meta.events.register("after-call.dynamodb", self._count)
+
+    def reset(self) -> None:
+        self.write_units = 0.0
+        self.read_units = 0.0
+        self.writes_ok = 0  # successful write requests (a refused one has no capacity figure)
+        self.item_bytes: list[int] = []
+        self.item_ops = 0  # the most op ids seen in an item after a write
+
+    @staticmethod
+    def _remember_put(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["metered_item"] = params.get("Item")
+
+    def _count(self, http_response: Any, parsed: dict[str, Any], model: Any, context: Any, **_: Any) -> None:
+        if http_response.status_code >= 300:
+            return
+        units = float((parsed.get("ConsumedCapacity") or {}).get("CapacityUnits") or 0.0)
+        if model.name in WRITES:
+            self.write_units += units
+            self.writes_ok += 1
+        else:
+            self.read_units += units
+        item = parsed.get("Attributes") if model.name == "UpdateItem" else None
+        if model.name == "PutItem":
+            item = context.get("metered_item")
+        if item and "ops" in item:
+            self.item_bytes.append(item_size(item))
+            self.item_ops = max(self.item_ops, len(item["ops"].get("L", [])))

@@ -1,11 +1,12 @@
-"""Run the suite: ``python -m benchmarks [--seconds S]``.
+"""Run the suite: ``python -m benchmarks [--seconds S] [--process-stamps N]``.
 
 The Spark word count at scale has its own run: ``python -m benchmarks.spark_scale``
 (``make bench-spark``), which writes ``spark_results.{md,png,json}``.
 
-Prints the tables, and writes ``results.md`` (for the README), ``results.png`` and
-``results.json`` beside this file (or into ``--out``). Exit status 1 if any workload
-left a chain with a wrong value (the benchmarks double as a smoke test).
+Prints the tables, and writes ``results.md`` (for the README), ``results.png``,
+``processes.png`` and ``results.json`` beside this file (or into ``--out``). Exit status
+1 if any workload left a chain with a wrong value, or a chain finished by many processes
+did not end acked with exactly one caller told so (the benchmarks double as a smoke test).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from xor_ack_dynamodb import XorAckDynamoDB
+from xor_ack_dynamodb import DynamoDBLocal, XorAckDynamoDB
 
-from . import report, workloads
+from . import processes, report, workloads
+from .processes import ProcessPool, ProcessRun
 from .report import Results, Target
 from .server import ServerProcess
 from .workloads import Measured
@@ -32,10 +34,68 @@ from .workloads import Measured
 HERE = Path(__file__).resolve().parent
 TABLE = "bench-acks"
 ITEM_TAG = "wordcount/corpus/part-00000.txt"
+#: The chains whose item sizes are read: a tag as long as the word count's, one per mode.
+ITEM_TAGS = {"xor": ITEM_TAG, "sum": "wordcount/corpus/part-00001.txt"}
 #: Alternating rounds of the limit and the uncontended stamp (their ratio is the figure).
 ROUNDS = 3
 
+#: The backends the process runs use, as the tables name them.
+MOTO, DDBLOCAL = "moto server", "DynamoDB Local"
+#: The process count at which the issue's targets are checked.
+TARGET_PROCESSES = 32
+
 Step = tuple[str, Callable[[], None]]
+
+
+def _process_targets(r: Results) -> list[Target]:
+    """Issue 10's targets: sum mode on one chain of 32 processes, and the item size."""
+    targets: list[Target] = []
+    for backend in (MOTO, DDBLOCAL):
+        run = r.process_run(backend, "sum", TARGET_PROCESSES)
+        xor = r.process_run(backend, "xor", TARGET_PROCESSES)
+        if run is None:
+            reason = r.process_pending.get(backend, "not run")
+            targets.append(
+                Target(f"{TARGET_PROCESSES} processes, one chain, sum mode ({backend})", reason, None)
+            )
+            continue
+        beside = "" if xor is None else f"; xor mode: {xor.requests_per_stamp:.2f}"
+        extra = run.total_requests - run.stamps
+        targets.append(
+            Target(
+                f"{TARGET_PROCESSES} processes, one chain, sum mode ({backend}): ≤ 1.05 requests per stamp, "
+                "trims and the completion write included",
+                f"{run.requests_per_stamp:.3f} ({run.stamps} stamps, {extra} more requests: "
+                f"{run.events.get('trims', 0)} trims, {run.events.get('trims_skipped', 0)} refused, "
+                f"{run.events.get('completions', 0)} completion{beside})",
+                run.requests_per_stamp <= 1.05,
+                "one trim request per `slack` (20) stamps past the first `window` (32), one completion",
+            )
+        )
+        ratio = run.p(0.99) / run.p(0.5)
+        beside = "" if xor is None else f"; xor mode: {xor.p(0.99) / xor.p(0.5):.0f} ×"
+        targets.append(
+            Target(
+                f"{TARGET_PROCESSES} processes, one chain, sum mode ({backend}): p99 ≤ 10 × p50",
+                f"{ratio:.1f} × ({run.p(0.99):.0f} ms ÷ {run.p(0.5):.0f} ms{beside})",
+                ratio <= 10,
+                "queueing at the backend",
+            )
+        )
+    largest = [s for s in r.sizes if s.get("largest")]
+    if largest:
+        s = largest[0]
+        spare = 1024 - s["bytes"]
+        targets.append(
+            Target(
+                f"sum-mode item at its largest (window + slack = {s['ops']} op ids, a {s['tag_bytes']}-byte "
+                "tag): ≤ 1 KB, 1 WCU a write",
+                f"{s['bytes']} bytes ({spare} to spare: tags up to {s['tag_bytes'] + spare} bytes fit)",
+                s["bytes"] <= 1024,
+                "14 bytes an op id (8-byte key, 4-byte payload hash, list overheads)",
+            )
+        )
+    return targets
 
 
 def _targets(r: Results) -> list[Target]:
@@ -76,6 +136,7 @@ def _targets(r: Results) -> list[Target]:
                 "one write in flight per chain: a batch waits for the previous write",
             ),
         ]
+    targets += _process_targets(r)
     for t in targets:
         if t.met:
             t.bound = ""
@@ -92,6 +153,10 @@ class Bench:
         self.found: dict[str, Any] = {}
         self.rounds: dict[str, list[Measured]] = {}
         self.client: Any = None
+        self.process_counts = [int(n) for n in args.processes.split(",")] if args.processes else []
+        self.process_runs: list[ProcessRun] = []
+        self.process_pending: dict[str, str] = {}
+        self.pool: ProcessPool | None = None
 
     def log(self, m: Measured) -> None:
         self.console.log(
@@ -157,13 +222,41 @@ class Bench:
                 if (n, mode) != (1, "plain"):  # measured with the limit
                     one = partial(self.one_chain, n, mode == "combined")
                     steps.append((f"one chain, {n} threads, {mode}", self.measure(f"one/{n}/{mode}", one)))
-        steps.append(
-            (
-                "item size of a chain",
-                lambda: self.found.__setitem__("sizes", workloads.item_sizes(self.client, TABLE, ITEM_TAG)),
-            )
-        )
+        steps.append(("item size of a chain, both modes", self.item_sizes))
         return steps
+
+    def item_sizes(self) -> None:
+        self.found["sizes"] = [
+            size
+            for mode in ("xor", "sum")
+            for size in workloads.item_sizes(self.client, TABLE, ITEM_TAGS[mode], mode)
+        ]
+
+    def process_steps(self, backend: str, endpoint: Callable[[], str]) -> list[Step]:
+        """One chain finished by N processes, xor then sum for each N, on ``backend``
+        (whose endpoint is known when the steps run)."""
+        steps: list[Step] = []
+        for n in self.process_counts:
+            for mode in ("xor", "sum"):
+                label = f"one chain, {n} processes, {mode} mode, {backend}"
+                steps.append((label, partial(self.one_chain_processes, backend, endpoint, mode, n)))
+        return steps
+
+    def one_chain_processes(self, backend: str, endpoint: Callable[[], str], mode: str, n: int) -> None:
+        if self.pool is None:  # started here, after the thread runs, so as not to disturb them
+            self.pool = ProcessPool(max(self.process_counts), self.process_counts)
+        run = processes.one_chain_many_processes(
+            self.pool, backend, endpoint(), TABLE, mode, n, self.args.process_stamps
+        )
+        self.process_runs.append(run)
+        self.console.log(
+            f"one chain, {n} processes, {mode} mode, {backend}: {run.rate:.0f} stamps/s, "
+            f"{run.requests_per_stamp:.3f} requests/stamp, "
+            f"p50 {run.p(0.5):.0f} ms, p99 {run.p(0.99):.0f} ms, "
+            f"{run.events.get('conflicts', 0)} conflicts, {run.events.get('trims', 0)} trims, "
+            f"largest item {run.max_item_bytes} bytes"
+            + ("" if run.ok else f"  [red]NOT OK: {'; '.join(run.problems[:3])}[/red]")
+        )
 
     def other_steps(self) -> list[Step]:
         """Steps after the backend is stopped."""
@@ -189,6 +282,9 @@ class Bench:
             sizes=self.found["sizes"],
             tag=ITEM_TAG,
             targets=[],
+            processes=self.process_runs,
+            process_pending=self.process_pending,
+            process_stamps=self.args.process_stamps,
         )
         results.targets = _targets(results)
         return results
@@ -203,49 +299,99 @@ def main(argv: list[str] | None = None) -> int:
         "--threads", default="1,2,4,8,16", help="thread counts on one chain (default 1,2,4,8,16)"
     )
     parser.add_argument("--chains", type=int, default=100_000, help="open chains in the MemoryAck figure")
+    parser.add_argument(
+        "--processes",
+        default=",".join(map(str, processes.PROCESS_COUNTS)),
+        help="process counts finishing one chain, xor and sum mode (default 8,16,32,64; '' for none)",
+    )
+    parser.add_argument(
+        "--process-stamps",
+        type=int,
+        default=10,
+        help="stamps each process makes on the shared chain (default 10)",
+    )
+    parser.add_argument(
+        "--no-ddblocal", action="store_true", help="run the process workloads on the moto server only"
+    )
     parser.add_argument("--out", type=Path, default=HERE, help="where results.{md,png,json} go")
     args = parser.parse_args(argv)
     if "1" not in args.threads.split(","):
         parser.error("--threads must include 1 (the uncontended stamp)")
+    if args.process_stamps < 1:
+        parser.error("--process-stamps must be at least 1")
     console = Console()
     if not console.is_terminal:  # a log file or a pipe: wide enough for the tables
-        console = Console(width=150)
+        console = Console(width=190)
     bench = Bench(args, console)
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
-        server_steps, other_steps = bench.server_steps(), bench.other_steps()
-        task = progress.add_task("starting the embedded backend", total=len(server_steps) + len(other_steps))
-        with ServerProcess() as server:
-            bench.client = workloads.make_client(server.endpoint_url)
-            XorAckDynamoDB(TABLE, client=bench.client).create_table()
-            for description, step in server_steps:
+        endpoints: dict[str, str] = {}
+        server_steps = bench.server_steps() + bench.process_steps(MOTO, lambda: endpoints[MOTO])
+        ddb_steps = [] if args.no_ddblocal else bench.process_steps(DDBLOCAL, lambda: endpoints[DDBLOCAL])
+        other_steps = bench.other_steps()
+        task = progress.add_task(
+            "starting the embedded backend", total=len(server_steps) + len(ddb_steps) + len(other_steps)
+        )
+
+        def run(steps: list[Step]) -> None:
+            for description, step in steps:
                 progress.update(task, description=description)
                 step()
                 progress.advance(task)
-        for description, step in other_steps:
-            progress.update(task, description=description)
-            step()
-            progress.advance(task)
+
+        try:
+            with ServerProcess() as server:
+                endpoints[MOTO] = server.endpoint_url
+                bench.client = workloads.make_client(server.endpoint_url)
+                XorAckDynamoDB(TABLE, client=bench.client).create_table()
+                run(server_steps)
+            if args.no_ddblocal:
+                bench.process_pending[DDBLOCAL] = "left out (--no-ddblocal)"
+            elif ddb_steps:
+                progress.update(task, description="starting DynamoDB Local")
+                try:
+                    ddb = DynamoDBLocal().start()
+                except Exception as exc:  # noqa: BLE001 - no java or no jar: say so, measure the rest
+                    bench.process_pending[DDBLOCAL] = (
+                        f"DynamoDB Local did not start ({exc}); `make dynamodb-local`"
+                    )
+                    progress.advance(task, len(ddb_steps))
+                else:
+                    try:
+                        endpoints[DDBLOCAL] = ddb.endpoint_url or ""
+                        XorAckDynamoDB(TABLE, client=ddb.client()).create_table()
+                        run(ddb_steps)
+                    finally:
+                        ddb.stop()
+        finally:
+            if bench.pool is not None:
+                bench.pool.close()
+        run(other_steps)
 
     results = bench.results()
     for table in report.rich_tables(results):
         console.print(table)
     environment = (
         f"Python {platform.python_version()}, {os.cpu_count()} CPUs shared with other work, "
-        f"moto server in a child process, {args.seconds:g} s per timed workload, 16-byte stamps"
+        f"moto server in a child process, {args.seconds:g} s per timed workload, 16-byte stamps; "
+        f"process runs: {args.process_stamps} stamps a process, on the moto server and on DynamoDB Local"
     )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.md").write_text(report.markdown(results, environment), encoding="utf-8")
     report.plot(results, args.out / "results.png")
+    if results.processes:
+        report.plot_processes(results, args.out / "processes.png")
     runs = [m.summary() for m in bench.found.values() if isinstance(m, Measured)]
     document = {
         "environment": environment,
         "runs": runs,
+        "processes": [run.summary() for run in results.processes],
+        "process_pending": results.process_pending,
         "memory": results.memory,
         "item_sizes": results.sizes,
         "targets": [t.__dict__ for t in results.targets],
     }
     (args.out / "results.json").write_text(json.dumps(document, indent=2, default=str), encoding="utf-8")
     console.print(f"wrote {args.out / 'results.md'}, {args.out / 'results.png'}, {args.out / 'results.json'}")
-    return 0 if all(run["ok"] for run in runs) else 1
+    return 0 if all(run["ok"] for run in runs) and all(r.ok for r in results.processes) else 1

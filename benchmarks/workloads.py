@@ -25,7 +25,7 @@ from xor_ack_dynamodb.core.chain import Chain, Op
 from xor_ack_dynamodb.item import ItemCodec
 from xor_ack_dynamodb.local import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
 
-from .itemsize import item_size, write_units
+from .itemsize import ItemMeter, item_size, write_units
 
 __all__ = [
     "Measured",
@@ -320,22 +320,50 @@ def memory_ack_peak(chains: int) -> dict[str, float]:
     }
 
 
-def item_sizes(client: Any, table: str, tag: str, max_ops: int = 32) -> list[dict[str, Any]]:
-    """The billed size of one chain's item as stamps land on it: it stops growing once
-    the op-id list holds ``max_ops`` keys."""
-    tracker = XorAckDynamoDB(table, client=client, max_ops=max_ops)
-    tracker.create(tag, new_stamp(STAMP_BYTES))
+def item_sizes(client: Any, table: str, tag: str, mode: str, max_ops: int = 32) -> list[dict[str, Any]]:
+    """The billed size of one chain's item as stamps land on it, read back after 0, 1,
+    ``max_ops`` and ``4 * max_ops`` stamps (and, in sum mode, after ``max_ops + slack -
+    1``). An xor chain stops growing once its op list holds ``max_ops`` keys. A sum chain
+    appends without reading and trims back to ``max_ops`` once the list holds ``max_ops +
+    slack``: its largest item is the one the crossing stamp's ``ADD`` wrote, just before
+    that stamp's trim, taken from the ``ALL_NEW`` answer (``largest``). Stamps come from
+    one writer; under concurrent writers the list runs further past the threshold
+    before the trim lands (see the process runs)."""
+    metered = make_client(client.meta.endpoint_url)
+    meter = ItemMeter(metered)
+    tracker = XorAckDynamoDB(table, client=metered, max_ops=max_ops, mode=mode)  # type: ignore[arg-type]
+    root = tracker.new_edge()
+    edges = [tracker.new_edge() for _ in range(4 * max_ops)]
+    tracker.create(tag, root)
 
-    def size(stamps: int) -> dict[str, Any]:
-        item = client.get_item(TableName=table, Key={"tagID": {"S": tag}}, ConsistentRead=True)["Item"]
-        bytes_ = item_size(item)
-        return {"stamps": stamps, "ops": len(item["ops"]["L"]), "bytes": bytes_, "wcu": write_units(bytes_)}
+    def size(stamps: int, largest: bool = False) -> dict[str, Any]:
+        if largest:
+            bytes_, ops = max(meter.item_bytes), meter.item_ops
+        else:
+            item = client.get_item(TableName=table, Key={"tagID": {"S": tag}}, ConsistentRead=True)["Item"]
+            bytes_, ops = item_size(item), len(item["ops"]["L"])
+        return {
+            "mode": mode,
+            "stamps": stamps,
+            "ops": ops,
+            "bytes": bytes_,
+            "wcu": write_units(bytes_),
+            "largest": largest,
+            "tag_bytes": len(tag.encode()),
+        }
 
+    # Stamp 1 finishes the root and starts the children; each later one finishes a child.
     sizes = [size(0)]
-    done = 0
-    for target in (1, max_ops, 4 * max_ops):
+    tracker.stamp(tag, finished=[root], started=edges)
+    sizes.append(size(1))
+    slack = tracker.rules.slack
+    points = (max_ops, max_ops + slack - 1, 4 * max_ops) if mode == "sum" else (max_ops, 4 * max_ops)
+    done = 1
+    for target in points:
         while done < target:
-            tracker.stamp(tag, new_stamp(STAMP_BYTES))
+            tracker.stamp(tag, finished=[edges[done - 1]])
             done += 1
         sizes.append(size(done))
+    if mode == "sum":
+        sizes.append(size(done, largest=True))
     return sizes

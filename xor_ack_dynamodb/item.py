@@ -17,7 +17,7 @@ Layout (the first two attributes are the Node package's, so both can share a tab
 ``ops``              L(B)  the op keys of the most recent ops (8 bytes each), oldest first
 ``oph``              L(B)  their payload hashes (4 bytes each), in the same order
 ``win``              N     the chain's dedup window (how many ops ``ops`` keeps)
-``trims``            N     sum mode: trims of ``ops`` so far (the trim's guard)
+``trims``            N     sum mode: trims of ``ops`` so far
 ``cop``              B     the create's op key + payload hash (12 bytes), for the chain's life
 ``owner``            S     optional: who created the chain (``owner=``)
 ``reason``           S     why a chain failed

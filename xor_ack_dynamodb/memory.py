@@ -126,7 +126,7 @@ class MemoryStore:
                     return Rejected(current)
                 return Written(self._keep(rules.failed(current, request.reason, request.now), current))
             if isinstance(request, Trim):
-                if not rules.trim_allowed(current, request.trims):
+                if not rules.trim_allowed(current, request.count, request.window):
                     return Rejected(current)
                 self._keep(rules.trimmed(current, request.count), current)
                 return Written(None)

@@ -301,9 +301,12 @@ class DynamoDBStore:
                 self._base(
                     Key=codec.key(request.tag),
                     UpdateExpression="REMOVE " + ", ".join(paths) + " ADD #tr :one",
-                    ConditionExpression="#tr = :t",
+                    ConditionExpression="size(#ops) >= :n",
                     ExpressionAttributeNames=codec.names("#ops", "#oph", "#tr"),
-                    ExpressionAttributeValues={":t": {"N": str(request.trims)}, ":one": {"N": "1"}},
+                    ExpressionAttributeValues={
+                        ":n": {"N": str(request.count + request.window)},
+                        ":one": {"N": "1"},
+                    },
                 ),
             )
         raise TypeError(f"not a store request: {request!r}")

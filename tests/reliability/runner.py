@@ -22,7 +22,7 @@ import boto3
 from xor_ack_dynamodb import RetryPolicy, XorAckDynamoDB
 
 from .faults import FaultInjector, client_config
-from .workload import ChainTruth, Tree, Verdict, random_tree
+from .workload import SUM, XOR, ChainTruth, Tree, Verdict, random_tree
 
 __all__ = ["RunResult", "TrackerFactory", "run_trees", "make_trees", "settle", "unique_table"]
 
@@ -32,20 +32,34 @@ def unique_table(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
-def make_trees(count: int, rng: random.Random, prefix: str, max_nodes: int = 12) -> list[Tree]:
-    return [random_tree(f"{prefix}-{i}", rng, max_nodes=max_nodes) for i in range(count)]
+def make_trees(
+    count: int,
+    rng: random.Random,
+    prefix: str,
+    max_nodes: int = 12,
+    mode: str = "xor",
+    min_nodes: int = 0,
+) -> list[Tree]:
+    """``count`` random trees whose edges are of ``mode`` (bytes for xor, ints for sum)."""
+    group = SUM if mode == "sum" else XOR
+    return [
+        random_tree(f"{prefix}-{i}", rng, max_nodes=max_nodes, min_nodes=min_nodes, group=group)
+        for i in range(count)
+    ]
 
 
 @dataclass
 class TrackerFactory:
-    """Builds trackers on new clients (botocore retries configured explicitly) with the
-    injector attached."""
+    """Builds trackers of ``mode`` on new clients (botocore retries configured
+    explicitly) with the injector attached."""
 
     endpoint_url: str
     table: str
     injector: FaultInjector
     botocore_attempts: int = 4
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    mode: str = "xor"
+    max_ops: int = 32
 
     def client(self) -> Any:
         session = boto3.session.Session(
@@ -57,7 +71,13 @@ class TrackerFactory:
         return self.injector.attach(client)
 
     def __call__(self, retry: RetryPolicy | None = None) -> XorAckDynamoDB:
-        return XorAckDynamoDB(self.table, client=self.client(), retry=retry or self.retry)
+        return XorAckDynamoDB(
+            self.table,
+            client=self.client(),
+            retry=retry or self.retry,
+            mode=self.mode,  # type: ignore[arg-type]
+            max_ops=self.max_ops,
+        )
 
 
 @dataclass
@@ -70,6 +90,7 @@ class RunResult:
     final_states: Counter[str] = field(default_factory=Counter)
     not_acked: list[str] = field(default_factory=list)
     requests: Counter[str] = field(default_factory=Counter)
+    events: Counter[str] = field(default_factory=Counter)  # the trackers' (trims, duplicates...)
     seconds: float = 0.0
 
     @property
@@ -85,10 +106,17 @@ def run_trees(
     batch: int,
     rng: random.Random,
     on_error: Callable[[Tree, int, BaseException], None] | None = None,
+    serial_chains: bool = False,
 ) -> tuple[RunResult, dict[str, ChainTruth]]:
     """Create every chain, then stamp every node of every tree from ``threads`` threads in
     a random order (batch by batch), checking each returned value. Errors that escape the
-    library are collected (and passed to ``on_error``), not raised."""
+    library are collected (and passed to ``on_error``), not raised.
+
+    With ``serial_chains``, each chain's stamps (in a random order) are made one after
+    another by one thread, chains in parallel: no other op lands on a chain while one of
+    its stamps is retried, so however long faults delay a resend, it never outlives the
+    chain's op-id window (the library's dedup guarantee: a duplicate is caught while
+    fewer than ``max_ops`` other ops have landed since the original)."""
     result = RunResult(chains=len(trees), stamps=sum(t.size for t in trees))
     truths = {t.tag: ChainTruth(t) for t in trees}
     local = threading.local()
@@ -122,7 +150,9 @@ def run_trees(
         before = truth.start(node)
         sent = injector.requests_on_this_thread()
         try:
-            value = tracker().stamp(tree.tag, tree.stamp(node), op_id=tree.op_id(node))
+            value = tracker().stamp(
+                tree.tag, finished=tree.finished(node), started=tree.started(node), op_id=tree.op_id(node)
+            )
         except Exception as exc:  # noqa: BLE001
             with lock:
                 result.errors.append(exc)
@@ -138,12 +168,17 @@ def run_trees(
         for start in range(0, len(trees), batch):
             group = trees[start : start + batch]
             list(pool.map(create, group))
+            if serial_chains:
+                orders = [(t, rng.sample(range(t.size), t.size)) for t in group if t.tag in created]
+                list(pool.map(lambda job: [stamp(job[0], n) for n in job[1]], orders))
+                continue
             work = [(t, n) for t in group if t.tag in created for n in range(t.size)]
             rng.shuffle(work)
             list(pool.map(lambda job: stamp(*job), work))
     result.seconds = time.monotonic() - started
     for tracker_ in all_trackers:
         result.requests.update(tracker_.stats.requests)
+        result.events.update(tracker_.stats.events)
     return result, truths
 
 

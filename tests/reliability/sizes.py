@@ -21,6 +21,8 @@ class Size:
     name: str
     chains: int  # per fault scenario
     max_nodes: int  # per tree
+    sum_chains: int  # per sum-mode fault scenario (one batch: as many chains race as in xor's)
+    trim_chains: int  # sum mode's trims under faults (a chain per thread)
     threads: int
     batch: int  # chains whose stamps are shuffled together
     kill_rounds: int
@@ -35,6 +37,8 @@ CI = Size(
     "ci",
     chains=20,
     max_nodes=12,
+    sum_chains=8,
+    trim_chains=4,
     threads=12,
     batch=8,
     kill_rounds=3,
@@ -48,6 +52,8 @@ FULL = Size(
     "full",
     chains=200,
     max_nodes=16,
+    sum_chains=96,
+    trim_chains=16,
     threads=16,
     batch=16,
     kill_rounds=10,

@@ -1,9 +1,10 @@
 """Fault injection against a moto server over HTTP: lost responses, throttling, 500s and
-connection errors on every request type, under many threads stamping random trees.
+connection errors on every request type, under many threads stamping random trees, in
+xor mode and in sum mode.
 
 The server is the embedded ``LocalDynamoDB``, which applies requests one at a time, as
 DynamoDB applies each conditional write atomically (moto alone does not); the mixed
-scenario runs on DynamoDB Local too. The clients
+scenario runs on DynamoDB Local too (and, in sum mode, on dynalite). The clients
 are configured explicitly: botocore standard retry mode, 4 attempts per request
 (``faults.client_config``); the library's own budget is its default ``RetryPolicy()``
 (50 attempts, 60 s) unless a test says otherwise.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -24,7 +26,7 @@ from xor_ack_dynamodb import LocalDynamoDB, RetryPolicy, XorAckDynamoDB, new_sta
 from xor_ack_dynamodb.errors import BatchIncomplete, StaleLocalData, TagNotFound
 
 from .faults import FAULT_KINDS, FaultInjector, FaultRates, UnprocessedKeys
-from .runner import TrackerFactory, make_trees, run_trees, settle, unique_table
+from .runner import RunResult, TrackerFactory, make_trees, run_trees, settle, unique_table
 from .sizes import SIZE, record_figures
 from .workload import Tree
 
@@ -57,27 +59,59 @@ def _delete_all(tags: list[str], factory: TrackerFactory) -> list[BaseException]
         return [e for e in pool.map(delete, tags) if e is not None]
 
 
-#: Every scenario on the serialized moto server; the mixed one on Amazon's engine too.
-CASES = [pytest.param(s, "moto_server", id=s) for s in SCENARIOS] + [
-    pytest.param("mixed", "ddblocal", id="mixed-ddblocal")
-]
+@dataclass
+class Outcome:
+    """What one fault scenario did and left."""
+
+    scenario: str
+    backend: str
+    mode: str
+    seed: int
+    chains: int
+    result: RunResult
+    injector: FaultInjector
+    delete_errors: list[BaseException]
+    leftovers: list[dict[str, Any]]
+    trims: bool = False
 
 
-@pytest.mark.parametrize(("scenario", "backend"), CASES)
-def test_faults_never_lose_nor_fake_an_ack(
-    request: pytest.FixtureRequest, scenario: str, backend: str, seed: int
-) -> None:
-    server = request.getfixturevalue(backend)
+def _run_scenario(
+    server: Any, scenario: str, backend: str, mode: str, seed: int, *, trims: bool = False
+) -> Outcome:
+    """Random trees of ``mode`` stamped from many threads through faulty clients, on a
+    table of their own; then read back and deleted through the faults.
+
+    ``trims`` (sum mode): trees that pass the op list's window + slack, so that every
+    chain's list is trimmed under the faults, each chain's stamps made by one thread
+    (chains in parallel). The library catches a duplicate only while fewer than
+    ``max_ops`` other ops have landed on the chain since the original, and at these fault
+    rates a resend can come seconds later (botocore's backoff): with one writer a chain,
+    no resend outlives the window. A window of 4 (trims at 4 + slack = 24 ops) keeps the
+    trees short; the trim is the same request whatever the window. Concurrent writers on
+    one chain are the other scenarios' business, on trees within the window."""
     rng = random.Random(seed)
     injector = FaultInjector(SCENARIOS[scenario], seed=seed)
-    table = unique_table(f"faults-{scenario}".replace("_", "-"))
-    factory = TrackerFactory(server.endpoint_url or "", table, injector, BOTOCORE_ATTEMPTS)
+    table = unique_table(f"faults-{mode}-{scenario}".replace("_", "-") + ("-trims" if trims else ""))
+    factory = TrackerFactory(
+        server.endpoint_url or "", table, injector, BOTOCORE_ATTEMPTS, mode=mode, max_ops=4 if trims else 32
+    )
     reader = factory()
     reader.create_table()  # CreateTable & co. are not injected into: not chain traffic
-    trees = make_trees(SIZE.chains, rng, scenario, SIZE.max_nodes)
+    if trims:
+        past = reader.max_ops + reader.rules.slack
+        trees = make_trees(SIZE.trim_chains, rng, "trims", past + 12, mode, min_nodes=past + 4)
+        assert all(t.size >= past for t in trees), [t.size for t in trees]
+    else:
+        count = SIZE.sum_chains if mode == "sum" else SIZE.chains
+        trees = make_trees(count, rng, scenario, SIZE.max_nodes, mode)
     assert all(t.depth() >= 3 for t in trees)
 
-    result, truths = run_trees(trees, factory, threads=SIZE.threads, batch=SIZE.batch, rng=rng)
+    if trims:
+        result, truths = run_trees(
+            trees, factory, threads=len(trees), batch=len(trees), rng=rng, serial_chains=True
+        )
+    else:
+        result, truths = run_trees(trees, factory, threads=SIZE.threads, batch=SIZE.batch, rng=rng)
     # Read back in small batches so BatchGetItem meets the faults too.
     for start in range(0, len(trees), 4):
         group = {t.tag: truths[t.tag] for t in trees[start : start + 4]}
@@ -86,7 +120,10 @@ def test_faults_never_lose_nor_fake_an_ack(
     leftovers = _table_items(server.client(), table)
 
     record_figures(
-        f"faults: {scenario}" + ("" if backend == "moto_server" else f" ({backend})"),
+        f"faults: {scenario}"
+        + ("" if backend == "moto_server" else f" ({backend})")
+        + f", {mode} mode"
+        + (", op lists trimmed" if trims else ""),
         chains=result.chains,
         stamps=result.stamps,
         faults=dict(injector.injected),
@@ -97,22 +134,80 @@ def test_faults_never_lose_nor_fake_an_ack(
         corrupt=result.verdict.corrupt,
         escaped_errors=len(result.errors) + len(delete_errors),
         max_attempts=result.max_attempts,
+        trims={k: v for k, v in result.events.items() if k.startswith("trims")},
         seconds=round(result.seconds, 1),
         seed=seed,
     )
-    problems = result.verdict.problems[:10]
-    assert result.errors == [], Counter(type(e).__name__ for e in result.errors)
-    assert (result.verdict.lost_acks, result.verdict.false_acks, result.verdict.corrupt) == (0, 0, 0), (
-        problems
+    return Outcome(
+        scenario, backend, mode, seed, len(trees), result, injector, delete_errors, leftovers, trims
     )
-    assert result.verdict.stamps_ok + result.verdict.wide_checks == result.stamps
-    assert result.final_states == Counter({"acked": len(trees)}), result.not_acked[:5]
-    assert delete_errors == []
-    assert leftovers == []
-    assert injector.total() > 0.1 * sum(injector.sent.values())  # the faults did happen
-    for kind, rate in SCENARIOS[scenario].as_dict().items():
+
+
+def _check(o: Outcome) -> None:
+    """0 lost, 0 false acks, nothing corrupt, no error escaped, every chain acked and then
+    deleted, and the faults did happen."""
+    result, injector = o.result, o.injector
+    label = f"{o.mode} mode, {o.scenario} on {o.backend}, seed {o.seed}"
+    assert result.errors == [], (label, Counter(type(e).__name__ for e in result.errors))
+    verdict = (result.verdict.lost_acks, result.verdict.false_acks, result.verdict.corrupt)
+    assert verdict == (0, 0, 0), (label, result.verdict.problems[:10])
+    assert result.verdict.stamps_ok + result.verdict.wide_checks == result.stamps, label
+    assert result.final_states == Counter({"acked": o.chains}), (label, result.not_acked[:5])
+    assert o.delete_errors == [], label
+    assert o.leftovers == [], label
+    assert injector.total() > 0.1 * sum(injector.sent.values()), label  # the faults did happen
+    for kind, rate in SCENARIOS[o.scenario].as_dict().items():
         if rate:
-            assert injector.injected[kind] > 0
+            assert injector.injected[kind] > 0, (label, kind)
+    if o.trims:  # the op lists were trimmed, under the faults
+        assert result.events["trims"] > 0, (label, result.events)
+
+
+#: Every scenario on the serialized moto server; the mixed one on Amazon's engine too.
+CASES = [pytest.param(s, "moto_server", id=s) for s in SCENARIOS] + [
+    pytest.param("mixed", "ddblocal", id="mixed-ddblocal")
+]
+
+
+@pytest.mark.parametrize(("scenario", "backend"), CASES)
+def test_faults_never_lose_nor_fake_an_ack(
+    request: pytest.FixtureRequest, scenario: str, backend: str, seed: int
+) -> None:
+    """Random trees stamped from many threads through faulty clients: every returned
+    value is one the applied stamps can explain, exactly one call per chain reports
+    acked, and every chain ends acked."""
+    _check(_run_scenario(request.getfixturevalue(backend), scenario, backend, "xor", seed))
+
+
+#: Sum mode: every scenario on the moto server, and the mixed one with trees long enough
+#: to trim their op lists; the mixed one on DynamoDB Local and on dynalite (which returns
+#: no ALL_OLD: a refused ADD is judged on a read). (scenario, trims) pairs.
+SUM_CASES: dict[str, list[tuple[str, bool]]] = {
+    "moto_server": [(s, False) for s in SCENARIOS] + [("mixed", True)],
+    "ddblocal": [("mixed", False)],
+    "dynalite": [("mixed", False)],
+}
+
+
+@pytest.mark.parametrize("backend", SUM_CASES)
+def test_faults_never_lose_nor_fake_an_ack_in_sum_mode(
+    request: pytest.FixtureRequest, backend: str, seed: int
+) -> None:
+    """The same scenarios in sum mode (one ADD a stamp; the completing writer's follow-up
+    write; duplicates recognized from the op list by the ADD's own condition), checked by
+    the same model in the sum group. The scenarios of one backend run at once, each on its
+    own table with its own clients and threads: they wait on botocore's backoff far more
+    than they compute, so together they take about the time of the slowest."""
+    server = request.getfixturevalue(backend)
+    scenarios = SUM_CASES[backend]
+    with ThreadPoolExecutor(len(scenarios)) as pool:
+        runs = [
+            pool.submit(_run_scenario, server, scenario, backend, "sum", seed + i, trims=trims)
+            for i, (scenario, trims) in enumerate(scenarios)
+        ]
+        outcomes = [run.result() for run in runs]
+    for outcome in outcomes:
+        _check(outcome)
 
 
 #: Each request type the library sends, and the calls that send it: (operation, call).

@@ -42,6 +42,7 @@ Sum mode, exactly one ``acked``::
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Generator
 from typing import Any, Generic, TypeVar
@@ -67,6 +68,8 @@ __all__ = [
     "DeleteCall",
     "Round",
 ]
+
+log = logging.getLogger("xor_ack_dynamodb")
 
 T = TypeVar("T")
 #: One round of a call: yields requests, is sent replies, returns the result.
@@ -355,10 +358,19 @@ class AddCall(Call[Stamp | Sum]):
                 yield from _remove_tombstone(self, done)
 
     def _trim(self, chain: Chain, count: int) -> Generator[Request, Any, None]:
+        """Remove the ``count`` oldest ops. Housekeeping after a stamp that has been
+        applied: whatever happens to the trim (refused because other trims already
+        removed enough, lost, or failed outright), the stamp's outcome stands, and the
+        next writer to cross a threshold trims what is left."""
+        window = self.rules.window_of(chain)
         try:
-            reply = yield Trim(self.tag, chain.trims, count)
+            reply = yield Trim(self.tag, count, window)
         except Transient:
-            self.events["trims_lost"] += 1  # the next writer to cross a threshold trims
+            self.events["trims_lost"] += 1
+            return
+        except Exception as exc:  # noqa: BLE001 - a failed trim must not fail the applied stamp
+            log.warning("chain %r: trimming its op list failed: %r", self.tag, exc)
+            self.events["trims_failed"] += 1
             return
         self.events["trims" if isinstance(reply, Written) else "trims_skipped"] += 1
 

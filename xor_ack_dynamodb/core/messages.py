@@ -99,12 +99,12 @@ class MarkFailed:
 
 @dataclass(frozen=True, slots=True)
 class Trim:
-    """Remove the ``count`` oldest ops if no other trim happened since the writer's view
-    (``trims``)."""
+    """Remove the ``count`` oldest ops if the list still holds at least ``count +
+    window`` (``ChainRules.trim_allowed``). Answered with ``Written(None)``."""
 
     tag: str
-    trims: int
     count: int
+    window: int
 
 
 Request = Read | Put | Remove | RemoveAny | Add | Extend | MarkFailed | Trim

@@ -51,7 +51,18 @@ from ..stamps import Stamp, Sum
 from .algebra import Algebra, Mode, Value, XorAlgebra, wrap
 from .chain import Chain, Op, check_window, new_token, random_op
 
-__all__ = ["ChainRules", "Verdict", "Apply", "Duplicate", "Reject", "Unchanged", "Plan", "APPLY", "DEFERRED"]
+__all__ = [
+    "ChainRules",
+    "Verdict",
+    "Apply",
+    "Duplicate",
+    "Reject",
+    "Unchanged",
+    "Plan",
+    "APPLY",
+    "DEFERRED",
+    "MAX_TRIM",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +92,13 @@ class Reject:
 
 APPLY = Apply()
 Verdict = Apply | Duplicate | Unchanged | Reject
+
+#: The most ops one trim removes. A trim names two paths per op in one ``REMOVE``:
+#: DynamoDB refuses expressions over 4 KB (a trim of about 190 ops, measured on DynamoDB
+#: Local), and moto's expression parser overflows Python's stack at about 70. A list
+#: that fell further behind (lost trims, a burst of writers) shrinks by up to this many
+#: at each threshold crossed (every ``slack`` stamps) until it is back within bounds.
+MAX_TRIM = 50
 
 
 class _Deferred:
@@ -413,19 +431,23 @@ class ChainRules:
 
     def trim_count(self, chain: Chain, added: int) -> int:
         """How many of the oldest ops the writer that just appended ``added`` of them
-        should remove: all past the window, when its append crossed a multiple of
-        ``slack`` beyond it (exactly one writer crosses each; a lost trim is made up at
-        the next multiple). 0 when no trim is due."""
+        should remove: all past the window (at most :data:`MAX_TRIM`), when its append
+        crossed a multiple of ``slack`` beyond it (exactly one writer crosses each; a
+        lost trim is made up at the next multiple). 0 when no trim is due."""
         window, n = self.window_of(chain), len(chain.ops)
         if n < window + self.slack:
             return 0
         if (n - window) // self.slack > (n - added - window) // self.slack:
-            return n - window
+            return min(n - window, MAX_TRIM)
         return 0
 
-    def trim_allowed(self, chain: Chain | None, trims: int) -> bool:
-        """A trim's condition: no other trim since the writer's view (``trims = :t``)."""
-        return chain is not None and chain.trims == trims
+    def trim_allowed(self, chain: Chain | None, count: int, window: int) -> bool:
+        """A trim's condition: the list still holds ``count`` ops beyond ``window``
+        (``size(ops) >= :n``), so removing the ``count`` oldest keeps at least the
+        ``window`` most recent, whatever other trims (or a resend of this one) landed
+        first. Trims that raced each other all apply while there is enough to remove;
+        none ever cuts into the window."""
+        return chain is not None and len(chain.ops) >= count + window
 
     def trimmed(self, chain: Chain, count: int) -> Chain:
         """``chain`` without its ``count`` oldest ops. The token is kept: a trim changes
