@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test reliability bench lint docs clean dynalite dynamodb-local
+.PHONY: setup demo test reliability bench bench-spark lint docs clean dynalite dynamodb-local
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,13 @@ $(BENCH_STAMP): pyproject.toml $(STAMP)
 
 bench: $(BENCH_STAMP) dynamodb-local
 	$(PY) -m benchmarks
+
+# The Spark word count at scale (several minutes): a reproducible corpus of 520 files and
+# a million words (built into benchmarks/.corpus/), both pipelines, tracked and
+# untracked, on local[*] and on a standalone cluster started from the pyspark package;
+# writes benchmarks/spark_results.md (the README's Spark table), .png and .json.
+bench-spark: $(BENCH_STAMP)
+	$(PY) -m benchmarks.spark_scale
 
 # Static checks (`make test` runs them first): ruff's rules and mypy --strict on the package.
 lint: $(STAMP)

@@ -29,12 +29,10 @@ class Results:
     raw_n: Measured
     one_chain: dict[tuple[int, str], Measured]  # (threads, "plain"|"combined")
     distinct: Measured
-    spark: dict[str, dict[str, Any]]  # "tracked"/"untracked"
     memory: dict[str, float]
     sizes: list[dict[str, Any]]
     tag: str
     targets: list[Target]
-    spark_scale: int = 1
     processes: list[ProcessRun] = field(default_factory=list)
     process_pending: dict[str, str] = field(default_factory=dict)  # backend -> why not measured
     process_stamps: int = 0
@@ -107,40 +105,6 @@ def main_rows(r: Results) -> list[list[str]]:
 
 def other_rows(r: Results) -> list[list[str]]:
     rows: list[list[str]] = []
-    for suffix, corpus in (("", "bundled corpus"), ("_scaled", f"corpus ×{r.spark_scale}")):
-        tracked, untracked = r.spark.get("tracked" + suffix), r.spark.get("untracked" + suffix)
-        if tracked is None or untracked is None:
-            if not suffix:
-                rows.append([f"Spark word count ({corpus})", "pending the Spark job: not run"])
-            continue
-        if "pending" in tracked or "pending" in untracked:
-            reason = tracked.get("pending") or untracked.get("pending")
-            rows.append(
-                [
-                    f"Spark word count ({corpus}), tracked ÷ untracked wall time",
-                    f"pending the Spark job: {reason}",
-                ]
-            )
-            rows.append([f"Spark word count ({corpus}), DynamoDB requests per word", "pending the Spark job"])
-            continue
-        rows.append(
-            [
-                f"Spark word count ({corpus}), tracked ÷ untracked wall time",
-                f"{tracked['wall_seconds'] / untracked['wall_seconds']:.2f} "
-                f"(best of {len(tracked['walls'])}: "
-                f"{tracked['wall_seconds']:.2f} s ÷ {untracked['wall_seconds']:.2f} s; "
-                f"runs {tracked['walls']} and {untracked['walls']})",
-            ]
-        )
-        per_word = tracked.get("requests_per_word")
-        rows.append(
-            [
-                f"Spark word count ({corpus}), DynamoDB requests per word",
-                "n/a"
-                if per_word is None
-                else f"{per_word:.4f} ({tracked.get('requests')} requests, {tracked.get('words')} words)",
-            ]
-        )
     m = r.memory
     rows.append(
         [
@@ -228,7 +192,7 @@ def rich_tables(r: Results) -> list[Table]:
         main.add_column(name, justify="left" if i == 0 else "right")
     for row in main_rows(r):
         main.add_row(*row)
-    other = Table(title="Spark, memory, item size")
+    other = Table(title="memory, item size")
     other.add_column("figure")
     other.add_column("value")
     for row in other_rows(r):

@@ -1,4 +1,7 @@
-"""Run the suite: ``python -m benchmarks [--seconds S] [--no-spark] [--process-stamps N]``.
+"""Run the suite: ``python -m benchmarks [--seconds S] [--process-stamps N]``.
+
+The Spark word count at scale has its own run: ``python -m benchmarks.spark_scale``
+(``make bench-spark``), which writes ``spark_results.{md,png,json}``.
 
 Prints the tables, and writes ``results.md`` (for the README), ``results.png``,
 ``processes.png`` and ``results.json`` beside this file (or into ``--out``). Exit status
@@ -12,7 +15,6 @@ import argparse
 import json
 import os
 import platform
-import tempfile
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -23,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from xor_ack_dynamodb import DynamoDBLocal, XorAckDynamoDB
 
-from . import processes, report, spark, workloads
+from . import processes, report, workloads
 from .processes import ProcessPool, ProcessRun
 from .report import Results, Target
 from .server import ServerProcess
@@ -36,10 +38,6 @@ ITEM_TAG = "wordcount/corpus/part-00000.txt"
 ITEM_TAGS = {"xor": ITEM_TAG, "sum": "wordcount/corpus/part-00001.txt"}
 #: Alternating rounds of the limit and the uncontended stamp (their ratio is the figure).
 ROUNDS = 3
-#: Alternating runs of each Spark mode; the fastest of each counts.
-SPARK_ROUNDS = 2
-#: The larger Spark input: every bundled file repeated this many times.
-SPARK_SCALE = 30
 
 #: The backends the process runs use, as the tables name them.
 MOTO, DDBLOCAL = "moto server", "DynamoDB Local"
@@ -138,40 +136,6 @@ def _targets(r: Results) -> list[Target]:
                 "one write in flight per chain: a batch waits for the previous write",
             ),
         ]
-    tracked, untracked = r.spark.get("tracked", {}), r.spark.get("untracked", {})
-    if not tracked or "pending" in tracked or "pending" in untracked:
-        reason = "pending the Spark job: " + str(
-            tracked.get("pending") or untracked.get("pending") or "not run"
-        )
-        targets += [
-            Target("Spark word count: tracked wall ≤ 1.25 × untracked", reason, None),
-            Target("Spark word count: ≤ 0.05 requests per word", reason, None),
-        ]
-    else:
-        ratio = tracked["wall_seconds"] / untracked["wall_seconds"]
-        big_t, big_u = r.spark.get("tracked_scaled", {}), r.spark.get("untracked_scaled", {})
-        bound = (
-            f"a fixed cost per job (+{tracked['wall_seconds'] - untracked['wall_seconds']:.1f} s, "
-            f"{tracked.get('requests')} requests whatever the words) on a job of "
-            f"{untracked['wall_seconds']:.1f} s"
-        )
-        if big_t and big_u and "pending" not in big_t and "pending" not in big_u:
-            bound += (
-                f"; on the corpus ×{SPARK_SCALE} the ratio is "
-                f"{big_t['wall_seconds'] / big_u['wall_seconds']:.2f} with the same requests"
-            )
-        per_word = tracked.get("requests_per_word")
-        targets += [
-            Target(
-                "Spark word count: tracked wall ≤ 1.25 × untracked", f"{ratio:.2f} ×", ratio <= 1.25, bound
-            ),
-            Target(
-                "Spark word count: ≤ 0.05 requests per word",
-                "n/a" if per_word is None else f"{per_word:.4f}",
-                None if per_word is None else per_word <= 0.05,
-                "requests grow with files × partitions, not with words",
-            ),
-        ]
     targets += _process_targets(r)
     for t in targets:
         if t.met:
@@ -188,7 +152,6 @@ class Bench:
         self.threads = [int(t) for t in args.threads.split(",")]
         self.found: dict[str, Any] = {}
         self.rounds: dict[str, list[Measured]] = {}
-        self.spark_runs: dict[str, list[dict[str, Any]]] = {}
         self.client: Any = None
         self.process_counts = [int(n) for n in args.processes.split(",")] if args.processes else []
         self.process_runs: list[ProcessRun] = []
@@ -295,40 +258,14 @@ class Bench:
             + ("" if run.ok else f"  [red]NOT OK: {'; '.join(run.problems[:3])}[/red]")
         )
 
-    def other_steps(self, scaled_corpus: Path) -> list[Step]:
-        """Steps after the backend is stopped (the Spark job starts its own)."""
-        steps: list[Step] = []
-        if not self.args.no_spark:
-            corpora: list[tuple[str, list[str] | None]] = [("", None)]
-            if self.args.scaled_spark:
-                corpora.append(("_scaled", [str(scaled_corpus)]))
-            for suffix, inputs in corpora:
-                for i in range(SPARK_ROUNDS):
-                    for mode, tracking in (("untracked", False), ("tracked", True)):
-                        name = mode + suffix
-                        label = f"Spark word count, {mode}" + (f", corpus ×{SPARK_SCALE}" if suffix else "")
-                        steps.append(
-                            (f"{label}, round {i + 1}", partial(self.spark, name, tracking, inputs, label))
-                        )
-        steps.append(
+    def other_steps(self) -> list[Step]:
+        """Steps after the backend is stopped."""
+        return [
             (
                 f"MemoryAck, {self.args.chains:,} chains",
                 lambda: self.found.__setitem__("memory", workloads.memory_ack_peak(self.args.chains)),
             )
-        )
-        return steps
-
-    def spark(self, name: str, tracking: bool, inputs: list[str] | None, label: str) -> None:
-        figures = spark.wordcount(tracking, inputs)
-        self.spark_runs.setdefault(name, []).append(figures)
-        self.console.log(
-            f"{label}: "
-            + (
-                figures["pending"]
-                if "pending" in figures
-                else f"{figures['wall_seconds']:.2f} s, {figures.get('requests')} DynamoDB requests"
-            )
-        )
+        ]
 
     def results(self) -> Results:
         one_chain = {}
@@ -336,21 +273,15 @@ class Bench:
             if key.startswith("one/"):
                 _, n, mode = key.split("/")
                 one_chain[(int(n), mode)] = m
-        if self.args.no_spark:
-            sparks = {name: {"pending": "left out (--no-spark)"} for name in ("tracked", "untracked")}
-        else:
-            sparks = {name: spark.best(runs) for name, runs in self.spark_runs.items()}
         results = Results(
             raw1=self.found["raw1"],
             raw_n=self.found["raw_n"],
             one_chain=one_chain,
             distinct=self.found["distinct"],
-            spark=sparks,
             memory=self.found["memory"],
             sizes=self.found["sizes"],
             tag=ITEM_TAG,
             targets=[],
-            spark_scale=SPARK_SCALE,
             processes=self.process_runs,
             process_pending=self.process_pending,
             process_stamps=self.args.process_stamps,
@@ -368,13 +299,6 @@ def main(argv: list[str] | None = None) -> int:
         "--threads", default="1,2,4,8,16", help="thread counts on one chain (default 1,2,4,8,16)"
     )
     parser.add_argument("--chains", type=int, default=100_000, help="open chains in the MemoryAck figure")
-    parser.add_argument("--no-spark", action="store_true", help="leave out the Spark word count")
-    parser.add_argument(
-        "--no-scaled-spark",
-        dest="scaled_spark",
-        action="store_false",
-        help=f"leave out the word count on the corpus repeated {SPARK_SCALE} times (about a minute)",
-    )
     parser.add_argument(
         "--processes",
         default=",".join(map(str, processes.PROCESS_COUNTS)),
@@ -401,15 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(args, console)
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with (
-        tempfile.TemporaryDirectory(prefix="xor-ack-bench-corpus-") as tmp,
-        Progress(*columns, console=console) as progress,
-    ):
-        scaled = spark.scaled_corpus(Path(tmp), SPARK_SCALE) if args.scaled_spark else Path(tmp)
+    with Progress(*columns, console=console) as progress:
         endpoints: dict[str, str] = {}
         server_steps = bench.server_steps() + bench.process_steps(MOTO, lambda: endpoints[MOTO])
         ddb_steps = [] if args.no_ddblocal else bench.process_steps(DDBLOCAL, lambda: endpoints[DDBLOCAL])
-        other_steps = bench.other_steps(scaled)
+        other_steps = bench.other_steps()
         task = progress.add_task(
             "starting the embedded backend", total=len(server_steps) + len(ddb_steps) + len(other_steps)
         )
@@ -468,7 +388,6 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "processes": [run.summary() for run in results.processes],
         "process_pending": results.process_pending,
-        "spark": results.spark,
         "memory": results.memory,
         "item_sizes": results.sizes,
         "targets": [t.__dict__ for t in results.targets],

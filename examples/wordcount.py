@@ -41,7 +41,6 @@ def main(argv: list[str]) -> int:
         sc, _ = get_context(app_name="wordcount example")
         try:
             tracking = Tracking(sc, config)
-            run = tracking.run_id
 
             def job(files_rdd: TrackedRDD[str], attempt: int) -> None:
                 writer = CsvPartitionWriter(
@@ -56,7 +55,7 @@ def main(argv: list[str]) -> int:
                     .sink(writer, "write")  # write durably, then ack
                 )
 
-            report = tracking.run(files, lambda path: f"example/{run}/{Path(path).name}", job)
+            report = tracking.run(files, lambda path: path, job)  # tags add the run id and a nonce
         finally:
             sc.stop()
 

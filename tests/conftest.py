@@ -162,3 +162,25 @@ def make_ack(ack: XorAckDynamoDB) -> Any:
         return XorAckDynamoDB(ack.table, partition_key=ack.partition_key, **options)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One classic SparkSession for every Spark test module: local[2,4] (two cores, up to
+    four attempts per task, so tests can kill a task's first attempt)."""
+    from spark_helpers import spark_session
+
+    with spark_session("local[2,4]") as session:
+        yield session
+
+
+@pytest.fixture(scope="session")
+def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark Connect server (started from the pyspark package, local[2,4]) for the
+    test session; its Python workers import this checkout."""
+    from spark_helpers import aws_test_env
+
+    from xor_ack_dynamodb.spark.servers import connect_server
+
+    with connect_server(tmp_path_factory.mktemp("connect"), master="local[2,4]", env=aws_test_env()) as url:
+        yield url

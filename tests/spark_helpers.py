@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import csv
 import os
-import socket
-import subprocess
 import sys
-import time
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from xor_ack_dynamodb.spark.servers import free_port, standalone_cluster
+
+__all__ = ["free_port", "standalone_cluster"]
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "examples" / "data"
@@ -77,103 +78,44 @@ def spark_context(master: str, **conf: str) -> Iterator[Any]:
         sc.stop()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_for(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"timed out waiting for {what}")
+def plain_count_replacing(paths: Iterable[Path]) -> Counter[str]:
+    """:func:`plain_count` of files decoded with U+FFFD for invalid UTF-8."""
+    counts: Counter[str] = Counter()
+    for path in paths:
+        text = unicodedata.normalize("NFC", Path(path).read_bytes().decode("utf-8", "replace"))
+        word: list[str] = []
+        for char in text + " ":
+            if char.isalpha():
+                word.append(char)
+            elif word:
+                counts["".join(word).lower()] += 1
+                word = []
+    return counts
 
 
 @contextmanager
-def standalone_cluster(workdir: Path, cores: int = 2) -> Iterator[str]:
-    """A Spark standalone master and one worker, both on 127.0.0.1, started with
-    ``bin/spark-class`` of the installed pyspark package; yields the master URL. The
-    worker runs Python tasks with this interpreter (the .venv's)."""
-    import pyspark
+def spark_session(master: str, **conf: str) -> Iterator[Any]:
+    """A classic SparkSession (and its SparkContext) for the test session, stopped
+    afterwards; environment as :func:`spark_context` sets it."""
+    with spark_context(master, **conf) as sc:
+        from pyspark.sql import SparkSession
 
-    home = Path(pyspark.__file__).resolve().parent
-    port = free_port()
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(home),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "SPARK_WORKER_DIR": str(workdir / "work"),
-        "SPARK_LOG_DIR": str(workdir / "logs"),
-    }
-    workdir.mkdir(parents=True, exist_ok=True)
-    spark_class = str(home / "bin" / "spark-class")
-    master_url = f"spark://127.0.0.1:{port}"
-    master_log = (workdir / "master.log").open("wb")
-    worker_log = (workdir / "worker.log").open("wb")
-    processes: list[subprocess.Popen[bytes]] = []
-    try:
-        processes.append(
-            subprocess.Popen(
-                [
-                    spark_class,
-                    "org.apache.spark.deploy.master.Master",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--webui-port",
-                    str(free_port()),
-                ],
-                env=env,
-                stdout=master_log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-        _wait_for(
-            lambda: b"I have been elected leader" in (workdir / "master.log").read_bytes(), 90, "the master"
-        )
-        processes.append(
-            subprocess.Popen(
-                [
-                    spark_class,
-                    "org.apache.spark.deploy.worker.Worker",
-                    master_url,
-                    "--host",
-                    "127.0.0.1",
-                    "--cores",
-                    str(cores),
-                    "--memory",
-                    "1g",
-                    "--webui-port",
-                    str(free_port()),
-                    "--work-dir",
-                    str(workdir / "work"),
-                ],
-                env=env,
-                stdout=worker_log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-        _wait_for(
-            lambda: b"Successfully registered with master" in (workdir / "worker.log").read_bytes(),
-            90,
-            "the worker to register",
-        )
-        yield master_url
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in reversed(processes):
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        master_log.close()
-        worker_log.close()
+        yield SparkSession.builder.getOrCreate()
+        del sc
+
+
+def aws_test_env() -> dict[str, str]:
+    """The environment a Spark server started for tests needs: fake AWS credentials and
+    region, no endpoint or profile from the machine, this repository importable."""
+    dropped = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    env.update(
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_REGION="us-east-1",
+        PYSPARK_PYTHON=sys.executable,
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+    )
+    return env
+

@@ -1,59 +1,57 @@
-"""The same job on a Spark standalone cluster (a master and a worker on 127.0.0.1,
+"""The same jobs on a Spark standalone cluster (a master and a worker on 127.0.0.1,
 started with bin/spark-class of the installed pyspark package): nothing depends on
-local mode. The job runs as the `xor-ack wordcount` command in its own process, with
-the embedded moto server in that driver process; the worker's executor reaches it over
-HTTP like any DynamoDB endpoint."""
+local mode. Each job runs as the `xor-ack wordcount` command in its own process, with
+the embedded moto server in that driver process; the worker's executors reach it over
+HTTP like any DynamoDB endpoint. One cluster serves both pipelines."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from spark_helpers import REPO, corpus_files, plain_count, read_counts, standalone_cluster
+from spark_helpers import REPO, aws_test_env, corpus_files, plain_count, read_counts, standalone_cluster
 
 pytestmark = pytest.mark.spark
 
 
-def test_wordcount_on_a_standalone_cluster(tmp_path: Path) -> None:
-    with standalone_cluster(tmp_path / "cluster") as master:
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "xor_ack_dynamodb",
-                "wordcount",
-                "--master",
-                master,
-                "--output",
-                str(tmp_path / "out"),
-                "--quiet",
-                "--fail-rate",
-                "0.001",
-                "--seed",
-                "3",
-            ],
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    workdir = tmp_path_factory.mktemp("cluster")
+    with standalone_cluster(workdir, env=aws_test_env()) as master:
+        yield master, workdir
+
+
+@pytest.mark.parametrize("api", ["frame", "rdd"])
+def test_wordcount_on_a_standalone_cluster(cluster: tuple[str, Path], tmp_path: Path, api: str) -> None:
+    master, workdir = cluster
+    inputs = [str(p) for p in corpus_files()[:10]]
+    result = subprocess.run(
+        [sys.executable, "-m", "xor_ack_dynamodb", "wordcount", *inputs, "--master", master, "--api", api]
+        + ["--output", str(tmp_path / "out"), "--quiet", "--fail-rate", "0.004", "--seed", "3"],
+        env=aws_test_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"Spark {master}" in result.stderr
+    assert f"Spark {master}, {api} api" in result.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert report["totals"]["acked"] == len(corpus_files())
+    assert report["api"] == api
+    assert report["totals"]["acked"] == len(inputs)
     assert report["totals"]["replays"] > 0  # a few files met an injected failure and were replayed
-    assert read_counts(tmp_path / "out" / "counts.csv") == plain_count(corpus_files())
-    # The work ran on the cluster's executor, not in a local-mode driver.
-    assert list((tmp_path / "cluster" / "work").glob("app-*/*/stderr"))
+    assert read_counts(tmp_path / "out" / "counts.csv") == plain_count(Path(p) for p in inputs)
+    # The work ran on the cluster's executors, not in a local-mode driver.
+    assert list((workdir / "work").glob("app-*/*/stderr"))
 
 
 def test_wordcount_under_spark_submit(tmp_path: Path) -> None:
     """spark-submit starts the JVM first and the Python driver second; the command must
-    take the master from it (here local[2]) instead of choosing its own."""
+    take the master from it (here local[2]) instead of choosing its own. (The RDD
+    pipeline: its cold start is the shorter; the cluster test runs both.)"""
     import pyspark
 
     spark_submit = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
@@ -68,16 +66,13 @@ def test_wordcount_under_spark_submit(tmp_path: Path) -> None:
             str(REPO / "examples" / "spark_submit.py"),
             "wordcount",
             *inputs,
+            "--api",
+            "rdd",
             "--output",
             str(tmp_path / "out"),
             "--quiet",
         ],
-        env={
-            **os.environ,
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SPARK_LOCAL_IP": "127.0.0.1",
-        },
+        env={**aws_test_env(), "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,19 +1,21 @@
-"""Spark task retries: tasks die on their first attempt right after their stamps landed,
-Spark runs them again (local[2,4]: up to 4 attempts per task), and every chain must still
-end exactly acked: each flush applied once (the retry's copy is recognised by its op id),
+"""Spark task retries: tasks die on their first attempt right after their stamps landed
+(RDD path) or right after their output became durable (DataFrame path: reader and sink
+tasks), Spark runs them again (local[2,4]: up to 4 attempts per task), and every chain
+must still end exactly acked: each write applied once (a retry's copy recognised by its
+op id, or never sent twice: the DataFrame sink's commit gets one message per partition),
 no chain reopened, none acked before all its output was written."""
 
 from __future__ import annotations
 
-import csv
-from collections import Counter
-from collections.abc import Iterator
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import unique_table
-from spark_helpers import CORPUS, corpus_files, plain_count, read_counts, spark_context
+from pyspark import cloudpickle
+from spark_helpers import CORPUS, corpus_files, plain_count, read_counts
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, new_stamp
 from xor_ack_dynamodb.spark import DieOnFirstAttempt, Tracking
@@ -22,11 +24,32 @@ from xor_ack_dynamodb.wordcount import WordCountReport, find_inputs, run_wordcou
 
 pytestmark = pytest.mark.spark
 
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-@pytest.fixture(scope="module")
-def sc() -> Iterator[Any]:
-    with spark_context("local[2,4]") as context:
-        yield context
+
+@dataclass(frozen=True)
+class RecordingDie(DieOnFirstAttempt):
+    """:class:`DieOnFirstAttempt` that first leaves a mark in ``marks`` (so the test can
+    see that tasks really died)."""
+
+    marks: str = ""
+
+    def __call__(self, step: str, partition: int) -> None:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is not None and context.attemptNumber() == 0 and any(step.endswith(s) for s in self.steps):
+            Path(self.marks, f"{step}-{partition}").touch()
+        super().__call__(step, partition)
+
+
+def _killed(marks: Path) -> set[str]:
+    return {p.name.rsplit("-", 1)[0] for p in marks.iterdir()}
+
+
+@pytest.fixture
+def sc(spark: Any) -> Any:
+    return spark.sparkContext
 
 
 @pytest.fixture
@@ -36,50 +59,85 @@ def config(moto_server: LocalDynamoDB) -> AckConfig:
     return config
 
 
-def _sink_partitions_per_file(parts: Path) -> Counter[int]:
-    """How many committed sink partitions hold rows of each file."""
-    per_file: Counter[int] = Counter()
-    for part in sorted(parts.glob("part-*.csv")):
-        with part.open(newline="", encoding="utf-8") as handle:
-            for file_id in {int(row["file"]) for row in csv.DictReader(handle)}:
-                per_file[file_id] += 1
-    return per_file
-
-
 def _check_exactly_acked(report: WordCountReport, config: AckConfig, output: Path) -> None:
     assert read_counts(output / "counts.csv") == plain_count(corpus_files())
     assert all(f.state == "acked" and f.attempts == 1 for f in report.files), "no replay may be needed"
     statuses = config.connect().status_many(f.tag for f in report.files)
-    per_file = _sink_partitions_per_file(output / ".parts" / report.run_id / "attempt-1")
-    for file_id, f in enumerate(report.files):
+    for f in report.files:
         status = statuses[f.tag]
         assert status.state == "acked" and status.stamp.acked
-        # One write for the create (already fanned out), then exactly one stamp per sink
-        # partition holding the file's words: a retried flush applied twice would add a
-        # version (and undo itself: the chain would not be zero).
-        assert status.version == 1 + per_file[file_id], f.path
+        # One write for the create, then exactly one stamp for the whole sink: a retried
+        # write applied twice would add a version (and undo itself: no zero).
+        assert status.version == 2, f.path
 
 
-def test_tasks_dying_after_their_flush(sc: Any, config: AckConfig, tmp_path: Path) -> None:
-    hook = DieOnFirstAttempt(steps=("read_words", "count_word", "sum_counts.unpack", "write_counts"))
-    # 4 sink partitions on 2 cores: retried sinks re-send their stamps while other
-    # partitions of the same chains have not stamped yet.
+def test_rdd_tasks_dying_after_their_flush(spark: Any, config: AckConfig, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # The first step of each task to flush dies (later steps of a task run in its retry).
+    steps = ("read_words", "write_counts")
+    hook = RecordingDie(steps=steps, marks=str(marks))
     report = run_wordcount(
-        sc, find_inputs([CORPUS]), tmp_path, config, after_flush=hook, keep_parts=True, partitions=4
+        spark,
+        find_inputs([CORPUS]),
+        tmp_path,
+        config,
+        api="rdd",
+        after_flush=hook,
+        keep_parts=True,
+        partitions=4,
     )
+    assert {k.split("-", 1)[1] for k in _killed(marks)} == set(steps)
     _check_exactly_acked(report, config, tmp_path)
-    # The retries really happened and really re-sent their stamps: each was caught as a
-    # duplicate by its op id (counted by the retried, successful tasks).
+    # The retried reads re-sent their creates: each caught as a duplicate by its op id.
     assert report.requests["duplicates"] > 0
 
 
-def test_python_workers_crashing_after_their_flush(sc: Any, config: AckConfig, tmp_path: Path) -> None:
-    hook = DieOnFirstAttempt(steps=("read_words", "write_counts"), exit_process=True)
+def test_rdd_python_workers_crashing_after_their_flush(spark: Any, config: AckConfig, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    steps = ("count_word", "sum_counts.unpack")
+    hook = RecordingDie(steps=steps, exit_process=True, marks=str(marks))
     report = run_wordcount(
-        sc, find_inputs([CORPUS]), tmp_path, config, after_flush=hook, keep_parts=True, partitions=3
+        spark,
+        find_inputs([CORPUS]),
+        tmp_path,
+        config,
+        api="rdd",
+        after_flush=hook,
+        keep_parts=True,
+        partitions=3,
     )
+    assert {k.split("-", 1)[1] for k in _killed(marks)} == set(steps)
     _check_exactly_acked(report, config, tmp_path)
     assert report.requests["duplicates"] > 0
+
+
+@pytest.mark.parametrize("exit_process", [False, True], ids=["task-fails", "worker-killed"])
+def test_frame_tasks_dying_after_their_output(
+    spark: Any, config: AckConfig, tmp_path: Path, exit_process: bool
+) -> None:
+    """Reader tasks die after producing their rows, sink tasks after their part is
+    durable (a raised error, or the Python worker killed): the retries rewrite the same
+    rows and parts, and each chain still gets one create and one stamp."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    hook = RecordingDie(steps=("read", "write"), exit_process=exit_process, marks=str(marks))
+    output = tmp_path / "out"
+    report = run_wordcount(
+        spark,
+        find_inputs([CORPUS]),
+        output,
+        config,
+        api="frame",
+        after_flush=hook,
+        keep_parts=True,
+        partitions=3,
+    )
+    assert _killed(marks) == {"read", "write"}
+    _check_exactly_acked(report, config, output)
+    written = output / ".parts" / report.run_id / "attempt-1"
+    assert list(written.glob("part-*.parquet")) and not list(written.glob(".*.tmp"))
 
 
 def test_a_flush_sent_twice_is_applied_once(sc: Any, config: AckConfig) -> None:
@@ -87,9 +145,9 @@ def test_a_flush_sent_twice_is_applied_once(sc: Any, config: AckConfig) -> None:
     flushed twice under the same step and partition change the chain once."""
     tracking = Tracking(sc, config)
     spec = tracking.spec(1)
-    tag = f"{tracking.run_id}/root"
-    children = [int.from_bytes(new_stamp(), "big") for _ in range(4)]
-    root = int.from_bytes(new_stamp(), "big")
+    tag = tracking.tag("root")
+    children = [int.from_bytes(new_stamp(8), "big") for _ in range(4)]
+    root = int.from_bytes(new_stamp(8), "big")
 
     start = Ledger(spec, "0-start", 0)
     start.create(tag, root)

@@ -15,34 +15,42 @@ digits, punctuation, apostrophes and hyphens, so "don't" is "don" and "t", "co-o
 "co" and "op", "mp3" is "mp".
 
 Exactness under replay: rows are written per (file, word) under the attempt that
-produced them, and ``counts.csv`` sums, for each file, only the rows of the one attempt
-whose chain ended acked. Rows of failed attempts (partial by nature) are never counted,
-and a file is counted once however many attempts it took.
+produced them, and ``counts.csv`` is a Spark aggregation over, for each file, only the
+rows of the one attempt whose chain ended acked. Rows of failed attempts (partial by
+nature) are never counted, and a file is counted once however many attempts it took.
+
+Bad bytes (invalid UTF-8): with ``bad_bytes="replace"`` (default) they are decoded as
+U+FFFD (not a letter, so it splits words), the file is counted and acked, and its report
+entry carries a note; with ``"fail"`` the file fails with the reason and is not replayed
+(a replay would read the same bytes). Other files are not touched either way. File names
+that are not UTF-8 are read as the bytes they are, and tracked under an escaped key
+(see :func:`~xor_ack_dynamodb.spark.tags.escape_key`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import operator
+import os
 import re
 import time
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidConfig
-from .spark.driver import RunObserver, Tracking, new_run_id
+from .spark.driver import new_run_id
 from .spark.executor import AfterFlush
+from .spark.outcomes import Chains, RunObserver, RunReport
 from .spark.sink import LocalOutput, S3Output, output_location
-from .spark.tracked import Stream, UntrackedRDD
+from .spark.tags import escape_key
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
     from .config import AckConfig
 
@@ -52,11 +60,13 @@ __all__ = [
     "default_corpus",
     "FaultPlan",
     "InjectedFailure",
-    "wordcount_job",
     "run_wordcount",
     "WordCountReport",
     "FileResult",
+    "APIS",
 ]
+
+APIS = ("frame", "rdd")
 
 #: A fast first cut: runs of word characters that are not digits or "_" (a superset of
 #: letters: it also admits numerals like "²"; tokenize() splits those out).
@@ -137,66 +147,14 @@ class FaultPlan:
         return int.from_bytes(digest, "big") < self.rate * 2**64
 
 
-# -- the job's functions (module level, so executors import them by name) ------------
-
-Root = tuple[int, str, str]  # (file id, chain key, path)
-
-
-def read_words(root: Root) -> Iterator[tuple[int, int, str]]:
-    """A file's words as ``(file id, position, word)``; the file is read as UTF-8."""
-    file_id, _key, path = root
-    text = Path(path).read_text(encoding="utf-8")
-    for position, word in enumerate(tokenize(text)):
-        yield file_id, position, word
-
-
-@dataclass(frozen=True)
-class CountWord:
-    """``(file id, position, word) -> ((file id, word), 1)``, raising where the fault
-    plan says so."""
-
-    faults: FaultPlan | None
-    attempt: int
-
-    def __call__(self, record: tuple[int, int, str]) -> tuple[tuple[int, str], int]:
-        file_id, position, word = record
-        if self.faults is not None and self.faults.fails(self.attempt, file_id, position):
-            raise InjectedFailure(f"injected failure at word {position} of file {file_id}")
-        return (file_id, word), 1
-
-
-def _row(record: tuple[tuple[int, str], int]) -> tuple[int, str, int]:
-    (file_id, word), count = record
-    return file_id, word, count
-
-
-def wordcount_job(
-    stream: Stream,
-    attempt: int,
-    *,
-    output: LocalOutput | S3Output,
-    parts: str,
-    faults: FaultPlan | None = None,
-    partitions: int | None = None,
-) -> int:
-    """The pipeline, on started file records (tracked or not). Writes
-    ``<output>/<parts>/attempt-<n>/part-*.csv`` (``file,word,count``); returns the rows
-    written."""
-    writer = output.writer(f"{parts}/attempt-{attempt}", ("file", "word", "count"), _row)
-    return (
-        stream.fan_out(read_words, "read_words")
-        .map(CountWord(faults, attempt), "count_word")
-        .reduce_by_key(operator.add, partitions, "sum_counts")
-        .sink(writer, "write_counts")
-    )
-
-
 # -- the driver -----------------------------------------------------------------------
 
 
 @dataclass
 class FileResult:
-    """One input file: its final chain and every attempt's (tag, state, reason)."""
+    """One input file: its final chain and every attempt's (tag, state, reason). ``path``
+    is the file name as text (escaped where it is not UTF-8); ``note`` says what was
+    noticed without failing it (bad bytes replaced)."""
 
     path: str
     tag: str
@@ -205,6 +163,7 @@ class FileResult:
     error: str | None
     history: list[dict[str, Any]] = field(default_factory=list)
     acked_attempt: int | None = None
+    note: str | None = None
 
 
 @dataclass
@@ -218,6 +177,8 @@ class WordCountReport:
     requests: Counter[str]
     wall_seconds: float
     job_errors: list[str]
+    api: str = "frame"
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def all_acked(self) -> bool:
@@ -233,6 +194,7 @@ class WordCountReport:
             "acked": sum(f.state == "acked" for f in self.files),
             "failed": sum(f.state not in ("acked", "untracked") for f in self.files),
             "replays": sum(f.attempts - 1 for f in self.files),
+            "noted": sum(f.note is not None for f in self.files),
             "dynamodb_requests": requests,
             "requests_per_word": round(requests / words, 6) if words else None,
             "wall_seconds": round(self.wall_seconds, 3),
@@ -241,6 +203,7 @@ class WordCountReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
+            "api": self.api,
             "tracking": self.tracking,
             "files": [
                 {
@@ -249,22 +212,47 @@ class WordCountReport:
                     "state": f.state,
                     "attempts": f.attempts,
                     "error": f.error,
+                    "note": f.note,
                     "history": f.history,
                 }
                 for f in self.files
             ],
             "totals": self.totals(),
+            "phases": {k: round(v, 3) for k, v in self.phases.items()},
             "requests": dict(sorted(self.requests.items())),
             "job_errors": self.job_errors,
         }
 
 
+def _file_results(report: RunReport, roots: Sequence[tuple[int, str]]) -> list[FileResult]:
+    files = []
+    for outcome, (_, path) in zip(report.outcomes, roots, strict=True):
+        attempts = outcome.attempts
+        last = attempts[-1]
+        acked_at = next((n for n, a in enumerate(attempts, 1) if a.state == "acked"), None)
+        error = next((a.reason for a in reversed(attempts) if a.reason), None)
+        files.append(
+            FileResult(
+                path=escape_key(path),
+                tag=last.tag,
+                state=last.state,
+                attempts=len(attempts),
+                error=error if last.state != "acked" or len(attempts) > 1 else None,
+                history=[{"tag": a.tag, "state": a.state, "reason": a.reason} for a in attempts],
+                acked_attempt=acked_at,
+                note=last.note if last.state == "acked" else next((a.note for a in attempts if a.note), None),
+            )
+        )
+    return files
+
+
 def run_wordcount(
-    sc: SparkContext,
-    inputs: Sequence[Path],
+    spark: SparkSession | SparkContext,
+    inputs: Sequence[str | Path],
     output: str | Path,
     config: AckConfig | None,
     *,
+    api: str | None = None,
     fail_rate: float = 0.0,
     seed: int = 0,
     fail_attempts: int = 1,
@@ -274,6 +262,9 @@ def run_wordcount(
     after_flush: AfterFlush | None = None,
     observer: RunObserver | None = None,
     keep_parts: bool = False,
+    bad_bytes: str = "replace",
+    split_bytes: int | None = None,
+    tracker: Chains | None = None,
 ) -> WordCountReport:
     """Count the words of ``inputs`` and write ``counts.csv`` and ``report.json`` to
     ``output``, a directory (local, or shared by the cluster's nodes) or an
@@ -281,73 +272,202 @@ def run_wordcount(
     With ``config`` None the job runs without tracking (no DynamoDB; a record that
     raises then fails the Spark job, as it would in any job).
 
-    The shuffle uses ``partitions`` reduce partitions (default: half Spark's default
-    parallelism, from 1 to 8: each file costs one stamp per reduce partition it has words
-    in).
+    ``spark`` is a SparkSession (classic or Spark Connect) or a SparkContext; ``api`` is
+    ``"frame"`` (default with a session) or ``"rdd"`` (default with a SparkContext; not
+    under Spark Connect). ``partitions``: the RDD job's reduce partitions (default half
+    Spark's default parallelism, 1 to 8), or the DataFrame job's shuffle partitions
+    (default: Spark's, coalesced by adaptive execution). ``split_bytes``: the DataFrame
+    reader's split size (default 32 MiB); ``after_flush``: a test hook
+    (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`): after each RDD step's flush, or
+    after each DataFrame read task (``"read"``) and durable sink task (``"write"``).
+    ``tracker``: the DataFrame driver's tracker (default ``config.connect()``; only the
+    driver talks to it on that path, so a ``MemoryAck`` measures Spark's own cost).
     """
+    from pyspark import SparkContext
+
+    from .spark.frame import is_connect
+
     started = time.perf_counter()
+    api = api or ("rdd" if isinstance(spark, SparkContext) else "frame")
+    if api not in APIS:
+        raise InvalidConfig(f"api must be one of {APIS}, got {api!r}")
+    if bad_bytes not in ("replace", "fail"):
+        raise InvalidConfig(f"bad_bytes must be 'replace' or 'fail', got {bad_bytes!r}")
     run_id = run_id or new_run_id()
     faults = FaultPlan(fail_rate, seed, fail_attempts) if fail_rate else None
-    partitions = partitions or max(1, min(8, sc.defaultParallelism // 2))
-    location = output_location(output)
+    roots = [(i, os.fsdecode(path)) for i, path in enumerate(inputs)]
     parts = f".parts/{run_id}"
-    roots: list[Root] = [
-        (i, f"wordcount/{run_id}/{i:04d}-{path.name}", str(path)) for i, path in enumerate(inputs)
-    ]
-    job = partial(wordcount_job, output=location, parts=parts, faults=faults, partitions=partitions)
-    slices = max(1, min(len(roots), sc.defaultParallelism * 2))
-    files: list[FileResult]
-    if config is None:
-        job(UntrackedRDD(sc.parallelize(roots, slices)), 1)
-        files = [FileResult(p, k, "untracked", 1, None, acked_attempt=1) for _, k, p in roots]
+    phases: dict[str, float] = {}
+    if api == "rdd":
+        if tracker is not None:
+            raise InvalidConfig("no tracker= with api='rdd': its executors reach the table themselves")
+        if is_connect(spark):
+            raise InvalidConfig(
+                "the RDD job cannot run under Spark Connect (it has no RDDs): use api='frame'"
+            )
+        sc = spark if isinstance(spark, SparkContext) else spark.sparkContext
+        result = _run_rdd(
+            sc,
+            roots,
+            output,
+            config,
+            run_id,
+            parts,
+            faults,
+            max_attempts,
+            partitions,
+            bad_bytes,
+            after_flush,
+            observer,
+            phases,
+        )
+    else:
+        from pyspark.sql import SparkSession
+
+        session = spark if not isinstance(spark, SparkContext) else SparkSession.builder.getOrCreate()
+        result = _run_frame(
+            session,
+            roots,
+            output,
+            config,
+            run_id,
+            parts,
+            faults,
+            max_attempts,
+            partitions,
+            bad_bytes,
+            split_bytes,
+            observer,
+            after_flush,
+            tracker,
+            phases,
+        )
+    files, counts, requests, errors, location = result
+    wall = time.perf_counter() - started
+    report = WordCountReport(run_id, config is not None, files, counts, requests, wall, errors, api, phases)
+    write_outputs(report, location)
+    if not keep_parts:
+        location.remove(parts)
+    return report
+
+
+_Result = tuple[list[FileResult], Counter[str], Counter[str], list[str], "LocalOutput | S3Output"]
+
+
+def _untracked_files(roots: Sequence[tuple[int, str]]) -> list[FileResult]:
+    return [FileResult(escape_key(p), "", "untracked", 1, None, acked_attempt=1) for _, p in roots]
+
+
+def _run_rdd(
+    sc: SparkContext,
+    roots: list[tuple[int, str]],
+    output: str | Path,
+    config: AckConfig | None,
+    run_id: str,
+    parts: str,
+    faults: FaultPlan | None,
+    max_attempts: int,
+    partitions: int | None,
+    bad_bytes: str,
+    after_flush: AfterFlush | None,
+    observer: RunObserver | None,
+    phases: dict[str, float],
+) -> _Result:
+    from .wordcount_rdd import rdd_final_counts, run_rdd
+
+    location = output_location(output)
+    clock = time.perf_counter()
+    report = run_rdd(
+        sc,
+        roots,
+        config,
+        output=location,
+        parts=parts,
+        run_id=run_id,
+        faults=faults,
+        max_attempts=max_attempts,
+        partitions=partitions or max(1, min(8, sc.defaultParallelism // 2)),
+        bad_bytes=bad_bytes,
+        after_flush=after_flush,
+        observer=observer,
+    )
+    phases["job"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    if report is None:
+        files = _untracked_files(roots)
+        acked = {1: {i for i, _ in roots}}
         requests: Counter[str] = Counter({"requests": 0})
         errors: list[str] = []
     else:
-        tracking = Tracking(sc, config, run_id=run_id, after_flush=after_flush)
-        report = tracking.run(
-            roots,
-            operator.itemgetter(1),
-            job,
-            max_attempts=max_attempts,
-            num_slices=slices,
-            observer=observer,
-        )
-        files = []
-        for outcome in report.outcomes:
-            last = outcome.attempts[-1]
-            acked_at = next((n for n, a in enumerate(outcome.attempts, 1) if a.state == "acked"), None)
-            error = next((a.reason for a in reversed(outcome.attempts) if a.reason), None)
-            files.append(
-                FileResult(
-                    path=outcome.root[2],
-                    tag=last.tag,
-                    state=last.state,
-                    attempts=len(outcome.attempts),
-                    error=error if last.state != "acked" or len(outcome.attempts) > 1 else None,
-                    history=[{"tag": a.tag, "state": a.state, "reason": a.reason} for a in outcome.attempts],
-                    acked_attempt=acked_at,
-                )
-            )
+        files = _file_results(report, roots)
+        acked = {}
+        for file_id, f in enumerate(files):
+            if f.acked_attempt is not None:
+                acked.setdefault(f.acked_attempt, set()).add(file_id)
         requests, errors = report.counters, report.job_errors
-    counts = _final_counts(location, parts, files)
-    wall = time.perf_counter() - started
-    result = WordCountReport(run_id, config is not None, files, counts, requests, wall, errors)
-    write_outputs(result, location)
-    if not keep_parts:
-        location.remove(parts)
-    return result
+    counts = rdd_final_counts(sc, location, parts, acked)
+    phases["final_count"] = time.perf_counter() - clock
+    return files, counts, requests, errors, location
 
 
-def _final_counts(location: LocalOutput | S3Output, parts: str, files: Sequence[FileResult]) -> Counter[str]:
-    """Sum, per word, the rows each file's acked attempt wrote (and nothing else)."""
-    counts: Counter[str] = Counter()
-    attempts = {fr.acked_attempt for fr in files if fr.acked_attempt is not None}
-    for attempt in sorted(attempts):
-        wanted = {i for i, fr in enumerate(files) if fr.acked_attempt == attempt}
-        for row in location.read_parts(f"{parts}/attempt-{attempt}"):
-            if int(row["file"]) in wanted:
-                counts[row["word"]] += int(row["count"])
-    return counts
+def _run_frame(
+    spark: SparkSession,
+    roots: list[tuple[int, str]],
+    output: str | Path,
+    config: AckConfig | None,
+    run_id: str,
+    parts: str,
+    faults: FaultPlan | None,
+    max_attempts: int,
+    partitions: int | None,
+    bad_bytes: str,
+    split_bytes: int | None,
+    observer: RunObserver | None,
+    after_flush: AfterFlush | None,
+    tracker: Chains | None,
+    phases: dict[str, float],
+) -> _Result:
+    from .spark.frame_source import SPLIT_BYTES
+    from .wordcount_frame import frame_final_counts, run_frame, store_for, untracked_final_counts
+
+    store = store_for(output)
+    location = output_location(store.location)
+    previous = spark.conf.get("spark.sql.shuffle.partitions", None) if partitions else None
+    if partitions:
+        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    try:
+        clock = time.perf_counter()
+        report, tracking = run_frame(
+            spark,
+            roots,
+            config,
+            output=store,
+            parts=parts,
+            run_id=run_id,
+            faults=faults,
+            max_attempts=max_attempts,
+            split_bytes=split_bytes or SPLIT_BYTES,
+            bad_bytes=bad_bytes,
+            observer=observer,
+            after_flush=after_flush,
+            tracker=tracker,
+        )
+        phases["job"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        if report is None:
+            files = _untracked_files(roots)
+            counts = untracked_final_counts(spark, store, parts)
+            requests: Counter[str] = Counter({"requests": 0})
+            errors: list[str] = []
+        else:
+            files = _file_results(report, roots)
+            counts = frame_final_counts(spark, store, parts, report)
+            requests, errors = report.counters, report.job_errors
+        phases["final_count"] = time.perf_counter() - clock
+    finally:
+        if partitions and previous is not None:
+            spark.conf.set("spark.sql.shuffle.partitions", previous)
+    return files, counts, requests, errors, location
 
 
 def write_outputs(report: WordCountReport, output: str | Path | LocalOutput | S3Output) -> None:

@@ -1,9 +1,10 @@
 """``xor-ack wordcount``: the tracked Spark word count (see :mod:`xor_ack_dynamodb.wordcount`).
 
 With no flags it runs on the embedded default: a moto server started in this process on
-127.0.0.1 and Spark ``local[*]``. ``--endpoint-url``, ``--region`` or ``--table`` point
-it at a real DynamoDB (credentials from the usual AWS environment); ``--master`` at a
-cluster. Under spark-submit the master comes from spark-submit.
+127.0.0.1 and Spark ``local[*]``, on the DataFrame pipeline (``--api rdd`` runs the RDD
+one). ``--endpoint-url``, ``--region`` or ``--table`` point it at a real DynamoDB
+(credentials from the usual AWS environment); ``--master`` at a cluster, ``--remote`` at
+a Spark Connect server. Under spark-submit the master comes from spark-submit.
 
 Exit status: 0 when every file ended acked, 1 when any did not, 2 for bad arguments.
 """
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..config import AckConfig
-    from ..spark.driver import RootOutcome, Tracking
+    from ..spark.outcomes import RootOutcome
     from ..wordcount import WordCountReport
 
 from .common import emit_json, handle_errors
@@ -72,6 +73,30 @@ def register(subparsers: Any) -> None:
         "every node shares) or s3://bucket/prefix",
     )
     parser.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
+    parser.add_argument(
+        "--remote",
+        metavar="URL",
+        help="a Spark Connect server (sc://host:port) instead of a master (DataFrame api only)",
+    )
+    parser.add_argument(
+        "--api",
+        choices=("frame", "rdd"),
+        default="frame",
+        help="the pipeline: DataFrames, per-word work in the JVM (frame, default) or tracked RDDs (rdd)",
+    )
+    parser.add_argument(
+        "--bad-bytes",
+        choices=("replace", "fail"),
+        default="replace",
+        help="invalid UTF-8 in a file: count it with U+FFFD and note the file (replace, default), "
+        "or fail the file without replaying it (fail)",
+    )
+    parser.add_argument(
+        "--split-size",
+        type=_positive,
+        metavar="BYTES",
+        help="read files in splits of this many bytes (DataFrame api; default 32 MiB)",
+    )
     # Own dests: the top-level --table/--endpoint-url/--region carry environment defaults
     # (AWS_REGION is set almost everywhere), which must not switch off the embedded default.
     parser.add_argument(
@@ -109,7 +134,10 @@ def register(subparsers: Any) -> None:
         "--max-attempts", type=_positive, default=3, help="attempts per file, replays included (default 3)"
     )
     parser.add_argument(
-        "--partitions", type=_positive, help="reduce partitions (default: half the parallelism, 1 to 8)"
+        "--partitions",
+        type=_positive,
+        help="shuffle partitions (rdd default: half the parallelism, 1 to 8; frame default: Spark's, "
+        "coalesced by adaptive execution)",
     )
     parser.add_argument(
         "--no-tracking", action="store_true", help="the same job without ack chains or DynamoDB"
@@ -126,16 +154,19 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from ..errors import XorAckError
-    from ..spark.context import get_context
+    from ..spark.context import get_context, get_session
     from ..wordcount import default_corpus, find_inputs, run_wordcount
 
     console = Console()
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         inputs = find_inputs(args.inputs or [default_corpus()])
     except (FileNotFoundError, XorAckError) as exc:
         err.print(f"[red]error:[/] {exc}")
+        return 2
+    if args.remote and args.api == "rdd":
+        err.print("[red]error:[/] --remote (Spark Connect) has no RDDs: use --api frame")
         return 2
     # Real DynamoDB when asked for on this command, or when the table is named globally
     # (xor-ack --table T, or XOR_ACK_TABLE); otherwise the embedded moto server.
@@ -146,15 +177,25 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_tracking:
             config, where = _backend(args, real, stack)
             config.connect().create_table()
-        sc, created = get_context(args.master, app_name="xor-ack wordcount")
+        spark: Any
+        if args.api == "rdd":
+            spark, created = get_context(args.master, app_name="xor-ack wordcount")
+            sc: SparkContext | None = spark
+            spark_name = spark.master
+        else:
+            spark, created = get_session(args.master, remote=args.remote, app_name="xor-ack wordcount")
+            sc = None if args.remote else spark.sparkContext
+            spark_name = args.remote if args.remote else spark.sparkContext.master
         if created:
-            stack.callback(sc.stop)
-        err.print(f"[bold]xor-ack wordcount[/]: {len(inputs)} files, Spark {sc.master}, {where}")
+            stack.callback(spark.stop)
+        err.print(
+            f"[bold]xor-ack wordcount[/]: {len(inputs)} files, Spark {spark_name}, {args.api} api, {where}"
+        )
         progress = _Progress(sc, err, len(inputs), enabled=not args.quiet)
         try:
             with progress:
                 report = run_wordcount(
-                    sc,
+                    spark,
                     inputs,
                     args.output,
                     config,
@@ -165,6 +206,9 @@ def run(args: argparse.Namespace) -> int:
                     partitions=args.partitions,
                     observer=progress,
                     keep_parts=args.keep_parts,
+                    api=args.api,
+                    bad_bytes=args.bad_bytes,
+                    split_bytes=args.split_size,
                 )
         except Exception as exc:
             if config is not None:
@@ -200,11 +244,12 @@ def _backend(args: argparse.Namespace, real: bool, stack: ExitStack) -> tuple[Ac
 class _Progress:
     """A live line while the job runs: attempt, Spark stage and tasks, files acked.
 
-    Polls Spark's status tracker from a thread; files acked come from the run's
-    accumulator, which the driver updates as tasks finish.
+    Polls Spark's status tracker from a thread (not under Spark Connect, which has no
+    SparkContext); on the RDD api, files acked come from the run's accumulator, which the
+    driver updates as tasks finish.
     """
 
-    def __init__(self, sc: SparkContext, console: Console, files: int, *, enabled: bool) -> None:
+    def __init__(self, sc: SparkContext | None, console: Console, files: int, *, enabled: bool) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -233,7 +278,7 @@ class _Progress:
         self.total = files
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="wordcount-progress", daemon=True)
-        self.tracking: Tracking | None = None
+        self.tracking: Any = None
 
     def __enter__(self) -> _Progress:
         self.progress.start()
@@ -247,7 +292,7 @@ class _Progress:
             self._thread.join(timeout=2)
         self.progress.stop()
 
-    def attempt_started(self, attempt: int, roots: int, tracking: Tracking) -> None:
+    def attempt_started(self, attempt: int, roots: int, tracking: Any) -> None:
         self.attempt = attempt
         self.tracking = tracking
         self._describe("starting")
@@ -267,15 +312,18 @@ class _Progress:
         self.progress.update(self.task, description=f"attempt {self.attempt} · {stage}")
 
     def _poll(self) -> None:
-        tracker = self.sc.statusTracker()
+        tracker = self.sc.statusTracker() if self.sc is not None else None
         while not self._stop.wait(0.25):
+            if tracker is None:
+                continue
             try:
                 stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
             except Exception:  # the context is stopping
                 return
             live = [s for s in stages if s is not None]
-            if self.tracking is not None:
-                acked = self.tracking.counters.value.get("chains_acked", 0)
+            counters = getattr(self.tracking, "counters", None)
+            if counters is not None and hasattr(counters, "value"):
+                acked = counters.value.get("chains_acked", 0)
                 self.progress.update(self.task, completed=min(self.total, max(self.done, acked)))
             if live:
                 stage = live[0]
@@ -288,13 +336,14 @@ def _summary(console: Console, report: WordCountReport, output: str) -> None:
     from ..spark.sink import output_location
 
     totals = report.totals()
-    files = Table(title="files replayed or not acked", show_lines=False)
-    for column in ("file", "state", "attempts", "error"):
+    files = Table(title="files replayed, noted or not acked", show_lines=False)
+    for column in ("file", "state", "attempts", "error or note"):
         files.add_column(column)
-    shown = [f for f in report.files if f.state != "acked" or f.attempts > 1]
+    shown = [f for f in report.files if f.state != "acked" or f.attempts > 1 or f.note]
     for f in shown:
         style = "green" if f.state in ("acked", "untracked") else "red"
-        files.add_row(Path(f.path).name, f"[{style}]{f.state}[/]", str(f.attempts), (f.error or "")[:80])
+        detail = f.error or f.note or ""
+        files.add_row(Path(f.path).name, f"[{style}]{f.state}[/]", str(f.attempts), detail[:80])
     if shown:
         console.print(files)
     summary = Table(title="xor-ack wordcount", caption=f"run {report.run_id}", show_header=False)
@@ -305,6 +354,7 @@ def _summary(console: Console, report: WordCountReport, output: str) -> None:
         "acked": "files acked",
         "failed": "files not acked",
         "replays": "replays",
+        "noted": "files noted (bad bytes)",
         "words": "words counted",
         "distinct_words": "distinct words",
         "dynamodb_requests": "DynamoDB requests",

@@ -1,37 +1,66 @@
 """Tracking records through PySpark jobs with ack chains.
 
-Start one chain per root record (:meth:`Tracking.start`, or :meth:`Tracking.run` which
-also replays), transform with :class:`TrackedRDD` (``fan_out``, ``map``, ``filter``,
-``reduce_by_key``) and end with ``sink``, which writes durably and then acks. See
-``docs/spark.md`` for how the bookkeeping stays exact under task retries.
+Two APIs over the same chains:
 
-Needs the ``spark`` extra (``pip install 'xor-ack-dynamodb[spark]'``).
+- **RDDs**: start one chain per root record (:meth:`Tracking.start`, or
+  :meth:`Tracking.run` which also replays), transform with :class:`TrackedRDD`
+  (``fan_out``, ``map``, ``filter``, ``reduce_by_key``) and end with ``sink``, which
+  writes durably and then acks.
+- **DataFrames** (also under Spark Connect): :class:`FrameTracking` runs a job over
+  roots given as files (:meth:`FrameAttempt.read_text`) or rows with a key column
+  (:meth:`FrameAttempt.start`); :class:`TrackedFrame` keeps the per-record work in the
+  JVM (``select``, ``with_column``, ``explode``, ``where``, ``group_by().agg()``,
+  ``join``) and ``write`` acks what its committed output holds.
+
+See ``docs/spark.md`` for how the bookkeeping stays exact under task retries. Needs the
+``spark`` extra (``pip install 'xor-ack-dynamodb[spark]'``).
 """
 
-from .driver import Attempt, RootOutcome, RunObserver, RunReport, Tracking, new_run_id, tag_for
-from .executor import Anchors, RunSpec, executor_tracker
+from .driver import Tracking, check_roots, new_run_id
+from .executor import Anchors, Noted, RunSpec, executor_tracker
 from .faults import DieOnFirstAttempt
+from .frame import (
+    FrameAttempt,
+    FrameTracking,
+    TrackedFrame,
+    UntrackedAttempt,
+    UntrackedFrame,
+    WriteResult,
+)
+from .outcomes import Attempt, PermanentFailure, RootOutcome, RunObserver, RunReport
 from .sink import CsvPartitionWriter, S3PartitionWriter, read_csv_parts, read_s3_parts
+from .tags import TagScheme, escape_key, unescape_key
 from .tracked import PartitionWriter, Stream, TrackedRDD, UntrackedRDD
 
 __all__ = [
     "Anchors",
     "Attempt",
+    "Noted",
     "CsvPartitionWriter",
     "DieOnFirstAttempt",
+    "FrameAttempt",
+    "FrameTracking",
     "PartitionWriter",
+    "PermanentFailure",
     "RootOutcome",
     "RunObserver",
     "RunReport",
     "RunSpec",
     "S3PartitionWriter",
     "Stream",
+    "TagScheme",
+    "TrackedFrame",
     "TrackedRDD",
     "Tracking",
+    "UntrackedAttempt",
+    "UntrackedFrame",
     "UntrackedRDD",
+    "WriteResult",
+    "check_roots",
+    "escape_key",
     "executor_tracker",
     "new_run_id",
     "read_csv_parts",
     "read_s3_parts",
-    "tag_for",
+    "unescape_key",
 ]

@@ -1,4 +1,5 @@
-"""Getting a SparkContext for a job: reuse the active one, or start a quiet one."""
+"""Getting a SparkContext or SparkSession for a job: reuse the active one, start a quiet
+one, or connect to a Spark Connect server."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
-__all__ = ["get_context", "under_spark_submit"]
+__all__ = ["get_context", "get_session", "under_spark_submit"]
 
 #: Settings for a small, quiet context: our own progress display replaces Spark's
 #: console bar, the UI is not needed, and Python workers are reused between tasks (so
@@ -87,3 +89,29 @@ def get_context(
     sc = SparkContext.getOrCreate(spark_conf)
     sc.setLogLevel("WARN")
     return sc, True
+
+
+def get_session(
+    master: str | None = None,
+    *,
+    remote: str | None = None,
+    app_name: str = "xor-ack",
+    conf: Mapping[str, str] | None = None,
+) -> tuple[SparkSession, bool]:
+    """A SparkSession and whether it was created here (then the caller stops it).
+
+    With ``remote`` (``sc://host:port``), a Spark Connect session (no SparkContext);
+    ``conf`` is applied to it with ``spark.conf.set``. Otherwise the classic session on
+    :func:`get_context`'s SparkContext (the active one if any).
+    """
+    if remote is not None:
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.builder.remote(remote).appName(app_name).create()
+        for key, value in (conf or {}).items():
+            session.conf.set(key, value)
+        return session, True
+    from pyspark.sql import SparkSession
+
+    _sc, created = get_context(master, app_name=app_name, conf=conf)
+    return SparkSession.builder.getOrCreate(), created

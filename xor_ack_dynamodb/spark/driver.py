@@ -1,9 +1,14 @@
-"""The driver's side of a tracked run: starting chains, reading them, replaying.
+"""The driver's side of a tracked RDD run: starting chains, reading them, replaying.
 
 :meth:`Tracking.run` runs a job over a list of roots (files, messages): one chain per
 root, created on the executors; after the job it reads every chain (BatchGetItem) and
-replays the roots whose chains failed, expired, never started, or were still pending
-when the job ended, as new chains (tag ``<key>#<attempt>``), up to ``max_attempts``.
+replays the roots whose chains failed (unless permanently), expired, never started, or
+were still pending when the job ended, as new chains, up to ``max_attempts``.
+
+Chains belong to the :class:`Tracking` object that made them: their tags embed its run
+id and a random nonce (see :mod:`.tags`), so a second run over the same keys, a reused
+run id, or a key that looks like another key's replay never meets a chain of another
+run.
 """
 
 from __future__ import annotations
@@ -14,15 +19,26 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidConfig, TagAcked
-from ..model import ChainStatus
+from ..errors import InvalidConfig
 from ..stamps import check_tag
-from .executor import AfterFlush, CounterParam, RunSpec, snapshot
+from .edges import EdgeKey
+from .executor import CONFLICT_NOTE, AfterFlush, CounterParam, RunSpec, snapshot
+from .outcomes import (
+    CONFLICT,
+    Attempt,
+    PermanentFailure,
+    RootOutcome,
+    RunObserver,
+    RunReport,
+    apply_acks,
+    is_conflict,
+    settle,
+)
 from .steps import start_partition
+from .tags import TagScheme, escape_key
 from .tracked import TrackedRDD
 
 if TYPE_CHECKING:
@@ -31,90 +47,59 @@ if TYPE_CHECKING:
     from ..config import AckConfig
     from ..dynamodb import XorAckDynamoDB
 
-__all__ = ["Tracking", "Attempt", "RootOutcome", "RunReport", "RunObserver", "new_run_id"]
+__all__ = [
+    "Tracking",
+    "Attempt",
+    "RootOutcome",
+    "RunReport",
+    "RunObserver",
+    "PermanentFailure",
+    "new_run_id",
+    "check_roots",
+]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
+#: Chains the driver creates, stamps or fails at the same time (botocore keeps 10
+#: connections per client).
+DRIVER_THREADS = 10
+
 
 def new_run_id() -> str:
-    """A fresh run id: UTC time and 32 random bits (tags and op ids embed it, so no two
-    runs share a chain)."""
+    """A fresh run id: UTC time and 32 random bits (a readable name for a run; tags also
+    carry a random nonce per tracking object, so run ids need not be unique)."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
 
 
-@dataclass(frozen=True)
-class Attempt:
-    """One attempt at one root: its chain's tag and how the chain ended."""
-
-    tag: str
-    state: str  # acked | failed | expired | missing
-    reason: str | None = None
-
-
-@dataclass
-class RootOutcome:
-    """Every attempt at one root; ``state`` is the last one's."""
-
-    root: Any
-    key: str
-    attempts: list[Attempt] = field(default_factory=list)
-
-    @property
-    def state(self) -> str:
-        return self.attempts[-1].state if self.attempts else "missing"
-
-    @property
-    def acked(self) -> bool:
-        return self.state == "acked"
-
-    @property
-    def tag(self) -> str:
-        return self.attempts[-1].tag if self.attempts else self.key
-
-
-@dataclass
-class RunReport:
-    """What :meth:`Tracking.run` found: one outcome per root, in the roots' order."""
-
-    outcomes: list[RootOutcome]
-    counters: Counter[str]
-    job_errors: list[str]
-
-    @property
-    def replays(self) -> int:
-        return sum(len(o.attempts) - 1 for o in self.outcomes)
-
-    def acked_tags(self) -> set[str]:
-        """The tags of every chain that ended acked (at most one per root)."""
-        return {a.tag for o in self.outcomes for a in o.attempts if a.state == "acked"}
-
-
-class RunObserver(Protocol):
-    """Told about attempts as they start and end (for progress displays)."""
-
-    def attempt_started(self, attempt: int, roots: int, tracking: Tracking) -> None:
-        """``tracking.counters.value`` grows as tasks finish (``chains_acked``...)."""
-
-    def attempt_finished(self, attempt: int, outcomes: Sequence[RootOutcome]) -> None: ...
-
-
-def tag_for(key: str, attempt: int) -> str:
-    """The chain tag of a root's ``attempt``: its key, then ``#<attempt>`` from the
-    second attempt on."""
-    return key if attempt == 1 else f"{key}#{attempt}"
+def check_roots(scheme: TagScheme, keys: Sequence[Any], max_attempts: int) -> list[str]:
+    """The escaped keys of the roots, after checking, before anything is written, that
+    no two roots share a key and that every tag up to ``max_attempts`` is valid.
+    Raises :class:`InvalidConfig` or :class:`~xor_ack_dynamodb.errors.InvalidTag`."""
+    if max_attempts < 1:
+        raise InvalidConfig(f"max_attempts must be at least 1, got {max_attempts}")
+    escaped = [escape_key(k) for k in keys]
+    if len(set(escaped)) != len(escaped):
+        raise InvalidConfig("the key function gives two roots the same key")
+    for key in escaped:
+        check_tag(scheme.escaped(key, max_attempts))
+    return escaped
 
 
 class Tracking:
-    """Tracked pipelines on one SparkContext, with chains in the table ``config`` names.
+    """Tracked RDD pipelines on one SparkContext, with chains in the table ``config``
+    names.
 
     :param config: how executors (and the driver) reach the table; picklable.
-    :param run_id: names this run in tags and op ids (default: :func:`new_run_id`).
-    :param edge_size: bytes per edge (16: a false ack is a 2**-128 event).
+    :param run_id: a readable name for this run in tags and op ids (default:
+        :func:`new_run_id`); tags also carry a random nonce drawn here, so chains are
+        never shared with another ``Tracking``, whatever its run id.
+    :param edge_size: bytes per edge: 8 (default, Storm's 64-bit ids: a false ack is a
+        2**-64 event) or a multiple of 8 up to 64.
     :param after_flush: a test hook called on the executors after each step's flush.
     :param tracker: the driver's tracker (default: ``config.connect()``).
 
     Requests are counted per task and summed on the driver (:attr:`counters`), with the
-    driver's own (reads, fails of stuck chains) added by :meth:`requests`.
+    driver's own (sink stamps, reads, fails of stuck chains) added by :meth:`requests`.
     """
 
     def __init__(
@@ -123,54 +108,103 @@ class Tracking:
         config: AckConfig,
         *,
         run_id: str | None = None,
-        edge_size: int = 16,
+        edge_size: int = 8,
         after_flush: AfterFlush | None = None,
         tracker: XorAckDynamoDB | None = None,
+        nonce: str | None = None,
     ) -> None:
-        if not 8 <= edge_size <= 64:
-            raise InvalidConfig(f"edge_size must be 8 to 64 bytes, got {edge_size}")
         self.sc = sc
         self.config = config
-        self.run_id = run_id or new_run_id()
+        self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
+        self.run_id = self.tags.run_id
         self.tracker = tracker if tracker is not None else config.connect()
-        self.edge_size = edge_size
+        if self.tracker.mode != "xor":
+            # Where sum mode would plug in: int edges, ``+`` instead of ``^`` in the
+            # ledgers and in ``combine``, ``stamp(tag, finished=..., started=...)``.
+            raise InvalidConfig("tracked RDDs use xor chains (a sum-mode tracker is not supported yet)")
+        self.edges = EdgeKey(secrets.token_bytes(32), edge_size)
         self.after_flush = after_flush
         self.counters = sc.accumulator(Counter(), CounterParam())
-        self._key = secrets.token_bytes(32)
+        self.notes = sc.accumulator(Counter(), CounterParam())
+        self._driver_counts: Counter[str] = Counter()
         self._steps = itertools.count()
+
+    @property
+    def edge_size(self) -> int:
+        return self.edges.size
 
     def spec(self, attempt: int) -> RunSpec:
         """The picklable description of ``attempt`` that every step carries."""
         return RunSpec(
             config=self.config,
-            run_id=f"{self.run_id}.{attempt}",
-            key=self._key,
-            edge_size=self.edge_size,
+            op_run=f"{self.tags.owner}.{attempt}",
+            edges=self.edges,
+            tags=self.tags,
+            attempt=attempt,
             counters=self.counters,
+            notes=self.notes,
             after_flush=self.after_flush,
         )
 
-    def start(self, rdd: RDD[Any], key: Callable[[Any], str], *, attempt: int = 1) -> TrackedRDD[Any]:
-        """One chain per record of ``rdd``, tagged ``tag_for(key(record), attempt)``,
-        created on the executors when the job runs. ``key`` must give distinct, valid
-        tags (:meth:`run` checks this on the driver before anything is written)."""
+    def tag(self, key: Any, attempt: int = 1) -> str:
+        """The tag of root ``key``'s chain on ``attempt``."""
+        return self.tags.tag(key, attempt)
+
+    def _acker(self, spec: RunSpec) -> Callable[[str, dict[str, int], dict[str, str]], Counter[str]]:
+        def ack(step: str, stamps: dict[str, int], failures: dict[str, str]) -> Counter[str]:
+            conflicts = self._conflicts()
+            clock = time.perf_counter()
+            counts = apply_acks(
+                self.tracker,
+                {t: v for t, v in stamps.items() if t not in conflicts},
+                {t: r for t, r in failures.items() if t not in conflicts},
+                spec.edge_size,
+                f"{spec.op_run}/{step}/driver",
+                owner=self.tags.owner,
+                threads=DRIVER_THREADS,
+            )
+            self._driver_counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
+            self._driver_counts.update(counts)
+            return counts
+
+        return ack
+
+    def start(self, rdd: RDD[Any], key: Callable[[Any], Any], *, attempt: int = 1) -> TrackedRDD[Any]:
+        """One chain per record of ``rdd``, tagged ``self.tag(key(record), attempt)``,
+        created on the executors when the job runs. ``key`` must give distinct keys
+        (:meth:`run` checks this on the driver before anything is written): ``str``,
+        ``bytes`` or a path; anything that is not valid UTF-8 is escaped (see
+        :func:`~xor_ack_dynamodb.spark.tags.escape_key`)."""
         spec = self.spec(attempt)
-        suffix = tag_for("", attempt)
-        started = rdd.mapPartitionsWithIndex(
-            partial(start_partition, spec, f"{next(self._steps)}-start", key, suffix)
-        )
-        return TrackedRDD(started, spec, self._steps, roots=(rdd, key, suffix))
+        step = f"{next(self._steps)}-start"
+        started = rdd.mapPartitionsWithIndex(partial(start_partition, spec, step, key))
+        return TrackedRDD(started, spec, self._steps, self._acker(spec), roots=(rdd, key))
+
+    def _notes(self) -> dict[str, str]:
+        notes: dict[str, str] = {}
+        for item in sorted(self.notes.value):
+            tag, _, text = item.partition("\x00")
+            if text != CONFLICT_NOTE:
+                notes.setdefault(tag, text)
+        return notes
+
+    def _conflicts(self) -> set[str]:
+        """Tags whose create met a chain that was already there."""
+        suffix = "\x00" + CONFLICT_NOTE
+        return {item[: -len(suffix)] for item in self.notes.value if item.endswith(suffix)}
 
     def requests(self) -> Counter[str]:
-        """Every counter the executors reported, plus the driver tracker's requests."""
+        """Every counter the executors reported, the driver's sink counts, and the driver
+        tracker's requests."""
         total = Counter(self.counters.value)
+        total.update(self._driver_counts)
         total.update(snapshot(self.tracker))
         return total
 
     def run(
         self,
         roots: Sequence[Any],
-        key: Callable[[Any], str],
+        key: Callable[[Any], Any],
         job: Callable[[TrackedRDD[Any], int], Any],
         *,
         max_attempts: int = 3,
@@ -178,7 +212,8 @@ class Tracking:
         observer: RunObserver | None = None,
     ) -> RunReport:
         """Run ``job(started, attempt)`` over ``roots`` until every root's chain is
-        acked or ``max_attempts`` attempts were made.
+        acked, failed permanently (:class:`PermanentFailure`), or ``max_attempts``
+        attempts were made.
 
         ``job`` builds the pipeline on the started records and must end in a sink. A job
         that raises (Spark gave up on a task) ends its attempt: its chains are read like
@@ -187,15 +222,10 @@ class Tracking:
         can ack it, and replayed.
 
         Raises :class:`InvalidConfig` before anything is written if ``key`` gives two
-        roots the same tag or an invalid one.
+        roots the same key, and :class:`~xor_ack_dynamodb.errors.InvalidTag` if a tag
+        would be too long.
         """
-        if max_attempts < 1:
-            raise InvalidConfig(f"max_attempts must be at least 1, got {max_attempts}")
-        keys = [key(root) for root in roots]
-        if len(set(keys)) != len(keys):
-            raise InvalidConfig("the key function gives two roots the same tag")
-        for k in keys:
-            check_tag(tag_for(k, max_attempts))
+        keys = check_roots(self.tags, [key(root) for root in roots], max_attempts)
         outcomes = [RootOutcome(root, k) for root, k in zip(roots, keys, strict=True)]
         errors: list[str] = []
         todo = list(range(len(roots)))
@@ -210,35 +240,22 @@ class Tracking:
             try:
                 job(self.start(rdd, key, attempt=attempt), attempt)
             except Exception as exc:  # Py4JJavaError and friends: the job was aborted
-                log.warning(
-                    "attempt %d: the job failed: %s",
-                    attempt,
-                    str(exc).splitlines()[0] if str(exc) else repr(exc),
-                )
-                errors.append(
-                    f"attempt {attempt}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                )
-            tags = [tag_for(keys[i], attempt) for i in todo]
-            found = self.tracker.status_many(tags)
+                first = str(exc).splitlines()[0] if str(exc) else repr(exc)
+                log.warning("attempt %d: the job failed: %s", attempt, first)
+                errors.append(f"attempt {attempt}: {type(exc).__name__}: {first}")
+            tags = [self.tags.escaped(keys[i], attempt) for i in todo]
+            conflicts = self._conflicts()
+            refused = {tag: CONFLICT for tag in tags if tag in conflicts}
+            clock = time.perf_counter()
+            settled = settle(self.tracker, tags, owner=self.tags.owner, refused=refused, notes=self._notes())
+            self._driver_counts["time_ms.settle"] += round(1000 * (time.perf_counter() - clock))
             retry = []
             for i, tag in zip(todo, tags, strict=True):
-                result = self._settle(tag, found.get(tag))
+                result = settled[tag]
                 outcomes[i].attempts.append(result)
-                if result.state != "acked":
+                if result.state != "acked" and not result.permanent and not is_conflict(result.reason):
                     retry.append(i)
             if observer is not None:
                 observer.attempt_finished(attempt, [outcomes[i] for i in todo])
             todo = retry
         return RunReport(outcomes, self.requests(), errors)
-
-    def _settle(self, tag: str, status: ChainStatus | None) -> Attempt:
-        if status is None:
-            return Attempt(tag, "missing", "the chain was never created")
-        if status.state != "pending":
-            return Attempt(tag, status.state, status.reason)
-        reason = "still pending when its job ended"
-        try:
-            failed = self.tracker.fail(tag, reason=reason)
-        except TagAcked:  # a straggler task completed it just now
-            return Attempt(tag, "acked")
-        return Attempt(tag, failed.state, failed.reason)

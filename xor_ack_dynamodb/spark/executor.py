@@ -1,11 +1,18 @@
 """What runs inside a Spark task: the executor's tracker and the per-partition ledger.
 
+A record of a tracked RDD is ``(value, tag, anchor)``: for a record of one chain (every
+record until a shuffle merges chains), ``tag`` is the chain's tag and ``anchor`` the XOR
+of its pending edges, an ``int``; for a record that stands for several chains, ``tag`` is
+``None`` and ``anchor`` a dict ``{tag: pending XOR}``. No dict per record on the common
+path.
+
 A ledger collects, for one partition of one tracked step, the XOR of every edge the
 step acked or emitted per chain, and the chains whose records raised. At the end of the
-partition it flushes: one ``fail`` per failed chain, then one ``stamp`` per other chain,
-each stamp under the op id ``<run>/<step>/<partition>/<tag>``. A retried, recomputed or
-speculative copy of the task computes the same XORs (edges are derived, not drawn) and
-sends them under the same op ids, so the chain applies each at most once.
+partition it flushes: one ``create`` per chain the step starts, one ``fail`` per failed
+chain, then one ``stamp`` per other chain, each under the op id
+``<run>.<attempt>/<step>/<partition>/<tag>``. A retried, recomputed or speculative copy
+of the task computes the same XORs (edges are derived, not drawn) and sends them under
+the same op ids, so the chain applies each at most once.
 """
 
 from __future__ import annotations
@@ -17,28 +24,36 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.accumulators import AccumulatorParam
 
-from ..errors import TagAcked, TagExists, TagExpired, TagFailed, TagNotFound
+from ..errors import NotOwner, TagAcked, TagExists, TagExpired, TagFailed, TagNotFound
+from .edges import EdgeKey
+from .tags import TagScheme
 
 if TYPE_CHECKING:
     from pyspark import Accumulator
 
     from ..config import AckConfig
     from ..dynamodb import XorAckDynamoDB
+    from ..protocol import AckTracker
 
-__all__ = ["RunSpec", "Ledger", "CounterParam", "executor_tracker", "Anchors"]
+__all__ = ["RunSpec", "Ledger", "CounterParam", "executor_tracker", "Anchors", "Anchor", "Record", "Noted"]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
-#: A record's anchors: for each chain it belongs to, the XOR of its pending edges, as an
-#: int (XOR of ints is cheaper than of bytes, and pickles smaller through a shuffle).
+#: The anchors of a record that stands for several chains: for each chain, the XOR of
+#: its pending edges.
 Anchors = dict[str, int]
+#: A record's anchor: its pending XOR (an ``int``, with the tag beside it) or, for a
+#: record of several chains, :data:`Anchors` (with the tag ``None``).
+Anchor = int | Anchors
+#: ``(value, tag, anchor)``; see the module doc.
+Record = tuple[Any, str | None, Anchor]
 
-#: Called after a ledger flushed, with the step name and the partition index (a test
-#: hook: make a task die after its stamps landed).
+#: Called after a ledger flushed (and after a sink wrote), with the step name and the
+#: partition index (a test hook: make a task die after its stamps landed).
 AfterFlush = Callable[[str, int], None]
 
 # Executor-side cache, one tracker per AckConfig per Python worker process. This is the
@@ -48,7 +63,8 @@ AfterFlush = Callable[[str, int], None]
 # one costs tens of milliseconds) and never crosses a process boundary. Python workers
 # run one task at a time; the lock guards the odd thread a user task may start.
 _TRACKERS: dict[AckConfig, XorAckDynamoDB] = {}
-#: How many chains one partition flushes at the same time.
+#: How many chains one partition flushes at the same time (at most botocore's pool of
+#: 10 connections per client).
 FLUSH_THREADS = 8
 _TRACKERS_LOCK = threading.Lock()
 
@@ -63,10 +79,21 @@ def executor_tracker(config: AckConfig) -> XorAckDynamoDB:
         return tracker
 
 
-def snapshot(tracker: XorAckDynamoDB) -> Counter[str]:
+def snapshot(tracker: AckTracker) -> Counter[str]:
     """The tracker's counters so far (:meth:`RequestStats.snapshot`: ``requests``,
     ``requests.<Operation>``, ``conflicts``, ``retries``, ``duplicates``)."""
     return Counter(tracker.stats.snapshot())
+
+
+#: The note that marks a chain whose create met an existing item (see :func:`report_conflict`).
+CONFLICT_NOTE = "\x00conflict"
+
+
+def report_conflict(spec: RunSpec, tag: str) -> None:
+    """Tell the driver that ``tag``'s create found a chain already there: the driver then
+    never stamps it, fails it, or reports it acked."""
+    if spec.notes is not None:
+        spec.notes.add(Counter({f"{tag}\x00{CONFLICT_NOTE}": 1}))
 
 
 def report(spec: RunSpec, tracker: XorAckDynamoDB, before: Counter[str], counts: Counter[str]) -> None:
@@ -90,21 +117,41 @@ class CounterParam(AccumulatorParam[Counter[str]]):
 
 
 @dataclass(frozen=True)
+class Noted:
+    """What a ``fan_out`` function may return instead of a plain iterable: the children,
+    and a note for the chains of the record it split (e.g. "bad bytes replaced"). The
+    note shows in the run's report (:attr:`Attempt.note`); the chain is not failed."""
+
+    items: Iterable[Any]
+    note: str
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """What every tracked step of one attempt needs on the executors. Picklable.
 
-    ``run_id`` names the attempt in op ids; ``key`` keys edge derivation (different runs
-    get unrelated edges); ``counters`` is the accumulator tasks add their request counts
-    to (requests made by a task that later died are not reported: Spark drops the
-    accumulator updates of failed tasks).
+    ``op_run`` names the attempt in op ids; ``edges`` derives edges (keyed per run, so
+    different runs get unrelated edges); ``tags`` and ``attempt`` make chain tags;
+    ``counters`` is the accumulator tasks add their request counts to (requests made by a
+    task that later died are not reported: Spark drops the accumulator updates of failed
+    tasks).
     """
 
     config: AckConfig
-    run_id: str
-    key: bytes
-    edge_size: int
+    op_run: str
+    edges: EdgeKey
+    tags: TagScheme
+    attempt: int
     counters: Accumulator[Counter[str]]
+    notes: Accumulator[Counter[str]] | None = None
     after_flush: AfterFlush | None = None
+
+    @property
+    def edge_size(self) -> int:
+        return self.edges.size
+
+    def tag(self, key: Any) -> str:
+        return self.tags.tag(key, self.attempt)
 
 
 class Ledger:
@@ -123,6 +170,12 @@ class Ledger:
         self.pending: dict[str, int] = {}
         self.failed: dict[str, str] = {}
         self.creates: dict[str, int] = {}
+        self.notes: dict[str, str] = {}
+
+    def note(self, tags: Iterable[str], text: str) -> None:
+        """Report ``text`` for these chains (the first note per chain is kept)."""
+        for tag in tags:
+            self.notes.setdefault(tag, text)
 
     def ack(self, anchors: Anchors) -> None:
         """XOR ``anchors`` (edges finished or started) into the pending stamps."""
@@ -130,14 +183,31 @@ class Ledger:
         for tag, edge in anchors.items():
             pending[tag] = pending.get(tag, 0) ^ edge
 
+    def ack_one(self, tag: str, edge: int) -> None:
+        """XOR ``edge`` into chain ``tag``'s pending stamp."""
+        self.pending[tag] = self.pending.get(tag, 0) ^ edge
+
+    def anchor(self, tag: str | None, anchor: Anchor) -> None:
+        """XOR a record's anchor (see :data:`Record`) into the pending stamps."""
+        if tag is not None:
+            self.pending[tag] = self.pending.get(tag, 0) ^ anchor  # type: ignore[operator]
+        else:
+            self.ack(anchor)  # type: ignore[arg-type]
+
     def fail(self, tags: Iterable[str], error: BaseException | str) -> None:
         """Fail these chains at the flush (the first reason per chain is kept)."""
-        reason = error if isinstance(error, str) else repr(error)
+        from .outcomes import failure_reason
+
+        reason = failure_reason(error)
         for tag in tags:
             self.failed.setdefault(tag, reason)
 
+    def fail_anchor(self, tag: str | None, anchor: Anchor, error: BaseException | str) -> None:
+        """Fail the chains of a record's anchor."""
+        self.fail([tag] if tag is not None else list(anchor), error)  # type: ignore[arg-type]
+
     def op_id(self, tag: str) -> str:
-        return f"{self.spec.run_id}/{self.step}/{self.partition}/{tag}"
+        return f"{self.spec.op_run}/{self.step}/{self.partition}/{tag}"
 
     def create(self, tag: str, root: int) -> None:
         """Start chain ``tag`` at the flush, with root edge ``root`` (which the records of
@@ -150,7 +220,9 @@ class Ledger:
         flushed concurrently (up to :data:`FLUSH_THREADS` at a time: a request is mostly
         waiting on the network); each chain's own requests stay in order: create, then
         fail or stamp."""
-        tags = self._order(set(self.creates) | set(self.failed) | set(self.pending))
+        if self.notes and self.spec.notes is not None:
+            self.spec.notes.add(Counter(f"{tag}\x00{text}" for tag, text in self.notes.items()))
+        tags = self._order(set(self.creates) | set(self.failed) | {t for t, v in self.pending.items() if v})
         if not tags:
             self._after()
             return
@@ -179,19 +251,29 @@ class Ledger:
             try:
                 # Nothing started (e.g. an empty file): create it with its root edge and
                 # ack that below; a create never stores zero.
-                tracker.create(tag, (value or root).to_bytes(size, "big"), op_id=self.op_id(tag) + "/create")
+                tracker.create(
+                    tag,
+                    (value or root).to_bytes(size, "big"),
+                    op_id=self.op_id(tag) + "/create",
+                    owner=self.spec.tags.owner,
+                )
             except TagExists:
-                # Tags carry the run id, so only this run creates them: this is our own
-                # create, from an earlier attempt of this task, whose op id the chain has
-                # since forgotten (more than max_ops ops landed on it).
-                pass
+                # Another writer's chain (the tracker remembers a create's op id for the
+                # chain's life, so a retry of ours is a duplicate, not this): never adopt
+                # it. The driver reports the root failed and sends it nothing.
+                report_conflict(self.spec, tag)
+                counts["create_exists"] += 1
+                return counts
             counts["chains_created"] += 1
             if value == 0 and tag not in self.failed:
                 pending = root
         if tag in self.failed:
             try:
-                tracker.fail(tag, reason=self.failed[tag])
+                tracker.fail(tag, reason=self.failed[tag], owner=self.spec.tags.owner)
                 counts["chains_failed"] += 1
+            except NotOwner:
+                report_conflict(self.spec, tag)
+                counts["conflicts"] += 1
             except (TagAcked, TagNotFound) as exc:
                 # Acked: impossible unless an op id fell out of the chain's memory.
                 log.warning("could not fail chain %s: %r", tag, exc)
@@ -200,10 +282,14 @@ class Ledger:
         if pending == 0:
             return counts
         try:
-            result = tracker.stamp(tag, pending.to_bytes(size, "big"), op_id=self.op_id(tag))
+            result = tracker.stamp(
+                tag, pending.to_bytes(size, "big"), op_id=self.op_id(tag), owner=self.spec.tags.owner
+            )
             counts["stamps"] += 1
-            # (A re-sent last stamp of a chain counts again: it returns the zero too.)
             counts["chains_acked"] += result.acked
+        except NotOwner:
+            report_conflict(self.spec, tag)
+            counts["conflicts"] += 1
         except (TagFailed, TagExpired, TagAcked, TagNotFound) as exc:
             log.debug("no stamp for %s: %s", tag, exc.code)
             counts["skipped"] += 1

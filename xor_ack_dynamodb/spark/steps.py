@@ -3,7 +3,7 @@
 Each takes the step's :class:`RunSpec`, name and user function first (bound with
 ``functools.partial`` on the driver, so a closure never captures a SparkContext or a
 client), then the partition index and its iterator, as ``mapPartitionsWithIndex`` wants.
-Records are ``(value, anchors)`` pairs; see :data:`Anchors`.
+Records are ``(value, tag, anchor)`` triples; see :data:`~.executor.Record`.
 
 Exceptions raised by user functions fail the record's chains and the partition goes on;
 a record that raised is dropped without acking its edges, so its chains cannot reach
@@ -13,17 +13,27 @@ Spark retries; deterministic edges and op ids make the retry safe.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from functools import reduce
+from operator import xor
 from typing import Any
 
 from ..errors import TagExists
-from ..stamps import derive_edge
-from .executor import Anchors, Ledger, RunSpec, executor_tracker, report, snapshot
+from .executor import (
+    Anchor,
+    Anchors,
+    Ledger,
+    Noted,
+    Record,
+    RunSpec,
+    executor_tracker,
+    report,
+    report_conflict,
+    snapshot,
+)
 
 __all__ = [
-    "root_edge",
     "start_partition",
     "start_fan_out_partition",
     "fan_out_partition",
@@ -33,103 +43,98 @@ __all__ = [
     "combine",
     "unpack_partition",
     "sink_partition",
+    "SinkResult",
 ]
 
-Record = tuple[Any, Anchors]
-#: A reduce value on its way through the shuffle: (value, anchors, error or None).
-Combined = tuple[Any, Anchors, str | None]
-
-
-class EdgeDeriver:
-    """``derive_edge(key, parent, position)`` for many children, as ints: the same
-    values (a test checks it), from a BLAKE2b state keyed once and copied per child
-    instead of keyed per call, which halves the per-record cost of a fan-out."""
-
-    def __init__(self, key: bytes, size: int) -> None:
-        self.key = key
-        self.size = size
-        self._keyed = hashlib.blake2b(digest_size=size, key=key[:64])
-
-    def child(self, parent: bytes, position: int) -> int:
-        h = self._keyed.copy()
-        h.update(parent)
-        h.update(b"\x00\x00\x00\x08")  # the length of the 8-byte position label
-        h.update(position.to_bytes(8, "big", signed=True))
-        digest = h.digest()
-        if not any(digest):  # derive_edge's rehashing of an all-zero digest (2**-128)
-            digest = derive_edge(self.key, parent, position)
-        return int.from_bytes(digest, "big")
-
-
-def root_edge(spec: RunSpec, tag: str) -> int:
-    """A chain's first edge: derived from the run key and the tag, so a retried start
-    creates the chain with the same stamp its first attempt did."""
-    edge = derive_edge(spec.key, bytes(spec.edge_size), tag)
-    return int.from_bytes(edge, "big")
+#: A reduce value on its way through the shuffle: (value, tag, anchor, error or None).
+Combined = tuple[Any, str | None, Anchor, str | None]
+#: What a sink partition returns to the driver: (values written, pending XOR per chain,
+#: failure reason per chain).
+SinkResult = tuple[int, dict[str, int], dict[str, str]]
 
 
 def start_partition(
-    spec: RunSpec, step: str, key: Callable[[Any], str], suffix: str, index: int, roots: Iterable[Any]
+    spec: RunSpec, step: str, key: Callable[[Any], Any], index: int, roots: Iterable[Any]
 ) -> Iterator[Record]:
-    """Create one chain per root (tag ``key(root) + suffix``) and emit the root anchored
+    """Create one chain per root (tag ``spec.tag(key(root))``) and emit the root anchored
     to it. The create carries the op id ``<run>/<step>/<tag>``: a retried task's create
     is recognised as already applied."""
     tracker = executor_tracker(spec.config)
     before = snapshot(tracker)
     created = 0
     size = spec.edge_size
+    counts: Counter[str] = Counter()
     for root in roots:
-        tag = key(root) + suffix
-        edge = root_edge(spec, tag)
+        tag = spec.tag(key(root))
+        edge = spec.edges.root(tag)
         try:
-            tracker.create(tag, edge.to_bytes(size, "big"), op_id=f"{spec.run_id}/{step}/{tag}")
+            tracker.create(
+                tag, edge.to_bytes(size, "big"), op_id=f"{spec.op_run}/{step}/{tag}", owner=spec.tags.owner
+            )
         except TagExists:
-            # Tags carry the run id, so only this run creates them: this is our own
-            # create, from an earlier attempt of this task, whose op id the chain has
-            # since forgotten (more than max_ops ops landed on it).
-            pass
+            # Not ours (see Ledger._flush_one): never adopted, and nothing of the root
+            # goes on to stamp it.
+            report_conflict(spec, tag)
+            counts["create_exists"] += 1
+            continue
         created += 1
-        yield root, {tag: edge}
-    report(spec, tracker, before, Counter({"chains_created": created}))
+        yield root, tag, edge
+    counts["chains_created"] += created
+    report(spec, tracker, before, counts)
     if spec.after_flush is not None:
         spec.after_flush(step, index)
 
 
+def _children(spec: RunSpec, parent: int, count: int) -> tuple[list[int], int]:
+    """``count`` child edges of ``parent`` and their XOR."""
+    edges = spec.edges.children(parent, count)
+    return edges, reduce(xor, edges, 0)
+
+
 def fan_out_partition(
-    spec: RunSpec, step: str, fn: Callable[[Any], Iterable[Any]], index: int, records: Iterable[Record]
+    spec: RunSpec,
+    step: str,
+    fn: Callable[[Any], Iterable[Any] | Noted],
+    index: int,
+    records: Iterable[Record],
 ) -> Iterator[Record]:
     """Replace each record by its children. The partition's stamp per chain acks every
-    parent edge and starts every child edge; child ``i`` of a parent gets, per chain,
-    ``derive_edge(run key, parent edge, i)``."""
+    parent edge and starts every child edge; child ``i`` of a parent edge ``p`` gets the
+    edge ``spec.edges.child(p, i)``, per chain."""
     ledger = Ledger(spec, step, index)
-    size = spec.edge_size
-    edges = EdgeDeriver(spec.key, size)
-    for value, anchors in records:
+    pending = ledger.pending
+    for value, tag, anchor in records:
         try:
-            children = list(fn(value))
+            result = fn(value)
+            if isinstance(result, Noted):
+                ledger.note([tag] if tag is not None else list(anchor), result.note)  # type: ignore[arg-type]
+                result = result.items
+            children = list(result)
         except Exception as exc:
-            ledger.fail(anchors, exc)
+            ledger.fail_anchor(tag, anchor, exc)
             continue
-        parents = [(tag, edge.to_bytes(size, "big")) for tag, edge in anchors.items()]
-        started: Anchors = {}
-        out: list[Record] = []
+        if tag is not None:
+            edges, started = _children(spec, anchor, len(children))  # type: ignore[arg-type]
+            pending[tag] = pending.get(tag, 0) ^ anchor ^ started  # type: ignore[operator]
+            for child, edge in zip(children, edges, strict=True):
+                yield child, tag, edge
+            continue
+        anchors: Anchors = anchor  # type: ignore[assignment]
+        per_chain = {}
+        for chain, parent in anchors.items():
+            edges, started = _children(spec, parent, len(children))
+            pending[chain] = pending.get(chain, 0) ^ parent ^ started
+            per_chain[chain] = edges
         for position, child in enumerate(children):
-            child_anchors = {tag: edges.child(parent, position) for tag, parent in parents}
-            for tag, edge in child_anchors.items():
-                started[tag] = started.get(tag, 0) ^ edge
-            out.append((child, child_anchors))
-        ledger.ack(anchors)
-        ledger.ack(started)
-        yield from out
+            yield child, None, {chain: edges[position] for chain, edges in per_chain.items()}
     ledger.flush()
 
 
 def start_fan_out_partition(
     spec: RunSpec,
     step: str,
-    key: Callable[[Any], str],
-    suffix: str,
-    fn: Callable[[Any], Iterable[Any]],
+    key: Callable[[Any], Any],
+    fn: Callable[[Any], Iterable[Any] | Noted],
     index: int,
     roots: Iterable[Any],
 ) -> Iterator[Record]:
@@ -140,41 +145,38 @@ def start_fan_out_partition(
     later (in this task, its flush follows this one; other tasks run after this one
     ended), so no stamp can reach a chain that is not there yet."""
     ledger = Ledger(spec, step, index)
-    size = spec.edge_size
-    edges = EdgeDeriver(spec.key, size)
     for root in roots:
-        tag = key(root) + suffix
-        edge = root_edge(spec, tag)
+        tag = spec.tag(key(root))
+        edge = spec.edges.root(tag)
         ledger.create(tag, edge)
         try:
-            children = list(fn(root))
+            result = fn(root)
+            if isinstance(result, Noted):
+                ledger.note([tag], result.note)
+                result = result.items
+            children = list(result)
         except Exception as exc:
             ledger.fail([tag], exc)
             continue
-        parent = edge.to_bytes(size, "big")
-        started = 0
-        out: list[Record] = []
-        for position, child in enumerate(children):
-            child_edge = edges.child(parent, position)
-            started ^= child_edge
-            out.append((child, {tag: child_edge}))
-        ledger.ack({tag: edge ^ started})
-        yield from out
+        edges, started = _children(spec, edge, len(children))
+        ledger.ack_one(tag, edge ^ started)
+        for child, child_edge in zip(children, edges, strict=True):
+            yield child, tag, child_edge
     ledger.flush()
 
 
 def map_partition(
     spec: RunSpec, step: str, fn: Callable[[Any], Any], index: int, records: Iterable[Record]
 ) -> Iterator[Record]:
-    """Replace each value by ``fn(value)``; the record keeps its anchors (no stamp)."""
+    """Replace each value by ``fn(value)``; the record keeps its anchor (no stamp)."""
     ledger = Ledger(spec, step, index)
-    for value, anchors in records:
+    for value, tag, anchor in records:
         try:
             result = fn(value)
         except Exception as exc:
-            ledger.fail(anchors, exc)
+            ledger.fail_anchor(tag, anchor, exc)
             continue
-        yield result, anchors
+        yield result, tag, anchor
     ledger.flush()
 
 
@@ -184,90 +186,108 @@ def filter_partition(
     """Keep records whose value passes ``pred``; a dropped record is finished, so its
     edges are acked."""
     ledger = Ledger(spec, step, index)
-    for value, anchors in records:
+    for value, tag, anchor in records:
         try:
             keep = pred(value)
         except Exception as exc:
-            ledger.fail(anchors, exc)
+            ledger.fail_anchor(tag, anchor, exc)
             continue
         if keep:
-            yield value, anchors
+            yield value, tag, anchor
         else:
-            ledger.ack(anchors)
+            ledger.anchor(tag, anchor)
     ledger.flush()
 
 
 def key_partition(
     spec: RunSpec, step: str, index: int, records: Iterable[Record]
 ) -> Iterator[tuple[Any, Combined]]:
-    """Turn ``((k, v), anchors)`` records into shuffle pairs ``(k, (v, anchors, None))``;
-    a value that is not a pair fails its chains."""
+    """Turn ``((k, v), tag, anchor)`` records into shuffle pairs
+    ``(k, (v, tag, anchor, None))``; a value that is not a pair fails its chains."""
     ledger = Ledger(spec, step, index)
-    for value, anchors in records:
+    for value, tag, anchor in records:
         try:
             k, v = value
         except (TypeError, ValueError) as exc:
-            ledger.fail(anchors, exc)
+            ledger.fail_anchor(tag, anchor, exc)
             continue
-        yield k, (v, anchors, None)
+        yield k, (v, tag, anchor, None)
     ledger.flush()
+
+
+def _as_anchors(tag: str | None, anchor: Anchor) -> Anchors:
+    return {tag: anchor} if tag is not None else dict(anchor)  # type: ignore[dict-item, arg-type]
 
 
 def combine(fn: Callable[[Any, Any], Any], a: Combined, b: Combined) -> Combined:
     """Merge two shuffle values: ``fn`` on the values, anchors merged by XOR per chain
-    (the result stands for every input it combines). If ``fn`` raises, the result carries
-    the error and the anchors of both sides, whose chains fail after the shuffle."""
-    value_a, anchors, error_a = a
-    value_b, anchors_b, error_b = b
-    # In place: each shuffle value (and its anchors dict) is owned by the one record
-    # being combined, as in any reduceByKey combiner.
-    for tag, edge in anchors_b.items():
-        anchors[tag] = anchors.get(tag, 0) ^ edge
+    (the result stands for every input it combines; values of one chain keep a single
+    int). If ``fn`` raises, the result carries the error and the anchors of both sides,
+    whose chains fail after the shuffle."""
+    value_a, tag_a, anchor_a, error_a = a
+    value_b, tag_b, anchor_b, error_b = b
+    tag: str | None
+    anchor: Anchor
+    if tag_a is not None and tag_a == tag_b:
+        tag, anchor = tag_a, anchor_a ^ anchor_b  # type: ignore[operator]
+    else:
+        merged = _as_anchors(tag_a, anchor_a)
+        for chain, edge in _as_anchors(tag_b, anchor_b).items():
+            merged[chain] = merged.get(chain, 0) ^ edge
+        tag, anchor = None, merged
     error = error_a or error_b
     value = None
     if error is None:
         try:
             value = fn(value_a, value_b)
         except Exception as exc:
-            error = repr(exc)
-    return value, anchors, error
+            from .outcomes import failure_reason
+
+            error = failure_reason(exc)
+    return value, tag, anchor, error
 
 
 def unpack_partition(
     spec: RunSpec, step: str, index: int, pairs: Iterable[tuple[Any, Combined]]
 ) -> Iterator[Record]:
-    """Back from the shuffle to ``((k, v), anchors)`` records; values whose combining
+    """Back from the shuffle to ``((k, v), tag, anchor)`` records; values whose combining
     raised fail their chains here."""
     ledger = Ledger(spec, step, index)
-    for k, (value, anchors, error) in pairs:
+    for k, (value, tag, anchor, error) in pairs:
         if error is not None:
-            ledger.fail(anchors, error)
+            ledger.fail_anchor(tag, anchor, error)
             continue
-        yield (k, value), anchors
+        yield (k, value), tag, anchor
     ledger.flush()
 
 
 def sink_partition(
     spec: RunSpec, step: str, writer: Callable[[int, list[Any]], None], index: int, records: Iterable[Record]
-) -> Iterator[int]:
-    """Write the partition's values with ``writer`` and only then ack their edges.
+) -> Iterator[SinkResult]:
+    """Write the partition's values with ``writer``, then return to the driver what to
+    ack: the XOR of the written records' anchors per chain (the driver merges the
+    partitions' results and stamps each chain once; see :meth:`TrackedRDD.sink`).
 
     ``writer(index, values)`` must return only once the output is durable, and must be
     idempotent per partition (a retried or speculative task writes the same values
-    again). If it raises, the partition's chains fail instead (they will be replayed).
-    Yields the number of values written.
+    again; Spark hands the driver the result of one successful attempt per partition).
+    If it raises, the partition's chains fail instead (they will be replayed).
     """
     ledger = Ledger(spec, step, index)
+    pending = ledger.pending
     values: list[Any] = []
-    for value, anchors in records:
+    for value, tag, anchor in records:
         values.append(value)
-        ledger.ack(anchors)
+        if tag is not None:
+            pending[tag] = pending.get(tag, 0) ^ anchor  # type: ignore[operator]
+        else:
+            ledger.ack(anchor)  # type: ignore[arg-type]
     try:
         writer(index, values)
     except Exception as exc:
-        tags = list(ledger.pending)
-        ledger.pending.clear()
-        ledger.fail(tags, exc)
+        ledger.fail(list(pending), exc)
+        pending.clear()
         values = []
-    ledger.flush()
-    yield len(values)
+    if spec.after_flush is not None:
+        spec.after_flush(step, index)
+    yield len(values), pending, ledger.failed

@@ -1,24 +1,26 @@
 """Tracked RDDs: Spark transformations that keep every record's ack anchors.
 
-A :class:`TrackedRDD` wraps an RDD of ``(value, anchors)`` records. Its methods mirror the
+A :class:`TrackedRDD` wraps an RDD of ``(value, tag, anchor)`` records. Its methods mirror the
 RDD methods a pipeline needs (``fan_out`` for ``flatMap``, ``map``, ``filter``,
 ``reduce_by_key``) and end in :meth:`TrackedRDD.sink`, which writes the output and then
 acks. :class:`UntrackedRDD` has the same methods over a plain RDD, so one job function
 can run with tracking and without (to measure what tracking costs).
 
-Every step that stamps flushes once per chain per partition (coalescing): the number of
-DynamoDB writes grows with chains x partitions, not with records.
+Every step that stamps flushes once per chain per partition (coalescing), and the sink
+returns its XORs to the driver, which stamps each chain once for the whole job: the
+number of DynamoDB writes grows with chains, not with records.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from . import steps
-from .executor import RunSpec
+from .executor import Noted, RunSpec
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -32,13 +34,17 @@ U = TypeVar("U")
 #: once it is durable; idempotent per partition (retries and speculation call it again
 #: with the same values).
 PartitionWriter = Callable[[int, list[Any]], None]
+#: The driver's side of a sink: given the step name, the merged XOR per chain and the
+#: failure reason per chain of every partition, stamps and fails the chains; returns
+#: counts (``stamps``, ``chains_acked``, ...). Provided by :class:`Tracking`.
+Acker = Callable[[str, dict[str, int], dict[str, str]], Counter[str]]
 
 
 class Stream(Protocol):
     """What a job function may use: the methods :class:`TrackedRDD` and
     :class:`UntrackedRDD` share."""
 
-    def fan_out(self, fn: Callable[[Any], Iterable[Any]], name: str = ...) -> Stream: ...
+    def fan_out(self, fn: Callable[[Any], Iterable[Any] | Noted], name: str = ...) -> Stream: ...
     def map(self, fn: Callable[[Any], Any], name: str = ...) -> Stream: ...
     def filter(self, pred: Callable[[Any], bool], name: str = ...) -> Stream: ...
     def reduce_by_key(
@@ -48,7 +54,7 @@ class Stream(Protocol):
 
 
 class TrackedRDD(Generic[T]):
-    """An RDD of ``(value, anchors)`` records of one tracked attempt (built by
+    """An RDD of ``(value, tag, anchor)`` records of one tracked attempt (built by
     :meth:`xor_ack_dynamodb.spark.Tracking.start`). Lazy like any RDD: nothing runs, and
     nothing is stamped, until :meth:`sink`.
 
@@ -58,33 +64,35 @@ class TrackedRDD(Generic[T]):
 
     def __init__(
         self,
-        rdd: RDD[tuple[T, dict[str, int]]],
+        rdd: RDD[tuple[T, str | None, Any]],
         spec: RunSpec,
         steps_counter: itertools.count[int],
-        roots: tuple[RDD[T], Callable[[T], str], str] | None = None,
+        acker: Acker,
+        roots: tuple[RDD[T], Callable[[T], Any]] | None = None,
     ) -> None:
         self.rdd = rdd
         self.spec = spec
         self._steps = steps_counter
-        # Set on a freshly started RDD: (roots, key, tag suffix), so that a fan_out
-        # right after the start can create each chain and fan it out in one write.
+        self._acker = acker
+        # Set on a freshly started RDD: (roots, key), so that a fan_out right after the
+        # start can create each chain and fan it out in one write.
         self._roots = roots
 
     def _step(self, name: str) -> str:
         return f"{next(self._steps)}-{name}"
 
     def _then(self, rdd: RDD[Any]) -> TrackedRDD[Any]:
-        return TrackedRDD(rdd, self.spec, self._steps)
+        return TrackedRDD(rdd, self.spec, self._steps, self._acker)
 
-    def fan_out(self, fn: Callable[[T], Iterable[U]], name: str = "fan_out") -> TrackedRDD[U]:
+    def fan_out(self, fn: Callable[[T], Iterable[U] | Noted], name: str = "fan_out") -> TrackedRDD[U]:
         """Like ``flatMap``: each record is replaced by ``fn(value)``'s items, each
         anchored to a new edge of the parent's chains; one stamp per chain per partition
         acks the parents and starts the children. Right after ``start``, the chains are
         created already fanned out (one write per root instead of two)."""
         step = self._step(name)
         if self._roots is not None:
-            roots, key, suffix = self._roots
-            fused = partial(steps.start_fan_out_partition, self.spec, step, key, suffix, fn)
+            roots, key = self._roots
+            fused = partial(steps.start_fan_out_partition, self.spec, step, key, fn)
             return self._then(roots.mapPartitionsWithIndex(fused))
         return self._then(
             self.rdd.mapPartitionsWithIndex(partial(steps.fan_out_partition, self.spec, step, fn))
@@ -118,14 +126,29 @@ class TrackedRDD(Generic[T]):
         )
 
     def sink(self, writer: PartitionWriter, name: str = "sink") -> int:
-        """Run the job: write every partition's values with ``writer`` and then ack their
-        edges. Returns the number of values written. A partition whose writer raised
-        fails its chains instead."""
+        """Run the job: write every partition's values with ``writer``; then the driver
+        acks what was written. Returns the number of values written.
+
+        Each partition returns the XOR of its written records' anchors per chain (Spark
+        hands the driver exactly one result per partition, from a successful attempt);
+        the driver merges them and sends one stamp per chain for the whole sink (op id
+        ``<run>.<attempt>/<step>/driver/<tag>``), concurrently. A partition whose writer
+        raised fails its chains instead."""
         step = self._step(name)
-        counts = self.rdd.mapPartitionsWithIndex(
+        results = self.rdd.mapPartitionsWithIndex(
             partial(steps.sink_partition, self.spec, step, writer)
         ).collect()
-        return sum(counts)
+        merged: dict[str, int] = {}
+        failed: dict[str, str] = {}
+        written = 0
+        for count, pending, failures in results:
+            written += count
+            for tag, value in pending.items():
+                merged[tag] = merged.get(tag, 0) ^ value
+            for tag, reason in failures.items():
+                failed.setdefault(tag, reason)
+        self._acker(step, merged, failed)
+        return written
 
 
 class UntrackedRDD(Generic[T]):
@@ -136,8 +159,8 @@ class UntrackedRDD(Generic[T]):
     def __init__(self, rdd: RDD[T]) -> None:
         self.rdd = rdd
 
-    def fan_out(self, fn: Callable[[T], Iterable[U]], name: str = "fan_out") -> UntrackedRDD[U]:
-        return UntrackedRDD(self.rdd.flatMap(fn))
+    def fan_out(self, fn: Callable[[T], Iterable[U] | Noted], name: str = "fan_out") -> UntrackedRDD[U]:
+        return UntrackedRDD(self.rdd.flatMap(partial(_items, fn)))
 
     def map(self, fn: Callable[[T], U], name: str = "map") -> UntrackedRDD[U]:
         return UntrackedRDD(self.rdd.map(fn))
@@ -152,6 +175,11 @@ class UntrackedRDD(Generic[T]):
 
     def sink(self, writer: PartitionWriter, name: str = "sink") -> int:
         return sum(self.rdd.mapPartitionsWithIndex(partial(_plain_sink, writer)).collect())
+
+
+def _items(fn: Callable[[Any], Iterable[Any] | Noted], value: Any) -> Iterable[Any]:
+    result = fn(value)
+    return result.items if isinstance(result, Noted) else result
 
 
 def _plain_sink(writer: PartitionWriter, index: int, values: Iterable[Any]) -> Iterable[int]:

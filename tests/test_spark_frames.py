@@ -1,0 +1,272 @@
+"""The tracked DataFrame API on a real Spark (classic local[2,4]; the Connect tests run
+some of the same against a Spark Connect server): every operation keeps each chain's
+XOR, so a chain is acked exactly when all its rows reached the committed write, and a
+row lost or duplicated behind the tracker's back keeps its chain open."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import unique_table
+
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB
+from xor_ack_dynamodb.errors import InvalidConfig
+from xor_ack_dynamodb.spark.edges import EdgeKey
+from xor_ack_dynamodb.spark.frame import FrameAttempt, FrameTracking, TrackedFrame
+from xor_ack_dynamodb.spark.frame_source import Split, TextRoot, TrackedTextReader, plan, split_shares
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def config(moto_server: LocalDynamoDB) -> AckConfig:
+    config = moto_server.config(unique_table("frames"))
+    config.connect().create_table()
+    return config
+
+
+ORDERS = [
+    ("o1", "apple banana", "eu"),
+    ("o1", "apple", "eu"),
+    ("o2", "cherry", "us"),
+    ("o2", "", "us"),
+    ("o3", "banana banana durian", "xx"),
+]
+
+
+def orders(spark: Any) -> Any:
+    return spark.createDataFrame(ORDERS, "order string, items string, region string")
+
+
+def _pipeline(attempt: FrameAttempt, out: Path, *, lookup: Any = None, how: str = "inner") -> Any:
+    from pyspark.sql import functions as F
+
+    frame = attempt.start(orders(attempt.spark), "order")
+    if lookup is not None:
+        frame = frame.join(lookup, "region", how)
+    items = frame.explode(F.split("items", " "), "item").where(F.col("item") != "")
+    counts = items.group_by("order", "item").agg(F.count(F.lit(1)).alias("n"))
+    return counts.write(out / f"attempt-{attempt.number}")
+
+
+def _rows(spark: Any, path: Path) -> Counter[tuple[str, str]]:
+    rows = spark.read.parquet(str(path)).collect()
+    return Counter({(r["order"], r["item"]): r["n"] for r in rows})
+
+
+def test_explode_filter_group_write_acks_every_root(spark: Any, config: AckConfig, tmp_path: Path) -> None:
+    tracking = FrameTracking(spark, config)
+    report = tracking.run(["o1", "o2", "o3", "o4"], lambda k: k, lambda a: _pipeline(a, tmp_path))
+    # o4 has no rows: its root ghost alone reaches the sink, and it is acked empty.
+    assert [o.state for o in report.outcomes] == ["acked"] * 4
+    assert _rows(spark, tmp_path / "attempt-1") == Counter(
+        {
+            ("o1", "apple"): 2,
+            ("o1", "banana"): 1,
+            ("o2", "cherry"): 1,
+            ("o3", "banana"): 2,
+            ("o3", "durian"): 1,
+        }
+    )
+    statuses = tracking.tracker.status_many(o.tag for o in report.outcomes)
+    assert all(s.version == 2 and s.stamp.acked for s in statuses.values())  # one create, one stamp
+    assert report.counters["requests.UpdateItem"] + report.counters["requests.PutItem"] == 8
+
+
+def test_inner_join_with_a_lookup(spark: Any, config: AckConfig, tmp_path: Path) -> None:
+    regions = spark.createDataFrame([("eu", "Europe"), ("us", "Americas")], "region string, name string")
+    tracking = FrameTracking(spark, config)
+    report = tracking.run(["o1", "o3"], lambda k: k, lambda a: _pipeline(a, tmp_path, lookup=regions))
+    # o3's region has no match: its rows are finished without output, and it is acked.
+    assert [o.state for o in report.outcomes] == ["acked", "acked"]
+    assert _rows(spark, tmp_path / "attempt-1") == Counter({("o1", "apple"): 2, ("o1", "banana"): 1})
+
+
+def test_a_lookup_with_duplicate_keys_is_refused(spark: Any, config: AckConfig, tmp_path: Path) -> None:
+    regions = spark.createDataFrame([("eu", "Europe"), ("eu", "EU")], "region string, name string")
+    tracking = FrameTracking(spark, config)
+    with pytest.raises(InvalidConfig, match="more than one row"):
+        tracking.run(["o1"], lambda k: k, lambda a: _pipeline(a, tmp_path, lookup=regions))
+    assert not (tmp_path / "attempt-1").exists()
+
+
+@pytest.mark.parametrize("damage", ["lose a row", "duplicate a row"])
+def test_rows_lost_or_doubled_behind_the_trackers_back_keep_the_chain_open(
+    spark: Any, config: AckConfig, tmp_path: Path, damage: str
+) -> None:
+    """What the XOR is for: a transform that drops or repeats a row of o1 (a buggy
+    custom step) means o1's output is not what its input became; o1 must not be acked,
+    o2 is untouched."""
+    from pyspark.sql import functions as F
+
+    def broken(df: Any) -> Any:
+        target = (F.col("order") == "o1") & (F.col("item") == "banana") & ~F.col("_xa_ghost")
+        if damage == "lose a row":
+            return df.where(~target)
+        return df.unionByName(df.where(target))
+
+    def job(attempt: FrameAttempt) -> Any:
+        frame = attempt.start(orders(attempt.spark), "order")
+        items = frame.explode(F.split("items", " "), "item").transform(broken)
+        return items.group_by("order", "item").count().write(tmp_path / f"a{attempt.number}")
+
+    report = FrameTracking(spark, config).run(["o1", "o2"], lambda k: k, job, max_attempts=1)
+    o1, o2 = report.outcomes
+    assert o2.state == "acked"
+    assert o1.state == "failed" and o1.attempts[0].reason == "still pending when its job ended"
+
+
+def test_failures_are_isolated_per_root_and_replayed(spark: Any, config: AckConfig, tmp_path: Path) -> None:
+    """A row that fails (``fail_when``) fails its root on attempt 1 only; the replay
+    acks it, and a cross-root aggregate over :meth:`FrameTracking.acked_rows` counts
+    every order exactly once although attempt 1 wrote o2's other rows."""
+    from pyspark.sql import functions as F
+
+    def job(attempt: FrameAttempt) -> Any:
+        frame = attempt.start(orders(attempt.spark), "order")
+        items = frame.explode(F.split("items", " "), "item").where(F.col("item") != "")
+        if attempt.number == 1:
+            items = items.fail_when(F.col("item") == "cherry", "no cherries today")
+        return items.group_by("order", "item").count().write(tmp_path / f"attempt-{attempt.number}")
+
+    tracking = FrameTracking(spark, config)
+    report = tracking.run(["o1", "o2", "o3"], lambda k: k, job)
+    states = {o.root: o for o in report.outcomes}
+    assert states["o1"].state == "acked" and len(states["o1"].attempts) == 1
+    assert [a.state for a in states["o2"].attempts] == ["failed", "acked"]
+    assert states["o2"].attempts[0].reason == "no cherries today"
+    written = spark.read.parquet(str(tmp_path / "attempt-1"), str(tmp_path / "attempt-2"))
+    totals = tracking.acked_rows(written, report).groupBy("item").agg(F.sum("count").alias("n")).collect()
+    assert {r["item"]: r["n"] for r in totals} == {"apple": 2, "banana": 3, "cherry": 1, "durian": 1}
+
+
+def test_a_permanent_failure_is_not_replayed(spark: Any, config: AckConfig, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    def job(attempt: FrameAttempt) -> Any:
+        frame = attempt.start(orders(attempt.spark), "order")
+        frame = frame.fail_when(F.col("region") == "xx", "unknown region", permanent=True)
+        return frame.group_by("region").count().write(tmp_path / f"attempt-{attempt.number}")
+
+    report = FrameTracking(spark, config).run(["o1", "o3"], lambda k: k, job, max_attempts=3)
+    o1, o3 = report.outcomes
+    assert o1.state == "acked"
+    assert o3.state == "failed" and len(o3.attempts) == 1
+    assert o3.attempts[0].reason == "permanent: unknown region"
+
+
+def test_one_tracked_write_per_attempt(spark: Any, config: AckConfig, tmp_path: Path) -> None:
+    def job(attempt: FrameAttempt) -> Any:
+        frame = attempt.start(orders(attempt.spark), "order")
+        frame.write(tmp_path / "first")
+        return frame.write(tmp_path / "second")
+
+    with pytest.raises(InvalidConfig, match="one tracked write"):
+        FrameTracking(spark, config).run(["o1"], lambda k: k, job)
+
+
+def test_tracking_columns_are_guarded(spark: Any, config: AckConfig) -> None:
+    from pyspark.sql import functions as F
+
+    frame = TrackedFrame(spark.createDataFrame([(1,)], "x int"), None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfig):
+        frame.with_column("_xa_edge", F.lit(0))
+    with pytest.raises(InvalidConfig):
+        frame.drop("_xa_chain")
+    with pytest.raises(InvalidConfig):
+        frame.group_by("_xa_ghost")
+
+
+# -- files in splits ----------------------------------------------------------------------
+
+
+def _lines_of(reader: TrackedTextReader, splits: list[Split]) -> list[tuple[int, str]]:
+    out = []
+    for split in splits:
+        for batch in reader._read_split(split):
+            rows = batch.to_pydict()
+            out += [
+                (o, t)
+                for o, t, g in zip(rows["offset"], rows["line"], rows["_xa_ghost"], strict=True)
+                if not g
+            ]
+    return out
+
+
+@pytest.mark.parametrize("split_bytes", [1, 7, 64, 1 << 20])
+def test_splits_read_every_line_once_and_balance_to_the_root_edge(tmp_path: Path, split_bytes: int) -> None:
+    """Lines belong to the split holding their first byte, so any split size reads
+    each line exactly once (pure Python: the reader without Spark); each split's rows
+    XOR to its share, and the shares to the root edge."""
+    import numpy as np
+
+    path = tmp_path / "f.txt"
+    text = "".join(f"line {i} {'é' * (i % 5)}\n" for i in range(60)) + "no newline at the end"
+    path.write_bytes(text.encode("utf-8"))
+    edges = EdgeKey(os.urandom(32))
+    root = TextRoot(0, bytes(path), edges.root("t"))
+    options = {
+        "roots": "[]",
+        "edge_key": edges.key.hex(),
+        "split_bytes": str(split_bytes),
+        "chunk_bytes": "16",
+    }
+    reader = TrackedTextReader(options)
+    groups = plan([root], edges, split_bytes, 3)
+    splits = sorted((s for g in groups for s in g.splits), key=lambda s: s.index)
+    assert len(splits) == max(1, -(-len(text.encode()) // split_bytes))
+    expected, offset = [], 0
+    for line in text.split("\n"):
+        expected.append((offset, line))
+        offset += len(line.encode()) + 1
+    assert _lines_of(reader, splits) == expected
+    total = 0
+    for split in splits:
+        xor = 0
+        for batch in reader._read_split(split):
+            xor ^= int(np.bitwise_xor.reduce(batch.column("_xa_edge").to_numpy().view(np.uint64)))
+        assert xor == split.share
+        total ^= xor
+    assert total == root.edge
+    assert len(split_shares(edges, root.edge, 5)) == 5
+
+
+def test_a_big_file_is_read_in_splits_and_its_chain_fans_out_per_split(
+    spark: Any, config: AckConfig, tmp_path: Path
+) -> None:
+    from pyspark.sql import functions as F
+
+    path = tmp_path / "big.txt"
+    path.write_text("alpha beta gamma delta\n" * 12_000, encoding="utf-8")  # 276 KB
+    seen: list[int] = []
+
+    def job(attempt: FrameAttempt) -> Any:
+        lines = attempt.read_text(split_bytes=32 << 10, chunk_bytes=8 << 10, partitions=4)
+        seen.append(lines.df.where(~F.col("_xa_ghost")).select(F.spark_partition_id()).distinct().count())
+        words = lines.explode(F.split("line", " "), "word")
+        return words.group_by("word").count().write(tmp_path / "out")
+
+    report = FrameTracking(spark, config).run([str(path)], lambda p: p, job)
+    assert report.outcomes[0].state == "acked"
+    assert seen == [4]  # 9 splits of 32 KiB over 4 read tasks
+    counts = {r["word"]: r["count"] for r in spark.read.parquet(str(tmp_path / "out")).collect()}
+    assert counts == {"alpha": 12_000, "beta": 12_000, "gamma": 12_000, "delta": 12_000}
+
+
+def test_a_missing_file_fails_its_root_only(spark: Any, config: AckConfig, tmp_path: Path) -> None:
+    good = tmp_path / "good.txt"
+    good.write_text("x\n", encoding="utf-8")
+    report = FrameTracking(spark, config).run(
+        [str(good), str(tmp_path / "gone.txt")],
+        lambda p: p,
+        lambda a: a.read_text().write(tmp_path / f"out-{a.number}"),
+        max_attempts=2,
+    )
+    good_outcome, gone = report.outcomes
+    assert good_outcome.state == "acked"
+    assert gone.state == "failed" and len(gone.attempts) == 2
+    assert "FileNotFoundError" in (gone.attempts[0].reason or "")

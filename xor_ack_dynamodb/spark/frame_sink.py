@@ -1,0 +1,241 @@
+"""The tracked DataFrame sink: a Spark 4 Python data source (``xor_ack_sink``).
+
+Why a data source writer and not ``mapInArrow`` before an ordinary ``df.write``: the ack
+must follow the durable write, and a data source writer is the one place where Spark
+tells Python both things in order. Each task's :meth:`TrackedSinkWriter.write` writes its
+partition durably (a file written, fsync'd and renamed into place, or one S3
+``PutObject``), folding the rows' edges into one XOR per chain with numpy as the Arrow
+batches go by, and returns those XORs as its commit message. Spark calls
+:meth:`TrackedSinkWriter.commit` on the driver once every task has succeeded, with
+exactly one message per partition (a retried or speculative task's duplicate is
+discarded); the commit merges them and writes the run's *ledger* (per chain: the XOR of
+everything written, the first failure reason and note), as one atomic file beside the
+data. The client of the run (:class:`~xor_ack_dynamodb.spark.frame.FrameTracking`) reads
+the ledger once the write has returned and stamps each chain once.
+
+So no executor sends a DynamoDB request on this path, and the writer needs no AWS
+credentials for DynamoDB: the commit only writes a file. It runs the same under Spark
+Connect (the data source runs in the server's Python workers; the ledger is read by the
+client from the output location, a shared directory or S3).
+
+Output: the rows that are not ghosts, with the user's columns and the chain's tag (as
+``tag_column``), in Parquet (default) or CSV, ``part-<partition>.<ext>`` per partition
+in ``location``. A retried task rewrites the same name.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+from .arrowxor import CHAIN, GHOST, TRACKING, ChainSums
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+__all__ = ["TrackedSinkSource", "TrackedSinkWriter", "SinkMessage", "PartStore", "SINK_FORMATS"]
+
+SINK_FORMATS = ("parquet", "csv")
+
+
+@dataclass(frozen=True)
+class PartStore:
+    """Where the parts and the ledger go: a directory (local, or shared by the cluster)
+    or ``s3://bucket/prefix``; picklable, and rebuilt from string options."""
+
+    location: str
+    s3_endpoint: str | None = None
+    s3_region: str | None = None
+
+    @property
+    def is_s3(self) -> bool:
+        return self.location.startswith("s3://")
+
+    def _bucket_key(self, name: str) -> tuple[str, str]:
+        bucket, _, prefix = self.location[len("s3://") :].partition("/")
+        prefix = prefix.strip("/")
+        return bucket, f"{prefix}/{name}" if prefix else name
+
+    def _s3(self) -> Any:
+        import boto3
+
+        return boto3.session.Session(region_name=self.s3_region).client("s3", endpoint_url=self.s3_endpoint)
+
+    @contextmanager
+    def open_part(self, name: str) -> Iterator[Any]:
+        """A binary file to write ``name`` into; on a clean exit it is made durable under
+        its final name (local: fsync, rename, fsync of the directory; S3: one put)."""
+        if self.is_s3:
+            buffer = io.BytesIO()
+            yield buffer
+            bucket, key = self._bucket_key(name)
+            self._s3().put_object(Bucket=bucket, Key=key, Body=buffer.getvalue())
+            return
+        directory = Path(self.location)
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, directory / name)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+        from .sink import _fsync_directory
+
+        _fsync_directory(directory)
+
+    def put(self, name: str, data: bytes) -> None:
+        with self.open_part(name) as handle:
+            handle.write(data)
+
+    def get(self, name: str) -> bytes | None:
+        """The bytes of ``name``, or None if it does not exist."""
+        if self.is_s3:
+            bucket, key = self._bucket_key(name)
+            client = self._s3()
+            try:
+                return bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+            except client.exceptions.NoSuchKey:
+                return None
+        path = Path(self.location) / name
+        return path.read_bytes() if path.exists() else None
+
+    def uri(self) -> str:
+        """The location as Spark's readers take it (``s3a://`` for S3)."""
+        return "s3a://" + self.location[len("s3://") :] if self.is_s3 else str(Path(self.location).resolve())
+
+    def options(self) -> dict[str, str]:
+        out = {"location": self.location}
+        if self.s3_endpoint:
+            out["s3_endpoint"] = self.s3_endpoint
+        if self.s3_region:
+            out["s3_region"] = self.s3_region
+        return out
+
+    @classmethod
+    def from_options(cls, options: Any) -> PartStore:
+        return cls(options["location"], options.get("s3_endpoint"), options.get("s3_region"))
+
+
+class SinkMessage(WriterCommitMessage):
+    """One task's commit message: its partition and the :class:`ChainSums` of every row
+    it wrote (and every ghost it acked)."""
+
+    def __init__(self, partition: int, sums: ChainSums) -> None:
+        self.partition = partition
+        self.sums = sums
+
+
+class TrackedSinkWriter(DataSourceArrowWriter):
+    """See the module doc. Options: ``location`` (and ``s3_endpoint``, ``s3_region``),
+    ``format`` (``parquet`` or ``csv``), ``tags`` (JSON list: chain ``i``'s tag),
+    ``tag_column``, ``ledger`` (the ledger's file name in ``location``), ``track``
+    (``false``: write only, no sums: the untracked job's baseline)."""
+
+    def __init__(self, options: Any) -> None:
+        self.store = PartStore.from_options(options)
+        self.format = options.get("format", "parquet")
+        self.tags: list[str] = json.loads(options["tags"])
+        self.tag_column = options.get("tag_column", "xor_ack_tag")
+        self.ledger = options["ledger"]
+        self.track = options.get("track", "true") == "true"
+        from .frame_source import load_hook
+
+        self.after_write = load_hook(options.get("after_flush"))
+
+    def _data(self, batch: pa.RecordBatch, dictionary: pa.Array) -> pa.RecordBatch:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        keep = pc.invert(batch.column(GHOST).fill_null(False))
+        data = batch.filter(keep)
+        names = [n for n in data.schema.names if n not in TRACKING]
+        tags = pa.DictionaryArray.from_arrays(data.column(CHAIN).cast(pa.int32()), dictionary)
+        if self.format != "parquet":  # Parquet keeps the dictionary encoding; CSV wants text
+            tags = tags.cast(pa.string())
+        columns = [data.column(n) for n in names] + [tags]
+        return pa.RecordBatch.from_arrays(columns, names=[*names, self.tag_column])
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkMessage:
+        """Write this task's partition durably, then return its per-chain sums. A
+        partition without rows writes no file."""
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        sums = ChainSums()
+        dictionary = pa.array(self.tags, pa.string())
+        name = f"part-{partition:05d}.{'parquet' if self.format == 'parquet' else 'csv'}"
+        with ExitStack() as stack:
+            writer: Any = None
+            for batch in iterator:
+                if self.track:
+                    sums.add_batch(batch)
+                data = self._data(batch, dictionary)
+                if writer is None:
+                    handle = stack.enter_context(self.store.open_part(name))
+                    writer = self._open(handle, data.schema)
+                    stack.callback(writer.close)
+                if data.num_rows:
+                    writer.write_batch(data)
+        if self.after_write is not None:
+            self.after_write("write", partition)
+        return SinkMessage(partition, sums)
+
+    def _open(self, handle: Any, schema: pa.Schema) -> Any:
+        if self.format == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.ParquetWriter(handle, schema)
+        import pyarrow.csv as pcsv
+
+        return pcsv.CSVWriter(handle, schema)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Every task succeeded: merge their sums and write the ledger (atomically)."""
+        total = ChainSums()
+        partitions = 0
+        for message in messages:
+            if isinstance(message, SinkMessage):
+                total.merge(message.sums)
+                partitions += 1
+        body = {"partitions": partitions, **total.named(self.tags).to_json()}
+        self.store.put(self.ledger, json.dumps(body, ensure_ascii=False).encode("utf-8"))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """The write failed: no ledger, so nothing is acked (the chains stay pending and
+        the run fails and replays them)."""
+
+
+class TrackedSinkSource(DataSource):
+    """The ``xor_ack_sink`` data source; see the module doc."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "xor_ack_sink"
+
+    def writer(self, schema: StructType, overwrite: bool) -> TrackedSinkWriter:
+        missing = [c for c in TRACKING if c not in schema.fieldNames()]
+        if missing:
+            raise ValueError(f"xor_ack_sink writes tracked frames only; missing columns {missing}")
+        return TrackedSinkWriter(self.options)
+
+
+def read_ledger(store: PartStore, name: str) -> ChainSums | None:
+    """The ledger a committed write left, or None (the write did not commit)."""
+    data = store.get(name)
+    return None if data is None else ChainSums.from_json(json.loads(data.decode("utf-8")))

@@ -1,0 +1,282 @@
+"""What a tracked run reports, and the driver-side steps both APIs share: settling the
+chains of an attempt, and applying a job's merged stamps.
+
+A root is reported ``acked`` only when its chain was made by this run and reads acked:
+its tag belongs to the run's :class:`~xor_ack_dynamodb.spark.tags.TagScheme` (which
+carries a random nonce), and the chain's ``owner`` is the run's (every create, stamp and
+fail of the run names it, so the tracker refuses to touch a chain of another owner). A
+chain that another writer created under one of our tags (``TagExists`` on create,
+``NotOwner`` on a stamp or fail, another owner on read) is never stamped, failed or
+reported acked: its root is reported ``failed`` with the reason ``conflict``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import NotOwner, TagAcked, TagExists, TagExpired, TagFailed, TagNotFound
+from ..protocol import AckTracker
+
+if TYPE_CHECKING:
+    from ..model import ChainStatus
+
+#: Any tracker (``XorAckDynamoDB``, ``MemoryAck``, ``CombiningTracker``).
+Chains = AckTracker
+
+__all__ = [
+    "Attempt",
+    "RootOutcome",
+    "RunReport",
+    "RunObserver",
+    "PermanentFailure",
+    "PERMANENT",
+    "is_permanent",
+    "settle",
+    "create_chains",
+    "apply_acks",
+    "CONFLICT",
+    "Chains",
+]
+
+log = logging.getLogger("xor_ack_dynamodb.spark")
+
+#: Reasons starting with this mark failures that a replay cannot cure (bad bytes in a
+#: file, a record no attempt can process): such roots are not replayed.
+PERMANENT = "permanent: "
+#: The reason given for a root whose tag another writer had already created.
+CONFLICT = "conflict: a chain with this tag exists and was not created by this run"
+
+
+class PermanentFailure(Exception):
+    """Raise it from a user function (or :meth:`TrackedFrame.fail_when` with
+    ``permanent=True``) for a failure that a replay would only repeat: the root fails and
+    is not replayed."""
+
+
+def is_conflict(reason: str | None) -> bool:
+    return reason == CONFLICT
+
+
+def is_permanent(reason: str | None) -> bool:
+    return bool(reason) and str(reason).startswith(PERMANENT)
+
+
+def failure_reason(error: BaseException | str) -> str:
+    """The reason a chain is failed with: ``repr`` of the error, marked permanent for a
+    :class:`PermanentFailure`."""
+    if isinstance(error, str):
+        return error
+    reason = repr(error)
+    return PERMANENT + reason if isinstance(error, PermanentFailure) else reason
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt at one root: its chain's tag and how the chain ended."""
+
+    tag: str
+    state: str  # acked | failed | expired | missing
+    reason: str | None = None
+    note: str | None = None
+
+    @property
+    def permanent(self) -> bool:
+        return self.state == "failed" and is_permanent(self.reason)
+
+
+@dataclass
+class RootOutcome:
+    """Every attempt at one root; ``state`` is the last one's."""
+
+    root: Any
+    key: str
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def state(self) -> str:
+        return self.attempts[-1].state if self.attempts else "missing"
+
+    @property
+    def acked(self) -> bool:
+        return self.state == "acked"
+
+    @property
+    def tag(self) -> str | None:
+        return self.attempts[-1].tag if self.attempts else None
+
+    @property
+    def notes(self) -> list[str]:
+        return [a.note for a in self.attempts if a.note]
+
+
+@dataclass
+class RunReport:
+    """What a tracked run found: one outcome per root, in the roots' order."""
+
+    outcomes: list[RootOutcome]
+    counters: Counter[str]
+    job_errors: list[str]
+
+    @property
+    def replays(self) -> int:
+        return sum(len(o.attempts) - 1 for o in self.outcomes)
+
+    def acked_tags(self) -> set[str]:
+        """The tags of every chain that ended acked (at most one per root)."""
+        return {a.tag for o in self.outcomes for a in o.attempts if a.state == "acked"}
+
+
+class RunObserver(Protocol):
+    """Told about attempts as they start and end (for progress displays)."""
+
+    def attempt_started(self, attempt: int, roots: int, tracking: Any) -> None:
+        """``tracking`` is the :class:`Tracking` or :class:`FrameTracking` running."""
+
+    def attempt_finished(self, attempt: int, outcomes: Sequence[RootOutcome]) -> None: ...
+
+
+def _pool_map(threads: int, fn: Any, items: Sequence[Any]) -> list[Any]:
+    if len(items) <= 1 or threads <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(min(threads, len(items)), thread_name_prefix="xor-ack-driver") as pool:
+        return list(pool.map(fn, items))
+
+
+def create_chains(
+    tracker: Chains,
+    chains: Mapping[str, int],
+    size: int,
+    op_prefix: str,
+    *,
+    owner: str,
+    threads: int = 16,
+) -> tuple[set[str], dict[str, str]]:
+    """Create each chain ``tag -> root edge`` (op id ``<op_prefix>/<tag>``, owned by
+    ``owner``), up to ``threads`` at a time. Returns the tags created here (a re-sent
+    create of our own is recognised by its op id and counts as created) and, for the
+    others, why not: ``TagExists`` means another writer's chain (the tracker remembers a
+    create's op id for the chain's whole life), to be left alone. Other errors
+    propagate (the attempt's job should not start without its chains)."""
+
+    def one(tag: str) -> tuple[str, str | None]:
+        try:
+            tracker.create(tag, chains[tag].to_bytes(size, "big"), op_id=f"{op_prefix}/{tag}", owner=owner)
+        except TagExists:
+            return tag, CONFLICT
+        return tag, None
+
+    created: set[str] = set()
+    refused: dict[str, str] = {}
+    for tag, why in _pool_map(threads, one, list(chains)):
+        if why is None:
+            created.add(tag)
+        else:
+            refused[tag] = why
+    return created, refused
+
+
+def apply_acks(
+    tracker: Chains,
+    stamps: Mapping[str, int],
+    failures: Mapping[str, str],
+    size: int,
+    op_prefix: str,
+    *,
+    owner: str,
+    threads: int = 16,
+) -> Counter[str]:
+    """Apply a job's outcome to its chains, up to ``threads`` at a time: ``fail`` each
+    chain in ``failures`` (with its reason), ``stamp`` each other chain of ``stamps`` with
+    its merged value (op id ``<op_prefix>/<tag>``: applying the same outcome twice
+    changes nothing), each naming ``owner``. A chain already failed, expired, acked or
+    gone is skipped (its outcome no longer depends on this job), and so is a chain of
+    another owner (``conflicts``). Returns counts: ``stamps``, ``chains_acked``,
+    ``chains_failed``, ``skipped``, ``conflicts``."""
+
+    def one(tag: str) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        if tag in failures:
+            try:
+                tracker.fail(tag, reason=failures[tag], owner=owner)
+                counts["chains_failed"] += 1
+            except NotOwner:
+                counts["conflicts"] += 1
+            except (TagAcked, TagNotFound) as exc:
+                log.warning("could not fail chain %s: %s", tag, exc.code)
+                counts["skipped"] += 1
+            return counts
+        value = stamps[tag]
+        if value == 0:
+            return counts
+        try:
+            result = tracker.stamp(tag, value.to_bytes(size, "big"), op_id=f"{op_prefix}/{tag}", owner=owner)
+            counts["stamps"] += 1
+            counts["chains_acked"] += result.acked
+        except NotOwner:
+            counts["conflicts"] += 1
+        except (TagFailed, TagExpired, TagAcked, TagNotFound) as exc:
+            log.debug("no stamp for %s: %s", tag, exc.code)
+            counts["skipped"] += 1
+        return counts
+
+    total: Counter[str] = Counter()
+    for counts in _pool_map(threads, one, sorted(set(stamps) | set(failures))):
+        total.update(counts)
+    return total
+
+
+def settle(
+    tracker: Chains,
+    tags: Sequence[str],
+    *,
+    owner: str,
+    refused: Mapping[str, str] | None = None,
+    notes: Mapping[str, str] | None = None,
+) -> dict[str, Attempt]:
+    """How each chain of a finished attempt ended. ``refused`` tags (not created by this
+    run) are reported failed with their reason and never read, failed or reported acked;
+    so is a chain whose ``owner`` is not ``owner``. A chain still pending can no longer
+    complete (its job has returned): it is failed here, so that no late write can ack
+    it."""
+    refused = dict(refused or {})
+    notes = notes or {}
+    mine = [t for t in tags if t not in refused]
+    found = tracker.status_many(mine) if mine else {}
+    for tag, status in found.items():
+        if status.owner != owner:
+            refused[tag] = CONFLICT
+    out: dict[str, Attempt] = {}
+    for tag in tags:
+        if tag in refused:
+            out[tag] = Attempt(tag, "failed", refused[tag], notes.get(tag))
+        else:
+            out[tag] = _settle_one(tracker, tag, found.get(tag), notes.get(tag), owner)
+    return out
+
+
+def _settle_one(
+    tracker: Chains, tag: str, status: ChainStatus | None, note: str | None, owner: str
+) -> Attempt:
+    if status is None:
+        return Attempt(tag, "missing", "the chain was never created", note)
+    if status.state != "pending":
+        return Attempt(tag, status.state, status.reason, note)
+    reason = "still pending when its job ended"
+    try:
+        failed = tracker.fail(tag, reason=reason, owner=owner)
+    except TagAcked:  # a straggler completed it just now
+        return Attempt(tag, "acked", None, note)
+    except NotOwner:
+        return Attempt(tag, "failed", CONFLICT, note)
+    return Attempt(tag, failed.state, failed.reason, note)
+
+
+def merge_xors(into: dict[str, int], items: Iterable[tuple[str, int]]) -> None:
+    """XOR ``(tag, value)`` pairs into ``into``."""
+    for tag, value in items:
+        into[tag] = into.get(tag, 0) ^ value

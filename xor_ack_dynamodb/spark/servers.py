@@ -1,0 +1,173 @@
+"""Spark servers started from the installed pyspark package, on 127.0.0.1: a standalone
+cluster (a master and one worker) and a Spark Connect server. For tests, benchmarks and
+trying things locally; nothing is downloaded (the pip package ships the jars, the
+``bin/spark-class`` and ``bin/spark-submit`` scripts and the Connect server's jar).
+
+The Connect server is ``org.apache.spark.sql.connect.service.SparkConnectServer`` run
+by ``spark-submit`` (what the package's ``sbin/start-connect-server.sh`` does, without
+daemonizing), with its own master (``local[N]`` by default). A client needs the
+``pyspark[connect]`` dependencies (pandas, pyarrow, grpcio, grpcio-status,
+googleapis-common-protos, zstandard; the ``spark`` extra installs them) and connects
+with ``SparkSession.builder.remote("sc://127.0.0.1:<port>")``. The server's Python
+workers run ``PYSPARK_PYTHON`` (default: this interpreter), so the data sources of
+:mod:`xor_ack_dynamodb.spark` import there.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["standalone_cluster", "connect_server", "free_port", "spark_home"]
+
+
+def spark_home() -> Path:
+    """The installed pyspark package's directory (it is a ``SPARK_HOME``)."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for(
+    predicate: Callable[[], bool], timeout: float, what: str, process: subprocess.Popen[bytes]
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if process.poll() is not None:
+            raise RuntimeError(f"{what}: the process exited with status {process.returncode}")
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def _environment(workdir: Path, extra: Mapping[str, str] | None) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(spark_home()),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+        "SPARK_LOG_DIR": str(workdir / "logs"),
+        **(extra or {}),
+    }
+    return env
+
+
+def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in reversed(processes):
+        process.terminate()
+    for process in reversed(processes):
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def standalone_cluster(
+    workdir: Path, cores: int = 2, memory: str = "1g", env: Mapping[str, str] | None = None
+) -> Iterator[str]:
+    """A Spark standalone master and one worker (``cores``, ``memory``), both on
+    127.0.0.1, started with ``bin/spark-class``; yields the master URL. The worker runs
+    Python tasks with ``PYSPARK_PYTHON`` (default this interpreter); its executors'
+    logs land in ``workdir/work``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    environment = {**_environment(workdir, env), "SPARK_WORKER_DIR": str(workdir / "work")}
+    spark_class = str(spark_home() / "bin" / "spark-class")
+    port = free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    master_log, worker_log = workdir / "master.log", workdir / "worker.log"
+    processes: list[subprocess.Popen[bytes]] = []
+    with master_log.open("wb") as master_out, worker_log.open("wb") as worker_out:
+        try:
+            master = subprocess.Popen(
+                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
+                + ["--port", str(port), "--webui-port", str(free_port())],
+                env=environment,
+                stdout=master_out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            processes.append(master)
+            _wait_for(
+                lambda: b"I have been elected leader" in master_log.read_bytes(), 90, "the master", master
+            )
+            worker = subprocess.Popen(
+                [spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1"]
+                + ["--cores", str(cores), "--memory", memory, "--webui-port", str(free_port())]
+                + ["--work-dir", str(workdir / "work")],
+                env=environment,
+                stdout=worker_out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            processes.append(worker)
+            _wait_for(
+                lambda: b"Successfully registered with master" in worker_log.read_bytes(),
+                90,
+                "the worker to register",
+                worker,
+            )
+            yield master_url
+        finally:
+            _stop(processes)
+
+
+@contextmanager
+def connect_server(
+    workdir: Path,
+    master: str = "local[2]",
+    conf: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """A Spark Connect server on 127.0.0.1 and a free port, its driver on ``master``;
+    yields the ``sc://`` URL to connect to. ``conf`` adds ``--conf`` settings; its log
+    is ``workdir/connect.log``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    settings = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.ui.enabled": "false",
+        **(conf or {}),
+    }
+    command = [str(spark_home() / "bin" / "spark-submit"), "--master", master]
+    command += ["--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]
+    command += ["--name", "xor-ack Spark Connect"]
+    for key, value in settings.items():
+        command += ["--conf", f"{key}={value}"]
+    command.append("spark-internal")
+    log = workdir / "connect.log"
+    processes: list[subprocess.Popen[bytes]] = []
+    with log.open("wb") as out:
+        try:
+            server = subprocess.Popen(
+                command,
+                env=_environment(workdir, env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            processes.append(server)
+            _wait_for(
+                lambda: b"Spark Connect server started at" in log.read_bytes(),
+                120,
+                "the Connect server",
+                server,
+            )
+            yield f"sc://127.0.0.1:{port}"
+        finally:
+            _stop(processes)
