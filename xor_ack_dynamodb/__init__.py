@@ -8,6 +8,7 @@ The chain reads all zeros exactly when every started edge has finished.
 from . import errors
 from .combiner import CombiningTracker
 from .config import AckConfig
+from .core.factory import StampSpec
 from .ddblocal import DynamoDBLocal
 from .dynamodb import XorAckDynamoDB
 from .local import LocalDynamoDB
@@ -29,6 +30,7 @@ __all__ = [
     "RequestStats",
     "RetryPolicy",
     "Stamp",
+    "StampSpec",
     "State",
     "Sum",
     "XorAckDynamoDB",

@@ -21,6 +21,8 @@ from .core.engine import BatchRead, Engine
 from .core.factory import seconds, skew_seconds
 from .core.messages import (
     Add,
+    Cancelled,
+    Committed,
     Extend,
     MarkFailed,
     Put,
@@ -89,49 +91,66 @@ class MemoryStore:
 
     def execute(self, request: Request) -> Reply | Chain | None:
         self.stats.request(type(request).__name__)
-        rules = self.rules
         with self._lock:
             if isinstance(request, Read):
                 return self._chains.get(request.tag)
-            if isinstance(request, RemoveAny):
-                return Written(self._drop(request.tag))
-            if isinstance(request, Put):
-                current = self._chains.get(request.new.tag)
-                if not _same(current, request.expect):
-                    return Rejected(current)
-                return Written(self._keep(request.new, current))
-            if isinstance(request, Remove):
-                current = self._chains.get(request.expect.tag)
-                if not _same(current, request.expect):
-                    return Rejected(current)
-                self._drop(request.expect.tag)
-                return Written(None)
-            current = self._chains.get(request.tag)
-            if current is None:
-                return Rejected(None)
-            if isinstance(request, Add):
-                if not rules.add_allowed(
-                    current, request.op, request.owner, request.now, request.since, request.after_seq
-                ):
-                    return Rejected(current)
-                return Written(
-                    self._keep(rules.added(current, request.delta, request.op, request.now), current)
-                )
-            if isinstance(request, Extend):
-                if not rules.touch_allowed(current, request.owner, request.now):
-                    return Rejected(current)
-                return Written(
-                    self._keep(rules.touched(current, request.ttl, request.now), current, nursery=True)
-                )
-            if isinstance(request, MarkFailed):
-                if not rules.fail_allowed(current, request.owner):
-                    return Rejected(current)
-                return Written(self._keep(rules.failed(current, request.reason, request.now), current))
-            if isinstance(request, Trim):
-                if not rules.trim_allowed(current, request.count, request.window):
-                    return Rejected(current)
-                self._keep(rules.trimmed(current, request.count, request.now), current)
-                return Written(None)
+            current, apply = self._judge(request)
+            return Rejected(current) if apply is None else apply()
+
+    def transact(self, requests: list[Request]) -> Committed | Cancelled:
+        """Apply ``requests`` (on distinct chains) all or none, under the one lock."""
+        self.stats.request("Transact")
+        with self._lock:
+            judged = [self._judge(r) for r in requests]
+            rejected = {i: Rejected(current) for i, (current, apply) in enumerate(judged) if apply is None}
+            if rejected:
+                return Cancelled(rejected)
+            return Committed([apply() for _, apply in judged if apply is not None])
+
+    def _judge(self, request: Request) -> tuple[Chain | None, Callable[[], Written] | None]:
+        """The chain ``request`` finds, and how to apply it, or None when its condition
+        (the rules' predicate, as DynamoDB's ConditionExpression) fails. Lock held."""
+        rules = self.rules
+        if isinstance(request, RemoveAny):
+            return self._chains.get(request.tag), lambda: Written(self._drop(request.tag))
+        if isinstance(request, Put):
+            current = self._chains.get(request.new.tag)
+            if not _same(current, request.expect):
+                return current, None
+            return current, lambda: Written(self._keep(request.new, current))
+        if isinstance(request, Remove):
+            current = self._chains.get(request.expect.tag)
+            if not _same(current, request.expect):
+                return current, None
+            return current, lambda: (self._drop(request.expect.tag), Written(None))[1]
+        current = self._chains.get(request.tag)
+        if current is None:
+            return None, None
+        chain = current
+        if isinstance(request, Add):
+            if not rules.add_allowed(
+                chain, request.op, request.owner, request.now, request.since, request.after_seq
+            ):
+                return chain, None
+            return chain, lambda: Written(
+                self._keep(rules.added(chain, request.delta, request.op, request.now), chain)
+            )
+        if isinstance(request, Extend):
+            if not rules.touch_allowed(chain, request.owner, request.now):
+                return chain, None
+            touched = rules.touched(chain, request.ttl, request.now)
+            return chain, lambda: Written(self._keep(touched, chain, nursery=True))
+        if isinstance(request, MarkFailed):
+            if not rules.fail_allowed(chain, request.owner):
+                return chain, None
+            return chain, lambda: Written(self._keep(rules.failed(chain, request.reason, request.now), chain))
+        if isinstance(request, Trim):
+            if not rules.trim_allowed(chain, request.count, request.window):
+                return chain, None
+            return chain, lambda: (
+                self._keep(rules.trimmed(chain, request.count, request.now), chain),
+                Written(None),
+            )[1]
         raise TypeError(f"not a store request: {request!r}")
 
     def _keep(self, chain: Chain, old: Chain | None, *, nursery: bool = False) -> Chain:

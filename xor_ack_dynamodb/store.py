@@ -20,6 +20,8 @@ from .core.chain import Chain
 from .core.engine import BatchRead
 from .core.messages import (
     Add,
+    Cancelled,
+    Committed,
     Extend,
     MarkFailed,
     Put,
@@ -29,6 +31,7 @@ from .core.messages import (
     RemoveAny,
     Reply,
     Request,
+    TransactionsUnsupported,
     Trim,
     Written,
 )
@@ -111,6 +114,64 @@ class DynamoDBStore:
     def read_many(self, tags: list[str]) -> BatchRead:
         response = self.call("BatchGetItem", self.batch_request(tags), f"{len(tags)} keys")
         return self.batch_answer(response)
+
+    def transact(self, requests: list[Request]) -> Committed | Cancelled:
+        """Apply ``requests`` (at most 100, on distinct chains, each one of
+        :data:`~.core.messages.TRANSACTABLE`) all or none: one TransactWriteItems.
+        Raises :class:`TransactionsUnsupported` where the backend has none (dynalite)."""
+        try:
+            response = self.call(
+                "TransactWriteItems", self.transact_request(requests), f"{len(requests)} chains"
+            )
+        except ClientError as exc:
+            if error_code(exc) == "UnknownOperationException":
+                raise TransactionsUnsupported(str(exc)) from exc
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            rejected: dict[int, Rejected] = {}
+            for i, current in self.cancelled(exc, requests).items():
+                if current is MISSING:
+                    current = self.execute(Read(tag_of(requests[i])))
+                rejected[i] = self.rejection(exc, current)
+            return Cancelled(rejected)
+        return self.committed(requests, response)
+
+    def transact_request(self, requests: list[Request]) -> dict[str, Any]:
+        """The TransactWriteItems arguments for ``requests``: each request's own
+        conditional write, with the failed condition's item asked for."""
+        entries = []
+        for request in requests:
+            prepared = self.prepare(request)
+            body = {
+                k: v
+                for k, v in prepared.kwargs.items()
+                if k not in ("ReturnValues", "ReturnConsumedCapacity")
+            }
+            body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            entries.append({_TRANSACT_ENTRY[prepared.operation]: body})
+        return {"TransactItems": entries, "ReturnConsumedCapacity": "TOTAL"}
+
+    @staticmethod
+    def committed(requests: list[Request], response: Mapping[str, Any]) -> Committed:
+        resent = retry_attempts(response) > 0
+        return Committed([Written(r.new if isinstance(r, Put) else None, resent) for r in requests])
+
+    def cancelled(self, exc: ClientError, requests: list[Request]) -> dict[int, Chain | None | object]:
+        """The positions of a cancelled transaction whose condition failed, with the item
+        each saw (or :data:`MISSING`). Raises ``exc`` when an entry failed for a reason
+        that sending it again will not cure (a validation error)."""
+        reasons = exc.response.get("CancellationReasons") or []
+        failed: dict[int, Chain | None | object] = {}
+        for i, reason in enumerate(reasons[: len(requests)]):
+            code = str(reason.get("Code") or "None")
+            if code == "ConditionalCheckFailed":
+                item = reason.get("Item")
+                failed[i] = (
+                    MISSING if item is None else self.codec.parse(cast("Item", item), tag_of(requests[i]))
+                )
+            elif code not in _RETRY_CODES:
+                raise exc
+        return failed
 
     def is_transient(self, error: BaseException) -> bool:
         return is_transient(error)
@@ -463,4 +524,19 @@ METHODS = {
     "UpdateItem": "update_item",
     "DeleteItem": "delete_item",
     "BatchGetItem": "batch_get_item",
+    "TransactWriteItems": "transact_write_items",
 }
+
+#: The TransactWriteItems entry of each single-item operation.
+_TRANSACT_ENTRY = {"PutItem": "Put", "UpdateItem": "Update", "DeleteItem": "Delete"}
+#: Cancellation codes after which an entry may simply be sent again (the transaction
+#: failed for another entry's condition, or was throttled or conflicted as a whole).
+_RETRY_CODES = frozenset(
+    {
+        "None",
+        "TransactionConflict",
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+        "RequestLimitExceeded",
+    }
+)

@@ -7,14 +7,15 @@ DynamoDB's).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 
 from .core.algebra import EdgeLike, Mode
-from .core.calls import StampCall, first_outcome
+from .core.calls import Call, StampCall, first_outcome
 from .core.engine import Engine
-from .core.factory import CallFactory
-from .core.rules import ChainRules
+from .core.factory import CallFactory, StampSpec
+from .core.rules import ChainRules, Plan
+from .errors import XorAckError
 from .model import ChainStatus
 from .stamps import Stamp, Sum
 from .stats import RequestStats
@@ -121,6 +122,64 @@ class SyncTracker:
         """Called with the result of every stamp this tracker applied or recognised
         (also for stamps a ``CombiningTracker`` wrote for it). A no-op here;
         ``MemoryAck`` calls ``on_acked`` from it."""
+
+    # -- many chains at once ---------------------------------------------------------
+
+    def create_many(
+        self,
+        chains: Mapping[str, EdgeLike],
+        *,
+        op_ids: Mapping[str, str] | None = None,
+        owner: str | None = None,
+    ) -> dict[str, Stamp | Sum | Exception]:
+        """Start many chains (tag -> value) together: on DynamoDB, transactions of up
+        to 100 conditional puts (one request per 100 chains, two write units per KB of
+        each item), one put each where the backend has no transactions. Each chain gets
+        exactly what :meth:`create` would give it: its value, or the error (``TagExists``
+        for a live chain, ...), in the returned dict; the others are unaffected. Bad
+        input raises before any request (``InvalidConfig`` for a tag named twice)."""
+        op_ids = op_ids or {}
+        calls = [self.calls.create(tag, value, op_ids.get(tag), owner) for tag, value in chains.items()]
+        outcomes = self.engine.run_many(calls)
+        return {call.tag: outcome for call, outcome in zip(calls, outcomes, strict=True)}
+
+    def stamp_many(self, stamps: Iterable[StampSpec]) -> dict[str, Stamp | Sum | Exception]:
+        """Apply one stamp to each of many chains together: their reads as BatchGetItem
+        and their conditional writes as transactions of up to 100 (one request per 100
+        chains each way, in either mode). Each stamp has the guarantees of
+        :meth:`stamp` (op ids, owners, exactly one ``acked``); its value or error is in
+        the returned dict. Bad input raises before any request (``InvalidConfig`` for a
+        chain named twice: combine its stamps first)."""
+        cache = self.engine.cache
+        calls: list[Call[Plan]] = [
+            self.calls.batch_stamp(spec, cache.get(getattr(spec, "tag", ""))) for spec in stamps
+        ]
+        self.calls.distinct([c.tag for c in calls])
+        out: dict[str, Stamp | Sum | Exception] = {}
+        plans: list[Plan | Exception] = self.engine.run_many(calls)
+        for call, plan in zip(calls, plans, strict=True):
+            if isinstance(plan, Exception):
+                out[call.tag] = plan
+                continue
+            try:
+                out[call.tag] = outcome = first_outcome(plan)
+            except XorAckError as error:
+                out[call.tag] = error
+                continue
+            self.stamped(call.tag, outcome)
+        return out
+
+    def touch_many(
+        self, tags: Iterable[str], ttl: timedelta | float | None = None, *, owner: str | None = None
+    ) -> dict[str, ChainStatus | Exception]:
+        """Push the deadlines of many pending chains together (a heartbeat): transactions
+        of up to 100 conditional updates, and one batch read for their new values. Each
+        chain gets what :meth:`touch` would give it, its status or its error
+        (``TagAcked``, ``TagExpired``...), in the returned dict."""
+        calls = [self.calls.touch(tag, ttl, owner) for tag in self.calls.tags(tags)]
+        self.calls.distinct([c.tag for c in calls])
+        outcomes = self.engine.run_many(calls)
+        return {call.tag: outcome for call, outcome in zip(calls, outcomes, strict=True)}
 
     def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus:
         """Mark a pending (or timed-out) chain failed, keeping it as a tombstone for

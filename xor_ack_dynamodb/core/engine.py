@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -24,7 +24,7 @@ from ..retry import RetryPolicy
 from ..stats import RequestStats
 from .calls import Again, Call, Round, Transient
 from .chain import Chain
-from .messages import Reply, Request
+from .messages import Cancelled, Committed, Reply, Request
 from .rules import ChainRules
 
 __all__ = ["ChainStore", "BatchRead", "Engine", "EngineBase", "Step", "Unprocessed", "BATCH_SIZE"]
@@ -62,6 +62,11 @@ class ChainStore(Protocol):
     def is_transient(self, error: BaseException) -> bool: ...
 
     def read_many(self, tags: list[str]) -> BatchRead: ...
+
+    def transact(self, requests: list[Request]) -> Committed | Cancelled:
+        """Apply ``requests`` (on distinct chains) all or none; raises
+        :class:`~.messages.TransactionsUnsupported` where the backend has no transactions."""
+        ...
 
 
 class Unprocessed(Exception):
@@ -197,6 +202,13 @@ class Engine(EngineBase[ChainStore]):
             raise self.spent(exc, call) from None
         finally:
             self.remember(call)
+
+    def run_many(self, calls: Sequence[Call[T]]) -> list[T | Exception]:
+        """Run calls on distinct chains together (see :mod:`.batch`): their reads in
+        bulk, their writes in transactions. Returns each call's result or error."""
+        from .batch import run_many
+
+        return run_many(self, calls)
 
     def _round(self, call: Call[T]) -> T:
         step = self.step(call, self.store.is_transient)

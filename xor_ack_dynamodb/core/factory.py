@@ -17,7 +17,7 @@ from .calls import AddCall, CreateCall, DeleteCall, FailCall, StampCall, StatusC
 from .chain import Chain, make_op
 from .rules import ChainRules
 
-__all__ = ["CallFactory", "seconds", "skew_seconds", "MAX_REASON", "MAX_OWNER"]
+__all__ = ["CallFactory", "StampSpec", "seconds", "skew_seconds", "MAX_REASON", "MAX_OWNER"]
 
 #: A failure reason is kept to this many characters.
 MAX_REASON = 1024
@@ -53,6 +53,18 @@ def _owner(owner: object) -> str | None:
     if not isinstance(owner, str) or not 1 <= len(owner) <= MAX_OWNER:
         raise InvalidConfig(f"owner must be a str of 1 to {MAX_OWNER} characters, got {owner!r}")
     return owner
+
+
+@dataclass(frozen=True, slots=True)
+class StampSpec:
+    """One stamp of a batch (``stamp_many``): the arguments of ``stamp()``."""
+
+    tag: str
+    value: EdgeLike | None = None
+    finished: tuple[EdgeLike, ...] = ()
+    started: tuple[EdgeLike, ...] = ()
+    op_id: str | None = None
+    owner: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +105,26 @@ class CallFactory:
         if self.rules.mode == "sum":
             return AddCall(self.rules, tag, delta, op, checked_owner, known)
         return StampCall(self.rules, tag, [(delta, op, checked_owner)], known)
+
+    def batch_stamp(self, spec: StampSpec, known: Chain | None = None) -> StampCall:
+        """A stamp of a batch: a read-modify-write in either mode (written in a
+        transaction with the batch's others, where the sum mode's blind ADD could not
+        be, since a transaction returns no values)."""
+        if not isinstance(spec, StampSpec):
+            raise InvalidConfig(f"stamp_many() takes StampSpec values, got {type(spec).__name__}")
+        tag = check_tag(spec.tag)
+        delta = self.rules.algebra.delta(spec.value, spec.finished, spec.started, tag)
+        op = make_op(spec.op_id, "stamp", self.rules.algebra.payload(delta))
+        return StampCall(self.rules, tag, [(delta, op, _owner(spec.owner))], known)
+
+    @staticmethod
+    def distinct(tags: list[str]) -> None:
+        """Raise :class:`InvalidConfig` if a batch names a chain twice."""
+        seen: set[str] = set()
+        for tag in tags:
+            if tag in seen:
+                raise InvalidConfig(f"a batch names chain {tag!r} twice: one call per chain", tag=tag)
+            seen.add(tag)
 
     def fail(self, tag: object, reason: object, owner: object) -> FailCall:
         tag = check_tag(tag)

@@ -29,6 +29,10 @@ __all__ = [
     "Written",
     "Rejected",
     "Reply",
+    "TRANSACTABLE",
+    "Committed",
+    "Cancelled",
+    "TransactionsUnsupported",
 ]
 
 
@@ -141,3 +145,30 @@ class Rejected:
 
 
 Reply = Written | Rejected
+
+#: The requests a store can apply together, all or none (DynamoDB's TransactWriteItems).
+TRANSACTABLE = (Put, Remove, Add, Extend, MarkFailed)
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """A transaction of requests (``ChainStore.transact``) was applied as a whole;
+    ``replies`` are in the requests' order. A ``Written`` of an update (``Add``,
+    ``Extend``, ``MarkFailed``) carries no chain: DynamoDB returns none from a
+    transaction."""
+
+    replies: list[Written]
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """A transaction was applied not at all. ``rejected`` maps the positions of the
+    requests whose condition failed to their rejection (with the chain as it stands);
+    every other request may simply be sent again."""
+
+    rejected: dict[int, Rejected]
+
+
+class TransactionsUnsupported(Exception):
+    """The store cannot apply requests together (dynalite has no TransactWriteItems):
+    send them one by one."""

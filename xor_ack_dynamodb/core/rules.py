@@ -325,6 +325,7 @@ class ChainRules:
         value = self.algebra.combine(chain.value, delta)
         window = self.window_of(chain)
         done = _is_zero(value)
+        evicted = max(0, len(chain.ops) + len(ops) - window)
         return replace(
             chain,
             # Over a foreign item (no history) a new lineage starts: a writer whose
@@ -333,6 +334,10 @@ class ChainRules:
             value=value,
             ops=(chain.ops + ops)[-window:],
             seq=chain.seq + len(ops),
+            # Ops this write drops count as trimmed (a sum-mode writer's lost-response
+            # check relies on it).
+            cut_seq=chain.cut_seq + evicted,
+            cut_at=now if evicted else chain.cut_at,
             window=window,
             version=chain.version + 1,
             token=new_token(),

@@ -1,0 +1,138 @@
+"""Many chains at once: create_many, stamp_many, touch_many.
+
+Each call of a batch gets exactly what it would get alone (the same sans-IO calls run in
+lockstep); the batch costs one BatchGetItem per 100 reads and one TransactWriteItems per
+100 writes, or single writes where the backend has no transactions (dynalite).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from conftest import Clock, unique_table
+from scripted import Script
+
+from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, StampSpec, XorAckDynamoDB, errors
+from xor_ack_dynamodb.retry import RetryPolicy
+
+BACKENDS = ["memory", "inproc", "server", "dynalite", "ddblocal"]
+
+
+@pytest.fixture(params=BACKENDS)
+def make(request: pytest.FixtureRequest, clock: Clock) -> Any:
+    """``make(**options)``: trackers on one fresh table of the backend (memory: one store)."""
+    if request.param == "memory":
+        first: list[MemoryAck] = []
+
+        def memory(**options: Any) -> MemoryAck:
+            options.setdefault("clock", clock)
+            ack = MemoryAck(share=first[0] if first else None, **options)
+            first.append(ack)
+            return ack
+
+        return memory
+    client = request.getfixturevalue(f"{request.param}_client")
+    table = unique_table("batch")
+    XorAckDynamoDB(table, client=client).create_table()
+
+    def dynamodb(**options: Any) -> XorAckDynamoDB:
+        options.setdefault("clock", clock)
+        return XorAckDynamoDB(table, client=client, **options)
+
+    dynamodb.backend = request.param  # type: ignore[attr-defined]
+    return dynamodb
+
+
+@pytest.mark.parametrize("mode", ["xor", "sum"])
+def test_a_batch_does_what_one_call_each_would(make: Any, mode: str) -> None:
+    ack = make(mode=mode, ttl=600)
+    roots = {f"file-{i}": ack.new_edge() for i in range(150)}
+    ack.create("file-7", roots["file-7"])  # already there: TagExists for it alone
+    created = ack.create_many(roots, op_ids={t: f"{t}/create" for t in roots}, owner="run-1")
+    assert isinstance(created["file-7"], errors.TagExists)
+    assert sum(not isinstance(v, Exception) and not v.acked for v in created.values()) == 149
+    again = ack.create_many({"file-1": roots["file-1"]}, op_ids={"file-1": "file-1/create"})
+    assert again["file-1"].duplicate  # type: ignore[union-attr]
+    # Finish each root, starting one child each; one chain failed meanwhile.
+    kids = {t: ack.new_edge() for t in roots}
+    ack.fail("file-3", "broken")
+    specs = [
+        StampSpec(t, finished=(roots[t],), started=(kids[t],), op_id=f"{t}/root", owner="run-1")
+        for t in roots
+        if t != "file-7"
+    ]
+    before = ack.stats.total_requests
+    half = ack.stamp_many(specs)
+    spent = ack.stats.total_requests - before
+    assert isinstance(half["file-3"], errors.TagFailed)
+    assert all(not isinstance(v, Exception) and not v.acked for t, v in half.items() if t != "file-3")
+    if not isinstance(ack, MemoryAck) and getattr(make, "backend", "") != "dynalite":
+        assert spent <= 8, spent  # 149 chains: two reads and two transactions (and a few retries)
+    # The same op ids again are duplicates, and a stamp of another owner is refused.
+    assert all(v.duplicate for t, v in ack.stamp_many(specs[:5]).items() if t != "file-3")  # type: ignore[union-attr]
+    refused = ack.stamp_many([StampSpec("file-9", finished=(kids["file-9"],), owner="run-2")])
+    assert isinstance(refused["file-9"], errors.NotOwner)
+    done = ack.stamp_many(
+        [StampSpec(t, finished=(kids[t],), op_id=f"{t}/kid") for t in roots if t not in ("file-3", "file-7")]
+    )
+    assert all(not isinstance(v, Exception) and v.acked for v in done.values())
+    states = ack.status_many(list(roots))
+    assert sum(s.state == "acked" for s in states.values()) == 148
+    assert states["file-3"].state == "failed"
+
+
+def test_touch_many_is_a_heartbeat(make: Any, clock: Clock) -> None:
+    ack = make(ttl=60)
+    roots = {f"t{i}": ack.new_edge() for i in range(120)}
+    ack.create_many(roots)
+    ack.stamp("t0", roots["t0"])  # acked: not touched
+    clock.advance(50)
+    touched = ack.touch_many(list(roots), ttl=60)
+    assert isinstance(touched["t0"], errors.TagAcked)
+    assert all(getattr(v, "state", None) == "pending" for t, v in touched.items() if t != "t0")
+    clock.advance(50)  # 100 s after the create, 50 after the heartbeat: still pending
+    assert ack.status("t5").state == "pending"
+    assert ack.stamp("t5", roots["t5"]).acked
+
+
+def test_bad_batches_are_refused_before_any_request(make: Any) -> None:
+    ack = make()
+    edge = ack.new_edge()
+    before = ack.stats.total_requests
+    with pytest.raises(errors.InvalidConfig):
+        ack.stamp_many([StampSpec("a", edge), StampSpec("a", edge)])
+    with pytest.raises(errors.InvalidTag):
+        ack.create_many({"": edge})
+    with pytest.raises(errors.InvalidConfig):
+        ack.stamp_many([("a", edge)])  # type: ignore[list-item]
+    with pytest.raises(errors.InvalidConfig):
+        ack.touch_many(["a", "a"])
+    assert ack.stats.total_requests == before
+
+
+@pytest.mark.server
+def test_a_transaction_whose_response_is_lost_is_applied_once(moto_server: LocalDynamoDB) -> None:
+    """The transaction lands, its response is lost and botocore's resends fail: the
+    library's retry reads every chain, finds each stamp's op, and applies none twice."""
+    raw = boto3.client(
+        "dynamodb",
+        endpoint_url=moto_server.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"mode": "standard", "total_max_attempts": 3}),
+    )
+    table = unique_table("batch-lost")
+    ack = XorAckDynamoDB(table, client=raw, retry=RetryPolicy(initial_wait=0.001, max_wait=0.01))
+    ack.create_table()
+    roots = {f"c{i}": ack.new_edge() for i in range(30)}
+    ack.create_many(roots)
+    script = Script(raw)
+    script.lose("TransactWriteItems").fail("TransactWriteItems", times=2)
+    done = ack.stamp_many([StampSpec(t, roots[t], op_id=f"{t}/last") for t in roots])
+    assert script.pending == 0
+    assert all(not isinstance(v, Exception) and v.acked for v in done.values()), done
+    assert all(s.state == "acked" for s in ack.status_many(list(roots)).values())
