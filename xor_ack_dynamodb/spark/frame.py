@@ -79,8 +79,10 @@ from .frame_source import (
     path_bytes,
     roots_option,
 )
+from .group import Group, group_for
 from .outcomes import (
     PERMANENT,
+    Attempt,
     Chains,
     RootOutcome,
     RunObserver,
@@ -420,6 +422,8 @@ class FrameAttempt:
         self._creating = creating
         self.run_key = tracking.run_key
         self.notes: dict[str, str] = {}
+        #: Outcomes the write's stamps and fails returned (see :func:`settle`).
+        self.known: dict[str, Attempt] = {}
         self.write_result: WriteResult | None = None
         self._lock = threading.Lock()
 
@@ -536,7 +540,11 @@ class FrameAttempt:
         created, _refused = self._creating.result()
         self.tracking.counts["time_ms.create_wait"] += round(1000 * (time.perf_counter() - clock))
         mine = set(self.tags) & created
-        stamps = {tag: value for tag, value in sums.xors.items() if tag in mine}
+        # The rows keep the XOR invariant in both modes; for a sum chain (created holding
+        # the root edge r) the stamp that finishes the committed XOR x is -x, which
+        # brings the chain to zero exactly when x == r.
+        finished = self.tracking.group.finished
+        stamps = {tag: finished(value) for tag, value in sums.xors.items() if tag in mine}
         failures = {tag: reason for tag, reason in sums.errors.items() if tag in mine}
         self.notes.update({tag: note for tag, note in sums.notes.items() if tag in mine})
         clock = time.perf_counter()
@@ -544,10 +552,11 @@ class FrameAttempt:
             self.tracking.tracker,
             stamps,
             failures,
-            8,
+            self.tracking.group,
             f"{self.tracking.tags.owner}.{self.number}/{ledger}",
             owner=self.tracking.tags.owner,
             threads=self.tracking.threads,
+            known=self.known,
         )
         self.tracking.counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
         self.tracking.counts.update(counts)
@@ -565,6 +574,15 @@ class FrameTracking:
     never by executors: creates go out concurrently while the attempt's job runs (a
     thread pool of ``threads``), the commit's merged XORs are stamped once per chain
     after the write returned. Executors only compute.
+
+    Chains of either mode work (the tracker's ``mode``). Inside Spark the rows keep the
+    XOR invariant in both modes (bigint edges, ``bit_xor``: no overflow, no decimals);
+    a sum chain is created holding the root edge ``r`` (an int in ``[1, 2**64)``) and
+    stamped once with ``-x``, ``x`` the committed XOR, so it reads zero exactly when
+    ``x == r``: the same test as an xor chain's. Xor is the default (one conditional
+    ``PutItem`` per stamp: the driver created the chain, so it knows its value and
+    needs no read); a sum chain's completing stamp costs an ``UpdateItem`` and the
+    ``PutItem`` that stores ``acked``. See ``docs/spark.md``.
 
     :param run_id: a readable name for the run (tags also carry a random nonce, see
         :mod:`.tags`).
@@ -597,8 +615,7 @@ class FrameTracking:
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
         self.run_id = self.tags.run_id
         self.tracker: Chains = tracker if tracker is not None else config.connect()
-        if self.tracker.mode != "xor":
-            raise InvalidConfig("tracked DataFrames use xor chains (a sum-mode tracker is not supported yet)")
+        self.group: Group = group_for(self.tracker.mode, 8)
         self.edges = EdgeKey(secrets.token_bytes(32), 8)
         self.run_key = to_signed(int.from_bytes(self.edges.key[:8], "big"))
         self.threads = threads
@@ -672,7 +689,12 @@ class FrameTracking:
                 self.counts["chains_refused"] += len(refused)
                 clock = time.perf_counter()
                 settled = settle(
-                    self.tracker, tags, owner=self.tags.owner, refused=refused, notes=handle.notes
+                    self.tracker,
+                    tags,
+                    owner=self.tags.owner,
+                    refused=refused,
+                    notes=handle.notes,
+                    known=handle.known,
                 )
                 self.counts["time_ms.settle"] += round(1000 * (time.perf_counter() - clock))
                 retry = []
@@ -692,7 +714,7 @@ class FrameTracking:
             return create_chains(
                 self.tracker,
                 edges,
-                8,
+                self.group,
                 f"{self.tags.owner}.{attempt}/create",
                 owner=self.tags.owner,
                 threads=self.threads,

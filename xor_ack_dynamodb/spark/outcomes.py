@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import NotOwner, TagAcked, TagExists, TagExpired, TagFailed, TagNotFound
 from ..protocol import AckTracker
+from .group import Group
 
 if TYPE_CHECKING:
     from ..model import ChainStatus
@@ -150,13 +151,14 @@ def _pool_map(threads: int, fn: Any, items: Sequence[Any]) -> list[Any]:
 def create_chains(
     tracker: Chains,
     chains: Mapping[str, int],
-    size: int,
+    group: Group,
     op_prefix: str,
     *,
     owner: str,
     threads: int = 16,
 ) -> tuple[set[str], dict[str, str]]:
-    """Create each chain ``tag -> root edge`` (op id ``<op_prefix>/<tag>``, owned by
+    """Create each chain ``tag -> root edge`` (sent as ``group.value(edge)``: bytes for
+    xor chains, the int for sum chains; op id ``<op_prefix>/<tag>``, owned by
     ``owner``), up to ``threads`` at a time. Returns the tags created here (a re-sent
     create of our own is recognised by its op id and counts as created) and, for the
     others, why not: ``TagExists`` means another writer's chain (the tracker remembers a
@@ -165,7 +167,7 @@ def create_chains(
 
     def one(tag: str) -> tuple[str, str | None]:
         try:
-            tracker.create(tag, chains[tag].to_bytes(size, "big"), op_id=f"{op_prefix}/{tag}", owner=owner)
+            tracker.create(tag, group.value(chains[tag]), op_id=f"{op_prefix}/{tag}", owner=owner)
         except TagExists:
             return tag, CONFLICT
         return tag, None
@@ -184,26 +186,35 @@ def apply_acks(
     tracker: Chains,
     stamps: Mapping[str, int],
     failures: Mapping[str, str],
-    size: int,
+    group: Group,
     op_prefix: str,
     *,
     owner: str,
     threads: int = 16,
+    known: dict[str, Attempt] | None = None,
 ) -> Counter[str]:
     """Apply a job's outcome to its chains, up to ``threads`` at a time: ``fail`` each
     chain in ``failures`` (with its reason), ``stamp`` each other chain of ``stamps`` with
-    its merged value (op id ``<op_prefix>/<tag>``: applying the same outcome twice
-    changes nothing), each naming ``owner``. A chain already failed, expired, acked or
-    gone is skipped (its outcome no longer depends on this job), and so is a chain of
-    another owner (``conflicts``). Returns counts: ``stamps``, ``chains_acked``,
-    ``chains_failed``, ``skipped``, ``conflicts``."""
+    its merged pending stamp (sent as ``group.value(stamp)``; op id
+    ``<op_prefix>/<tag>``: applying the same outcome twice changes nothing), each naming
+    ``owner``. A chain already failed, expired, acked or gone is skipped (its outcome no
+    longer depends on this job), and so is a chain of another owner (``conflicts``).
+    Returns counts: ``stamps``, ``chains_acked``, ``chains_failed``, ``skipped``,
+    ``conflicts``.
+
+    ``known``, if given, receives the outcome of every chain whose request here decided
+    it (a stamp that completed the chain, a fail that was applied): final states that
+    :func:`settle` then need not read again. Both requests named ``owner`` and the
+    tracker refuses them on a chain of another owner, so these are the run's own."""
 
     def one(tag: str) -> Counter[str]:
         counts: Counter[str] = Counter()
         if tag in failures:
             try:
-                tracker.fail(tag, reason=failures[tag], owner=owner)
+                status = tracker.fail(tag, reason=failures[tag], owner=owner)
                 counts["chains_failed"] += 1
+                if known is not None and status.state == "failed":
+                    known[tag] = Attempt(tag, "failed", status.reason)
             except NotOwner:
                 counts["conflicts"] += 1
             except (TagAcked, TagNotFound) as exc:
@@ -214,9 +225,11 @@ def apply_acks(
         if value == 0:
             return counts
         try:
-            result = tracker.stamp(tag, value.to_bytes(size, "big"), op_id=f"{op_prefix}/{tag}", owner=owner)
+            result = tracker.stamp(tag, group.value(value), op_id=f"{op_prefix}/{tag}", owner=owner)
             counts["stamps"] += 1
             counts["chains_acked"] += result.acked
+            if known is not None and result.acked:
+                known[tag] = Attempt(tag, "acked")
         except NotOwner:
             counts["conflicts"] += 1
         except (TagFailed, TagExpired, TagAcked, TagNotFound) as exc:
@@ -237,15 +250,19 @@ def settle(
     owner: str,
     refused: Mapping[str, str] | None = None,
     notes: Mapping[str, str] | None = None,
+    known: Mapping[str, Attempt] | None = None,
 ) -> dict[str, Attempt]:
     """How each chain of a finished attempt ended. ``refused`` tags (not created by this
     run) are reported failed with their reason and never read, failed or reported acked;
-    so is a chain whose ``owner`` is not ``owner``. A chain still pending can no longer
-    complete (its job has returned): it is failed here, so that no late write can ack
-    it."""
+    so is a chain whose ``owner`` is not ``owner``. ``known`` outcomes (final states the
+    run's own stamps and fails returned, see :func:`apply_acks`) are taken as they are,
+    without a read; every other chain is read (``status_many``). A chain still pending
+    can no longer complete (its job has returned): it is failed here, so that no late
+    write can ack it."""
     refused = dict(refused or {})
     notes = notes or {}
-    mine = [t for t in tags if t not in refused]
+    known = {t: a for t, a in (known or {}).items() if t not in refused}
+    mine = [t for t in tags if t not in refused and t not in known]
     found = tracker.status_many(mine) if mine else {}
     for tag, status in found.items():
         if status.owner != owner:
@@ -254,6 +271,8 @@ def settle(
     for tag in tags:
         if tag in refused:
             out[tag] = Attempt(tag, "failed", refused[tag], notes.get(tag))
+        elif tag in known:
+            out[tag] = Attempt(tag, known[tag].state, known[tag].reason, notes.get(tag))
         else:
             out[tag] = _settle_one(tracker, tag, found.get(tag), notes.get(tag), owner)
     return out
@@ -274,9 +293,3 @@ def _settle_one(
     except NotOwner:
         return Attempt(tag, "failed", CONFLICT, note)
     return Attempt(tag, failed.state, failed.reason, note)
-
-
-def merge_xors(into: dict[str, int], items: Iterable[tuple[str, int]]) -> None:
-    """XOR ``(tag, value)`` pairs into ``into``."""
-    for tag, value in items:
-        into[tag] = into.get(tag, 0) ^ value
