@@ -105,9 +105,7 @@ def test_failed_files_on_sum_chains_are_replayed_and_counted_once(
     spark: Any, api: str, sum_config: AckConfig, tmp_path: Path
 ) -> None:
     files = corpus_files()
-    report = run_wordcount(
-        spark, find_inputs([CORPUS]), tmp_path, sum_config, api=api, fail_rate=0.2, seed=7
-    )
+    report = run_wordcount(spark, find_inputs([CORPUS]), tmp_path, sum_config, api=api, fail_rate=0.2, seed=7)
     assert all(f.attempts == 2 and f.state == "acked" for f in report.files)
     assert all("InjectedFailure" in f.history[0]["reason"] for f in report.files)
     assert read_counts(tmp_path / "counts.csv") == plain_count(files)
@@ -219,7 +217,9 @@ def test_frame_chains_of_both_modes(
     assert o2.state == o3.state == "acked"
     if damage == "none":
         assert o1.state == "acked"
-        rows = {(r["order"], r["item"]): r["count"] for r in spark.read.parquet(str(tmp_path / "a1")).collect()}
+        rows = {
+            (r["order"], r["item"]): r["count"] for r in spark.read.parquet(str(tmp_path / "a1")).collect()
+        }
         assert rows == {
             ("o1", "apple"): 2,
             ("o1", "banana"): 1,
@@ -233,3 +233,28 @@ def test_frame_chains_of_both_modes(
         assert o1.state == "failed" and o1.attempts[0].reason == "still pending when its job ended"
     statuses = tracking.tracker.status_many(o.tag for o in report.outcomes if o.tag)
     assert {s.mode for s in statuses.values()} == {mode}
+
+
+@modes
+def test_frame_creates_and_stamps_as_transactions(spark: Any, moto_server: LocalDynamoDB, mode: str) -> None:
+    """``transactions=True``: each way one TransactWriteItems per 100 roots instead of a
+    request per root; the outcome is the same, and nothing is read afterwards."""
+    from pyspark.sql import functions as F
+
+    config = _config(moto_server, mode)
+    out = Path(spark.conf.get("spark.local.dir", "/tmp")) / f"txn-{unique_table('out')}"
+
+    def job(attempt: FrameAttempt) -> Any:
+        frame = attempt.start(spark.createDataFrame(ORDERS, "order string, items string"), "order")
+        items = frame.explode(F.split("items", " "), "item")
+        return items.group_by("order", "item").count().write(out / f"a{attempt.number}")
+
+    tracking = FrameTracking(spark, config, transactions=True)
+    report = tracking.run(["o1", "o2", "o3", "o4"], lambda k: k, job, max_attempts=1)
+    assert [o.state for o in report.outcomes] == ["acked"] * 4
+    assert report.counters["requests.TransactWriteItems"] == 2
+    assert report.counters["requests.PutItem"] + report.counters["requests.UpdateItem"] == 0
+    # No read at all: the creates cached each chain's value, the stamps returned acked.
+    assert report.counters["requests.BatchGetItem"] == 0
+    statuses = tracking.tracker.status_many(o.tag for o in report.outcomes if o.tag)
+    assert all(s.state == "acked" and s.mode == mode for s in statuses.values())

@@ -557,6 +557,7 @@ class FrameAttempt:
             owner=self.tracking.tags.owner,
             threads=self.tracking.threads,
             known=self.known,
+            transactions=self.tracking.transactions,
         )
         self.tracking.counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
         self.tracking.counts.update(counts)
@@ -595,6 +596,12 @@ class FrameTracking:
     :param after_flush: a test hook (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`)
         called as ``hook("read", partition)`` after a read task produced its rows and
         ``hook("write", partition)`` after a sink task's part is durable.
+    :param transactions: send the creates and the stamps as ``create_many`` /
+        ``stamp_many`` (TransactWriteItems of up to 100 chains: one request per 100
+        roots each way instead of one per root, at twice the write units on DynamoDB;
+        the tracker must have those methods). Off by default: on moto a transaction
+        copies the table per item (slower than single writes); measure on your backend
+        (``benchmarks/driver_requests.py``).
     """
 
     def __init__(
@@ -608,8 +615,10 @@ class FrameTracking:
         threads: int = DRIVER_THREADS,
         parallelism: int | None = None,
         after_flush: Callable[[str, int], None] | None = None,
+        transactions: bool = False,
     ) -> None:
         self.spark = spark
+        self.transactions = transactions
         self.after_flush = after_flush
         self.config = config
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
@@ -718,6 +727,7 @@ class FrameTracking:
                 f"{self.tags.owner}.{attempt}/create",
                 owner=self.tags.owner,
                 threads=self.threads,
+                transactions=self.transactions,
             )
         finally:
             self.counts["time_ms.creates"] += round(1000 * (time.perf_counter() - clock))
