@@ -29,12 +29,14 @@ from .frame import (
 )
 from .outcomes import Attempt, PermanentFailure, RootOutcome, RunObserver, RunReport
 from .sink import CsvPartitionWriter, S3PartitionWriter, read_csv_parts, read_s3_parts
+from .streaming import BatchReport, StreamTracking, stream_tag
 from .tags import TagScheme, escape_key, unescape_key
 from .tracked import PartitionWriter, Stream, TrackedRDD, UntrackedRDD
 
 __all__ = [
     "Anchors",
     "Attempt",
+    "BatchReport",
     "Noted",
     "CsvPartitionWriter",
     "DieOnFirstAttempt",
@@ -48,6 +50,7 @@ __all__ = [
     "RunSpec",
     "S3PartitionWriter",
     "Stream",
+    "StreamTracking",
     "TagScheme",
     "TrackedFrame",
     "TrackedRDD",
@@ -62,5 +65,6 @@ __all__ = [
     "new_run_id",
     "read_csv_parts",
     "read_s3_parts",
+    "stream_tag",
     "unescape_key",
 ]
