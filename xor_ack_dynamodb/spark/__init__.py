@@ -32,6 +32,7 @@ from .sink import CsvPartitionWriter, S3PartitionWriter, read_csv_parts, read_s3
 from .streaming import BatchReport, StreamTracking, stream_tag
 from .tags import TagScheme, escape_key, unescape_key
 from .tracked import PartitionWriter, Stream, TrackedRDD, UntrackedRDD
+from .upstream import Handed, check_handed, handed_from_rows, run_handed_frames, run_handed_rdd
 
 __all__ = [
     "Anchors",
@@ -42,6 +43,7 @@ __all__ = [
     "DieOnFirstAttempt",
     "FrameAttempt",
     "FrameTracking",
+    "Handed",
     "PartitionWriter",
     "PermanentFailure",
     "RootOutcome",
@@ -59,12 +61,16 @@ __all__ = [
     "UntrackedFrame",
     "UntrackedRDD",
     "WriteResult",
+    "check_handed",
     "check_roots",
     "escape_key",
     "executor_tracker",
+    "handed_from_rows",
     "new_run_id",
     "read_csv_parts",
     "read_s3_parts",
+    "run_handed_frames",
+    "run_handed_rdd",
     "stream_tag",
     "unescape_key",
 ]
