@@ -134,6 +134,14 @@ def test_handed_chains_completed_by_a_dataframe_job(spark: Any, config: AckConfi
         return words.group_by("word").count().write(tmp_path / "out", tag_column="chain")
 
     report = run_handed_frames(tracking, handed, job)
+    # The same edge handed again to another job (a redelivered message): the chain
+    # knows the stamp that finished it (op id of the edge) and refuses another.
+    version = up.tracker.status("up/b").version
+    again = run_handed_frames(FrameTracking(spark, config), [h for h in handed if h.tag == "up/b"], job)
+    assert [(o.state, o.attempts[-1].reason) for o in again.outcomes] == [
+        ("refused", "not adopted: this edge was already finished by another job")
+    ]
+    assert up.tracker.status("up/b").version == version
     _check(up, report, untouched)
     written = sorted(
         (r["chain"], r["word"], r["count"]) for r in spark.read.parquet(str(tmp_path / "out")).collect()

@@ -53,9 +53,15 @@ chain ended, or whose tag holds a chain of another owner, is *refused*: nothing 
 sent to its chain, it is reported, and its rows (written like the others) are not
 among the acked rows (:meth:`StreamTracking.acked_rows`).
 
+A key whose chain expired (an open root that waited longer than its ttl) is refused
+too, not created afresh (a create would overwrite the expired chain): it is listed by
+:meth:`StreamTracking.replayable`. Once a finished chain is purged (its retention
+passed) the key starts a new chain.
+
 Requests per root that opens and closes in one batch: one create and one stamp (two
-writes; the stamp reads the chain first), plus one ``BatchGetItem`` per 100 roots to
-report. A continued root costs a refused create (``TagExists``) and a stamp more.
+writes; the tracker knows the value it created, so the stamp needs no read), plus two
+``BatchGetItem`` per 100 roots per batch (before: expired chains; after: the report).
+A continued root costs a refused create (``TagExists``), a read and a stamp more.
 """
 
 from __future__ import annotations
@@ -329,8 +335,13 @@ class StreamTracking:
         started and, for the others, why not."""
         tracker = self.tracker
         prefix = f"{self.stream_id}/{batch_id}"
+        # A chain that expired waiting for its key's next rows must not be revived by a
+        # create (which overwrites an expired chain): it is refused and replayable.
+        expired = {t for t, s in tracker.status_many(sorted(edges)).items() if s.state == "expired"}
 
         def one(tag: str) -> tuple[str, str | None]:
+            if tag in expired:
+                return tag, f"{ENDED} (expired)"
             root, carry = edges[tag], carries[tag]
             fresh = root if tag in closing else root ^ carry
             try:

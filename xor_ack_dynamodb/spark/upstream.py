@@ -47,15 +47,25 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..core.factory import MAX_OWNER
-from ..errors import InvalidConfig, NotOwner, TagAcked, TagExpired, TagFailed, TagNotFound, XorAckError
+from ..errors import (
+    InvalidConfig,
+    NotOwner,
+    OpIdReused,
+    TagAcked,
+    TagExpired,
+    TagFailed,
+    TagNotFound,
+    XorAckError,
+)
+from ..serverless.edges import op_id as edge_op_id
 from ..stamps import check_tag
-from .executor import Ledger, RunSpec
+from .executor import RunSpec, executor_tracker, report, report_conflict, snapshot
 from .outcomes import CONFLICT, Attempt, Chains, RootOutcome, RunReport, _pool_map, apply_acks
 from .tracked import TrackedRDD
 
@@ -73,6 +83,7 @@ __all__ = [
     "refuse_unhanded",
     "run_handed_frames",
     "run_handed_rdd",
+    "stamp_handed",
     "REFUSED",
 ]
 
@@ -191,26 +202,24 @@ def refuse_unhanded(tracker: Chains, handed: Sequence[Handed]) -> dict[str, Atte
     return refused
 
 
-def _stamp_owned(
-    tracker: Chains,
-    values: Mapping[str, bytes],
-    owners: Mapping[str, str],
-    op_prefix: str,
-    threads: int,
-) -> dict[str, str | None]:
-    """Stamp each chain ``tag -> value`` naming its owner (op id ``<op_prefix>/<tag>``);
-    tag -> None when applied, else why not."""
-
-    def one(tag: str) -> tuple[str, str | None]:
-        try:
-            tracker.stamp(tag, values[tag], op_id=f"{op_prefix}/{tag}", owner=owners[tag])
-        except NotOwner:
-            return tag, CONFLICT
-        except (TagAcked, TagFailed, TagExpired, TagNotFound) as exc:
-            return tag, f"not adopted: the chain is already {exc.code}"
-        return tag, None
-
-    return dict(_pool_map(threads, one, sorted(values)))
+def stamp_handed(tracker: Chains, item: Handed, started: int) -> str | None:
+    """The stamp that continues a handed chain: finish ``item.edge``, start ``started``
+    (an int as wide as the edge), naming the chain's owner. Its op id is the one the
+    serverless side uses for the stamp that finishes an edge (``edge:<hex>``), so a
+    copy of the same hand-over (a redelivered message, a retried task) is a duplicate,
+    and the same edge handed to a second job (which would start other edges) is refused
+    by the chain (``OpIdReused``) instead of being finished twice. Returns None when
+    applied, else why not (nothing was written)."""
+    value = (int.from_bytes(item.edge, "big") ^ started).to_bytes(len(item.edge), "big")
+    try:
+        tracker.stamp(item.tag, value, op_id=edge_op_id(item.edge), owner=item.owner)
+    except NotOwner:
+        return f"not adopted: {CONFLICT} (another owner)"
+    except OpIdReused:
+        return "not adopted: this edge was already finished by another job"
+    except (TagAcked, TagFailed, TagExpired, TagNotFound) as exc:
+        return f"not adopted: the chain is already {exc.code}"
+    return None
 
 
 def _finish(
@@ -271,7 +280,6 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
     tracker = tracking.tracker
     refused = refuse_unhanded(tracker, handed)
     accepted = [h for h in handed if h.tag not in refused]
-    tags = [h.tag for h in accepted]
     owners = {h.tag: h.owner for h in accepted}
     widths = {h.tag: len(h.edge) for h in accepted}
     internal = {h.tag: tracking.edges.root(f"handed/{h.tag}") for h in accepted}
@@ -282,11 +290,11 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
     reasons: dict[str, str] = {}
 
     def start() -> tuple[set[str], dict[str, str]]:
-        values = {
-            h.tag: (int.from_bytes(h.edge, "big") ^ internal[h.tag]).to_bytes(len(h.edge), "big")
-            for h in accepted
-        }
-        outcome = _stamp_owned(tracker, values, owners, f"{prefix}/start", tracking.threads)
+        outcome = dict(
+            _pool_map(
+                tracking.threads, lambda h: (h.tag, stamp_handed(tracker, h, internal[h.tag])), accepted
+            )
+        )
         return {t for t, why in outcome.items() if why is None}, {t: w for t, w in outcome.items() if w}
 
     def commit(starting: Future[tuple[set[str], dict[str, str]]], sums: Any, ledger: str) -> Counter[str]:
@@ -318,31 +326,35 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
         return counts
 
     if accepted:
-        with ThreadPoolExecutor(1, thread_name_prefix="xor-ack-handed") as background:
-            starting = background.submit(start)
+        # Started before the job (not in the background as a run's creates are): a
+        # chain that refuses the hand-over is left out of the job, so none of its rows
+        # is processed or written.
+        started, not_started = start()
+        for tag, why in not_started.items():
+            results[tag] = Attempt(tag, REFUSED, why)
+        going = [h for h in accepted if h.tag in started]
+        ready: Future[tuple[set[str], dict[str, str]]] = Future()
+        ready.set_result((started, not_started))
+        if going:
             attempt = FrameAttempt(
                 tracking,
                 1,
-                [h.key for h in accepted],
-                tags,
-                tags,
-                internal,
-                starting,
-                on_commit=partial(commit, starting),
+                [h.key for h in going],
+                [h.tag for h in going],
+                [h.tag for h in going],
+                {h.tag: internal[h.tag] for h in going},
+                ready,
+                on_commit=partial(commit, ready),
             )
             try:
                 job(attempt)
             except XorAckError:
-                started, _ = starting.result()
-                _finish(tracker, [h for h in accepted if h.tag in started], set(), {})
+                _finish(tracker, going, set(), {})
                 raise
             except Exception as exc:  # the Spark job was aborted: no commit, no stamp
                 log.warning("handed chains: the job failed: %s", _job_error(exc))
                 errors.append(_job_error(exc))
-            started, not_started = starting.result()
-        for tag, why in not_started.items():
-            results[tag] = Attempt(tag, REFUSED, why)
-        results.update(_finish(tracker, [h for h in accepted if h.tag in started], done, reasons))
+            results.update(_finish(tracker, going, done, reasons))
     return _report(handed, results, tracking.requests(), errors)
 
 
@@ -350,17 +362,26 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
 
 
 def handed_partition(spec: RunSpec, step: str, index: int, items: Iterable[Handed]) -> Iterator[Any]:
-    """The first step over handed roots: per chain, one stamp that finishes the handed
-    edge and starts the root record's edge (``e ^ child``, derived from the run's key and
-    the tag, so a retried task sends the same stamp under the same op id)."""
-    ledger = Ledger(spec, step, index)
-    out = []
+    """The first step over handed roots: per chain, :func:`stamp_handed` finishes the
+    handed edge and starts the root record's edge (derived from the run's key and the
+    tag, so a retried task sends the same stamp under the same op id: a duplicate). A
+    chain that refuses it is reported to the driver and its root is dropped."""
+    tracker = executor_tracker(spec.config)
+    before = snapshot(tracker)
+    counts: Counter[str] = Counter()
     for item in items:
         child = spec.edges.root(f"handed/{item.tag}")
-        ledger.ack_one(item.tag, int.from_bytes(item.edge, "big") ^ child)
-        out.append((item.key, item.tag, child))
-    ledger.flush()
-    yield from out
+        why = stamp_handed(tracker, item, child)
+        if why is not None:
+            log.warning("handed chain %s: %s", item.tag, why)
+            report_conflict(spec, item.tag)
+            counts["handed_refused"] += 1
+            continue
+        counts["stamps"] += 1
+        yield item.key, item.tag, child
+    report(spec, tracker, before, counts)
+    if spec.after_flush is not None:
+        spec.after_flush(step, index)
 
 
 def run_handed_rdd(
@@ -419,5 +440,8 @@ def run_handed_rdd(
             errors.append(_job_error(exc))
             done = set()
             reasons = {h.tag: f"the job failed: {_job_error(exc)}" for h in accepted}
-        results.update(_finish(tracker, accepted, done, reasons))
+        conflicts = tracking._conflicts()
+        for tag in sorted(conflicts & done):
+            results[tag] = Attempt(tag, REFUSED, "not adopted: the chain refused the handed edge")
+        results.update(_finish(tracker, [h for h in accepted if h.tag not in conflicts], done, reasons))
     return _report(handed, results, tracking.requests(), errors)
