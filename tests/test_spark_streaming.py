@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +218,63 @@ def test_bad_arguments_are_refused_before_anything_runs(config: AckConfig, tmp_p
     with pytest.raises(InvalidConfig):
         StreamTracking(config, _job, stream_id="s", location=tmp_path, key="path", format="orc")
     assert BatchReport.from_json(BatchReport(3, {"k": "t"}, acked=["k"]).to_json()).acked == ["k"]
+
+
+#: What a Connect session sets in os.environ for the whole process (see
+#: tests/test_spark_connect.py); restored afterwards so classic modules still work.
+_CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+
+
+@pytest.fixture(scope="module")
+def remote(connect_url: str) -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    before = {name: os.environ.get(name) for name in _CONNECT_ENV}
+    session = SparkSession.builder.remote(connect_url).create()
+    try:
+        yield session
+    finally:
+        session.stop()
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def test_streaming_under_spark_connect(remote: Any, config: AckConfig, tmp_path: Path) -> None:
+    """The same query through Spark Connect: the batch function is pickled to the server
+    and runs there (its own tracker, from the picklable config); the client reads the
+    batch reports from the shared location. A batch whose sink fails is re-run from the
+    checkpoint and acked once."""
+    from pyspark.errors import StreamingQueryException
+
+    inbox, checkpoint, out = tmp_path / "inbox", tmp_path / "checkpoint", tmp_path / "out"
+    inbox.mkdir()
+    files = _files(3)
+    clock = time.time() - 100
+    for i, (name, lines) in enumerate(files.items()):
+        _land(inbox, name, lines, clock + i)
+
+    def job(frame: TrackedFrame, batch_id: int) -> TrackedFrame:  # local: pickled by value
+        return frame.select("path", "value")
+
+    def fail_every_sink_task(step: str, partition: int) -> None:
+        if step == "write":
+            raise RuntimeError(f"injected sink failure in partition {partition}")
+
+    def tracking(**options: Any) -> StreamTracking:
+        return StreamTracking(config, job, stream_id="connect", location=out, key="path", **options)
+
+    with pytest.raises(StreamingQueryException, match="injected sink failure"):
+        _query(remote, inbox, checkpoint, tracking(after_flush=fail_every_sink_task)).awaitTermination()
+    again = tracking()
+    _query(remote, inbox, checkpoint, again).awaitTermination()
+    reports = again.reports()
+    assert [r.batch_id for r in reports] == [0, 1]
+    assert sorted(Path(k).name for r in reports for k in r.acked) == sorted(files)
+    statuses = config.connect().status_many(again.tag(k) for r in reports for k in r.acked)
+    assert {(s.state, s.version) for s in statuses.values()} == {("acked", 2)}
+    rows = remote.read.parquet(str(out / "batch-*")).collect()
+    written = Counter((Path(r["path"]).name, r["value"]) for r in rows)
+    assert written == Counter((name, line) for name, lines in files.items() for line in lines)
