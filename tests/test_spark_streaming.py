@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import unique_table
+from conftest import Clock, unique_table
 
-from xor_ack_dynamodb import AckConfig, LocalDynamoDB
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
 from xor_ack_dynamodb.spark import BatchReport, StreamTracking, TrackedFrame
 
@@ -208,6 +208,58 @@ def test_a_root_spans_batches_until_a_row_closes_it(spark: Any, config: AckConfi
         ("o2", "b"),
         ("o2", "d"),
     ]
+
+
+def test_an_open_root_whose_chain_expired_is_refused_and_replayable(
+    spark: Any, config: AckConfig, tmp_path: Path
+) -> None:
+    """Chains with a 60 s ttl on a tracker whose clock jumps 120 s after batch 0, so o1
+    (open in batch 0) has expired when batch 1 brings its closing row: the chain is not
+    revived (a create would overwrite an expired chain), the key is refused and listed
+    for replay."""
+    inbox, out = tmp_path / "inbox", tmp_path / "out"
+    inbox.mkdir()
+    clock = time.time() - 100
+    for i, text in enumerate(['{"order": "o1", "last": false}', '{"order": "o1", "last": true}']):
+        temp = tmp_path / f".b{i}.json"
+        temp.write_text(text + "\n")
+        os.utime(temp, (clock + i, clock + i))
+        temp.replace(inbox / f"b{i}.json")
+    now = Clock()
+    tracker = XorAckDynamoDB(config.table, client=config.connect().client, ttl=60, clock=now)
+
+    def wait_after_batch_0(batch_id: int, phase: str) -> None:
+        if (batch_id, phase) == (0, "stamped"):
+            now.advance(120)
+
+    tracking = StreamTracking(
+        config,
+        lambda frame, batch_id: frame.select("order"),
+        stream_id="expiring",
+        location=out,
+        key="order",
+        closes="last",
+        tracker=tracker,
+        hook=wait_after_batch_0,
+    )
+    stream = (
+        spark.readStream.schema("order string, last boolean").option("maxFilesPerTrigger", 1).json(str(inbox))
+    )
+    query = (
+        stream.writeStream.foreachBatch(tracking)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    reports = tracking.reports()
+    assert [(r.pending, r.acked, r.refused) for r in reports] == [
+        (["o1"], [], {}),
+        ([], [], {"o1": "the chain of this key already ended (expired)"}),
+    ]
+    status = tracker.status(tracking.tag("o1"))
+    assert (status.state, status.version) == ("expired", 2)  # create + batch 0's stamp, nothing since
+    assert [(a.note, a.state) for a in tracking.replayable()] == [("o1", "expired")]
 
 
 def test_bad_arguments_are_refused_before_anything_runs(config: AckConfig, tmp_path: Path) -> None:
