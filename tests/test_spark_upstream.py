@@ -183,12 +183,22 @@ def test_handed_chains_completed_by_an_rdd_job(spark: Any, config: AckConfig, tm
         )
 
     report = run_handed_rdd(tracking, handed, job)
-    _check(up, report, untouched)
+    # Only the continued chains' records are processed.
     assert sorted((r["word"], int(r["count"])) for r in read_csv_parts(out)) == [
         ("apple", 2),
         ("banana", 1),
         ("cherry", 1),
     ]
+    # up/b handed again to another run (a redelivery): its stamp is refused by the chain
+    # on the executor (the edge's op id came with another value), the root is dropped.
+    version = up.tracker.status("up/b").version
+    other = Tracking(spark.sparkContext, config, edge_size=16)
+    again = run_handed_rdd(other, [h for h in handed if h.tag == "up/b"], job)
+    assert [(o.state, o.attempts[-1].reason) for o in again.outcomes] == [
+        ("refused", "not adopted: the chain refused the handed edge")
+    ]
+    assert up.tracker.status("up/b").version == version
+    _check(up, report, untouched)
 
 
 def test_an_aborted_job_fails_the_handed_chains(spark: Any, config: AckConfig, tmp_path: Path) -> None:
