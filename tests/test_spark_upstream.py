@@ -150,6 +150,7 @@ def test_handed_chains_completed_by_a_dataframe_job(spark: Any, config: AckConfi
     assert written == [("up/a", "apple", 2), ("up/a", "banana", 1), ("up/b", "cherry", 1)]
     # Two writes per continued chain (finish the handed edge + start the job's, then the
     # commit's XOR), one read for all to refuse, one to report.
+    print(f"\nhanded, DataFrame path: {len(handed)} handed, 3 continued: {dict(report.counters)}")
     assert report.counters["requests.PutItem"] == 6
     assert report.counters["requests.BatchGetItem"] == 2
 

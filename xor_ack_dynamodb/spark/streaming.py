@@ -47,8 +47,11 @@ failed run left instead of adding to it.
 Spark Connect, where the batch function runs in the server) and
 :meth:`StreamTracking.replayable` lists the roots whose chains failed or expired.
 
-A chain still pending after its closing batch was written can no longer complete: it is
-failed (so no late write acks it) and listed for replay. A key seen again after its
+A batch that fails (its job, its write, or anything after) leaves the chains it started
+pending: the re-run of the same batch completes them (if the query is never restarted
+they expire and are listed for replay). A chain still pending after its closing batch
+was written can no longer complete: it is failed (so no late write acks it) and listed
+for replay. A key seen again after its
 chain ended, or whose tag holds a chain of another owner, is *refused*: nothing is
 sent to its chain, it is reported, and its rows (written like the others) are not
 among the acked rows (:meth:`StreamTracking.acked_rows`).
@@ -271,6 +274,9 @@ class StreamTracking:
         keys = sorted(row[_KEY] for row in found)
         closing = {row[_KEY] for row in found if row[_CLOSES]}
         report = BatchReport(batch_id, {k: self.tag(k) for k in keys})
+        if not keys:  # nothing to track or write
+            self._save(report)
+            return
         tracking = FrameTracking(
             spark,
             self.config,
@@ -313,11 +319,7 @@ class StreamTracking:
         report.counts = dict(counts)
         if self.hook is not None:
             self.hook(batch_id, "stamped")
-        path = self._report_path(batch_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_suffix(".tmp")
-        temp.write_text(report.to_json(), encoding="utf-8")
-        temp.replace(path)
+        self._save(report)
         log.info(
             "stream %s batch %d: %d acked, %d pending, %d failed, %d refused",
             self.stream_id,
@@ -327,6 +329,14 @@ class StreamTracking:
             len(report.failed),
             len(report.refused),
         )
+
+    def _save(self, report: BatchReport) -> None:
+        """Write the batch's report atomically (a re-run batch replaces it)."""
+        path = self._report_path(report.batch_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_suffix(".tmp")
+        temp.write_text(report.to_json(), encoding="utf-8")
+        temp.replace(path)
 
     def _start(
         self, batch_id: int, edges: dict[str, int], carries: dict[str, int], closing: set[str]
