@@ -184,6 +184,7 @@ def test_handed_chains_completed_by_an_rdd_job(spark: Any, config: AckConfig, tm
         )
 
     report = run_handed_rdd(tracking, handed, job)
+    print(f"\nhanded, RDD path: {len(handed)} handed, 3 continued: {dict(report.counters)}")
     # Only the continued chains' records are processed.
     assert sorted((r["word"], int(r["count"])) for r in read_csv_parts(out)) == [
         ("apple", 2),
