@@ -262,6 +262,33 @@ def test_an_open_root_whose_chain_expired_is_refused_and_replayable(
     assert [(a.note, a.state) for a in tracking.replayable()] == [("o1", "expired")]
 
 
+def test_a_batch_with_unkeyed_rows_is_refused_before_any_request(
+    spark: Any, config: AckConfig, tmp_path: Path
+) -> None:
+    """The batch function called directly on a plain DataFrame (what foreachBatch does):
+    a row without a key raises before any request; a job that returns something other
+    than a TrackedFrame raises before anything is written."""
+    tracker = config.connect()
+    tracking = StreamTracking(
+        config, _job, stream_id="bad", location=tmp_path / "out", key="path", tracker=tracker
+    )
+    rows = spark.createDataFrame([("a", "x"), (None, "y")], "path string, value string")
+    with pytest.raises(InvalidConfig, match="without a key"):
+        tracking(rows, 0)
+    assert tracker.stats.snapshot().get("requests", 0) == 0
+    wrong = StreamTracking(
+        config,
+        lambda frame, b: frame.df,
+        stream_id="bad",
+        location=tmp_path / "out",
+        key="path",
+        tracker=tracker,
+    )
+    with pytest.raises(InvalidConfig, match="must return a TrackedFrame"):
+        wrong(rows.where("path is not null"), 1)
+    assert not (tmp_path / "out" / "batch-00000001").exists()
+
+
 def test_bad_arguments_are_refused_before_anything_runs(config: AckConfig, tmp_path: Path) -> None:
     with pytest.raises(InvalidConfig):
         StreamTracking(config, _job, stream_id="", location=tmp_path, key="path")

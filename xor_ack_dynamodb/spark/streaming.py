@@ -306,6 +306,10 @@ class StreamTracking:
                 on_commit=lambda sums, ledger: self._ack(batch_id, starting, sums, counts),
             )
             frame = self.job(attempt.start(df, self.key), batch_id)
+            if not isinstance(frame, TrackedFrame):
+                raise InvalidConfig(
+                    f"the stream's job must return a TrackedFrame, not {type(frame).__name__}"
+                )
             out = self.batch_location(batch_id)
             shutil.rmtree(out, ignore_errors=True)  # a re-run replaces what a failed run left
             result = frame.write(out, format=self.format)
@@ -465,6 +469,9 @@ class StreamTracking:
         tags = sorted({t for b in self.reports() for k, t in b.tags.items() if k not in b.refused})
         found = self.tracker.status_many(tags) if tags else {}
         acked = [(t,) for t, s in found.items() if s.state == "acked" and s.owner == self.owner]
-        written = spark.read.format(self.format).load(str(self.location / "batch-*"))
+        reader = spark.read.format(self.format)
+        if self.format == "csv":
+            reader = reader.option("header", "true")
+        written = reader.load(str(self.location / "batch-*"))
         keep = spark.createDataFrame(acked, f"{tag_column} string")
         return written.join(F.broadcast(keep), on=tag_column, how="left_semi")
