@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import Clock, unique_table
+from spark_helpers import remote_session
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
@@ -299,26 +300,10 @@ def test_bad_arguments_are_refused_before_anything_runs(config: AckConfig, tmp_p
     assert BatchReport.from_json(BatchReport(3, {"k": "t"}, acked=["k"]).to_json()).acked == ["k"]
 
 
-#: What a Connect session sets in os.environ for the whole process (see
-#: tests/test_spark_connect.py); restored afterwards so classic modules still work.
-_CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
-
-
 @pytest.fixture(scope="module")
 def remote(connect_url: str) -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    before = {name: os.environ.get(name) for name in _CONNECT_ENV}
-    session = SparkSession.builder.remote(connect_url).create()
-    try:
+    with remote_session(connect_url) as session:
         yield session
-    finally:
-        session.stop()
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def test_streaming_under_spark_connect(remote: Any, config: AckConfig, tmp_path: Path) -> None:

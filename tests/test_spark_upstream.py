@@ -9,11 +9,13 @@ from __future__ import annotations
 import operator
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import unique_table
+from spark_helpers import remote_session
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
@@ -242,3 +244,40 @@ def test_bad_handed_input_is_refused_before_any_request(spark: Any, config: AckC
         handed_from_rows(rows)
     envelope = Envelope(tag="t", edge=b"\x05" * 16, owner=OWNER, mode="xor")
     assert Handed.from_envelope(envelope, root="s3://in/a") == Handed("t", b"\x05" * 16, OWNER, "s3://in/a")
+
+
+@pytest.fixture(scope="module")
+def remote(connect_url: str) -> Iterator[Any]:
+    with remote_session(connect_url) as session:
+        yield session
+
+
+def test_handed_chains_completed_under_spark_connect(remote: Any, config: AckConfig, tmp_path: Path) -> None:
+    """The DataFrame path through Spark Connect: the client reads the hand-over rows,
+    refuses and continues chains, the server runs the job."""
+    from pyspark.sql import functions as F
+
+    up = Upstream(config)
+    up.hand("up/a", ["apple banana", "apple"])
+    up.hand("up/b", ["cherry"], keep_one=True)
+    done = up.hand("up/acked", ["y"])
+    up.tracker.stamp("up/acked", done, owner=OWNER)
+    rows = up.frame(remote)
+    tracking = FrameTracking(remote, config)
+
+    def job(attempt: Any) -> Any:
+        frame = attempt.start(rows, "xor_ack_tag").select("xor_ack_tag", "item")
+        words = frame.explode(F.split("item", " "), "word")
+        return words.group_by("word").count().write(tmp_path / "out", tag_column="chain")
+
+    report = run_handed_frames(tracking, handed_from_rows(rows), job)
+    assert {o.key: o.state for o in report.outcomes} == {
+        "up/a": "acked",
+        "up/b": "pending",
+        "up/acked": "refused",
+    }
+    assert up.tracker.stamp("up/b", up.kept["up/b"], owner=OWNER).acked
+    written = sorted(
+        (r["chain"], r["word"], r["count"]) for r in remote.read.parquet(str(tmp_path / "out")).collect()
+    )
+    assert written == [("up/a", "apple", 2), ("up/a", "banana", 1), ("up/b", "cherry", 1)]
