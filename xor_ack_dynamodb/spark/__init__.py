@@ -12,6 +12,13 @@ Two APIs over the same chains:
   JVM (``select``, ``with_column``, ``explode``, ``where``, ``group_by().agg()``,
   ``join``) and ``write`` acks what its committed output holds.
 
+- **Structured Streaming**: :class:`StreamTracking` is a ``foreachBatch`` function:
+  chains per stable key across micro-batches, a re-run batch applied once
+  (:mod:`.streaming`).
+- **Chains started upstream**: :class:`Handed` roots (a chain's tag, the edge to
+  finish, its owner) continued and completed by :func:`run_handed_frames` and
+  :func:`run_handed_rdd`, never adopted (:mod:`.upstream`).
+
 See ``docs/spark.md`` for how the bookkeeping stays exact under task retries. Needs the
 ``spark`` extra (``pip install 'xor-ack-dynamodb[spark]'``).
 """
