@@ -290,6 +290,32 @@ def test_a_batch_with_unkeyed_rows_is_refused_before_any_request(
     assert not (tmp_path / "out" / "batch-00000001").exists()
 
 
+def test_a_rerun_batch_that_differs_is_refused_not_applied(
+    spark: Any, config: AckConfig, tmp_path: Path
+) -> None:
+    """Batch 0 run twice on different rows (a non-deterministic source): in the re-run the
+    key closes, so its create would carry another value under the same op id; the chain
+    refuses it (OpIdReused) and the key is reported refused. Called directly, as
+    foreachBatch would."""
+    from xor_ack_dynamodb.spark.streaming import DIFFERS
+
+    tracking = StreamTracking(
+        config,
+        lambda frame, b: frame.select("k", "v"),
+        stream_id="nd",
+        location=tmp_path,
+        key="k",
+        closes="last",
+    )
+    schema = "k string, v string, last boolean"
+    tracking(spark.createDataFrame([("k1", "a", False)], schema), 0)
+    assert tracking.reports()[0].pending == ["k1"]
+    tracking(spark.createDataFrame([("k1", "a", True)], schema), 0)
+    assert tracking.reports()[0].refused == {"k1": DIFFERS}
+    status = config.connect().status(tracking.tag("k1"))
+    assert (status.state, status.version) == ("pending", 2)  # as the first run left it
+
+
 def test_bad_arguments_are_refused_before_anything_runs(config: AckConfig, tmp_path: Path) -> None:
     with pytest.raises(InvalidConfig):
         StreamTracking(config, _job, stream_id="", location=tmp_path, key="path")

@@ -84,6 +84,7 @@ from ..core.factory import MAX_OWNER
 from ..errors import (
     InvalidConfig,
     NotOwner,
+    OpIdReused,
     TagAcked,
     TagExists,
     TagExpired,
@@ -118,6 +119,10 @@ _KEY = "_xa_stream_key"
 _CLOSES = "_xa_stream_closes"
 #: Why a root's chain was not continued.
 ENDED = "the chain of this key already ended"
+#: Why a re-run batch's root was refused: its first run sent another value under the
+#: same op id (the key closed in one run and not in the other: the source gave the
+#: batch other rows). Its chain is left as the first run made it (it expires).
+DIFFERS = "the re-run batch differs from its first run for this key (a non-deterministic source?)"
 
 
 def _escape(text: str) -> str:
@@ -365,11 +370,15 @@ class StreamTracking:
                 return tag, None
             except TagExists:
                 pass
+            except OpIdReused:
+                return tag, DIFFERS
             more = root ^ carry if tag in closing else root
             try:
                 tracker.stamp(tag, more.to_bytes(8, "big"), op_id=f"{prefix}/start/{tag}", owner=self.owner)
             except NotOwner:
                 return tag, CONFLICT
+            except OpIdReused:
+                return tag, DIFFERS
             except (TagAcked, TagFailed, TagExpired, TagNotFound) as exc:
                 return tag, f"{ENDED} ({exc.code})"
             return tag, None
