@@ -17,19 +17,26 @@ expired), or whose owner is not the handed owner is *refused*: reported, never
 written to, and its rows are not processed. Nothing else is ever sent to a chain the
 job was not handed; the job never creates one.
 
-**DataFrame path** (:func:`run_handed_frames`): before the job runs, one stamp per
-chain finishes the handed edge ``e`` and starts the job's own root edge ``r`` (``e ^ r``,
-op id ``<run>/start/<tag>``); the job's rows carry ``r`` exactly as a chain the run
-created would (:mod:`.frame`); after the committed write one stamp per chain sends the
-XOR ``X`` the commit recorded (``X = r`` when every row was written). Two writes per
-chain, as for a chain the job creates. The driver also knows whether its part is
+**Continuing** is one stamp, :func:`stamp_handed`: it finishes the handed edge ``e``
+and starts the job's own edge (``e ^ r``) under the op id the serverless side gives the
+stamp that finishes ``e`` (``edge:<hex>``): a copy of the same hand-over is a
+duplicate; the same edge handed to a second job, which would start another ``r``, is
+refused by the chain (``OpIdReused``) and reported ``refused``.
+
+**DataFrame path** (:func:`run_handed_frames`): the continuing stamps are sent before
+the job runs (a chain that refuses leaves its rows out of the job); the job's rows
+carry ``r`` exactly as a chain the run created would (:mod:`.frame`); after the
+committed write one stamp per chain sends the XOR ``X`` the commit recorded (``X = r``
+when every row was written; op id ``<run>.1/sink/<tag>``). Two writes per chain, as for
+a chain the job creates. The driver also knows whether its part is
 complete (``X == r``, no failure): a chain still pending then waits on edges held by
 others and is reported ``pending``; a part that is not complete (a failed row, an
 aborted job) fails the chain, so that its upstream replays it.
 
-**RDD path** (:func:`run_handed_rdd`): the first step stamps, per chain and partition,
-``e ^ child`` (op id ``<run>/<step>/<partition>/<tag>``, so a retried task's stamp is a
-duplicate) and emits the root anchored to ``child``; the pipeline goes on as usual and
+**RDD path** (:func:`run_handed_rdd`): the first step sends the continuing stamp on
+the executors (``r`` is the root record's edge, derived from the run's key and the tag,
+so a retried task's stamp is a duplicate; a refused chain's root is dropped and
+reported) and emits the root anchored to ``r``; the pipeline goes on as usual and
 the sink's merged XORs are stamped by the driver. Edges must be the tracking's
 ``edge_size`` wide. After the job the driver cannot tell a chain waiting on other
 holders from one whose records were lost: it reports a pending chain ``pending``
