@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import unique_table
+from conftest import Clock, unique_table
 from spark_helpers import remote_session
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
@@ -48,19 +48,22 @@ class Upstream:
 
     def __init__(self, config: AckConfig) -> None:
         self.tracker = config.connect()
-        self.short = XorAckDynamoDB(config.table, client=self.tracker.client, ttl=1, skew=0)
+        # A tracker whose clock is an hour behind: its chains (ttl 60 s) read expired now.
+        self.past = XorAckDynamoDB(
+            config.table, client=self.tracker.client, ttl=60, clock=Clock(time.time() - 3600)
+        )
         self.rows: list[tuple[str, str, str, str]] = []
         self.kept: dict[str, bytes] = {}
 
     def hand(
-        self, tag: str, items: list[str], *, owner: str = OWNER, keep_one: bool = False, short: bool = False
+        self, tag: str, items: list[str], *, owner: str = OWNER, keep_one: bool = False, expired: bool = False
     ) -> bytes:
         """Create ``tag`` with one edge for Spark (and with ``keep_one`` a second edge the
         Lambda keeps and finishes later); hand Spark's edge in the rows."""
         edge = os.urandom(16)
         kept = os.urandom(16) if keep_one else bytes(16)
         value = bytes(a ^ b for a, b in zip(edge, kept, strict=True))
-        (self.short if short else self.tracker).create(tag, value, owner=owner)
+        (self.past if expired else self.tracker).create(tag, value, owner=owner)
         if keep_one:
             self.kept[tag] = kept
         self.rows += [(tag, edge.hex(), OWNER, item) for item in items]
@@ -73,7 +76,7 @@ class Upstream:
 
 def _setup(up: Upstream) -> dict[str, int]:
     """Every case; returns the versions of the chains that must not be touched."""
-    up.hand("up/expired", ["x"], short=True)  # a chain with a 1 s ttl
+    up.hand("up/expired", ["x"], expired=True)  # a chain whose deadline passed long ago
     up.hand("up/a", ["apple banana", "apple"])
     up.hand("up/b", ["cherry"], keep_one=True)
     up.hand("up/empty", [""])
@@ -125,10 +128,7 @@ def test_handed_chains_completed_by_a_dataframe_job(spark: Any, config: AckConfi
     rows = up.frame(spark)
     handed = handed_from_rows(rows)
     assert [h.tag for h in handed] == sorted(EXPECTED)
-    time.sleep(1.2)  # up/expired's deadline passes
-    tracking = FrameTracking(
-        spark, config, tracker=XorAckDynamoDB(config.table, client=up.tracker.client, skew=0)
-    )
+    tracking = FrameTracking(spark, config)
 
     def job(attempt: Any) -> Any:
         frame = attempt.start(rows, "xor_ack_tag").select("xor_ack_tag", "item")
@@ -165,13 +165,7 @@ def test_handed_chains_completed_by_an_rdd_job(spark: Any, config: AckConfig, tm
     for r in rows.collect():
         items.setdefault(r["xor_ack_tag"], []).append(r["item"])
     handed = [Handed(h.tag, h.edge, h.owner, root=items[h.tag]) for h in handed_from_rows(rows)]
-    time.sleep(1.2)
-    tracking = Tracking(
-        spark.sparkContext,
-        config,
-        edge_size=16,
-        tracker=XorAckDynamoDB(config.table, client=up.tracker.client, skew=0),
-    )
+    tracking = Tracking(spark.sparkContext, config, edge_size=16)
     out = tmp_path / "out"
 
     def job(started: Any, attempt: int) -> Any:
