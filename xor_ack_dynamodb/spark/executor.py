@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -146,12 +146,21 @@ class RunSpec:
     counters: Accumulator[Counter[str]]
     notes: Accumulator[Counter[str]] | None = None
     after_flush: AfterFlush | None = None
+    #: The owners of chains this run was handed (tag -> owner, see :mod:`.upstream`);
+    #: every other chain is the run's own.
+    owners: Mapping[str, str] | None = None
     #: How anchors combine and stamps are sent (xor or sum chains).
     group: Group = Group("xor")
 
     @property
     def edge_size(self) -> int:
         return self.edges.size
+
+    def owner(self, tag: str) -> str:
+        """Who chain ``tag`` belongs to: named in every request sent to it."""
+        if self.owners is not None and tag in self.owners:
+            return self.owners[tag]
+        return self.tags.owner
 
     def tag(self, key: Any) -> str:
         return self.tags.tag(key, self.attempt)
@@ -264,7 +273,7 @@ class Ledger:
                     tag,
                     group.value(value or root),
                     op_id=self.op_id(tag) + "/create",
-                    owner=self.spec.tags.owner,
+                    owner=self.spec.owner(tag),
                 )
             except TagExists:
                 # Another writer's chain (the tracker remembers a create's op id for the
@@ -278,7 +287,7 @@ class Ledger:
                 pending = group.finished(root)
         if tag in self.failed:
             try:
-                tracker.fail(tag, reason=self.failed[tag], owner=self.spec.tags.owner)
+                tracker.fail(tag, reason=self.failed[tag], owner=self.spec.owner(tag))
                 counts["chains_failed"] += 1
             except NotOwner:
                 report_conflict(self.spec, tag)
@@ -292,7 +301,7 @@ class Ledger:
             return counts
         try:
             result = tracker.stamp(
-                tag, group.value(pending), op_id=self.op_id(tag), owner=self.spec.tags.owner
+                tag, group.value(pending), op_id=self.op_id(tag), owner=self.spec.owner(tag)
             )
             counts["stamps"] += 1
             counts["chains_acked"] += result.acked

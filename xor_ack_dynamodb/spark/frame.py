@@ -412,7 +412,16 @@ class FrameAttempt:
         tags: Sequence[str],
         edges: dict[str, int],
         creating: Future[tuple[set[str], dict[str, str]]],
+        *,
+        ledger: str | None = None,
+        on_commit: Callable[[ChainSums, str], Counter[str]] | None = None,
     ) -> None:
+        """``ledger`` fixes the ledger's file name (default: a fresh random name) and
+        ``on_commit(sums, ledger)`` replaces the default acking of the committed sums
+        (hooks for :mod:`.streaming` and :mod:`.upstream`, whose chains are named,
+        owned and stamped under op ids of their own)."""
+        self._ledger = ledger
+        self._on_commit = on_commit
         self.tracking = tracking
         self.number = number
         self.roots = list(roots)
@@ -473,6 +482,7 @@ class FrameAttempt:
         of one of this attempt's roots (the roots' keys must be ``str``); other rows are
         left out. See the module doc for how the rows are balanced."""
         from pyspark.sql import functions as F
+        from pyspark.sql.types import StructField, StructType
 
         if set(df.columns) & set(TRACKING):
             raise InvalidConfig("the DataFrame already has tracking columns")
@@ -494,7 +504,11 @@ class FrameAttempt:
                 NOTE: F.lit(None).cast("string"),
             }
         )
-        balanced = tracked.mapInArrow(_balance, tracked.schema)
+        # The balancing ghosts have nulls in every user column: a column Spark knows to
+        # be non-null (a streaming file source's ``_metadata.file_path``) must be
+        # declared nullable, or the rows after ``mapInArrow`` break Spark's projections.
+        nullable = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in tracked.schema])
+        balanced = tracked.mapInArrow(_balance, nullable)
         ghosts = roots.select(
             F.col(CHAIN),
             F.col(_ROOT).alias(EDGE),
@@ -513,7 +527,7 @@ class FrameAttempt:
             if self.write_result is not None:
                 raise InvalidConfig("one tracked write per attempt: its commit acks the chains")
             store = part_store(location)
-            ledger = f"_xor_ack_ledger-{self.number}-{secrets.token_hex(6)}.json"
+            ledger = self._ledger or f"_xor_ack_ledger-{self.number}-{secrets.token_hex(6)}.json"
             writer = (
                 frame.df.write.format(TrackedSinkSource.name())
                 .mode("append")
@@ -536,6 +550,8 @@ class FrameAttempt:
     def _ack(self, sums: ChainSums, ledger: str) -> Counter[str]:
         """Stamp or fail each chain this run created, once, with what the write
         committed. Chains it did not create are left alone."""
+        if self._on_commit is not None:
+            return self._on_commit(sums, ledger)
         clock = time.perf_counter()
         created, _refused = self._creating.result()
         self.tracking.counts["time_ms.create_wait"] += round(1000 * (time.perf_counter() - clock))
@@ -593,6 +609,7 @@ class FrameTracking:
     :param tracker: the driver's tracker (default ``config.connect()``); on this path
         only the driver talks to it, so any tracker with the same methods works (a
         ``MemoryAck`` measures what tracking costs Spark itself, with no backend).
+    :param edge_key: the 32-byte key edges derive from (default: random per object).
     :param after_flush: a test hook (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`)
         called as ``hook("read", partition)`` after a read task produced its rows and
         ``hook("write", partition)`` after a sink task's part is durable.
@@ -615,6 +632,7 @@ class FrameTracking:
         threads: int = DRIVER_THREADS,
         parallelism: int | None = None,
         after_flush: Callable[[str, int], None] | None = None,
+        edge_key: bytes | None = None,
         transactions: bool = False,
     ) -> None:
         self.spark = spark
@@ -625,7 +643,9 @@ class FrameTracking:
         self.run_id = self.tags.run_id
         self.tracker: Chains = tracker if tracker is not None else config.connect()
         self.group: Group = group_for(self.tracker.mode, 8)
-        self.edges = EdgeKey(secrets.token_bytes(32), 8)
+        # A given key (32 bytes) makes edges reproducible: a re-run streaming micro-batch
+        # must send the very values its first run sent (see :mod:`.streaming`).
+        self.edges = EdgeKey(edge_key if edge_key is not None else secrets.token_bytes(32), 8)
         self.run_key = to_signed(int.from_bytes(self.edges.key[:8], "big"))
         self.threads = threads
         self.parallelism = parallelism or default_parallelism(spark)
