@@ -258,3 +258,17 @@ def test_frame_creates_and_stamps_as_transactions(spark: Any, moto_server: Local
     assert report.counters["requests.BatchGetItem"] == 0
     statuses = tracking.tracker.status_many(o.tag for o in report.outcomes if o.tag)
     assert all(s.state == "acked" and s.mode == mode for s in statuses.values())
+
+
+def test_handed_chains_refuse_a_sum_tracker(spark: Any, sum_config: AckConfig) -> None:
+    """Chains handed over from upstream are xor chains: a sum-mode tracking is refused
+    before any request."""
+    from xor_ack_dynamodb.spark.upstream import run_handed_frames, run_handed_rdd
+
+    frames = FrameTracking(spark, sum_config)
+    with pytest.raises(InvalidConfig, match="xor"):
+        run_handed_frames(frames, [], lambda attempt: None)
+    rdds = Tracking(spark.sparkContext, sum_config)
+    with pytest.raises(InvalidConfig, match="xor"):
+        run_handed_rdd(rdds, [], lambda started, attempt: None)
+    assert frames.requests()["requests"] == 0 and rdds.requests()["requests"] == 0
