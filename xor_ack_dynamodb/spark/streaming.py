@@ -96,6 +96,7 @@ from .driver import DRIVER_THREADS
 from .executor import snapshot
 from .frame import FrameAttempt, FrameTracking, TrackedFrame
 from .frame_sink import SINK_FORMATS
+from .group import Group
 from .outcomes import CONFLICT, Attempt, Chains, _pool_map, apply_acks
 from .tags import escape_key
 
@@ -291,6 +292,10 @@ class StreamTracking:
             edge_key=self.edge_key,
             after_flush=self.after_flush,
         )
+        if tracking.group.is_sum:
+            raise InvalidConfig(
+                "a tracked stream uses xor chains (its carries are XORed in): use an xor-mode tracker"
+            )
         edges = {report.tags[k]: tracking.edges.root(f"{batch_id}/{report.tags[k]}") for k in keys}
         carries = {tag: tracking.edges.root(f"carry/{tag}") for tag in edges}
         closing_tags = {report.tags[k] for k in closing}
@@ -408,7 +413,7 @@ class StreamTracking:
             self.tracker,
             {tag: value for tag, value in sums.xors.items() if tag in started},
             {tag: reason for tag, reason in sums.errors.items() if tag in started},
-            8,
+            Group("xor", 8),
             f"{self.stream_id}/{batch_id}/sink",
             owner=self.owner,
             threads=self.threads,

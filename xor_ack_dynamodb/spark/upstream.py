@@ -73,6 +73,7 @@ from ..errors import (
 from ..serverless.edges import op_id as edge_op_id
 from ..stamps import check_tag
 from .executor import RunSpec, executor_tracker, report, report_conflict, snapshot
+from .group import Group
 from .outcomes import CONFLICT, Attempt, Chains, RootOutcome, RunReport, _pool_map, apply_acks
 from .tracked import TrackedRDD
 
@@ -273,6 +274,13 @@ def _job_error(exc: Exception) -> str:
 # -- DataFrames ----------------------------------------------------------------------------
 
 
+def _xor_only(group: Group) -> None:
+    """Handed chains are xor chains (the serverless envelope's edge is bytes):
+    :class:`InvalidConfig` for a sum-mode tracking, before any request."""
+    if group.is_sum:
+        raise InvalidConfig("handed chains are xor chains: continue them with an xor-mode tracker")
+
+
 def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: FrameJob) -> RunReport:
     """Continue and complete the ``handed`` chains with ``job(attempt)`` (a
     :class:`~xor_ack_dynamodb.spark.frame.FrameAttempt` whose roots are the accepted
@@ -284,6 +292,7 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
     from .frame import FrameAttempt
 
     check_handed(handed)
+    _xor_only(tracking.group)
     tracker = tracking.tracker
     refused = refuse_unhanded(tracker, handed)
     accepted = [h for h in handed if h.tag not in refused]
@@ -316,7 +325,7 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
                     tracker,
                     {t: sums.xors.get(t, 0) for t in members if t not in sums.errors},
                     {t: sums.errors[t] for t in members if t in sums.errors},
-                    width,
+                    Group("xor", width),
                     f"{prefix}/sink",
                     owner=owner,
                     threads=tracking.threads,
@@ -403,6 +412,7 @@ def run_handed_rdd(
     ``Handed.root``, or the tag); the job ends in a sink as usual. Every stamp names the
     handed owner. See the module doc for what is reported."""
     check_handed(handed, edge_size=tracking.edge_size)
+    _xor_only(tracking.group)
     tracker = tracking.tracker
     refused = refuse_unhanded(tracker, handed)
     accepted = [h for h in handed if h.tag not in refused]
@@ -428,7 +438,7 @@ def run_handed_rdd(
                         tracker,
                         {t: v for t, v in stamps.items() if t in mine},
                         {t: r for t, r in failures.items() if t in mine},
-                        spec.edge_size,
+                        Group("xor", spec.edge_size),
                         f"{spec.op_run}/{step}/driver",
                         owner=owner,
                     )
