@@ -98,10 +98,20 @@ class RetryPolicy:
         """:meth:`retrying` for coroutines: the same budget, waiting with ``asyncio.sleep``."""
         return tenacity.AsyncRetrying(**self._budget(retry))
 
+    def wait(self, attempt: int) -> float:
+        """The wait after attempt number ``attempt`` (from 1), drawn as :meth:`retrying`
+        draws it: for loops that run their own rounds (the batch calls)."""
+        state = tenacity.RetryCallState(self.retrying(tenacity.retry_never), None, (), {})
+        state.attempt_number = attempt
+        return self._wait()(state)
+
+    def _wait(self) -> tenacity.wait.wait_base:
+        return tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait)
+
     def _budget(self, retry: tenacity.retry_base) -> dict[str, Any]:
         return {
             "stop": tenacity.stop_after_attempt(self.max_attempts) | _StopBeforeDeadline(self.max_seconds),
-            "wait": tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait),
+            "wait": self._wait(),
             "retry": retry,
             "reraise": False,
         }

@@ -17,7 +17,6 @@ transactions (dynalite) gets the writes one by one.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -119,8 +118,7 @@ def run_many(engine: Engine, calls: Sequence[Call[T]]) -> list[T | Exception]:
 
 
 def _backoff(policy: RetryPolicy, attempt: int) -> float:
-    """Full jitter, as the policy's own retries."""
-    return random.uniform(0, min(policy.max_wait, policy.initial_wait * 2**attempt))
+    return policy.wait(attempt)
 
 
 class _Batch:
