@@ -34,6 +34,30 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
+#: Test modules whose tests run together on one xdist worker (``--dist loadgroup``, set
+#: in pyproject.toml): the classic Spark modules share one session-scoped SparkSession (and
+#: the Connect module must run before it starts, as in a serial run: a Connect session in
+#: os.environ keeps a classic SparkContext from starting), so only one worker pays for a
+#: Spark JVM; the standalone cluster is a module fixture of its own, on another worker.
+_XDIST_GROUPS = {
+    "test_spark_connect.py": "spark",
+    "test_spark_frames.py": "spark",
+    "test_spark_ownership.py": "spark",
+    "test_spark_retries.py": "spark",
+    "test_spark_wordcount.py": "spark",
+    "test_spark_cluster.py": "spark-cluster",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the Spark modules' tests with their xdist group (see ``_XDIST_GROUPS``)."""
+    for item in items:
+        group = _XDIST_GROUPS.get(item.path.name)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 def unique_table(prefix: str = "acks") -> str:
     return f"{prefix}-{os.getpid()}-{next(_names)}"
 
