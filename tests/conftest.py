@@ -34,12 +34,13 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
-#: Test modules whose tests run together on one xdist worker (``--dist loadgroup``, set
-#: in pyproject.toml): the classic Spark modules share one session-scoped SparkSession (and
-#: the Connect module must run before it starts, as in a serial run: a Connect session in
-#: os.environ keeps a classic SparkContext from starting), so only one worker pays for a
-#: Spark JVM; the standalone cluster is a module fixture of its own, on another worker.
-_XDIST_GROUPS = {
+#: Test modules whose tests run together on one xdist worker (pyproject.toml's addopts:
+#: ``-n 4 --dist loadgroup``): the classic Spark modules share one session-scoped
+#: SparkSession, so only one worker pays for a Spark JVM (and the Connect module runs
+#: before it starts, as in a serial run: a Connect session in os.environ keeps a classic
+#: SparkContext from starting); the standalone cluster, a module fixture of its own, runs
+#: on another worker meanwhile.
+XDIST_GROUPS = {
     "test_spark_connect.py": "spark",
     "test_spark_frames.py": "spark",
     "test_spark_ownership.py": "spark",
@@ -49,13 +50,24 @@ _XDIST_GROUPS = {
 }
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the Spark modules' tests with their xdist group (see ``_XDIST_GROUPS``)."""
-    for item in items:
-        group = _XDIST_GROUPS.get(item.path.name)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``, with the modules of ``XDIST_GROUPS`` grouped by name.
+
+    Grouping is done here, on node ids, rather than with ``xdist_group`` marks: under
+    pytest 9.2, pytest-xdist 3.8 cannot rename a worker's items (it sets ``_nodeid``,
+    which pytest no longer reads), so the marks group nothing. Groups are scheduled
+    largest first (xdist's loadscope reorder), so the Spark group starts at once."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ModuleGroups(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = XDIST_GROUPS.get(nodeid.split("::", 1)[0].rsplit("/", 1)[-1])
+            return group if group is not None else super()._split_scope(nodeid)
+
+    return ModuleGroups(config, log)
 
 
 def unique_table(prefix: str = "acks") -> str:
