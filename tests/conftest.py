@@ -35,24 +35,25 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 #: Test modules whose tests run together on one xdist worker (pyproject.toml's addopts:
-#: ``-n 4 --dist loadgroup``): the classic Spark modules share one session-scoped
-#: SparkSession, so only one worker pays for a Spark JVM (and the Connect module runs
-#: before it starts, as in a serial run: a Connect session in os.environ keeps a classic
-#: SparkContext from starting); the standalone cluster, a module fixture of its own, runs
-#: on another worker meanwhile.
-XDIST_GROUPS = {
-    "test_spark_connect.py": "spark",
-    "test_spark_frames.py": "spark",
-    "test_spark_ownership.py": "spark",
-    "test_spark_retries.py": "spark",
-    "test_spark_wordcount.py": "spark",
-    "test_spark_cluster.py": "spark-cluster",
-}
+#: ``-n 4 --dist loadgroup``), by file name. Every ``test_spark_*.py`` module is in the
+#: ``spark`` group: they share one session-scoped SparkSession (and the Connect server),
+#: so only one worker pays for Spark's JVMs, and they keep the order of a serial run (a
+#: Connect session sets process-wide state the classic modules expect to find restored).
+#: The standalone cluster, a module fixture of its own run through subprocesses, runs on
+#: another worker meanwhile.
+XDIST_GROUPS = {"test_spark_cluster.py": "spark-cluster"}
+
+
+def xdist_group(module: str) -> str | None:
+    """The xdist group of the test module named ``module`` (None: no group)."""
+    if module in XDIST_GROUPS:
+        return XDIST_GROUPS[module]
+    return "spark" if module.startswith("test_spark_") else None
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadgroup``, with the modules of ``XDIST_GROUPS`` grouped by name.
+    """``--dist loadgroup``, with test modules grouped by :func:`xdist_group`.
 
     Grouping is done here, on node ids, rather than with ``xdist_group`` marks: under
     pytest 9.2, pytest-xdist 3.8 cannot rename a worker's items (it sets ``_nodeid``,
@@ -64,7 +65,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class ModuleGroups(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            group = XDIST_GROUPS.get(nodeid.split("::", 1)[0].rsplit("/", 1)[-1])
+            group = xdist_group(nodeid.split("::", 1)[0].rsplit("/", 1)[-1])
             return group if group is not None else super()._split_scope(nodeid)
 
     return ModuleGroups(config, log)
