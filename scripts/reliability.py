@@ -117,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
                 "-p",
                 "no:cacheprovider",
                 "--durations=8",
+                # One process, as before the suite went to xdist workers: the scenarios'
+                # figures (times, retries) are not shared with three other workers' load.
+                "-n",
+                "0",
                 *pytest_args,
             ],
             cwd=ROOT,
