@@ -5,6 +5,10 @@ Each takes the step's :class:`RunSpec`, name and user function first (bound with
 client), then the partition index and its iterator, as ``mapPartitionsWithIndex`` wants.
 Records are ``(value, tag, anchor)`` triples; see :data:`~.executor.Record`.
 
+Every step passes carrier records (:class:`~.executor.Carry`: the XORs earlier steps owe
+their chains, on their way to the driver) through untouched, and ends by emitting its
+own ledger's carrier, if any (see :mod:`.executor`).
+
 Exceptions raised by user functions fail the record's chains and the partition goes on;
 a record that raised is dropped without acking its edges, so its chains cannot reach
 zero whatever else arrives. Everything else (DynamoDB unreachable) fails the task, which
@@ -23,6 +27,7 @@ from ..errors import TagExists
 from .executor import (
     Anchor,
     Anchors,
+    Carry,
     Ledger,
     Noted,
     Record,
@@ -104,6 +109,9 @@ def fan_out_partition(
     ledger = Ledger(spec, step, index)
     pending = ledger.pending
     for value, tag, anchor in records:
+        if type(value) is Carry:
+            yield value, tag, anchor
+            continue
         try:
             result = fn(value)
             if isinstance(result, Noted):
@@ -127,7 +135,7 @@ def fan_out_partition(
             per_chain[chain] = edges
         for position, child in enumerate(children):
             yield child, None, {chain: edges[position] for chain, edges in per_chain.items()}
-    ledger.flush()
+    yield from ledger.flush()
 
 
 def start_fan_out_partition(
@@ -162,7 +170,7 @@ def start_fan_out_partition(
         ledger.ack_one(tag, edge ^ started)
         for child, child_edge in zip(children, edges, strict=True):
             yield child, tag, child_edge
-    ledger.flush()
+    yield from ledger.flush()
 
 
 def map_partition(
@@ -171,13 +179,16 @@ def map_partition(
     """Replace each value by ``fn(value)``; the record keeps its anchor (no stamp)."""
     ledger = Ledger(spec, step, index)
     for value, tag, anchor in records:
+        if type(value) is Carry:
+            yield value, tag, anchor
+            continue
         try:
             result = fn(value)
         except Exception as exc:
             ledger.fail_anchor(tag, anchor, exc)
             continue
         yield result, tag, anchor
-    ledger.flush()
+    yield from ledger.flush()
 
 
 def filter_partition(
@@ -187,6 +198,9 @@ def filter_partition(
     edges are acked."""
     ledger = Ledger(spec, step, index)
     for value, tag, anchor in records:
+        if type(value) is Carry:
+            yield value, tag, anchor
+            continue
         try:
             keep = pred(value)
         except Exception as exc:
@@ -196,7 +210,7 @@ def filter_partition(
             yield value, tag, anchor
         else:
             ledger.anchor(tag, anchor)
-    ledger.flush()
+    yield from ledger.flush()
 
 
 def key_partition(
@@ -206,13 +220,18 @@ def key_partition(
     ``(k, (v, tag, anchor, None))``; a value that is not a pair fails its chains."""
     ledger = Ledger(spec, step, index)
     for value, tag, anchor in records:
+        if type(value) is Carry:
+            # Its own key: it meets no user value in the shuffle.
+            yield value, (value, tag, anchor, None)
+            continue
         try:
             k, v = value
         except (TypeError, ValueError) as exc:
             ledger.fail_anchor(tag, anchor, exc)
             continue
         yield k, (v, tag, anchor, None)
-    ledger.flush()
+    for carry, tag, anchor in ledger.flush():
+        yield carry, (carry, tag, anchor, None)
 
 
 def _as_anchors(tag: str | None, anchor: Anchor) -> Anchors:
@@ -226,6 +245,11 @@ def combine(fn: Callable[[Any, Any], Any], a: Combined, b: Combined) -> Combined
     whose chains fail after the shuffle."""
     value_a, tag_a, anchor_a, error_a = a
     value_b, tag_b, anchor_b, error_b = b
+    if type(value_a) is Carry:  # never met (one carrier per key); merged if it were
+        merged_carry = _as_anchors(tag_a, anchor_a)
+        for chain, edge in _as_anchors(tag_b, anchor_b).items():
+            merged_carry[chain] = merged_carry.get(chain, 0) ^ edge
+        return value_a, None, merged_carry, None
     tag: str | None
     anchor: Anchor
     if tag_a is not None and tag_a == tag_b:
@@ -254,11 +278,14 @@ def unpack_partition(
     raised fail their chains here."""
     ledger = Ledger(spec, step, index)
     for k, (value, tag, anchor, error) in pairs:
+        if type(value) is Carry:
+            yield value, tag, anchor
+            continue
         if error is not None:
             ledger.fail_anchor(tag, anchor, error)
             continue
         yield (k, value), tag, anchor
-    ledger.flush()
+    yield from ledger.flush()
 
 
 def sink_partition(
@@ -277,6 +304,9 @@ def sink_partition(
     pending = ledger.pending
     values: list[Any] = []
     for value, tag, anchor in records:
+        if type(value) is Carry:
+            ledger.ack(anchor)  # type: ignore[arg-type]
+            continue
         values.append(value)
         if tag is not None:
             pending[tag] = pending.get(tag, 0) ^ anchor  # type: ignore[operator]
