@@ -54,15 +54,21 @@ class _Raw:
 
 
 def _members(cls: type) -> list[tuple[str, Any]]:
-    """Public methods and properties defined by ``cls`` itself, in source order."""
-    out = []
-    for name, value in cls.__dict__.items():
-        if name.startswith("_"):
+    """Public methods and properties of ``cls``, in source order: its own, then those it
+    inherits from the package's own base classes (``SyncTracker``'s for the trackers)."""
+    out: list[tuple[str, Any]] = []
+    seen: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is not cls and not klass.__module__.startswith("xor_ack_dynamodb"):
             continue
-        if isinstance(value, (staticmethod, classmethod)):
-            value = value.__func__
-        if inspect.isfunction(value) or isinstance(value, property):
-            out.append((name, value))
+        for name, value in klass.__dict__.items():
+            if name.startswith("_") or name in seen:
+                continue
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            if inspect.isfunction(value) or isinstance(value, property):
+                seen.add(name)
+                out.append((name, value))
     return out
 
 

@@ -136,3 +136,30 @@ def test_a_transaction_whose_response_is_lost_is_applied_once(moto_server: Local
     assert script.pending == 0
     assert all(not isinstance(v, Exception) and v.acked for v in done.values()), done
     assert all(s.state == "acked" for s in ack.status_many(list(roots)).values())
+
+
+@pytest.mark.parametrize("backend", ["inproc", "server", "ddblocal"])
+def test_a_sum_chain_completed_by_a_later_writer_is_acked_once(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    """Another writer's ADD lands right after a batch's transaction commits (before the
+    batch reads anything back) and brings the sum to zero: exactly one caller, the one
+    whose write reached zero, sees ``acked``."""
+    client = request.getfixturevalue(f"{backend}_client")
+    table = unique_table("batch-later")
+    batch = XorAckDynamoDB(table, client=client, mode="sum")
+    batch.create_table()
+    other = XorAckDynamoDB(table, client=client, mode="sum")
+    first, second = batch.new_edge(), batch.new_edge()
+    batch.create("hot", first + second)
+    results = {}
+
+    def between(**_: Any) -> None:  # after the commit, before the read back
+        client.meta.events.unregister("after-call.dynamodb.TransactWriteItems", between)
+        results["other"] = other.stamp("hot", finished=[second], op_id="other")
+
+    client.meta.events.register("after-call.dynamodb.TransactWriteItems", between)
+    results["batch"] = batch.stamp_many([StampSpec("hot", finished=(first,), op_id="batch")])["hot"]
+    assert results["other"].acked
+    assert not results["batch"].acked  # type: ignore[union-attr]
+    assert batch.status("hot").state == "acked"

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import CorruptItem
 from ..retry import RetryPolicy
 from .calls import Again, Call, Transient
+from .chain import Chain
 from .messages import (
     TRANSACTABLE,
     Add,
@@ -199,15 +200,32 @@ class _Batch:
                 for i, w in zip(chunk, answer.replies, strict=True)
                 if w.chain is None and _updates(steps[i].request)
             ]
-            chains = {}
+            chains: dict[str, Chain | None] = {}
+            failure: Exception | None = None
             if updated:
-                chains = {
-                    c.tag: c for c in self.store.read_many([_tag(steps[i].request) for i in updated]).chains
-                }
+                try:
+                    chains = self._read_back([_tag(steps[i].request) for i in updated])
+                except Exception as exc:  # committed, but not read: the calls read again
+                    failure = exc
             for i, written in zip(chunk, answer.replies, strict=True):
                 if i in updated:
-                    written = Written(chains.get(_tag(steps[i].request)), written.resent)
+                    tag = _tag(steps[i].request)
+                    if failure is not None:
+                        outcome[i] = (None, failure)
+                        continue
+                    written = Written(chains.get(tag), written.resent, later=True)
                 outcome[i] = (written, None)
+
+    def _read_back(self, tags: list[str]) -> dict[str, Chain | None]:
+        """The chains of a committed transaction's updates, every one of them: keys
+        BatchGetItem leaves unprocessed are read singly."""
+        batch = self.store.read_many(tags)
+        chains: dict[str, Chain | None] = {c.tag: c for c in batch.chains}
+        for tag in batch.unprocessed:
+            chain = self.store.execute(Read(tag))
+            assert chain is None or isinstance(chain, Chain)  # a read's answer
+            chains[tag] = chain
+        return chains
 
 
 #: Keys per BatchGetItem request (DynamoDB's limit).

@@ -327,9 +327,14 @@ class AddCall(Call[Stamp | Sum]):
         reply = yield from self._io(Add(self.tag, self.delta, self.op, self.owner, now, since, after_seq))
         if isinstance(reply, Written):
             after = reply.chain
-            assert after is not None
+            if after is None:  # read back after a transaction: deleted since
+                raise self._not_found()
             self._saw(after)
-            if self.rules.algebra.is_zero(after.value):
+            # A chain read back after the write may hold later ADDs too; none lands once
+            # the sum is zero (the condition refuses it), so this write reached zero
+            # exactly when its op is still the last one appended.
+            last = not reply.later or (bool(after.ops) and after.ops[-1].key == self.op.key)
+            if self.rules.algebra.is_zero(after.value) and last:
                 yield from self._complete(after, now)
                 return wrap(after.value, acked=True)
             count = self.rules.trim_count(after, 1)

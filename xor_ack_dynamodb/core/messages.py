@@ -128,10 +128,13 @@ class Written:
     """The request was applied; ``chain`` is the chain after it (None after a delete;
     for :class:`RemoveAny`, the chain it deleted, or None if there was none).
     ``resent`` is True when the transport sent the request more than once (botocore's
-    own retries), so an earlier copy may be the one that was applied."""
+    own retries), so an earlier copy may be the one that was applied. ``later`` is True
+    when ``chain`` was read after the write rather than returned by it (an update in a
+    transaction): writes that landed after this one may show in it."""
 
     chain: Chain | None
     resent: bool = False
+    later: bool = False
 
 
 @dataclass(frozen=True, slots=True)
