@@ -69,6 +69,7 @@ def test_rdd_job_longer_than_the_ttl(spark: Any, config: AckConfig, tmp_path: Pa
     counters = report.counters
     assert _no_heartbeat_thread()
     if beat:
+        print("rdd heartbeat:", {k: v for k, v in counters.items() if k.startswith("heartbeat.")})
         assert states == ["acked", "acked"]
         assert counters["heartbeat.touches"] >= 2 and counters["heartbeat.requests"] > 0
     else:
@@ -99,6 +100,7 @@ def test_frame_job_longer_than_the_ttl(spark: Any, config: AckConfig, tmp_path: 
     states = [o.state for o in report.outcomes]
     assert _no_heartbeat_thread()
     if beat:
+        print("frame heartbeat:", {k: v for k, v in report.counters.items() if k.startswith("heartbeat.")})
         assert states == ["acked", "acked"]
         assert report.counters["heartbeat.touches"] >= 2
     else:
