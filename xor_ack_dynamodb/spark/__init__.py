@@ -27,6 +27,7 @@ from .frame import (
     UntrackedFrame,
     WriteResult,
 )
+from .heartbeat import HeartbeatPolicy
 from .outcomes import Attempt, PermanentFailure, RootOutcome, RunObserver, RunReport
 from .sink import CsvPartitionWriter, S3PartitionWriter, read_csv_parts, read_s3_parts
 from .tags import TagScheme, escape_key, unescape_key
@@ -40,6 +41,7 @@ __all__ = [
     "DieOnFirstAttempt",
     "FrameAttempt",
     "FrameTracking",
+    "HeartbeatPolicy",
     "PartitionWriter",
     "PermanentFailure",
     "RootOutcome",
