@@ -128,12 +128,77 @@ def run(sc: Any, config: AckConfig, out: Path, scenario: str, every: int = 1) ->
     }
 
 
+@dataclass(frozen=True)
+class SlowWrite:
+    """A DataFrame ``after_flush`` hook: marks each sink task attempt
+    (``<partition>-<attempt>``) once its part is durable, and holds the first attempt of
+    partition ``slow`` for ``delay`` seconds (a straggler for speculation to copy)."""
+
+    marks: str
+    slow: int
+    delay: float
+
+    def __call__(self, step: str, partition: int) -> None:
+        from pyspark import TaskContext
+
+        if step != "write":
+            return
+        context = TaskContext.get()
+        attempt = context.attemptNumber() if context is not None else 0
+        Path(self.marks, f"{partition}-{attempt}").touch()
+        if attempt == 0 and partition == self.slow:
+            time.sleep(self.delay)
+
+
+def run_frame(spark: Any, config: AckConfig, out: Path) -> dict[str, Any]:
+    """The same roots and words on the DataFrame path: group by key over 200 shuffle
+    partitions (adaptive coalescing off), the last sink task a straggler."""
+    from pyspark.sql import functions as F
+
+    from xor_ack_dynamodb.spark import FrameTracking
+
+    marks = out / "marks"
+    marks.mkdir(parents=True)
+    rows = [(root, key) for root in ROOTS for key in words(root)]
+
+    def job(attempt: Any) -> Any:
+        frame = attempt.start(attempt.spark.createDataFrame(rows, "root string, key long"), "root")
+        kept_rows = frame.where(F.col("key") % 7 != 0)
+        return kept_rows.group_by("key").count().write(out / f"a{attempt.number}")
+
+    hook = SlowWrite(str(marks), PARTITIONS - 1, 20.0)
+    tracking = FrameTracking(spark, config, after_flush=hook)
+    clock = time.monotonic()
+    report = tracking.run(ROOTS, lambda r: r, job, max_attempts=1)
+    seconds = time.monotonic() - clock
+    statuses = tracking.tracker.status_many(o.tag for o in report.outcomes if o.tag)
+    written: Counter[int] = Counter()
+    for row in spark.read.parquet(str(out / "a1")).collect():
+        written[int(row["key"])] += int(row["count"])
+    return {
+        "scenario": "frame-speculate",
+        "every": 1,
+        "seconds": round(seconds, 1),
+        "states": [o.state for o in report.outcomes],
+        "versions": sorted({s.version for s in statuses.values()}),
+        "zero": all(s.stamp.acked for s in statuses.values()),
+        "exact": written == expected(),
+        "kills": [],
+        "attempts": sorted(p.name for p in marks.iterdir()),
+        "requests": report.counters["requests"],
+        "stamps": report.counters["stamps"],
+        "sink_tasks": len({p.name.split("-")[0] for p in marks.iterdir()}),
+    }
+
+
 def check(result: dict[str, Any]) -> None:
     """Every chain acked exactly: output exact, one create and one stamp per chain."""
     assert result["states"] == ["acked"] * len(ROOTS), result
     assert result["exact"], result
     assert result["versions"] == [2] and result["zero"], result
     assert result["stamps"] == len(ROOTS), result
+    if result["scenario"] == "frame-speculate":
+        assert result["sink_tasks"] == PARTITIONS, result
     if result["scenario"] == "kill":
         # the reduce tasks died once: half after the filter's flush, half after the write
         assert len(result["kills"]) == len(range(0, PARTITIONS, 2 * result["every"])) * 2, result
@@ -162,12 +227,21 @@ def main(argv: list[str]) -> int:
         "spark.speculation.quantile": "0.1",
         "spark.speculation.minTaskRuntime": "200ms",
         "spark.executor.memory": "512m",
+        "spark.sql.shuffle.partitions": str(PARTITIONS),
+        "spark.sql.adaptive.enabled": "false",
     }
     sc, _ = get_context(args["master"], app_name="xor-ack partitions", conf=conf)
     if args.get("debug"):
         sc.setLogLevel("INFO")
     try:
         for scenario in args["scenarios"]:
+            if scenario == "frame-speculate":
+                from pyspark.sql import SparkSession
+
+                spark = SparkSession.builder.getOrCreate()
+                result = run_frame(spark, config, Path(args["out"]) / scenario)
+                print(json.dumps(result), flush=True)
+                continue
             result = run(sc, config, Path(args["out"]) / scenario, scenario, args.get("every", 1))
             print(json.dumps(result), flush=True)
     finally:

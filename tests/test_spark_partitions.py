@@ -67,7 +67,7 @@ def test_200_partitions_killed_and_speculated_on_a_cluster(
         "secret": config.aws_secret_access_key,
         "table": config.table,
         "out": str(tmp_path),
-        "scenarios": ["kill", "speculate"],
+        "scenarios": ["kill", "speculate", "frame-speculate"],
         # One reduce task in eight killed (each failure costs a Python worker and a
         # retry: 200 of them take minutes on two shared cores; the local test kills all).
         "every": 8,
@@ -83,7 +83,7 @@ def test_200_partitions_killed_and_speculated_on_a_cluster(
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert [r["scenario"] for r in results] == ["kill", "speculate"], done.stdout
+    assert [r["scenario"] for r in results] == ["kill", "speculate", "frame-speculate"], done.stdout
     for result in results:
         print(result["scenario"], result["seconds"], "s", result["requests"], "requests")
         partitions_job.check(result)
