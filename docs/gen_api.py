@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,9 @@ def _signature(obj: Any) -> str:
         for p in sig.parameters.values()
         if p.name != "self"
     ]
+    leaks = [p.name for p in params if isinstance(p.default, Mapping) and p.default is os.environ]
+    if leaks:  # a default shown by value would print the environment into the docs
+        raise SystemExit(f"{obj.__qualname__}: default {leaks} is os.environ; use None")
     ret = sig.return_annotation
     ret = _Raw(ret) if isinstance(ret, str) else ret
     text = str(sig.replace(parameters=params, return_annotation=ret))

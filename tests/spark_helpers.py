@@ -119,3 +119,26 @@ def aws_test_env() -> dict[str, str]:
     )
     return env
 
+
+#: What a Connect session sets in os.environ for the whole process: while it is set,
+#: PySpark takes every session for a Connect one and a classic SparkContext cannot start.
+CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+
+
+@contextmanager
+def remote_session(url: str) -> Iterator[Any]:
+    """A Spark Connect session to ``url``, stopped afterwards, with the process's
+    environment restored (so classic Spark test modules still work after it)."""
+    from pyspark.sql import SparkSession
+
+    before = {name: os.environ.get(name) for name in CONNECT_ENV}
+    session = SparkSession.builder.remote(url).create()
+    try:
+        yield session
+    finally:
+        session.stop()
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

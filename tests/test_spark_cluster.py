@@ -83,3 +83,23 @@ def test_wordcount_under_spark_submit(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["totals"]["acked"] == 6
     assert read_counts(tmp_path / "out" / "counts.csv") == plain_count(Path(p) for p in inputs)
+
+
+def test_streaming_restart_on_a_standalone_cluster(cluster: tuple[str, Path], tmp_path: Path) -> None:
+    """A tracked file-source query whose first run fails in the sink, restarted from its
+    checkpoint, with its tasks on the cluster's executors (tests/streaming_driver.py)."""
+    master, _ = cluster
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "streaming_driver.py"), master, str(tmp_path)],
+        env=aws_test_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome["master"] == master
+    assert outcome["first_failed"]
+    assert outcome["acked"] == outcome["files"]  # each file acked in exactly one batch
+    assert outcome["chains"] == [["acked", 2]]  # one create and one stamp per file
+    assert outcome["exact"] and outcome["rows"] == 10

@@ -265,6 +265,7 @@ def run_wordcount(
     bad_bytes: str = "replace",
     split_bytes: int | None = None,
     tracker: Chains | None = None,
+    transactions: bool = False,
 ) -> WordCountReport:
     """Count the words of ``inputs`` and write ``counts.csv`` and ``report.json`` to
     ``output``, a directory (local, or shared by the cluster's nodes) or an
@@ -282,6 +283,8 @@ def run_wordcount(
     after each DataFrame read task (``"read"``) and durable sink task (``"write"``).
     ``tracker``: the DataFrame driver's tracker (default ``config.connect()``; only the
     driver talks to it on that path, so a ``MemoryAck`` measures Spark's own cost).
+    ``transactions``: the DataFrame driver's creates and stamps as TransactWriteItems of
+    up to 100 (see :class:`~xor_ack_dynamodb.spark.frame.FrameTracking`).
     """
     from pyspark import SparkContext
 
@@ -299,8 +302,8 @@ def run_wordcount(
     parts = f".parts/{run_id}"
     phases: dict[str, float] = {}
     if api == "rdd":
-        if tracker is not None:
-            raise InvalidConfig("no tracker= with api='rdd': its executors reach the table themselves")
+        if tracker is not None or transactions:
+            raise InvalidConfig("no tracker= or transactions= with api='rdd': its executors reach the table")
         if is_connect(spark):
             raise InvalidConfig(
                 "the RDD job cannot run under Spark Connect (it has no RDDs): use api='frame'"
@@ -341,6 +344,7 @@ def run_wordcount(
             after_flush,
             tracker,
             phases,
+            transactions,
         )
     files, counts, requests, errors, location = result
     wall = time.perf_counter() - started
@@ -426,6 +430,7 @@ def _run_frame(
     after_flush: AfterFlush | None,
     tracker: Chains | None,
     phases: dict[str, float],
+    transactions: bool = False,
 ) -> _Result:
     from .spark.frame_source import SPLIT_BYTES
     from .wordcount_frame import frame_final_counts, run_frame, store_for, untracked_final_counts
@@ -451,6 +456,7 @@ def _run_frame(
             observer=observer,
             after_flush=after_flush,
             tracker=tracker,
+            transactions=transactions,
         )
         phases["job"] = time.perf_counter() - clock
         clock = time.perf_counter()

@@ -111,6 +111,7 @@ def run_frame(
     observer: RunObserver | None,
     after_flush: Callable[[str, int], None] | None = None,
     tracker: Chains | None = None,
+    transactions: bool = False,
 ) -> tuple[RunReport | None, FrameTracking | None]:
     """Run the job tracked (a report and the tracking) or, with ``config`` None,
     untracked (None, None)."""
@@ -123,7 +124,9 @@ def run_frame(
         register_sources(spark)
         job(UntrackedAttempt(spark, roots, default_parallelism(spark)))
         return None, None
-    tracking = FrameTracking(spark, config, run_id=run_id, after_flush=after_flush, tracker=tracker)
+    tracking = FrameTracking(
+        spark, config, run_id=run_id, after_flush=after_flush, tracker=tracker, transactions=transactions
+    )
     report = tracking.run(
         list(roots), lambda root: root[1], job, max_attempts=max_attempts, observer=observer
     )

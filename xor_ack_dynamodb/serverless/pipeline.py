@@ -77,12 +77,14 @@ class PipelineConfig:
     aws_secret_access_key: str | None = field(default=None, repr=False)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> PipelineConfig:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> PipelineConfig:
         """From ``XOR_ACK_TABLE`` (required), ``XOR_ACK_QUEUE_URL``, ``XOR_ACK_MODE``,
         ``XOR_ACK_PARTITION_KEY``, ``XOR_ACK_TTL_SECONDS``, ``XOR_ACK_MAX_RECEIVES``,
         ``XOR_ACK_COMPLETION_QUEUE_URL``, ``XOR_ACK_COMPLETION_BUS``,
-        ``XOR_ACK_COMPLETION_LEASE_SECONDS``. Raises :class:`InvalidConfig` naming the
-        variable that is missing or unreadable."""
+        ``XOR_ACK_COMPLETION_LEASE_SECONDS``, read from ``env`` (default: the process
+        environment). Raises :class:`InvalidConfig` naming the variable that is missing
+        or unreadable."""
+        env = os.environ if env is None else env
         if not env.get("XOR_ACK_TABLE"):
             raise InvalidConfig("set XOR_ACK_TABLE to the chains table's name")
 
@@ -227,7 +229,7 @@ class Pipeline:
             self.targets.append(EventBridgeTarget(_Lazy(self, "events"), completion_bus, stats=self.stats))
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ, **parts: Any) -> Pipeline:
+    def from_env(cls, env: Mapping[str, str] | None = None, **parts: Any) -> Pipeline:
         """:meth:`PipelineConfig.from_env` then :meth:`PipelineConfig.build` (``parts``
         are ``build``'s keywords)."""
         return PipelineConfig.from_env(env).build(**parts)

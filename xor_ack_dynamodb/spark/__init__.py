@@ -12,6 +12,13 @@ Two APIs over the same chains:
   JVM (``select``, ``with_column``, ``explode``, ``where``, ``group_by().agg()``,
   ``join``) and ``write`` acks what its committed output holds.
 
+- **Structured Streaming**: :class:`StreamTracking` is a ``foreachBatch`` function:
+  chains per stable key across micro-batches, a re-run batch applied once
+  (:mod:`.streaming`).
+- **Chains started upstream**: :class:`Handed` roots (a chain's tag, the edge to
+  finish, its owner) continued and completed by :func:`run_handed_frames` and
+  :func:`run_handed_rdd`, never adopted (:mod:`.upstream`).
+
 See ``docs/spark.md`` for how the bookkeeping stays exact under task retries. Needs the
 ``spark`` extra (``pip install 'xor-ack-dynamodb[spark]'``).
 """
@@ -30,18 +37,22 @@ from .frame import (
 from .heartbeat import HeartbeatPolicy
 from .outcomes import Attempt, PermanentFailure, RootOutcome, RunObserver, RunReport
 from .sink import CsvPartitionWriter, S3PartitionWriter, read_csv_parts, read_s3_parts
+from .streaming import BatchReport, StreamTracking, stream_tag
 from .tags import TagScheme, escape_key, unescape_key
 from .tracked import PartitionWriter, Stream, TrackedRDD, UntrackedRDD
+from .upstream import Handed, check_handed, handed_from_rows, run_handed_frames, run_handed_rdd
 
 __all__ = [
     "Anchors",
     "Attempt",
+    "BatchReport",
     "Noted",
     "CsvPartitionWriter",
     "DieOnFirstAttempt",
     "FrameAttempt",
     "FrameTracking",
     "HeartbeatPolicy",
+    "Handed",
     "PartitionWriter",
     "PermanentFailure",
     "RootOutcome",
@@ -50,6 +61,7 @@ __all__ = [
     "RunSpec",
     "S3PartitionWriter",
     "Stream",
+    "StreamTracking",
     "TagScheme",
     "TrackedFrame",
     "TrackedRDD",
@@ -58,11 +70,16 @@ __all__ = [
     "UntrackedFrame",
     "UntrackedRDD",
     "WriteResult",
+    "check_handed",
     "check_roots",
     "escape_key",
     "executor_tracker",
+    "handed_from_rows",
     "new_run_id",
     "read_csv_parts",
     "read_s3_parts",
+    "run_handed_frames",
+    "run_handed_rdd",
+    "stream_tag",
     "unescape_key",
 ]

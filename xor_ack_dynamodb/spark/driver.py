@@ -26,6 +26,7 @@ from ..errors import InvalidConfig
 from ..stamps import check_tag
 from .edges import EdgeKey
 from .executor import CONFLICT_NOTE, AfterFlush, CounterParam, RunSpec, snapshot
+from .group import Group, group_for
 from .heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_tracker
 from .outcomes import (
     CONFLICT,
@@ -95,13 +96,21 @@ class Tracking:
         :func:`new_run_id`); tags also carry a random nonce drawn here, so chains are
         never shared with another ``Tracking``, whatever its run id.
     :param edge_size: bytes per edge: 8 (default, Storm's 64-bit ids: a false ack is a
-        2**-64 event) or a multiple of 8 up to 64.
+        2**-64 event) or, for xor chains, a multiple of 8 up to 64.
     :param after_flush: a test hook called on the executors after each step's flush.
-    :param tracker: the driver's tracker (default: ``config.connect()``).
     :param heartbeat: keep the attempt's pending chains from expiring while its job runs
         (``True``, default: every ``ttl / 3``), ``False``, or a
         :class:`~xor_ack_dynamodb.spark.heartbeat.HeartbeatPolicy`; see
         :mod:`.heartbeat`.
+    :param tracker: the driver's tracker (default: ``config.connect()``); its mode must
+        be ``config.mode`` (the executors build theirs from ``config``).
+
+    Chains of either mode work (``config.mode``): xor chains (the default) combine
+    anchors by XOR and stamp bytes; sum chains add started edges, subtract finished
+    anchors and stamp ints (one ``UpdateItem`` per stamp, never a lost race). Executors
+    never stamp: each step's per-partition amounts reach the driver as carrier records
+    (see :mod:`.executor`), which stamps each chain once per attempt. See
+    ``docs/spark.md``.
 
     Requests are counted per task and summed on the driver (:attr:`counters`), with the
     driver's own (sink stamps, reads, fails of stuck chains) added by :meth:`requests`.
@@ -124,17 +133,20 @@ class Tracking:
         self.config = config
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
         self.run_id = self.tags.run_id
+        self.group: Group = group_for(config.mode, edge_size)
         self.tracker = tracker if tracker is not None else config.connect()
-        if self.tracker.mode != "xor":
-            # Where sum mode would plug in: int edges, ``+`` instead of ``^`` in the
-            # ledgers and in ``combine``, ``stamp(tag, finished=..., started=...)``.
-            raise InvalidConfig("tracked RDDs use xor chains (a sum-mode tracker is not supported yet)")
+        if self.tracker.mode != config.mode:
+            raise InvalidConfig(
+                f"the driver's tracker is in {self.tracker.mode} mode and the config in {config.mode} mode"
+            )
         self.edges = EdgeKey(secrets.token_bytes(32), edge_size)
         self.after_flush = after_flush
         self.counters = sc.accumulator(Counter(), CounterParam())
         self.notes = sc.accumulator(Counter(), CounterParam())
         self._driver_counts: Counter[str] = Counter()
         self._steps = itertools.count()
+        # Outcomes the sink's stamps and fails returned (read again by nobody).
+        self._known: dict[str, Attempt] = {}
 
     @property
     def edge_size(self) -> int:
@@ -151,6 +163,7 @@ class Tracking:
             counters=self.counters,
             notes=self.notes,
             after_flush=self.after_flush,
+            group=self.group,
         )
 
     def tag(self, key: Any, attempt: int = 1) -> str:
@@ -165,10 +178,11 @@ class Tracking:
                 self.tracker,
                 {t: v for t, v in stamps.items() if t not in conflicts},
                 {t: r for t, r in failures.items() if t not in conflicts},
-                spec.edge_size,
+                spec.group,
                 f"{spec.op_run}/{step}/driver",
                 owner=self.tags.owner,
                 threads=DRIVER_THREADS,
+                known=self._known,
             )
             self._driver_counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
             self._driver_counts.update(counts)
@@ -276,7 +290,14 @@ class Tracking:
             conflicts = self._conflicts()
             refused = {tag: CONFLICT for tag in tags if tag in conflicts}
             clock = time.perf_counter()
-            settled = settle(self.tracker, tags, owner=self.tags.owner, refused=refused, notes=self._notes())
+            settled = settle(
+                self.tracker,
+                tags,
+                owner=self.tags.owner,
+                refused=refused,
+                notes=self._notes(),
+                known=self._known,
+            )
             self._driver_counts["time_ms.settle"] += round(1000 * (time.perf_counter() - clock))
             retry = []
             for i, tag in zip(todo, tags, strict=True):

@@ -93,8 +93,11 @@ class EdgeKey:
         return self._hash(b"root", data)
 
     def seeds(self, parent: int) -> list[int]:
-        """The per-stream seeds of ``parent``'s children (one per 8 bytes of edge)."""
-        digest = self._hash(b"seed", parent.to_bytes(self.size, "big"))
+        """The per-stream seeds of ``parent``'s children (one per 8 bytes of edge).
+        ``parent`` is an edge, or an anchor: the XOR of edges (as wide as an edge) or,
+        for sum chains, a sum of edges, which may be wider (its whole value is hashed)."""
+        width = max(self.size, (parent.bit_length() + 7) // 8)
+        digest = self._hash(b"seed", parent.to_bytes(width, "big"))
         return [(digest >> (64 * j)) & MASK for j in range(self._streams)]
 
     def child(self, parent: int, position: int) -> int:

@@ -28,7 +28,7 @@ import logging
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -38,6 +38,7 @@ from pyspark.accumulators import AccumulatorParam
 
 from ..errors import NotOwner, TagAcked, TagExists, TagNotFound
 from .edges import EdgeKey
+from .group import Group
 from .tags import TagScheme
 
 if TYPE_CHECKING:
@@ -185,17 +186,30 @@ class RunSpec:
     counters: Accumulator[Counter[str]]
     notes: Accumulator[Counter[str]] | None = None
     after_flush: AfterFlush | None = None
+    #: The owners of chains this run was handed (tag -> owner, see :mod:`.upstream`);
+    #: every other chain is the run's own.
+    owners: Mapping[str, str] | None = None
+    #: How anchors combine and stamps are sent (xor or sum chains).
+    group: Group = Group("xor")
 
     @property
     def edge_size(self) -> int:
         return self.edges.size
+
+    def owner(self, tag: str) -> str:
+        """Who chain ``tag`` belongs to: named in every request sent to it."""
+        if self.owners is not None and tag in self.owners:
+            return self.owners[tag]
+        return self.tags.owner
 
     def tag(self, key: Any) -> str:
         return self.tags.tag(key, self.attempt)
 
 
 class Ledger:
-    """The pending XORs and failures of one partition of one step; see the module doc.
+    """The pending stamps and failures of one partition of one step; see the module doc.
+    A pending stamp is the XOR (xor chains) or the signed sum (sum chains: started edges
+    added, finished anchors subtracted) of what the step did to the chain.
 
     Flushing raises only for errors worth a task retry (DynamoDB unreachable, a budget
     spent on lost races): a chain that cannot be failed (acked or gone) is counted under
@@ -211,6 +225,8 @@ class Ledger:
         self.failed: dict[str, str] = {}
         self.creates: dict[str, int] = {}
         self.notes: dict[str, str] = {}
+        self.group = spec.group
+        self._finish = spec.group.finish
 
     def note(self, tags: Iterable[str], text: str) -> None:
         """Report ``text`` for these chains (the first note per chain is kept)."""
@@ -218,19 +234,21 @@ class Ledger:
             self.notes.setdefault(tag, text)
 
     def ack(self, anchors: Anchors) -> None:
-        """XOR ``anchors`` (edges finished or started) into the pending stamps."""
+        """Finish ``anchors`` (per chain: XOR them in, or subtract them)."""
         pending = self.pending
+        finish = self._finish
         for tag, edge in anchors.items():
-            pending[tag] = pending.get(tag, 0) ^ edge
+            pending[tag] = finish(pending.get(tag, 0), edge)
 
-    def ack_one(self, tag: str, edge: int) -> None:
-        """XOR ``edge`` into chain ``tag``'s pending stamp."""
-        self.pending[tag] = self.pending.get(tag, 0) ^ edge
+    def add(self, tag: str, amount: int) -> None:
+        """Add a pending amount (edges started less edges finished, in the chain's
+        group) to chain ``tag``'s pending stamp."""
+        self.pending[tag] = self.group.merge(self.pending.get(tag, 0), amount)
 
     def anchor(self, tag: str | None, anchor: Anchor) -> None:
-        """XOR a record's anchor (see :data:`Record`) into the pending stamps."""
+        """Finish a record's anchor (see :data:`Record`)."""
         if tag is not None:
-            self.pending[tag] = self.pending.get(tag, 0) ^ anchor  # type: ignore[operator]
+            self.pending[tag] = self._finish(self.pending.get(tag, 0), anchor)  # type: ignore[arg-type]
         else:
             self.ack(anchor)  # type: ignore[arg-type]
 
@@ -251,8 +269,8 @@ class Ledger:
 
     def create(self, tag: str, root: int) -> None:
         """Start chain ``tag`` at the flush, with root edge ``root`` (which the records of
-        this step have already acked, so the chain is created holding the XOR of the
-        edges they started: one write instead of a create and a stamp)."""
+        this step have already finished, so the chain is created holding the XOR, or
+        sum, of the edges they started: one write instead of a create and a stamp)."""
         self.creates[tag] = root
 
     def flush(self) -> list[Record]:
@@ -293,19 +311,19 @@ class Ledger:
         """Create and/or fail chain ``tag``; returns counts, and for a created chain the
         XOR still to carry to the driver (0: none)."""
         counts: Counter[str] = Counter()
-        size = self.spec.edge_size
+        group = self.group
         carried = 0
         if tag in self.creates:
             root = self.creates[tag]
-            value = root if tag in self.failed else root ^ self.pending.get(tag, 0)
+            value = root if tag in self.failed else group.merge(root, self.pending.get(tag, 0))
             try:
                 # Nothing started (e.g. an empty file): create it with its root edge and
-                # carry that to the driver; a create never stores zero.
+                # carry its finishing to the driver; a create never stores zero.
                 tracker.create(
                     tag,
-                    (value or root).to_bytes(size, "big"),
+                    group.value(value or root),
                     op_id=self.op_id(tag) + "/create",
-                    owner=self.spec.tags.owner,
+                    owner=self.spec.owner(tag),
                 )
             except TagExists:
                 # Another writer's chain (the tracker remembers a create's op id for the
@@ -316,10 +334,10 @@ class Ledger:
                 return counts, 0
             counts["chains_created"] += 1
             if value == 0 and tag not in self.failed:
-                carried = root
+                carried = group.finished(root)
         if tag in self.failed:
             try:
-                tracker.fail(tag, reason=self.failed[tag], owner=self.spec.tags.owner)
+                tracker.fail(tag, reason=self.failed[tag], owner=self.spec.owner(tag))
                 counts["chains_failed"] += 1
             except NotOwner:
                 report_conflict(self.spec, tag)

@@ -79,9 +79,11 @@ from .frame_source import (
     path_bytes,
     roots_option,
 )
+from .group import Group, group_for
 from .heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_tracker
 from .outcomes import (
     PERMANENT,
+    Attempt,
     Chains,
     RootOutcome,
     RunObserver,
@@ -411,7 +413,16 @@ class FrameAttempt:
         tags: Sequence[str],
         edges: dict[str, int],
         creating: Future[tuple[set[str], dict[str, str]]],
+        *,
+        ledger: str | None = None,
+        on_commit: Callable[[ChainSums, str], Counter[str]] | None = None,
     ) -> None:
+        """``ledger`` fixes the ledger's file name (default: a fresh random name) and
+        ``on_commit(sums, ledger)`` replaces the default acking of the committed sums
+        (hooks for :mod:`.streaming` and :mod:`.upstream`, whose chains are named,
+        owned and stamped under op ids of their own)."""
+        self._ledger = ledger
+        self._on_commit = on_commit
         self.tracking = tracking
         self.number = number
         self.roots = list(roots)
@@ -421,6 +432,8 @@ class FrameAttempt:
         self._creating = creating
         self.run_key = tracking.run_key
         self.notes: dict[str, str] = {}
+        #: Outcomes the write's stamps and fails returned (see :func:`settle`).
+        self.known: dict[str, Attempt] = {}
         self.write_result: WriteResult | None = None
         self._lock = threading.Lock()
 
@@ -470,6 +483,7 @@ class FrameAttempt:
         of one of this attempt's roots (the roots' keys must be ``str``); other rows are
         left out. See the module doc for how the rows are balanced."""
         from pyspark.sql import functions as F
+        from pyspark.sql.types import StructField, StructType
 
         if set(df.columns) & set(TRACKING):
             raise InvalidConfig("the DataFrame already has tracking columns")
@@ -491,7 +505,11 @@ class FrameAttempt:
                 NOTE: F.lit(None).cast("string"),
             }
         )
-        balanced = tracked.mapInArrow(_balance, tracked.schema)
+        # The balancing ghosts have nulls in every user column: a column Spark knows to
+        # be non-null (a streaming file source's ``_metadata.file_path``) must be
+        # declared nullable, or the rows after ``mapInArrow`` break Spark's projections.
+        nullable = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in tracked.schema])
+        balanced = tracked.mapInArrow(_balance, nullable)
         ghosts = roots.select(
             F.col(CHAIN),
             F.col(_ROOT).alias(EDGE),
@@ -510,7 +528,7 @@ class FrameAttempt:
             if self.write_result is not None:
                 raise InvalidConfig("one tracked write per attempt: its commit acks the chains")
             store = part_store(location)
-            ledger = f"_xor_ack_ledger-{self.number}-{secrets.token_hex(6)}.json"
+            ledger = self._ledger or f"_xor_ack_ledger-{self.number}-{secrets.token_hex(6)}.json"
             writer = (
                 frame.df.write.format(TrackedSinkSource.name())
                 .mode("append")
@@ -533,11 +551,17 @@ class FrameAttempt:
     def _ack(self, sums: ChainSums, ledger: str) -> Counter[str]:
         """Stamp or fail each chain this run created, once, with what the write
         committed. Chains it did not create are left alone."""
+        if self._on_commit is not None:
+            return self._on_commit(sums, ledger)
         clock = time.perf_counter()
         created, _refused = self._creating.result()
         self.tracking.counts["time_ms.create_wait"] += round(1000 * (time.perf_counter() - clock))
         mine = set(self.tags) & created
-        stamps = {tag: value for tag, value in sums.xors.items() if tag in mine}
+        # The rows keep the XOR invariant in both modes; for a sum chain (created holding
+        # the root edge r) the stamp that finishes the committed XOR x is -x, which
+        # brings the chain to zero exactly when x == r.
+        finished = self.tracking.group.finished
+        stamps = {tag: finished(value) for tag, value in sums.xors.items() if tag in mine}
         failures = {tag: reason for tag, reason in sums.errors.items() if tag in mine}
         self.notes.update({tag: note for tag, note in sums.notes.items() if tag in mine})
         clock = time.perf_counter()
@@ -545,10 +569,12 @@ class FrameAttempt:
             self.tracking.tracker,
             stamps,
             failures,
-            8,
+            self.tracking.group,
             f"{self.tracking.tags.owner}.{self.number}/{ledger}",
             owner=self.tracking.tags.owner,
             threads=self.tracking.threads,
+            known=self.known,
+            transactions=self.tracking.transactions,
         )
         self.tracking.counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
         self.tracking.counts.update(counts)
@@ -567,6 +593,15 @@ class FrameTracking:
     thread pool of ``threads``), the commit's merged XORs are stamped once per chain
     after the write returned. Executors only compute.
 
+    Chains of either mode work (the tracker's ``mode``). Inside Spark the rows keep the
+    XOR invariant in both modes (bigint edges, ``bit_xor``: no overflow, no decimals);
+    a sum chain is created holding the root edge ``r`` (an int in ``[1, 2**64)``) and
+    stamped once with ``-x``, ``x`` the committed XOR, so it reads zero exactly when
+    ``x == r``: the same test as an xor chain's. Xor is the default (one conditional
+    ``PutItem`` per stamp: the driver created the chain, so it knows its value and
+    needs no read); a sum chain's completing stamp costs an ``UpdateItem`` and the
+    ``PutItem`` that stores ``acked``. See ``docs/spark.md``.
+
     :param run_id: a readable name for the run (tags also carry a random nonce, see
         :mod:`.tags`).
     :param parallelism: how many read partitions to aim at (twice this); default
@@ -575,6 +610,7 @@ class FrameTracking:
     :param tracker: the driver's tracker (default ``config.connect()``); on this path
         only the driver talks to it, so any tracker with the same methods works (a
         ``MemoryAck`` measures what tracking costs Spark itself, with no backend).
+    :param edge_key: the 32-byte key edges derive from (default: random per object).
     :param after_flush: a test hook (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`)
         called as ``hook("read", partition)`` after a read task produced its rows and
         ``hook("write", partition)`` after a sink task's part is durable.
@@ -582,6 +618,12 @@ class FrameTracking:
         (``True``, default: every ``ttl / 3``), ``False``, or a
         :class:`~xor_ack_dynamodb.spark.heartbeat.HeartbeatPolicy`; see
         :mod:`.heartbeat`.
+    :param transactions: send the creates and the stamps as ``create_many`` /
+        ``stamp_many`` (TransactWriteItems of up to 100 chains: one request per 100
+        roots each way instead of one per root, at twice the write units on DynamoDB;
+        the tracker must have those methods). Off by default: on moto a transaction
+        copies the table per item (slower than single writes); measure on your backend
+        (``benchmarks/driver_requests.py``).
     """
 
     def __init__(
@@ -596,17 +638,21 @@ class FrameTracking:
         parallelism: int | None = None,
         after_flush: Callable[[str, int], None] | None = None,
         heartbeat: bool | HeartbeatPolicy = True,
+        edge_key: bytes | None = None,
+        transactions: bool = False,
     ) -> None:
         self.heartbeat = HeartbeatPolicy.of(heartbeat)
         self.spark = spark
+        self.transactions = transactions
         self.after_flush = after_flush
         self.config = config
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
         self.run_id = self.tags.run_id
         self.tracker: Chains = tracker if tracker is not None else config.connect()
-        if self.tracker.mode != "xor":
-            raise InvalidConfig("tracked DataFrames use xor chains (a sum-mode tracker is not supported yet)")
-        self.edges = EdgeKey(secrets.token_bytes(32), 8)
+        self.group: Group = group_for(self.tracker.mode, 8)
+        # A given key (32 bytes) makes edges reproducible: a re-run streaming micro-batch
+        # must send the very values its first run sent (see :mod:`.streaming`).
+        self.edges = EdgeKey(edge_key if edge_key is not None else secrets.token_bytes(32), 8)
         self.run_key = to_signed(int.from_bytes(self.edges.key[:8], "big"))
         self.threads = threads
         self.parallelism = parallelism or default_parallelism(spark)
@@ -682,7 +728,12 @@ class FrameTracking:
                 self.counts["chains_refused"] += len(refused)
                 clock = time.perf_counter()
                 settled = settle(
-                    self.tracker, tags, owner=self.tags.owner, refused=refused, notes=handle.notes
+                    self.tracker,
+                    tags,
+                    owner=self.tags.owner,
+                    refused=refused,
+                    notes=handle.notes,
+                    known=handle.known,
                 )
                 self.counts["time_ms.settle"] += round(1000 * (time.perf_counter() - clock))
                 retry = []
@@ -718,10 +769,11 @@ class FrameTracking:
             return create_chains(
                 self.tracker,
                 edges,
-                8,
+                self.group,
                 f"{self.tags.owner}.{attempt}/create",
                 owner=self.tags.owner,
                 threads=self.threads,
+                transactions=self.transactions,
             )
         finally:
             self.counts["time_ms.creates"] += round(1000 * (time.perf_counter() - clock))

@@ -3,7 +3,9 @@
 Each takes the step's :class:`RunSpec`, name and user function first (bound with
 ``functools.partial`` on the driver, so a closure never captures a SparkContext or a
 client), then the partition index and its iterator, as ``mapPartitionsWithIndex`` wants.
-Records are ``(value, tag, anchor)`` triples; see :data:`~.executor.Record`.
+Records are ``(value, tag, anchor)`` triples; see :data:`~.executor.Record`. Anchors
+combine in the run's :class:`~.group.Group`: XOR for xor chains, ``+`` for sum chains
+(where a stamp adds the edges started and subtracts the anchors finished).
 
 Every step passes carrier records (:class:`~.executor.Carry`: the XORs earlier steps owe
 their chains, on their way to the driver) through untouched, and ends by emitting its
@@ -17,10 +19,9 @@ Spark retries; deterministic edges and op ids make the retry safe.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from functools import reduce
-from operator import xor
 from typing import Any
 
 from ..errors import TagExists
@@ -53,7 +54,7 @@ __all__ = [
 
 #: A reduce value on its way through the shuffle: (value, tag, anchor, error or None).
 Combined = tuple[Any, str | None, Anchor, str | None]
-#: What a sink partition returns to the driver: (values written, pending XOR per chain,
+#: What a sink partition returns to the driver: (values written, pending stamp per chain,
 #: failure reason per chain).
 SinkResult = tuple[int, dict[str, int], dict[str, str]]
 
@@ -67,15 +68,13 @@ def start_partition(
     tracker = executor_tracker(spec.config)
     before = snapshot(tracker)
     created = 0
-    size = spec.edge_size
+    value = spec.group.value
     counts: Counter[str] = Counter()
     for root in roots:
         tag = spec.tag(key(root))
         edge = spec.edges.root(tag)
         try:
-            tracker.create(
-                tag, edge.to_bytes(size, "big"), op_id=f"{spec.op_run}/{step}/{tag}", owner=spec.tags.owner
-            )
+            tracker.create(tag, value(edge), op_id=f"{spec.op_run}/{step}/{tag}", owner=spec.tags.owner)
         except TagExists:
             # Not ours (see Ledger._flush_one): never adopted, and nothing of the root
             # goes on to stamp it.
@@ -91,9 +90,15 @@ def start_partition(
 
 
 def _children(spec: RunSpec, parent: int, count: int) -> tuple[list[int], int]:
-    """``count`` child edges of ``parent`` and their XOR."""
+    """``count`` child edges of ``parent`` and what starting them all adds to a stamp
+    (their XOR, or their sum)."""
     edges = spec.edges.children(parent, count)
-    return edges, reduce(xor, edges, 0)
+    if spec.group.is_sum:
+        return edges, sum(edges)
+    started = 0
+    for edge in edges:
+        started ^= edge
+    return edges, started
 
 
 def fan_out_partition(
@@ -108,6 +113,7 @@ def fan_out_partition(
     edge ``spec.edges.child(p, i)``, per chain."""
     ledger = Ledger(spec, step, index)
     pending = ledger.pending
+    merge, finish = spec.group.merge, spec.group.finish
     for value, tag, anchor in records:
         if type(value) is Carry:
             yield value, tag, anchor
@@ -123,7 +129,7 @@ def fan_out_partition(
             continue
         if tag is not None:
             edges, started = _children(spec, anchor, len(children))  # type: ignore[arg-type]
-            pending[tag] = pending.get(tag, 0) ^ anchor ^ started  # type: ignore[operator]
+            pending[tag] = merge(finish(pending.get(tag, 0), anchor), started)  # type: ignore[arg-type]
             for child, edge in zip(children, edges, strict=True):
                 yield child, tag, edge
             continue
@@ -131,7 +137,7 @@ def fan_out_partition(
         per_chain = {}
         for chain, parent in anchors.items():
             edges, started = _children(spec, parent, len(children))
-            pending[chain] = pending.get(chain, 0) ^ parent ^ started
+            pending[chain] = merge(finish(pending.get(chain, 0), parent), started)
             per_chain[chain] = edges
         for position, child in enumerate(children):
             yield child, None, {chain: edges[position] for chain, edges in per_chain.items()}
@@ -167,7 +173,7 @@ def start_fan_out_partition(
             ledger.fail([tag], exc)
             continue
         edges, started = _children(spec, edge, len(children))
-        ledger.ack_one(tag, edge ^ started)
+        ledger.add(tag, spec.group.finish(started, edge))
         for child, child_edge in zip(children, edges, strict=True):
             yield child, tag, child_edge
     yield from ledger.flush()
@@ -238,26 +244,34 @@ def _as_anchors(tag: str | None, anchor: Anchor) -> Anchors:
     return {tag: anchor} if tag is not None else dict(anchor)  # type: ignore[dict-item, arg-type]
 
 
-def combine(fn: Callable[[Any, Any], Any], a: Combined, b: Combined) -> Combined:
-    """Merge two shuffle values: ``fn`` on the values, anchors merged by XOR per chain
-    (the result stands for every input it combines; values of one chain keep a single
-    int). If ``fn`` raises, the result carries the error and the anchors of both sides,
-    whose chains fail after the shuffle."""
+def combine(
+    fn: Callable[[Any, Any], Any], a: Combined, b: Combined, merge: Callable[[int, int], int] | None = None
+) -> Combined:
+    """Merge two shuffle values: ``fn`` on the values, anchors merged per chain by
+    ``merge`` (XOR by default; ``+`` for sum chains): the result stands for every input
+    it combines; values of one chain keep a single int. If ``fn`` raises, the result
+    carries the error and the anchors of both sides, whose chains fail after the
+    shuffle."""
     value_a, tag_a, anchor_a, error_a = a
     value_b, tag_b, anchor_b, error_b = b
     if type(value_a) is Carry:  # never met (one carrier per key); merged if it were
         merged_carry = _as_anchors(tag_a, anchor_a)
-        for chain, edge in _as_anchors(tag_b, anchor_b).items():
-            merged_carry[chain] = merged_carry.get(chain, 0) ^ edge
+        add_carry = merge or operator.xor
+        for chain, amount in _as_anchors(tag_b, anchor_b).items():
+            merged_carry[chain] = add_carry(merged_carry.get(chain, 0), amount)
         return value_a, None, merged_carry, None
     tag: str | None
     anchor: Anchor
     if tag_a is not None and tag_a == tag_b:
-        tag, anchor = tag_a, anchor_a ^ anchor_b  # type: ignore[operator]
+        if merge is None:
+            tag, anchor = tag_a, anchor_a ^ anchor_b  # type: ignore[operator]
+        else:
+            tag, anchor = tag_a, merge(anchor_a, anchor_b)  # type: ignore[arg-type]
     else:
         merged = _as_anchors(tag_a, anchor_a)
+        add = merge or operator.xor
         for chain, edge in _as_anchors(tag_b, anchor_b).items():
-            merged[chain] = merged.get(chain, 0) ^ edge
+            merged[chain] = add(merged.get(chain, 0), edge)
         tag, anchor = None, merged
     error = error_a or error_b
     value = None
@@ -292,8 +306,9 @@ def sink_partition(
     spec: RunSpec, step: str, writer: Callable[[int, list[Any]], None], index: int, records: Iterable[Record]
 ) -> Iterator[SinkResult]:
     """Write the partition's values with ``writer``, then return to the driver what to
-    ack: the XOR of the written records' anchors per chain (the driver merges the
-    partitions' results and stamps each chain once; see :meth:`TrackedRDD.sink`).
+    ack: per chain, the stamp that finishes the written records' anchors (their XOR, or
+    minus their sum; the driver merges the partitions' results and stamps each chain
+    once; see :meth:`TrackedRDD.sink`).
 
     ``writer(index, values)`` must return only once the output is durable, and must be
     idempotent per partition (a retried or speculative task writes the same values
@@ -302,14 +317,17 @@ def sink_partition(
     """
     ledger = Ledger(spec, step, index)
     pending = ledger.pending
+    finish = spec.group.finish
     values: list[Any] = []
     for value, tag, anchor in records:
         if type(value) is Carry:
-            ledger.ack(anchor)  # type: ignore[arg-type]
+            # Stamp amounts already (not anchors): merged, never finished.
+            for chain, amount in anchor.items():  # type: ignore[union-attr]
+                ledger.add(chain, amount)
             continue
         values.append(value)
         if tag is not None:
-            pending[tag] = pending.get(tag, 0) ^ anchor  # type: ignore[operator]
+            pending[tag] = finish(pending.get(tag, 0), anchor)  # type: ignore[arg-type]
         else:
             ledger.ack(anchor)  # type: ignore[arg-type]
     try:

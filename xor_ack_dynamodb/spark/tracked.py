@@ -122,7 +122,8 @@ class TrackedRDD(Generic[T]):
         their chains."""
         step = self._step(name)
         keyed = self.rdd.mapPartitionsWithIndex(partial(steps.key_partition, self.spec, f"{step}.key"))
-        reduced = keyed.reduceByKey(partial(steps.combine, fn), num_partitions)
+        merge = self.spec.group.merge if self.spec.group.is_sum else None
+        reduced = keyed.reduceByKey(partial(steps.combine, fn, merge=merge), num_partitions)
         return self._then(
             reduced.mapPartitionsWithIndex(partial(steps.unpack_partition, self.spec, f"{step}.unpack"))
         )
@@ -143,10 +144,11 @@ class TrackedRDD(Generic[T]):
         merged: dict[str, int] = {}
         failed: dict[str, str] = {}
         written = 0
+        add = self.spec.group.merge
         for count, pending, failures in results:
             written += count
             for tag, value in pending.items():
-                merged[tag] = merged.get(tag, 0) ^ value
+                merged[tag] = add(merged.get(tag, 0), value)
             for tag, reason in failures.items():
                 failed.setdefault(tag, reason)
         self._acker(step, merged, failed)

@@ -1,0 +1,491 @@
+"""Structured Streaming: tracked micro-batches through ``writeStream.foreachBatch``.
+
+:class:`StreamTracking` is the function handed to ``foreachBatch``. For each micro-batch
+it finds the batch's roots (the distinct values of a key column, e.g. the file a row
+came from), gives each root's rows their chain, runs the user's job on a
+:class:`~xor_ack_dynamodb.spark.frame.TrackedFrame`, writes the result with the tracked
+sink and stamps each chain once with what the write committed (as
+:class:`~xor_ack_dynamodb.spark.frame.FrameTracking` does for a batch job).
+
+**A root is a stable key; its chain is its own for life.** The tag is
+``<stream id>/<escaped key>``, created on the root's first sight (op id
+``<stream id>/<batch id>/create/<tag>``) and continued by later batches that bring rows
+of the same key (op id ``<stream id>/<batch id>/start/<tag>``). While a root is *open*
+its chain holds one more edge, the *carry* ``c`` (derived from the tag); a batch that
+brings a row for which the ``closes`` column is true finishes ``c``. With
+``closes=None`` (the default; right for files, which a file source reads once) every
+root closes in the batch that sees it. So a root's chain spans its batches:
+
+==================  ================================  ===============================
+batch               start (before the job runs)       after the committed write
+==================  ================================  ===============================
+first, open         ``create(tag, r_b ^ c)``          ``stamp(tag, X_b)``
+later, open         ``stamp(tag, r_b)``               ``stamp(tag, X_b)``
+closing             ``create(tag, r_b)`` or           ``stamp(tag, X_b)``
+                    ``stamp(tag, r_b ^ c)``
+==================  ================================  ===============================
+
+``r_b`` is the batch's root edge for the chain (derived from the stream's key, the
+batch id and the tag) and ``X_b`` the XOR the sink's commit recorded for it: equal to
+``r_b`` exactly when every row of the root reached the committed write. A chain reads
+acked once its closing batch is written; an open chain waits (mind its ttl: a root
+that stays open longer than the chain's ttl expires unless something touches it).
+
+**A re-run micro-batch is applied once.** After a failure Spark restarts the query from
+its checkpoint and runs the failed batch again with the same batch id and the same
+input. Everything the batch sends is a function of the stream id, the batch id and the
+input (edges come from a key derived from the stream id, not drawn), so the re-run's
+creates and stamps carry the op ids and values of the first run's, and the chain
+applies each at most once (a create's op id is kept for the chain's life; a stamp's in
+its window). The output is idempotent per batch id too: batch ``b`` writes into
+``<location>/batch-<b>``, which is emptied before the write, so a re-run replaces what a
+failed run left instead of adding to it.
+
+**Reports.** Each batch writes ``<location>/_xor_ack/batch-<b>.json``
+(:class:`BatchReport`: acked, failed, pending and refused roots) after its stamps;
+:meth:`StreamTracking.reports` reads them back (they survive restarts and work under
+Spark Connect, where the batch function runs in the server) and
+:meth:`StreamTracking.replayable` lists the roots whose chains failed or expired.
+
+A batch that fails (its job, its write, or anything after) leaves the chains it started
+pending: the re-run of the same batch completes them (if the query is never restarted
+they expire and are listed for replay). A chain still pending after its closing batch
+was written can no longer complete: it is failed (so no late write acks it) and listed
+for replay. A key seen again after its
+chain ended, or whose tag holds a chain of another owner, is *refused*: nothing is
+sent to its chain, it is reported, and its rows (written like the others) are not
+among the acked rows (:meth:`StreamTracking.acked_rows`).
+
+A key whose chain expired (an open root that waited longer than its ttl) is refused
+too, not created afresh (a create would overwrite the expired chain): it is listed by
+:meth:`StreamTracking.replayable`. Once a finished chain is purged (its retention
+passed) the key starts a new chain.
+
+Requests per root that opens and closes in one batch: one create and one stamp (two
+writes; the tracker knows the value it created, so the stamp needs no read), plus two
+``BatchGetItem`` per 100 roots per batch (before: expired chains; after: the report).
+A continued root costs a refused create (``TagExists``), a read and a stamp more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core.factory import MAX_OWNER
+from ..errors import (
+    InvalidConfig,
+    NotOwner,
+    OpIdReused,
+    TagAcked,
+    TagExists,
+    TagExpired,
+    TagFailed,
+    TagNotFound,
+)
+from .arrowxor import ChainSums
+from .driver import DRIVER_THREADS
+from .executor import snapshot
+from .frame import FrameAttempt, FrameTracking, TrackedFrame
+from .frame_sink import SINK_FORMATS
+from .group import Group
+from .outcomes import CONFLICT, Attempt, Chains, _pool_map, apply_acks
+from .tags import escape_key
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..config import AckConfig
+
+__all__ = ["StreamTracking", "BatchReport", "StreamJob", "stream_tag"]
+
+log = logging.getLogger("xor_ack_dynamodb.spark")
+
+#: ``job(frame, batch_id)``: the batch's tracked rows in, the tracked rows to write out.
+StreamJob = Callable[[TrackedFrame, int], TrackedFrame]
+#: A test hook, called on the driver as ``hook(batch_id, phase)`` with ``phase`` one of
+#: ``"written"`` (the write committed, nothing stamped yet) and ``"stamped"`` (stamps
+#: sent, report not yet written); raising there fails the micro-batch.
+BatchHook = Callable[[int, str], None]
+
+_KEY = "_xa_stream_key"
+_CLOSES = "_xa_stream_closes"
+#: Why a root's chain was not continued.
+ENDED = "the chain of this key already ended"
+#: Why a re-run batch's root was refused: its first run sent another value under the
+#: same op id (the key closed in one run and not in the other: the source gave the
+#: batch other rows). Its chain is left as the first run made it (it expires).
+DIFFERS = "the re-run batch differs from its first run for this key (a non-deterministic source?)"
+
+
+def _escape(text: str) -> str:
+    return text.replace("%", "%25").replace("/", "%2F")
+
+
+def stream_tag(stream_id: str, key: str) -> str:
+    """The tag of root ``key``'s chain in stream ``stream_id``."""
+    return f"{_escape(stream_id)}/{escape_key(key)}"
+
+
+@dataclass
+class BatchReport:
+    """What one micro-batch did with its roots (keys): ``acked`` (the chain completed),
+    ``pending`` (open roots waiting for a later batch), ``failed`` (key -> reason:
+    replayable), ``refused`` (key -> why nothing was sent to its chain), the rows
+    written and the driver's request counts for the batch."""
+
+    batch_id: int
+    tags: dict[str, str] = field(default_factory=dict)
+    acked: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    rows: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> BatchReport:
+        return cls(**json.loads(text))
+
+
+class StreamTracking:
+    """The ``foreachBatch`` function of a tracked streaming query; see the module doc.
+
+    ``query.writeStream.foreachBatch(StreamTracking(config, job, ...)).option(
+    "checkpointLocation", ...).start()``
+
+    :param config: the chains' table (picklable: under Spark Connect this object travels
+        to the server, which builds its own tracker).
+    :param job: ``job(frame, batch_id) -> TrackedFrame``: the tracked rows of the batch
+        in (every column of the micro-batch, plus the hidden tracking columns), the
+        rows to write out.
+    :param stream_id: names the query's chains and op ids: it must be the same for
+        every run of the query over one checkpoint (a re-run batch must send the same op
+        ids) and differ between queries (say, the query's name). Chains are owned by
+        ``stream/<stream_id>``.
+    :param location: a directory every node sees: batch ``b`` writes to
+        ``<location>/batch-<b>`` (replaced when the batch runs again), reports go to
+        ``<location>/_xor_ack``.
+    :param key: the column whose (string) value names a row's root, e.g.
+        ``_metadata.file_path`` selected into a column. A row without a key is
+        refused: the batch raises :class:`InvalidConfig` before any request is sent.
+    :param closes: a boolean column true on rows that close their root; ``None``: a
+        root closes in every batch that sees it.
+    :param format: ``parquet`` (default) or ``csv``.
+    :param tracker: the tracker to use on the classic driver (default:
+        ``config.connect()``, built where the batch function runs).
+    :param hook: a test hook (:data:`BatchHook`).
+    :param after_flush: a test hook run in the reader's and the sink's tasks (see
+        :class:`~xor_ack_dynamodb.spark.frame.FrameTracking`).
+
+    Raises :class:`InvalidConfig` here for a bad argument (nothing is sent).
+    """
+
+    def __init__(
+        self,
+        config: AckConfig,
+        job: StreamJob,
+        *,
+        stream_id: str,
+        location: str | Path,
+        key: str,
+        closes: str | None = None,
+        format: str = "parquet",
+        tracker: Chains | None = None,
+        hook: BatchHook | None = None,
+        after_flush: Callable[[str, int], None] | None = None,
+        threads: int = DRIVER_THREADS,
+    ) -> None:
+        if not isinstance(stream_id, str) or not stream_id:
+            raise InvalidConfig("stream_id must be a non-empty str")
+        self.owner = f"stream/{_escape(stream_id)}"
+        if len(self.owner) > MAX_OWNER:
+            raise InvalidConfig(f"stream_id is too long (the owner would exceed {MAX_OWNER} characters)")
+        if format not in SINK_FORMATS:
+            raise InvalidConfig(f"format must be one of {SINK_FORMATS}, got {format!r}")
+        text = str(location)
+        if text.startswith("s3://"):
+            raise InvalidConfig("a stream's location must be a directory (batches are replaced on re-run)")
+        if not isinstance(key, str) or not key:
+            raise InvalidConfig("key must be the name of a column")
+        self.config = config
+        self.job = job
+        self.stream_id = stream_id
+        self.location = Path(text).absolute()
+        self.key = key
+        self.closes = closes
+        self.format = format
+        self.hook = hook
+        self.after_flush = after_flush
+        self.threads = threads
+        self._tracker = tracker
+        digest = hashlib.blake2b(
+            stream_id.encode("utf-8", "surrogatepass"), person=b"xor-ack-stream", digest_size=32
+        )
+        self.edge_key = digest.digest()
+
+    # -- pickling (under Spark Connect the function runs in the server) ------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_tracker"] = None
+        return state
+
+    @property
+    def tracker(self) -> Chains:
+        if self._tracker is None:
+            self._tracker = self.config.connect()
+        return self._tracker
+
+    def tag(self, key: str) -> str:
+        """The tag of root ``key``'s chain."""
+        return stream_tag(self.stream_id, key)
+
+    def batch_location(self, batch_id: int) -> Path:
+        return self.location / f"batch-{batch_id:08d}"
+
+    def _report_path(self, batch_id: int) -> Path:
+        return self.location / "_xor_ack" / f"batch-{batch_id:08d}.json"
+
+    # -- one micro-batch ------------------------------------------------------------------
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        """Process micro-batch ``batch_id`` (Spark calls this). Raises what the job or the
+        write raised (Spark then fails the query; its restart runs the batch again)."""
+        from pyspark.sql import functions as F
+
+        spark = df.sparkSession
+        before = snapshot(self.tracker)
+        key = F.col(self.key).cast("string")
+        closes = F.coalesce(F.col(self.closes).cast("boolean"), F.lit(False)) if self.closes else F.lit(True)
+        found = (
+            df.select(key.alias(_KEY), closes.alias(_CLOSES))
+            .groupBy(_KEY)
+            .agg(F.max(_CLOSES).alias(_CLOSES))
+            .collect()
+        )
+        if any(row[_KEY] is None for row in found):
+            raise InvalidConfig(f"batch {batch_id}: rows without a key in column {self.key!r}")
+        keys = sorted(row[_KEY] for row in found)
+        closing = {row[_KEY] for row in found if row[_CLOSES]}
+        report = BatchReport(batch_id, {k: self.tag(k) for k in keys})
+        if not keys:  # nothing to track or write
+            self._save(report)
+            return
+        tracking = FrameTracking(
+            spark,
+            self.config,
+            run_id=self.stream_id,
+            tracker=self.tracker,
+            threads=self.threads,
+            edge_key=self.edge_key,
+            after_flush=self.after_flush,
+        )
+        if tracking.group.is_sum:
+            raise InvalidConfig(
+                "a tracked stream uses xor chains (its carries are XORed in): use an xor-mode tracker"
+            )
+        edges = {report.tags[k]: tracking.edges.root(f"{batch_id}/{report.tags[k]}") for k in keys}
+        carries = {tag: tracking.edges.root(f"carry/{tag}") for tag in edges}
+        closing_tags = {report.tags[k] for k in closing}
+        with ThreadPoolExecutor(1, thread_name_prefix="xor-ack-stream") as background:
+            starting: Future[tuple[set[str], dict[str, str]]] = background.submit(
+                self._start, batch_id, edges, carries, closing_tags
+            )
+            counts: Counter[str] = Counter()
+            attempt = FrameAttempt(
+                tracking,
+                batch_id + 1,
+                keys,
+                keys,
+                [report.tags[k] for k in keys],
+                edges,
+                starting,
+                ledger="_xor_ack_ledger.json",
+                on_commit=lambda sums, ledger: self._ack(batch_id, starting, sums, counts),
+            )
+            frame = self.job(attempt.start(df, self.key), batch_id)
+            if not isinstance(frame, TrackedFrame):
+                raise InvalidConfig(
+                    f"the stream's job must return a TrackedFrame, not {type(frame).__name__}"
+                )
+            out = self.batch_location(batch_id)
+            shutil.rmtree(out, ignore_errors=True)  # a re-run replaces what a failed run left
+            result = frame.write(out, format=self.format)
+            started, refused = starting.result()
+        report.rows = result.rows
+        self._settle(report, started, refused, closing_tags)
+        counts.update(tracking.counts)
+        counts.update(snapshot(self.tracker))
+        counts.subtract(before)
+        counts = +counts
+        report.counts = dict(counts)
+        if self.hook is not None:
+            self.hook(batch_id, "stamped")
+        self._save(report)
+        log.info(
+            "stream %s batch %d: %d acked, %d pending, %d failed, %d refused",
+            self.stream_id,
+            batch_id,
+            len(report.acked),
+            len(report.pending),
+            len(report.failed),
+            len(report.refused),
+        )
+
+    def _save(self, report: BatchReport) -> None:
+        """Write the batch's report atomically (a re-run batch replaces it)."""
+        path = self._report_path(report.batch_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_suffix(".tmp")
+        temp.write_text(report.to_json(), encoding="utf-8")
+        temp.replace(path)
+
+    def _start(
+        self, batch_id: int, edges: dict[str, int], carries: dict[str, int], closing: set[str]
+    ) -> tuple[set[str], dict[str, str]]:
+        """Create or continue each chain (see the module doc's table). Returns the tags
+        started and, for the others, why not."""
+        tracker = self.tracker
+        prefix = f"{self.stream_id}/{batch_id}"
+        # A chain that expired waiting for its key's next rows must not be revived by a
+        # create (which overwrites an expired chain): it is refused and replayable.
+        expired = {t for t, s in tracker.status_many(sorted(edges)).items() if s.state == "expired"}
+
+        def one(tag: str) -> tuple[str, str | None]:
+            if tag in expired:
+                return tag, f"{ENDED} (expired)"
+            root, carry = edges[tag], carries[tag]
+            fresh = root if tag in closing else root ^ carry
+            try:
+                tracker.create(
+                    tag, fresh.to_bytes(8, "big"), op_id=f"{prefix}/create/{tag}", owner=self.owner
+                )
+                return tag, None
+            except TagExists:
+                pass
+            except OpIdReused:
+                return tag, DIFFERS
+            more = root ^ carry if tag in closing else root
+            try:
+                tracker.stamp(tag, more.to_bytes(8, "big"), op_id=f"{prefix}/start/{tag}", owner=self.owner)
+            except NotOwner:
+                return tag, CONFLICT
+            except OpIdReused:
+                return tag, DIFFERS
+            except (TagAcked, TagFailed, TagExpired, TagNotFound) as exc:
+                return tag, f"{ENDED} ({exc.code})"
+            return tag, None
+
+        started: set[str] = set()
+        refused: dict[str, str] = {}
+        for tag, why in _pool_map(self.threads, one, sorted(edges)):
+            if why is None:
+                started.add(tag)
+            else:
+                refused[tag] = why
+        return started, refused
+
+    def _ack(
+        self,
+        batch_id: int,
+        starting: Future[tuple[set[str], dict[str, str]]],
+        sums: ChainSums,
+        counts: Counter[str],
+    ) -> Counter[str]:
+        """The write committed: stamp each started chain once with its XOR (op id
+        ``<stream id>/<batch id>/sink/<tag>``), fail those with a failure reason."""
+        if self.hook is not None:
+            self.hook(batch_id, "written")
+        started, _refused = starting.result()
+        done = apply_acks(
+            self.tracker,
+            {tag: value for tag, value in sums.xors.items() if tag in started},
+            {tag: reason for tag, reason in sums.errors.items() if tag in started},
+            Group("xor", 8),
+            f"{self.stream_id}/{batch_id}/sink",
+            owner=self.owner,
+            threads=self.threads,
+        )
+        counts.update(done)
+        return done
+
+    def _settle(
+        self, report: BatchReport, started: set[str], refused: dict[str, str], closing: set[str]
+    ) -> None:
+        tracker = self.tracker
+        found = tracker.status_many(sorted(started)) if started else {}
+        for key, tag in report.tags.items():
+            if tag in refused:
+                report.refused[key] = refused[tag]
+                continue
+            status = found.get(tag)
+            if status is None:
+                report.failed[key] = "the chain was never created"
+            elif status.owner != self.owner:
+                report.refused[key] = CONFLICT
+            elif status.state == "acked":
+                report.acked.append(key)
+            elif status.state == "pending" and tag not in closing:
+                report.pending.append(key)
+            elif status.state == "pending":
+                reason = "still pending after its closing batch was written"
+                try:
+                    failed = tracker.fail(tag, reason=reason, owner=self.owner)
+                    report.failed[key] = failed.reason or reason
+                except TagAcked:
+                    report.acked.append(key)
+            else:
+                report.failed[key] = status.reason or status.state
+
+    # -- after the fact ---------------------------------------------------------------------
+
+    def reports(self) -> list[BatchReport]:
+        """Every batch's report, by batch id (the last run of a re-run batch)."""
+        folder = self.location / "_xor_ack"
+        if not folder.is_dir():
+            return []
+        return [BatchReport.from_json(p.read_text("utf-8")) for p in sorted(folder.glob("batch-*.json"))]
+
+    def replayable(self) -> list[Attempt]:
+        """The roots whose chains failed or expired (read now: an open root's chain may
+        have expired since its batch), one :class:`Attempt` each (``note`` is the key),
+        for the caller to replay; refused roots are not listed (nothing of theirs was
+        tracked here)."""
+        tags: dict[str, str] = {}
+        for batch in self.reports():
+            for key, tag in batch.tags.items():
+                if key not in batch.refused:
+                    tags[tag] = key
+        found = self.tracker.status_many(sorted(tags)) if tags else {}
+        out = []
+        for tag, key in sorted(tags.items()):
+            status = found.get(tag)
+            if status is not None and status.owner == self.owner and status.state in ("failed", "expired"):
+                out.append(Attempt(tag, status.state, status.reason, key))
+        return out
+
+    def acked_rows(self, spark: SparkSession, tag_column: str = "xor_ack_tag") -> DataFrame:
+        """The written rows (every batch's output) whose chains read acked now."""
+        from pyspark.sql import functions as F
+
+        tags = sorted({t for b in self.reports() for k, t in b.tags.items() if k not in b.refused})
+        found = self.tracker.status_many(tags) if tags else {}
+        acked = [(t,) for t, s in found.items() if s.state == "acked" and s.owner == self.owner]
+        reader = spark.read.format(self.format)
+        if self.format == "csv":
+            reader = reader.option("header", "true")
+        written = reader.load(str(self.location / "batch-*"))
+        keep = spark.createDataFrame(acked, f"{tag_column} string")
+        return written.join(F.broadcast(keep), on=tag_column, how="left_semi")

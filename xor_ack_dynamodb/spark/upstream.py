@@ -1,0 +1,464 @@
+"""Chains started upstream: roots that arrive with a chain, continued and completed in
+Spark.
+
+A Lambda (the serverless side, :mod:`xor_ack_dynamodb.serverless`) or any other writer
+created a chain and handed this job one of its edges: the job must *finish* that edge
+and may start edges of its own, but the chain is not the job's. A :class:`Handed` says
+so: the chain's ``tag``, the ``edge`` this job finishes, the chain's ``owner`` (passed
+explicitly: every request of the job to the chain names it, so the tracker refuses a
+chain of another owner with ``NotOwner``) and the ``root`` the job reads (a path, a
+key, a record). An :class:`~xor_ack_dynamodb.serverless.envelope.Envelope` converts
+with :meth:`Handed.from_envelope`; rows that carry the three as columns with
+:func:`handed_from_rows`.
+
+**Never adopted.** Before anything is written the job reads the handed chains (one
+``BatchGetItem`` per 100): a chain that is missing, not pending (acked, failed,
+expired), or whose owner is not the handed owner is *refused*: reported, never
+written to, and its rows are not processed. Nothing else is ever sent to a chain the
+job was not handed; the job never creates one.
+
+**Continuing** is one stamp, :func:`stamp_handed`: it finishes the handed edge ``e``
+and starts the job's own edge (``e ^ r``) under the op id the serverless side gives the
+stamp that finishes ``e`` (``edge:<hex>``): a copy of the same hand-over is a
+duplicate; the same edge handed to a second job, which would start another ``r``, is
+refused by the chain (``OpIdReused``) and reported ``refused``.
+
+**DataFrame path** (:func:`run_handed_frames`): the continuing stamps are sent before
+the job runs (a chain that refuses leaves its rows out of the job); the job's rows
+carry ``r`` exactly as a chain the run created would (:mod:`.frame`); after the
+committed write one stamp per chain sends the XOR ``X`` the commit recorded (``X = r``
+when every row was written; op id ``<run>.1/sink/<tag>``). Two writes per chain, as for
+a chain the job creates. The driver also knows whether its part is
+complete (``X == r``, no failure): a chain still pending then waits on edges held by
+others and is reported ``pending``; a part that is not complete (a failed row, an
+aborted job) fails the chain, so that its upstream replays it.
+
+**RDD path** (:func:`run_handed_rdd`): the first step sends the continuing stamp on
+the executors (``r`` is the root record's edge, derived from the run's key and the tag,
+so a retried task's stamp is a duplicate; a refused chain's root is dropped and
+reported) and emits the root anchored to ``r``; the pipeline goes on as usual and
+the sink's merged XORs are stamped by the driver. Edges must be the tracking's
+``edge_size`` wide. After the job the driver cannot tell a chain waiting on other
+holders from one whose records were lost: it reports a pending chain ``pending``
+(a lost record leaves it to expire, and its upstream replays it); an aborted job
+fails the chains it was handed.
+
+Handed roots get one attempt in Spark: replay is the upstream's business (its chain
+failed or expired), which is how a failure travels back to the origin in Storm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from ..core.factory import MAX_OWNER
+from ..errors import (
+    InvalidConfig,
+    NotOwner,
+    OpIdReused,
+    TagAcked,
+    TagExpired,
+    TagFailed,
+    TagNotFound,
+    XorAckError,
+)
+from ..serverless.edges import op_id as edge_op_id
+from ..stamps import check_tag
+from .executor import RunSpec, executor_tracker, report, report_conflict, snapshot
+from .group import Group
+from .outcomes import CONFLICT, Attempt, Chains, RootOutcome, RunReport, _pool_map, apply_acks
+from .tracked import TrackedRDD
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from ..serverless.envelope import Envelope
+    from .driver import Tracking
+    from .frame import FrameJob, FrameTracking
+
+__all__ = [
+    "Handed",
+    "handed_from_rows",
+    "check_handed",
+    "refuse_unhanded",
+    "run_handed_frames",
+    "run_handed_rdd",
+    "stamp_handed",
+    "REFUSED",
+]
+
+log = logging.getLogger("xor_ack_dynamodb.spark")
+
+#: The state reported for a handed chain the job did not continue.
+REFUSED = "refused"
+#: A handed chain still pending after the job: the job's part is done (DataFrame path)
+#: or sent (RDD path); other holders' edges are outstanding.
+PENDING = "pending"
+
+
+@dataclass(frozen=True)
+class Handed:
+    """A root that arrives with an existing chain; see the module doc. Picklable.
+
+    :param tag: the chain's tag.
+    :param edge: the edge this job finishes (xor mode: 8 to 64 bytes, not all zero).
+    :param owner: the chain's owner, as its creator stored it.
+    :param root: what the job reads for this root (default: the tag).
+    """
+
+    tag: str
+    edge: bytes
+    owner: str
+    root: Any = None
+
+    @property
+    def key(self) -> Any:
+        return self.tag if self.root is None else self.root
+
+    @classmethod
+    def from_envelope(cls, envelope: Envelope, root: Any = None) -> Handed:
+        """The chain and edge a serverless envelope carries (xor mode only)."""
+        if envelope.mode != "xor" or not isinstance(envelope.edge, bytes):
+            raise InvalidConfig("Spark continues xor-mode chains; the envelope carries a sum-mode edge")
+        return cls(envelope.tag, envelope.edge, envelope.owner, root)
+
+
+def check_handed(handed: Sequence[Handed], *, edge_size: int | None = None) -> None:
+    """Raise :class:`InvalidConfig` (or :class:`~xor_ack_dynamodb.errors.InvalidTag`) for
+    a handed root that cannot be continued, before any request: a tag twice, an edge
+    that is not 8..64 bytes (exactly ``edge_size`` if given) or all zeros, an owner that
+    is not a str of 1 to 256 characters."""
+    seen: set[str] = set()
+    for item in handed:
+        if not isinstance(item, Handed):
+            raise InvalidConfig(f"expected Handed roots, got {type(item).__name__}")
+        check_tag(item.tag)
+        if item.tag in seen:
+            raise InvalidConfig(f"chain {item.tag!r} is handed twice (merge its edges into one Handed)")
+        seen.add(item.tag)
+        edge = item.edge
+        if not isinstance(edge, bytes) or not 8 <= len(edge) <= 64 or not any(edge):
+            raise InvalidConfig(f"the edge handed for {item.tag!r} must be 8 to 64 bytes, not all zero")
+        if edge_size is not None and len(edge) != edge_size:
+            raise InvalidConfig(
+                f"the edge handed for {item.tag!r} is {len(edge)} bytes; this tracking uses "
+                f"{edge_size}-byte edges (Tracking(edge_size=...))"
+            )
+        if not isinstance(item.owner, str) or not 1 <= len(item.owner) <= MAX_OWNER:
+            raise InvalidConfig(
+                f"the owner handed for {item.tag!r} must be a str of 1 to {MAX_OWNER} characters"
+            )
+
+
+def handed_from_rows(
+    df: DataFrame,
+    *,
+    tag: str = "xor_ack_tag",
+    edge: str = "xor_ack_edge",
+    owner: str = "xor_ack_owner",
+) -> list[Handed]:
+    """The handed chains of rows that carry a chain's tag, an edge (hex) and the owner as
+    columns (one small Spark job: the distinct triples). Rows handing several edges of
+    one chain hand their XOR; rows of one chain that name two owners, or an edge that is
+    not hex, raise :class:`InvalidConfig` before any DynamoDB request."""
+    edges: dict[str, int] = {}
+    widths: dict[str, int] = {}
+    owners: dict[str, str] = {}
+    for row in df.select(tag, edge, owner).distinct().collect():
+        name, text, who = row[0], row[1], row[2]
+        if name is None or text is None or who is None:
+            raise InvalidConfig("a row hands a chain without its tag, edge or owner")
+        try:
+            value = bytes.fromhex(text)
+        except ValueError:
+            raise InvalidConfig(f"the edge handed for {name!r} is not hex: {text!r}") from None
+        if owners.setdefault(name, who) != who:
+            raise InvalidConfig(f"rows of chain {name!r} name two owners")
+        if widths.setdefault(name, len(value)) != len(value):
+            raise InvalidConfig(f"rows of chain {name!r} hand edges of two widths")
+        edges[name] = edges.get(name, 0) ^ int.from_bytes(value, "big")
+    out = [Handed(n, edges[n].to_bytes(widths[n], "big"), owners[n]) for n in sorted(edges)]
+    check_handed(out)
+    return out
+
+
+def refuse_unhanded(tracker: Chains, handed: Sequence[Handed]) -> dict[str, Attempt]:
+    """Read every handed chain (``status_many``) and return the ones that must not be
+    continued, tag -> a ``refused`` :class:`Attempt` saying why: missing, not pending
+    (its state in the reason), or of another owner. Sends nothing else."""
+    found = tracker.status_many([h.tag for h in handed]) if handed else {}
+    refused: dict[str, Attempt] = {}
+    for item in handed:
+        status = found.get(item.tag)
+        if status is None:
+            why = "not adopted: no such chain"
+        elif status.owner != item.owner:
+            why = f"not adopted: {CONFLICT} (another owner)"
+        elif status.state != "pending":
+            why = f"not adopted: the chain is already {status.state}"
+        else:
+            continue
+        refused[item.tag] = Attempt(item.tag, REFUSED, why)
+    return refused
+
+
+def stamp_handed(tracker: Chains, item: Handed, started: int) -> str | None:
+    """The stamp that continues a handed chain: finish ``item.edge``, start ``started``
+    (an int as wide as the edge), naming the chain's owner. Its op id is the one the
+    serverless side uses for the stamp that finishes an edge (``edge:<hex>``), so a
+    copy of the same hand-over (a redelivered message, a retried task) is a duplicate,
+    and the same edge handed to a second job (which would start other edges) is refused
+    by the chain (``OpIdReused``) instead of being finished twice. Returns None when
+    applied, else why not (nothing was written)."""
+    value = (int.from_bytes(item.edge, "big") ^ started).to_bytes(len(item.edge), "big")
+    try:
+        tracker.stamp(item.tag, value, op_id=edge_op_id(item.edge), owner=item.owner)
+    except NotOwner:
+        return f"not adopted: {CONFLICT} (another owner)"
+    except OpIdReused:
+        return "not adopted: this edge was already finished by another job"
+    except (TagAcked, TagFailed, TagExpired, TagNotFound) as exc:
+        return f"not adopted: the chain is already {exc.code}"
+    return None
+
+
+def _finish(
+    tracker: Chains, handed: Sequence[Handed], done: set[str], reasons: Mapping[str, str]
+) -> dict[str, Attempt]:
+    """How each continued chain stands after the job: acked, pending (the job's part in
+    ``done``), or failed here (its part is not complete: the upstream replays it)."""
+    found = tracker.status_many([h.tag for h in handed]) if handed else {}
+    out: dict[str, Attempt] = {}
+    for item in handed:
+        status = found.get(item.tag)
+        if status is None:
+            out[item.tag] = Attempt(item.tag, "missing", "the chain is gone")
+        elif status.state == "pending" and item.tag in done:
+            out[item.tag] = Attempt(
+                item.tag, PENDING, "this job's part is done; the chain waits on other edges"
+            )
+        elif status.state == "pending":
+            reason = reasons.get(item.tag, "this job did not complete its part")
+            try:
+                failed = tracker.fail(item.tag, reason=reason, owner=item.owner)
+                out[item.tag] = Attempt(item.tag, failed.state, failed.reason)
+            except TagAcked:
+                out[item.tag] = Attempt(item.tag, "acked")
+            except NotOwner:
+                out[item.tag] = Attempt(item.tag, "failed", CONFLICT)
+        else:
+            out[item.tag] = Attempt(item.tag, status.state, status.reason)
+    return out
+
+
+def _report(
+    handed: Sequence[Handed], results: Mapping[str, Attempt], counters: Counter[str], errors: list[str]
+) -> RunReport:
+    outcomes = [RootOutcome(h.key, h.tag, [results[h.tag]]) for h in handed]
+    return RunReport(outcomes, counters, errors)
+
+
+def _job_error(exc: Exception) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else repr(exc)}"
+
+
+# -- DataFrames ----------------------------------------------------------------------------
+
+
+def _xor_only(group: Group) -> None:
+    """Handed chains are xor chains (the serverless envelope's edge is bytes):
+    :class:`InvalidConfig` for a sum-mode tracking, before any request."""
+    if group.is_sum:
+        raise InvalidConfig("handed chains are xor chains: continue them with an xor-mode tracker")
+
+
+def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: FrameJob) -> RunReport:
+    """Continue and complete the ``handed`` chains with ``job(attempt)`` (a
+    :class:`~xor_ack_dynamodb.spark.frame.FrameAttempt` whose roots are the accepted
+    handed roots, keyed by their tags: read them with ``attempt.read_text(path=...)``
+    over ``Handed.root``, or ``attempt.start(df, tag_column)`` over rows that carry the
+    tag); see the module doc. Returns one outcome per handed root: ``acked``,
+    ``pending``, ``failed``, ``refused`` (not adopted: nothing sent) or ``missing``.
+    Raises before any request for bad input (:func:`check_handed`)."""
+    from .frame import FrameAttempt
+
+    check_handed(handed)
+    _xor_only(tracking.group)
+    tracker = tracking.tracker
+    refused = refuse_unhanded(tracker, handed)
+    accepted = [h for h in handed if h.tag not in refused]
+    owners = {h.tag: h.owner for h in accepted}
+    widths = {h.tag: len(h.edge) for h in accepted}
+    internal = {h.tag: tracking.edges.root(f"handed/{h.tag}") for h in accepted}
+    prefix = f"{tracking.tags.owner}.1"
+    results: dict[str, Attempt] = dict(refused)
+    errors: list[str] = []
+    done: set[str] = set()
+    reasons: dict[str, str] = {}
+
+    def start() -> tuple[set[str], dict[str, str]]:
+        outcome = dict(
+            _pool_map(
+                tracking.threads, lambda h: (h.tag, stamp_handed(tracker, h, internal[h.tag])), accepted
+            )
+        )
+        return {t for t, why in outcome.items() if why is None}, {t: w for t, w in outcome.items() if w}
+
+    def commit(starting: Future[tuple[set[str], dict[str, str]]], sums: Any, ledger: str) -> Counter[str]:
+        started, _ = starting.result()
+        counts: Counter[str] = Counter()
+        groups: dict[tuple[str, int], list[str]] = {}
+        for tag in sorted(started):
+            groups.setdefault((owners[tag], widths[tag]), []).append(tag)
+        for (owner, width), members in groups.items():
+            counts.update(
+                apply_acks(
+                    tracker,
+                    {t: sums.xors.get(t, 0) for t in members if t not in sums.errors},
+                    {t: sums.errors[t] for t in members if t in sums.errors},
+                    Group("xor", width),
+                    f"{prefix}/sink",
+                    owner=owner,
+                    threads=tracking.threads,
+                )
+            )
+        for tag in started:
+            if tag in sums.errors:
+                reasons[tag] = sums.errors[tag]
+            elif sums.xors.get(tag, 0) == internal[tag]:
+                done.add(tag)
+            else:
+                reasons[tag] = "rows of this root did not reach the committed write"
+        tracking.counts.update(counts)
+        return counts
+
+    if accepted:
+        # Started before the job (not in the background as a run's creates are): a
+        # chain that refuses the hand-over is left out of the job, so none of its rows
+        # is processed or written.
+        started, not_started = start()
+        for tag, why in not_started.items():
+            results[tag] = Attempt(tag, REFUSED, why)
+        going = [h for h in accepted if h.tag in started]
+        ready: Future[tuple[set[str], dict[str, str]]] = Future()
+        ready.set_result((started, not_started))
+        if going:
+            attempt = FrameAttempt(
+                tracking,
+                1,
+                [h.key for h in going],
+                [h.tag for h in going],
+                [h.tag for h in going],
+                {h.tag: internal[h.tag] for h in going},
+                ready,
+                on_commit=partial(commit, ready),
+            )
+            try:
+                job(attempt)
+            except XorAckError:
+                _finish(tracker, going, set(), {})
+                raise
+            except Exception as exc:  # the Spark job was aborted: no commit, no stamp
+                log.warning("handed chains: the job failed: %s", _job_error(exc))
+                errors.append(_job_error(exc))
+            results.update(_finish(tracker, going, done, reasons))
+    return _report(handed, results, tracking.requests(), errors)
+
+
+# -- RDDs ----------------------------------------------------------------------------------
+
+
+def handed_partition(spec: RunSpec, step: str, index: int, items: Iterable[Handed]) -> Iterator[Any]:
+    """The first step over handed roots: per chain, :func:`stamp_handed` finishes the
+    handed edge and starts the root record's edge (derived from the run's key and the
+    tag, so a retried task sends the same stamp under the same op id: a duplicate). A
+    chain that refuses it is reported to the driver and its root is dropped."""
+    tracker = executor_tracker(spec.config)
+    before = snapshot(tracker)
+    counts: Counter[str] = Counter()
+    for item in items:
+        child = spec.edges.root(f"handed/{item.tag}")
+        why = stamp_handed(tracker, item, child)
+        if why is not None:
+            log.warning("handed chain %s: %s", item.tag, why)
+            report_conflict(spec, item.tag)
+            counts["handed_refused"] += 1
+            continue
+        counts["stamps"] += 1
+        yield item.key, item.tag, child
+    report(spec, tracker, before, counts)
+    if spec.after_flush is not None:
+        spec.after_flush(step, index)
+
+
+def run_handed_rdd(
+    tracking: Tracking,
+    handed: Sequence[Handed],
+    job: Callable[[TrackedRDD[Any], int], Any],
+    *,
+    num_slices: int | None = None,
+) -> RunReport:
+    """Continue and complete the ``handed`` chains with ``job(started, 1)`` on the RDD
+    path: ``started`` is a :class:`TrackedRDD` of the accepted roots (values
+    ``Handed.root``, or the tag); the job ends in a sink as usual. Every stamp names the
+    handed owner. See the module doc for what is reported."""
+    check_handed(handed, edge_size=tracking.edge_size)
+    _xor_only(tracking.group)
+    tracker = tracking.tracker
+    refused = refuse_unhanded(tracker, handed)
+    accepted = [h for h in handed if h.tag not in refused]
+    results: dict[str, Attempt] = dict(refused)
+    errors: list[str] = []
+    if accepted:
+        owners = {h.tag: h.owner for h in accepted}
+        spec = dataclasses.replace(tracking.spec(1), owners=owners)
+        steps = tracking._steps
+        step = f"{next(steps)}-handed"
+        slices = max(1, min(len(accepted), num_slices or tracking.sc.defaultParallelism))
+        rdd = tracking.sc.parallelize(accepted, slices).mapPartitionsWithIndex(
+            partial(handed_partition, spec, step)
+        )
+
+        def ack(step: str, stamps: dict[str, int], failures: dict[str, str]) -> Counter[str]:
+            counts: Counter[str] = Counter()
+            clock = time.perf_counter()
+            for owner in sorted(set(owners.values())):
+                mine = {t for t, o in owners.items() if o == owner}
+                counts.update(
+                    apply_acks(
+                        tracker,
+                        {t: v for t, v in stamps.items() if t in mine},
+                        {t: r for t, r in failures.items() if t in mine},
+                        Group("xor", spec.edge_size),
+                        f"{spec.op_run}/{step}/driver",
+                        owner=owner,
+                    )
+                )
+            tracking._driver_counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
+            tracking._driver_counts.update(counts)
+            return counts
+
+        tracking.sc.setJobDescription(f"xor-ack run {tracking.run_id}: handed chains")
+        done = {h.tag for h in accepted}
+        reasons: dict[str, str] = {}
+        try:
+            job(TrackedRDD(rdd, spec, steps, ack), 1)
+        except Exception as exc:  # the job was aborted
+            log.warning("handed chains: the job failed: %s", _job_error(exc))
+            errors.append(_job_error(exc))
+            done = set()
+            reasons = {h.tag: f"the job failed: {_job_error(exc)}" for h in accepted}
+        conflicts = tracking._conflicts()
+        for tag in sorted(conflicts & done):
+            results[tag] = Attempt(tag, REFUSED, "not adopted: the chain refused the handed edge")
+        results.update(_finish(tracker, [h for h in accepted if h.tag not in conflicts], done, reasons))
+    return _report(handed, results, tracking.requests(), errors)
