@@ -204,10 +204,13 @@ def make_ack(ack: XorAckDynamoDB) -> Any:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One classic SparkSession for every Spark test module: local[2,4] (two cores, up to
-    four attempts per task, so tests can kill a task's first attempt)."""
+    four attempts per task, so tests can kill a task's first attempt), Python workers
+    forked from a daemon that has the library imported (a killed task's replacement
+    worker starts warm: see xor_ack_dynamodb.spark.daemon)."""
     from spark_helpers import spark_session
 
-    with spark_session("local[2,4]") as session:
+    daemon = {"spark.python.daemon.module": "xor_ack_dynamodb.spark.daemon"}
+    with spark_session("local[2,4]", **daemon) as session:
         yield session
 
 

@@ -383,7 +383,8 @@ class _SlowFirstAttempt:
 def test_expired_chains_are_replayed(sc: Any, moto_server: LocalDynamoDB) -> None:
     config = moto_server.config(unique_table("expiry"), ttl_seconds=3)
     config.connect().create_table()
-    tracking = Tracking(sc, config)
+    # No heartbeat: with one, the chains would outlive the slow sink (test_spark_heartbeat).
+    tracking = Tracking(sc, config, heartbeat=False)
 
     def job(started: Any, attempt: int) -> None:
         started.fan_out(_letters).sink(_SlowFirstAttempt(attempt, 4.5))

@@ -34,6 +34,7 @@ from .frame import (
     UntrackedFrame,
     WriteResult,
 )
+from .heartbeat import HeartbeatPolicy
 from .outcomes import Attempt, PermanentFailure, RootOutcome, RunObserver, RunReport
 from .sink import CsvPartitionWriter, S3PartitionWriter, read_csv_parts, read_s3_parts
 from .streaming import BatchReport, StreamTracking, stream_tag
@@ -50,6 +51,7 @@ __all__ = [
     "DieOnFirstAttempt",
     "FrameAttempt",
     "FrameTracking",
+    "HeartbeatPolicy",
     "Handed",
     "PartitionWriter",
     "PermanentFailure",

@@ -27,6 +27,7 @@ from ..stamps import check_tag
 from .edges import EdgeKey
 from .executor import CONFLICT_NOTE, AfterFlush, CounterParam, RunSpec, snapshot
 from .group import Group, group_for
+from .heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_tracker
 from .outcomes import (
     CONFLICT,
     Attempt,
@@ -97,13 +98,18 @@ class Tracking:
     :param edge_size: bytes per edge: 8 (default, Storm's 64-bit ids: a false ack is a
         2**-64 event) or, for xor chains, a multiple of 8 up to 64.
     :param after_flush: a test hook called on the executors after each step's flush.
+    :param heartbeat: keep the attempt's pending chains from expiring while its job runs
+        (``True``, default: every ``ttl / 3``), ``False``, or a
+        :class:`~xor_ack_dynamodb.spark.heartbeat.HeartbeatPolicy`; see
+        :mod:`.heartbeat`.
     :param tracker: the driver's tracker (default: ``config.connect()``); its mode must
         be ``config.mode`` (the executors build theirs from ``config``).
 
     Chains of either mode work (``config.mode``): xor chains (the default) combine
     anchors by XOR and stamp bytes; sum chains add started edges, subtract finished
-    anchors and stamp ints (one ``UpdateItem`` per stamp, never a lost race: worth it
-    here, where every partition of a step stamps the chains it saw, at once). See
+    anchors and stamp ints (one ``UpdateItem`` per stamp, never a lost race). Executors
+    never stamp: each step's per-partition amounts reach the driver as carrier records
+    (see :mod:`.executor`), which stamps each chain once per attempt. See
     ``docs/spark.md``.
 
     Requests are counted per task and summed on the driver (:attr:`counters`), with the
@@ -120,7 +126,9 @@ class Tracking:
         after_flush: AfterFlush | None = None,
         tracker: XorAckDynamoDB | None = None,
         nonce: str | None = None,
+        heartbeat: bool | HeartbeatPolicy = True,
     ) -> None:
+        self.heartbeat = HeartbeatPolicy.of(heartbeat)
         self.sc = sc
         self.config = config
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
@@ -214,6 +222,25 @@ class Tracking:
         total.update(snapshot(self.tracker))
         return total
 
+    def _add_heartbeat(self, beat: Heartbeat) -> None:
+        figures = beat.figures()
+        # Requests per chain-minute are a ratio: the run reports the last attempt's.
+        ratio = figures.pop("heartbeat.requests_per_chain_minute_x1000", None)
+        self._driver_counts.update(figures)
+        if ratio is not None:
+            self._driver_counts["heartbeat.requests_per_chain_minute_x1000"] = ratio
+        if beat.tracker is not self.tracker:
+            self._driver_counts.update(snapshot(beat.tracker))
+
+    def _heartbeat(self, tags: Sequence[str]) -> Heartbeat:
+        """The heartbeat of one attempt's chains (its requests are added to the run's)."""
+        return Heartbeat(
+            heartbeat_tracker(self.tracker, self.config.connect) if self.heartbeat.enabled else self.tracker,
+            tags,
+            owner=self.tags.owner,
+            policy=self.heartbeat,
+        )
+
     def run(
         self,
         roots: Sequence[Any],
@@ -250,13 +277,16 @@ class Tracking:
             slices = max(1, min(len(todo), num_slices or self.sc.defaultParallelism))
             rdd = self.sc.parallelize([roots[i] for i in todo], slices)
             self.sc.setJobDescription(f"xor-ack run {self.run_id} attempt {attempt}")
+            tags = [self.tags.escaped(keys[i], attempt) for i in todo]
+            beat = self._heartbeat(tags)
             try:
-                job(self.start(rdd, key, attempt=attempt), attempt)
+                with beat:
+                    job(self.start(rdd, key, attempt=attempt), attempt)
             except Exception as exc:  # Py4JJavaError and friends: the job was aborted
                 first = str(exc).splitlines()[0] if str(exc) else repr(exc)
                 log.warning("attempt %d: the job failed: %s", attempt, first)
                 errors.append(f"attempt {attempt}: {type(exc).__name__}: {first}")
-            tags = [self.tags.escaped(keys[i], attempt) for i in todo]
+            self._add_heartbeat(beat)
             conflicts = self._conflicts()
             refused = {tag: CONFLICT for tag in tags if tag in conflicts}
             clock = time.perf_counter()

@@ -8,17 +8,25 @@ path.
 
 A ledger collects, for one partition of one tracked step, the XOR of every edge the
 step acked or emitted per chain, and the chains whose records raised. At the end of the
-partition it flushes: one ``create`` per chain the step starts, one ``fail`` per failed
-chain, then one ``stamp`` per other chain, each under the op id
-``<run>.<attempt>/<step>/<partition>/<tag>``. A retried, recomputed or speculative copy
-of the task computes the same XORs (edges are derived, not drawn) and sends them under
-the same op ids, so the chain applies each at most once.
+partition it flushes: one ``create`` per chain the step starts (op id
+``<run>.<attempt>/<step>/<partition>/<tag>/create``; a chain remembers its create's op id
+for life), one ``fail`` per failed chain (failing twice changes nothing), and **no
+stamp**: the XORs of the other chains leave the task as one *carrier* record (value a
+:class:`Carry`, tag ``None``, anchor the ``{tag: XOR}`` dict) that travels down the
+pipeline with the data, through shuffles, untouched by user functions, to the sink,
+which returns it to the driver with the partition's result. Spark hands the driver
+exactly one result per partition of an action (and a reduce task reads exactly one
+output per map partition), so each partition's XORs reach the driver once, whatever
+tasks were retried, recomputed or run speculatively; the driver stamps each chain once
+per attempt. So a chain receives one stamp per attempt whatever the partition count,
+and its window of remembered op ids (``win``, 32) is never the limit.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.accumulators import AccumulatorParam
 
-from ..errors import NotOwner, TagAcked, TagExists, TagExpired, TagFailed, TagNotFound
+from ..errors import NotOwner, TagAcked, TagExists, TagNotFound
 from .edges import EdgeKey
 from .group import Group
 from .tags import TagScheme
@@ -40,7 +48,18 @@ if TYPE_CHECKING:
     from ..dynamodb import XorAckDynamoDB
     from ..protocol import AckTracker
 
-__all__ = ["RunSpec", "Ledger", "CounterParam", "executor_tracker", "Anchors", "Anchor", "Record", "Noted"]
+__all__ = [
+    "RunSpec",
+    "Ledger",
+    "CounterParam",
+    "executor_tracker",
+    "Anchors",
+    "Anchor",
+    "Record",
+    "Noted",
+    "Carry",
+    "is_carry",
+]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
@@ -52,6 +71,27 @@ Anchors = dict[str, int]
 Anchor = int | Anchors
 #: ``(value, tag, anchor)``; see the module doc.
 Record = tuple[Any, str | None, Anchor]
+
+
+@dataclass(frozen=True, eq=True)
+class Carry:
+    """The value of a carrier record: the XORs one partition of one step owes its chains
+    (in the record's anchor), on their way to the driver; see the module doc. Its own
+    shuffle key (one per step and partition, never equal to a user's key), with a hash
+    that is the same in every process, so a recomputed map task sends it to the same
+    reduce partition."""
+
+    step: str
+    partition: int
+
+    def __hash__(self) -> int:
+        return zlib.crc32(f"{self.step}/{self.partition}".encode())
+
+
+def is_carry(value: Any) -> bool:
+    """True for a carrier record's value."""
+    return type(value) is Carry
+
 
 #: Called after a ledger flushed (and after a sink wrote), with the step name and the
 #: partition index (a test hook: make a task die after its stamps landed).
@@ -172,9 +212,9 @@ class Ledger:
     added, finished anchors subtracted) of what the step did to the chain.
 
     Flushing raises only for errors worth a task retry (DynamoDB unreachable, a budget
-    spent on lost races): a chain that is already failed, expired, acked or gone gets
-    no stamp and is counted under ``skipped``, because its outcome no longer depends on
-    this partition (a failed or expired chain is replayed as a whole).
+    spent on lost races): a chain that cannot be failed (acked or gone) is counted under
+    ``skipped``, because its outcome no longer depends on this partition. The XORs of
+    the chains not failed leave as a carrier record (:meth:`flush`), never as a stamp.
     """
 
     def __init__(self, spec: RunSpec, step: str, partition: int) -> None:
@@ -233,42 +273,52 @@ class Ledger:
         sum, of the edges they started: one write instead of a create and a stamp)."""
         self.creates[tag] = root
 
-    def flush(self) -> None:
-        """Send this partition's creates, fails and stamps; see the class doc. Chains are
-        flushed concurrently (up to :data:`FLUSH_THREADS` at a time: a request is mostly
-        waiting on the network); each chain's own requests stay in order: create, then
-        fail or stamp."""
+    def flush(self) -> list[Record]:
+        """Send this partition's creates and fails, and return what the step must emit
+        after its records: the carrier of the other chains' XORs (a list of one record,
+        or empty). Creates and fails go out concurrently (up to :data:`FLUSH_THREADS`
+        chains at a time: a request is mostly waiting on the network); a chain's own
+        requests stay in order (create, then fail)."""
         if self.notes and self.spec.notes is not None:
             self.spec.notes.add(Counter(f"{tag}\x00{text}" for tag, text in self.notes.items()))
-        tags = self._order(set(self.creates) | set(self.failed) | {t for t, v in self.pending.items() if v})
-        if not tags:
-            self._after()
-            return
-        tracker = executor_tracker(self.spec.config)
-        before = snapshot(tracker)
-        counts: Counter[str] = Counter()
-        if len(tags) == 1:
-            counts.update(self._flush_one(tracker, tags[0]))
-        else:
-            with ThreadPoolExecutor(
-                min(FLUSH_THREADS, len(tags)), thread_name_prefix="xor-ack-flush"
-            ) as pool:
-                for result in pool.map(partial(self._flush_one, tracker), tags):
-                    counts.update(result)
-        report(self.spec, tracker, before, counts)
+        pending = {t: v for t, v in self.pending.items() if v and t not in self.failed}
+        tags = self._order(set(self.creates) | set(self.failed))
+        if tags:
+            tracker = executor_tracker(self.spec.config)
+            before = snapshot(tracker)
+            counts: Counter[str] = Counter()
+            if len(tags) == 1:
+                results = [self._flush_one(tracker, tags[0])]
+            else:
+                with ThreadPoolExecutor(
+                    min(FLUSH_THREADS, len(tags)), thread_name_prefix="xor-ack-flush"
+                ) as pool:
+                    results = list(pool.map(partial(self._flush_one, tracker), tags))
+            for tag, (result, carried) in zip(tags, results, strict=True):
+                counts.update(result)
+                if tag in self.creates:
+                    if carried:
+                        pending[tag] = carried
+                    else:
+                        pending.pop(tag, None)
+            report(self.spec, tracker, before, counts)
         self._after()
+        if not pending:
+            return []
+        return [(Carry(self.step, self.partition), None, pending)]
 
-    def _flush_one(self, tracker: XorAckDynamoDB, tag: str) -> Counter[str]:
+    def _flush_one(self, tracker: XorAckDynamoDB, tag: str) -> tuple[Counter[str], int]:
+        """Create and/or fail chain ``tag``; returns counts, and for a created chain the
+        XOR still to carry to the driver (0: none)."""
         counts: Counter[str] = Counter()
         group = self.group
-        pending = self.pending.get(tag, 0)
+        carried = 0
         if tag in self.creates:
             root = self.creates[tag]
-            value = root if tag in self.failed else group.merge(root, pending)
-            pending = 0
+            value = root if tag in self.failed else group.merge(root, self.pending.get(tag, 0))
             try:
                 # Nothing started (e.g. an empty file): create it with its root edge and
-                # finish that below; a create never stores zero.
+                # carry its finishing to the driver; a create never stores zero.
                 tracker.create(
                     tag,
                     group.value(value or root),
@@ -281,10 +331,10 @@ class Ledger:
                 # it. The driver reports the root failed and sends it nothing.
                 report_conflict(self.spec, tag)
                 counts["create_exists"] += 1
-                return counts
+                return counts, 0
             counts["chains_created"] += 1
             if value == 0 and tag not in self.failed:
-                pending = group.finished(root)
+                carried = group.finished(root)
         if tag in self.failed:
             try:
                 tracker.fail(tag, reason=self.failed[tag], owner=self.spec.owner(tag))
@@ -296,22 +346,7 @@ class Ledger:
                 # Acked: impossible unless an op id fell out of the chain's memory.
                 log.warning("could not fail chain %s: %r", tag, exc)
                 counts["skipped"] += 1
-            return counts
-        if pending == 0:
-            return counts
-        try:
-            result = tracker.stamp(
-                tag, group.value(pending), op_id=self.op_id(tag), owner=self.spec.owner(tag)
-            )
-            counts["stamps"] += 1
-            counts["chains_acked"] += result.acked
-        except NotOwner:
-            report_conflict(self.spec, tag)
-            counts["conflicts"] += 1
-        except (TagFailed, TagExpired, TagAcked, TagNotFound) as exc:
-            log.debug("no stamp for %s: %s", tag, exc.code)
-            counts["skipped"] += 1
-        return counts
+        return counts, carried
 
     def _order(self, tags: Iterable[str]) -> list[str]:
         """Tags sorted, then rotated by the partition index: partitions flushing the same

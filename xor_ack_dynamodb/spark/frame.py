@@ -80,6 +80,7 @@ from .frame_source import (
     roots_option,
 )
 from .group import Group, group_for
+from .heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_tracker
 from .outcomes import (
     PERMANENT,
     Attempt,
@@ -613,6 +614,10 @@ class FrameTracking:
     :param after_flush: a test hook (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`)
         called as ``hook("read", partition)`` after a read task produced its rows and
         ``hook("write", partition)`` after a sink task's part is durable.
+    :param heartbeat: keep the attempt's pending chains from expiring while its job runs
+        (``True``, default: every ``ttl / 3``), ``False``, or a
+        :class:`~xor_ack_dynamodb.spark.heartbeat.HeartbeatPolicy`; see
+        :mod:`.heartbeat`.
     :param transactions: send the creates and the stamps as ``create_many`` /
         ``stamp_many`` (TransactWriteItems of up to 100 chains: one request per 100
         roots each way instead of one per root, at twice the write units on DynamoDB;
@@ -632,9 +637,11 @@ class FrameTracking:
         threads: int = DRIVER_THREADS,
         parallelism: int | None = None,
         after_flush: Callable[[str, int], None] | None = None,
+        heartbeat: bool | HeartbeatPolicy = True,
         edge_key: bytes | None = None,
         transactions: bool = False,
     ) -> None:
+        self.heartbeat = HeartbeatPolicy.of(heartbeat)
         self.spark = spark
         self.transactions = transactions
         self.after_flush = after_flush
@@ -701,8 +708,10 @@ class FrameTracking:
                     edges,
                     creating,
                 )
+                beat = self._heartbeat(tags)
                 try:
-                    job(handle)
+                    with beat:
+                        job(handle)
                 except XorAckError:
                     # A caller's mistake (a lookup with duplicate keys...): fail this
                     # attempt's chains so that nothing can ack them, and say so.
@@ -713,6 +722,7 @@ class FrameTracking:
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
                     log.warning("attempt %d: the job failed: %s", attempt, first)
                     errors.append(f"attempt {attempt}: {type(exc).__name__}: {first}")
+                self._add_heartbeat(beat)
                 created, refused = creating.result()
                 self.counts["chains_created"] += len(created)
                 self.counts["chains_refused"] += len(refused)
@@ -736,6 +746,22 @@ class FrameTracking:
                     observer.attempt_finished(attempt, [outcomes[i] for i in todo])
                 todo = retry
         return RunReport(outcomes, self.requests(), errors)
+
+    def _heartbeat(self, tags: Sequence[str]) -> Heartbeat:
+        """The heartbeat of one attempt's chains (its requests are added to the run's)."""
+        enabled = self.heartbeat.enabled
+        tracker = heartbeat_tracker(self.tracker, self.config.connect) if enabled else self.tracker
+        return Heartbeat(tracker, tags, owner=self.tags.owner, policy=self.heartbeat)
+
+    def _add_heartbeat(self, beat: Heartbeat) -> None:
+        figures = beat.figures()
+        # A ratio: the run reports the last attempt's.
+        ratio = figures.pop("heartbeat.requests_per_chain_minute_x1000", None)
+        self.counts.update(figures)
+        if ratio is not None:
+            self.counts["heartbeat.requests_per_chain_minute_x1000"] = ratio
+        if beat.tracker is not self.tracker:
+            self.counts.update(snapshot(beat.tracker))
 
     def _create(self, edges: dict[str, int], attempt: int) -> tuple[set[str], dict[str, str]]:
         clock = time.perf_counter()

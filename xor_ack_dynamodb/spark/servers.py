@@ -20,8 +20,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 __all__ = ["standalone_cluster", "connect_server", "free_port", "spark_home"]
@@ -65,6 +66,10 @@ def _environment(workdir: Path, extra: Mapping[str, str] | None) -> dict[str, st
     return env
 
 
+def _logged(path: Path, text: bytes) -> bool:
+    return path.exists() and text in path.read_bytes()
+
+
 def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
     for process in reversed(processes):
         process.terminate()
@@ -78,20 +83,27 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
 
 @contextmanager
 def standalone_cluster(
-    workdir: Path, cores: int = 2, memory: str = "1g", env: Mapping[str, str] | None = None
+    workdir: Path,
+    cores: int = 2,
+    memory: str = "1g",
+    env: Mapping[str, str] | None = None,
+    workers: Sequence[str] = ("127.0.0.1",),
 ) -> Iterator[str]:
-    """A Spark standalone master and one worker (``cores``, ``memory``), both on
-    127.0.0.1, started with ``bin/spark-class``; yields the master URL. The worker runs
-    Python tasks with ``PYSPARK_PYTHON`` (default this interpreter); its executors'
-    logs land in ``workdir/work``."""
+    """A Spark standalone master on 127.0.0.1 and one worker per name in ``workers``
+    (each ``cores``, ``memory``; default one worker on 127.0.0.1), started with
+    ``bin/spark-class``; yields the master URL. Workers named ``localhost`` and
+    ``127.0.0.1`` are the same machine but two hosts to Spark (which never runs a
+    speculative copy of a task on a host already running it). The workers run Python
+    tasks with ``PYSPARK_PYTHON`` (default this interpreter); their executors' logs
+    land in ``workdir/work``."""
     workdir.mkdir(parents=True, exist_ok=True)
     environment = {**_environment(workdir, env), "SPARK_WORKER_DIR": str(workdir / "work")}
     spark_class = str(spark_home() / "bin" / "spark-class")
     port = free_port()
     master_url = f"spark://127.0.0.1:{port}"
-    master_log, worker_log = workdir / "master.log", workdir / "worker.log"
+    master_log = workdir / "master.log"
     processes: list[subprocess.Popen[bytes]] = []
-    with master_log.open("wb") as master_out, worker_log.open("wb") as worker_out:
+    with master_log.open("wb") as master_out:
         try:
             master = subprocess.Popen(
                 [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
@@ -105,22 +117,27 @@ def standalone_cluster(
             _wait_for(
                 lambda: b"I have been elected leader" in master_log.read_bytes(), 90, "the master", master
             )
-            worker = subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1"]
-                + ["--cores", str(cores), "--memory", memory, "--webui-port", str(free_port())]
-                + ["--work-dir", str(workdir / "work")],
-                env=environment,
-                stdout=worker_out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            processes.append(worker)
-            _wait_for(
-                lambda: b"Successfully registered with master" in worker_log.read_bytes(),
-                90,
-                "the worker to register",
-                worker,
-            )
+            for number, host in enumerate(workers):
+                log = workdir / ("worker.log" if number == 0 else f"worker-{number}.log")
+                with log.open("wb") as out:
+                    worker = subprocess.Popen(
+                        [spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", host]
+                        + ["--cores", str(cores), "--memory", memory, "--webui-port", str(free_port())]
+                        + ["--work-dir", str(workdir / "work")],
+                        env=environment,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                processes.append(worker)
+            for number, worker in enumerate(processes[1:]):
+                log = workdir / ("worker.log" if number == 0 else f"worker-{number}.log")
+                _wait_for(
+                    partial(_logged, log, b"Successfully registered with master"),
+                    90,
+                    "the worker to register",
+                    worker,
+                )
             yield master_url
         finally:
             _stop(processes)

@@ -7,6 +7,10 @@ Records are ``(value, tag, anchor)`` triples; see :data:`~.executor.Record`. Anc
 combine in the run's :class:`~.group.Group`: XOR for xor chains, ``+`` for sum chains
 (where a stamp adds the edges started and subtracts the anchors finished).
 
+Every step passes carrier records (:class:`~.executor.Carry`: the XORs earlier steps owe
+their chains, on their way to the driver) through untouched, and ends by emitting its
+own ledger's carrier, if any (see :mod:`.executor`).
+
 Exceptions raised by user functions fail the record's chains and the partition goes on;
 a record that raised is dropped without acking its edges, so its chains cannot reach
 zero whatever else arrives. Everything else (DynamoDB unreachable) fails the task, which
@@ -24,6 +28,7 @@ from ..errors import TagExists
 from .executor import (
     Anchor,
     Anchors,
+    Carry,
     Ledger,
     Noted,
     Record,
@@ -110,6 +115,9 @@ def fan_out_partition(
     pending = ledger.pending
     merge, finish = spec.group.merge, spec.group.finish
     for value, tag, anchor in records:
+        if type(value) is Carry:
+            yield value, tag, anchor
+            continue
         try:
             result = fn(value)
             if isinstance(result, Noted):
@@ -133,7 +141,7 @@ def fan_out_partition(
             per_chain[chain] = edges
         for position, child in enumerate(children):
             yield child, None, {chain: edges[position] for chain, edges in per_chain.items()}
-    ledger.flush()
+    yield from ledger.flush()
 
 
 def start_fan_out_partition(
@@ -168,7 +176,7 @@ def start_fan_out_partition(
         ledger.add(tag, spec.group.finish(started, edge))
         for child, child_edge in zip(children, edges, strict=True):
             yield child, tag, child_edge
-    ledger.flush()
+    yield from ledger.flush()
 
 
 def map_partition(
@@ -177,13 +185,16 @@ def map_partition(
     """Replace each value by ``fn(value)``; the record keeps its anchor (no stamp)."""
     ledger = Ledger(spec, step, index)
     for value, tag, anchor in records:
+        if type(value) is Carry:
+            yield value, tag, anchor
+            continue
         try:
             result = fn(value)
         except Exception as exc:
             ledger.fail_anchor(tag, anchor, exc)
             continue
         yield result, tag, anchor
-    ledger.flush()
+    yield from ledger.flush()
 
 
 def filter_partition(
@@ -193,6 +204,9 @@ def filter_partition(
     edges are acked."""
     ledger = Ledger(spec, step, index)
     for value, tag, anchor in records:
+        if type(value) is Carry:
+            yield value, tag, anchor
+            continue
         try:
             keep = pred(value)
         except Exception as exc:
@@ -202,7 +216,7 @@ def filter_partition(
             yield value, tag, anchor
         else:
             ledger.anchor(tag, anchor)
-    ledger.flush()
+    yield from ledger.flush()
 
 
 def key_partition(
@@ -212,13 +226,18 @@ def key_partition(
     ``(k, (v, tag, anchor, None))``; a value that is not a pair fails its chains."""
     ledger = Ledger(spec, step, index)
     for value, tag, anchor in records:
+        if type(value) is Carry:
+            # Its own key: it meets no user value in the shuffle.
+            yield value, (value, tag, anchor, None)
+            continue
         try:
             k, v = value
         except (TypeError, ValueError) as exc:
             ledger.fail_anchor(tag, anchor, exc)
             continue
         yield k, (v, tag, anchor, None)
-    ledger.flush()
+    for carry, tag, anchor in ledger.flush():
+        yield carry, (carry, tag, anchor, None)
 
 
 def _as_anchors(tag: str | None, anchor: Anchor) -> Anchors:
@@ -235,6 +254,12 @@ def combine(
     shuffle."""
     value_a, tag_a, anchor_a, error_a = a
     value_b, tag_b, anchor_b, error_b = b
+    if type(value_a) is Carry:  # never met (one carrier per key); merged if it were
+        merged_carry = _as_anchors(tag_a, anchor_a)
+        add_carry = merge or operator.xor
+        for chain, amount in _as_anchors(tag_b, anchor_b).items():
+            merged_carry[chain] = add_carry(merged_carry.get(chain, 0), amount)
+        return value_a, None, merged_carry, None
     tag: str | None
     anchor: Anchor
     if tag_a is not None and tag_a == tag_b:
@@ -267,11 +292,14 @@ def unpack_partition(
     raised fail their chains here."""
     ledger = Ledger(spec, step, index)
     for k, (value, tag, anchor, error) in pairs:
+        if type(value) is Carry:
+            yield value, tag, anchor
+            continue
         if error is not None:
             ledger.fail_anchor(tag, anchor, error)
             continue
         yield (k, value), tag, anchor
-    ledger.flush()
+    yield from ledger.flush()
 
 
 def sink_partition(
@@ -292,6 +320,11 @@ def sink_partition(
     finish = spec.group.finish
     values: list[Any] = []
     for value, tag, anchor in records:
+        if type(value) is Carry:
+            # Stamp amounts already (not anchors): merged, never finished.
+            for chain, amount in anchor.items():  # type: ignore[union-attr]
+                ledger.add(chain, amount)
+            continue
         values.append(value)
         if tag is not None:
             pending[tag] = finish(pending.get(tag, 0), anchor)  # type: ignore[arg-type]

@@ -6,9 +6,10 @@ RDD methods a pipeline needs (``fan_out`` for ``flatMap``, ``map``, ``filter``,
 acks. :class:`UntrackedRDD` has the same methods over a plain RDD, so one job function
 can run with tracking and without (to measure what tracking costs).
 
-Every step that stamps flushes once per chain per partition (coalescing), and the sink
-returns its XORs to the driver, which stamps each chain once for the whole job: the
-number of DynamoDB writes grows with chains, not with records.
+No executor stamps: each step's per-partition XORs travel down the pipeline with the
+data as one carrier record per partition (see :mod:`.executor`), the sink returns them
+with its own XORs to the driver, which stamps each chain once for the whole job. The
+number of DynamoDB writes grows with chains, not with records or partitions.
 """
 
 from __future__ import annotations
@@ -86,8 +87,9 @@ class TrackedRDD(Generic[T]):
 
     def fan_out(self, fn: Callable[[T], Iterable[U] | Noted], name: str = "fan_out") -> TrackedRDD[U]:
         """Like ``flatMap``: each record is replaced by ``fn(value)``'s items, each
-        anchored to a new edge of the parent's chains; one stamp per chain per partition
-        acks the parents and starts the children. Right after ``start``, the chains are
+        anchored to a new edge of the parent's chains; the partition's carrier (one XOR
+        per chain, stamped by the driver after the sink) acks the parents and starts the
+        children. Right after ``start``, the chains are
         created already fanned out (one write per root instead of two)."""
         step = self._step(name)
         if self._roots is not None:
