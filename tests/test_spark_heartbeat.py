@@ -79,7 +79,9 @@ def test_rdd_job_longer_than_the_ttl(spark: Any, config: AckConfig, tmp_path: Pa
 
 def _slow_udf(value: str | None) -> str | None:
     if value is not None:
-        time.sleep(WORK / 2)  # two rows, maybe in one partition
+        # WORK per row, not per job: the rows may run in parallel tasks, and the chains
+        # are created in the background as the job starts (later on a loaded machine).
+        time.sleep(WORK)
     return value
 
 

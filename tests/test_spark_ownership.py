@@ -212,3 +212,22 @@ def test_frame_run_leaves_a_foreign_chain_with_its_tag_alone(
     assert a.state == "failed" and len(a.attempts) == 1 and "conflict" in (a.attempts[0].reason or "")
     assert config.connect().status(scheme.tag(paths[0], 1)).version == version
     assert report.counters["chains_refused"] == 1
+
+
+def test_runs_refuse_trackers_that_delete_completed_chains(
+    spark: Any, moto_server: LocalDynamoDB, tmp_path: Path
+) -> None:
+    """A deleted chain reads as missing, so a run would replay a root whose output it
+    wrote: every Spark runner refuses ``delete_on_ack`` before sending anything."""
+    from xor_ack_dynamodb import errors
+    from xor_ack_dynamodb.spark import FrameTracking, StreamTracking
+
+    config = moto_server.config(unique_table("deleting"), delete_on_ack=True)
+    tracker = config.connect()
+    with pytest.raises(errors.InvalidConfig, match="delete_on_ack"):
+        Tracking(spark.sparkContext, config, tracker=tracker)
+    with pytest.raises(errors.InvalidConfig, match="delete_on_ack"):
+        FrameTracking(spark, config, tracker=tracker)
+    with pytest.raises(errors.InvalidConfig, match="delete_on_ack"):
+        StreamTracking(config, lambda frame, batch: frame, stream_id="s", location=tmp_path, key="k")
+    assert tracker.stats.total_requests == 0  # not even the table was looked at

@@ -37,6 +37,7 @@ from .outcomes import (
     RunReport,
     apply_acks,
     is_conflict,
+    refuse_delete_on_ack,
     settle,
 )
 from .steps import start_partition
@@ -135,6 +136,7 @@ class Tracking:
         self.run_id = self.tags.run_id
         self.group: Group = group_for(config.mode, edge_size)
         self.tracker = tracker if tracker is not None else config.connect()
+        refuse_delete_on_ack(self.tracker, config)
         if self.tracker.mode != config.mode:
             raise InvalidConfig(
                 f"the driver's tracker is in {self.tracker.mode} mode and the config in {config.mode} mode"
@@ -232,12 +234,14 @@ class Tracking:
         if beat.tracker is not self.tracker:
             self._driver_counts.update(snapshot(beat.tracker))
 
-    def _heartbeat(self, tags: Sequence[str]) -> Heartbeat:
-        """The heartbeat of one attempt's chains (its requests are added to the run's)."""
+    def _heartbeat(self, tags: Sequence[str], *, name_owner: bool = True) -> Heartbeat:
+        """The heartbeat of one attempt's chains (its requests are added to the run's),
+        naming the run as their owner unless ``name_owner`` is False (chains checked
+        against their own owners when they were accepted: handed, streamed)."""
         return Heartbeat(
             heartbeat_tracker(self.tracker, self.config.connect) if self.heartbeat.enabled else self.tracker,
             tags,
-            owner=self.tags.owner,
+            owner=self.tags.owner if name_owner else None,
             policy=self.heartbeat,
         )
 

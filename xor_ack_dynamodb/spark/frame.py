@@ -91,6 +91,7 @@ from .outcomes import (
     apply_acks,
     create_chains,
     is_conflict,
+    refuse_delete_on_ack,
     settle,
 )
 from .tags import TagScheme
@@ -649,6 +650,7 @@ class FrameTracking:
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
         self.run_id = self.tags.run_id
         self.tracker: Chains = tracker if tracker is not None else config.connect()
+        refuse_delete_on_ack(self.tracker, config)
         self.group: Group = group_for(self.tracker.mode, 8)
         # A given key (32 bytes) makes edges reproducible: a re-run streaming micro-batch
         # must send the very values its first run sent (see :mod:`.streaming`).
@@ -747,11 +749,14 @@ class FrameTracking:
                 todo = retry
         return RunReport(outcomes, self.requests(), errors)
 
-    def _heartbeat(self, tags: Sequence[str]) -> Heartbeat:
-        """The heartbeat of one attempt's chains (its requests are added to the run's)."""
+    def _heartbeat(self, tags: Sequence[str], *, name_owner: bool = True) -> Heartbeat:
+        """The heartbeat of one attempt's chains (its requests are added to the run's),
+        naming the run as their owner unless ``name_owner`` is False (chains checked
+        against their own owners when they were accepted: handed, streamed)."""
         enabled = self.heartbeat.enabled
         tracker = heartbeat_tracker(self.tracker, self.config.connect) if enabled else self.tracker
-        return Heartbeat(tracker, tags, owner=self.tags.owner, policy=self.heartbeat)
+        owner = self.tags.owner if name_owner else None
+        return Heartbeat(tracker, tags, owner=owner, policy=self.heartbeat)
 
     def _add_heartbeat(self, beat: Heartbeat) -> None:
         figures = beat.figures()

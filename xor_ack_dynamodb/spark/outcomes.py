@@ -25,6 +25,7 @@ from ..protocol import AckTracker
 from .group import Group
 
 if TYPE_CHECKING:
+    from ..config import AckConfig
     from ..model import ChainStatus
     from ..stamps import Stamp, Sum
 
@@ -141,6 +142,17 @@ class RunObserver(Protocol):
         """``tracking`` is the :class:`Tracking` or :class:`FrameTracking` running."""
 
     def attempt_finished(self, attempt: int, outcomes: Sequence[RootOutcome]) -> None: ...
+
+
+def refuse_delete_on_ack(tracker: object, config: AckConfig) -> None:
+    """Raise :class:`InvalidConfig` for a run whose chains would be deleted when they
+    complete: the driver reads how each chain ended after its job, and a deleted chain
+    reads as missing (its root would be replayed although its output was written)."""
+    if config.delete_on_ack or getattr(tracker, "delete_on_ack", False):
+        raise InvalidConfig(
+            "tracked Spark runs read each chain's outcome after the job: use a tracker "
+            "without delete_on_ack (acked tombstones expire after the retention)"
+        )
 
 
 def _pool_map(threads: int, fn: Any, items: Sequence[Any]) -> list[Any]:

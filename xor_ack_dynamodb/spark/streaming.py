@@ -97,7 +97,7 @@ from .executor import snapshot
 from .frame import FrameAttempt, FrameTracking, TrackedFrame
 from .frame_sink import SINK_FORMATS
 from .group import Group
-from .outcomes import CONFLICT, Attempt, Chains, _pool_map, apply_acks
+from .outcomes import CONFLICT, Attempt, Chains, _pool_map, apply_acks, refuse_delete_on_ack
 from .tags import escape_key
 
 if TYPE_CHECKING:
@@ -219,6 +219,7 @@ class StreamTracking:
             raise InvalidConfig("a stream's location must be a directory (batches are replaced on re-run)")
         if not isinstance(key, str) or not key:
             raise InvalidConfig("key must be the name of a column")
+        refuse_delete_on_ack(tracker, config)
         self.config = config
         self.job = job
         self.stream_id = stream_id
@@ -315,14 +316,19 @@ class StreamTracking:
                 ledger="_xor_ack_ledger.json",
                 on_commit=lambda sums, ledger: self._ack(batch_id, starting, sums, counts),
             )
-            frame = self.job(attempt.start(df, self.key), batch_id)
-            if not isinstance(frame, TrackedFrame):
-                raise InvalidConfig(
-                    f"the stream's job must return a TrackedFrame, not {type(frame).__name__}"
-                )
-            out = self.batch_location(batch_id)
-            shutil.rmtree(out, ignore_errors=True)  # a re-run replaces what a failed run left
-            result = frame.write(out, format=self.format)
+            # The batch's chains are kept alive while it runs (checked against the
+            # stream's owner when started, so the beat names none).
+            beat = tracking._heartbeat([report.tags[k] for k in keys], name_owner=False)
+            with beat:
+                frame = self.job(attempt.start(df, self.key), batch_id)
+                if not isinstance(frame, TrackedFrame):
+                    raise InvalidConfig(
+                        f"the stream's job must return a TrackedFrame, not {type(frame).__name__}"
+                    )
+                out = self.batch_location(batch_id)
+                shutil.rmtree(out, ignore_errors=True)  # a re-run replaces what a failed run left
+                result = frame.write(out, format=self.format)
+            tracking._add_heartbeat(beat)
             started, refused = starting.result()
         report.rows = result.rows
         self._settle(report, started, refused, closing_tags)

@@ -362,14 +362,18 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
                 ready,
                 on_commit=partial(commit, ready),
             )
+            beat = tracking._heartbeat([h.tag for h in going], name_owner=False)
             try:
-                job(attempt)
+                with beat:
+                    job(attempt)
             except XorAckError:
                 _finish(tracker, going, set(), {})
                 raise
             except Exception as exc:  # the Spark job was aborted: no commit, no stamp
                 log.warning("handed chains: the job failed: %s", _job_error(exc))
                 errors.append(_job_error(exc))
+            finally:
+                tracking._add_heartbeat(beat)
             results.update(_finish(tracker, going, done, reasons))
     return _report(handed, results, tracking.requests(), errors)
 
@@ -450,13 +454,16 @@ def run_handed_rdd(
         tracking.sc.setJobDescription(f"xor-ack run {tracking.run_id}: handed chains")
         done = {h.tag for h in accepted}
         reasons: dict[str, str] = {}
+        beat = tracking._heartbeat([h.tag for h in accepted], name_owner=False)
         try:
-            job(TrackedRDD(rdd, spec, steps, ack), 1)
+            with beat:
+                job(TrackedRDD(rdd, spec, steps, ack), 1)
         except Exception as exc:  # the job was aborted
             log.warning("handed chains: the job failed: %s", _job_error(exc))
             errors.append(_job_error(exc))
             done = set()
             reasons = {h.tag: f"the job failed: {_job_error(exc)}" for h in accepted}
+        tracking._add_heartbeat(beat)
         conflicts = tracking._conflicts()
         for tag in sorted(conflicts & done):
             results[tag] = Attempt(tag, REFUSED, "not adopted: the chain refused the handed edge")
