@@ -103,3 +103,31 @@ def test_streaming_restart_on_a_standalone_cluster(cluster: tuple[str, Path], tm
     assert outcome["acked"] == outcome["files"]  # each file acked in exactly one batch
     assert outcome["chains"] == [["acked", 2]]  # one create and one stamp per file
     assert outcome["exact"] and outcome["rows"] == 10
+
+
+def test_heartbeat_and_handed_chains_on_a_standalone_cluster(
+    cluster: tuple[str, Path], tmp_path: Path
+) -> None:
+    """A job that outlives its chains' TTL ends acked (the driver's heartbeat), and chains
+    a Lambda-style caller created are completed by a DataFrame job, with the executors on
+    the cluster (tests/cluster_jobs.py)."""
+    master, _ = cluster
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "cluster_jobs.py"), master, str(tmp_path)],
+        env=aws_test_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome["master"] == master
+    beat = outcome["heartbeat"]
+    print("cluster heartbeat:", beat)
+    assert beat["seconds"] > 3 + 1 and beat["states"] == ["acked", "acked"]
+    assert beat["touches"] >= 2 and beat["beat_requests"] > 0
+    handed = outcome["handed"]
+    assert handed["states"] == {"up/a": "acked", "up/other": "refused"}
+    assert handed["chains"] == {"up/a": "acked", "up/other": "pending"}
+    assert handed["other_untouched"]
+    assert handed["written"] == [["up/a", "apple", 2], ["up/a", "banana", 1]]
