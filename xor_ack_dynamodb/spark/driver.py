@@ -225,14 +225,7 @@ class Tracking:
         return total
 
     def _add_heartbeat(self, beat: Heartbeat) -> None:
-        figures = beat.figures()
-        # Requests per chain-minute are a ratio: the run reports the last attempt's.
-        ratio = figures.pop("heartbeat.requests_per_chain_minute_x1000", None)
-        self._driver_counts.update(figures)
-        if ratio is not None:
-            self._driver_counts["heartbeat.requests_per_chain_minute_x1000"] = ratio
-        if beat.tracker is not self.tracker:
-            self._driver_counts.update(snapshot(beat.tracker))
+        beat.add_to(self._driver_counts, self.tracker)
 
     def _heartbeat(self, tags: Sequence[str], *, name_owner: bool = True) -> Heartbeat:
         """The heartbeat of one attempt's chains (its requests are added to the run's),

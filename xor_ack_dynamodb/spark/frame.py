@@ -759,14 +759,7 @@ class FrameTracking:
         return Heartbeat(tracker, tags, owner=owner, policy=self.heartbeat)
 
     def _add_heartbeat(self, beat: Heartbeat) -> None:
-        figures = beat.figures()
-        # A ratio: the run reports the last attempt's.
-        ratio = figures.pop("heartbeat.requests_per_chain_minute_x1000", None)
-        self.counts.update(figures)
-        if ratio is not None:
-            self.counts["heartbeat.requests_per_chain_minute_x1000"] = ratio
-        if beat.tracker is not self.tracker:
-            self.counts.update(snapshot(beat.tracker))
+        beat.add_to(self.counts, self.tracker)
 
     def _create(self, edges: dict[str, int], attempt: int) -> tuple[set[str], dict[str, str]]:
         clock = time.perf_counter()

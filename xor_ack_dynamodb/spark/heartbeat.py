@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidConfig, NotOwner, TagAcked, TagExpired, TagFailed, TagNotFound
+from .executor import snapshot
 
 if TYPE_CHECKING:
     from ..protocol import AckTracker
@@ -231,6 +232,18 @@ class Heartbeat:
         if minutes > 0:
             out["heartbeat.requests_per_chain_minute_x1000"] = math.ceil(1000 * total / minutes)
         return out
+
+    def add_to(self, counts: Counter[str], run_tracker: object) -> None:
+        """Add the beat's :meth:`figures` to a run's ``counts`` (the requests of its own
+        tracker too, unless it is the run's ``run_tracker``). Requests per chain-minute
+        are a ratio: the run keeps the last attempt's."""
+        figures = self.figures()
+        ratio = figures.pop("heartbeat.requests_per_chain_minute_x1000", None)
+        counts.update(figures)
+        if ratio is not None:
+            counts["heartbeat.requests_per_chain_minute_x1000"] = ratio
+        if self.tracker is not run_tracker:
+            counts.update(snapshot(self.tracker))
 
     @property
     def requests_per_chain_minute(self) -> float | None:

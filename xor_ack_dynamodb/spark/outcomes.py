@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -208,14 +208,20 @@ def create_chains(
             return tag, CONFLICT
         return tag, None
 
-    created: set[str] = set()
+    return split_refusals(_pool_map(threads, one, list(chains)))
+
+
+def split_refusals(pairs: Iterable[tuple[str, str | None]]) -> tuple[set[str], dict[str, str]]:
+    """``(tag, why)`` pairs as the tags that went through (``why`` None) and, for the
+    others, why not."""
+    done: set[str] = set()
     refused: dict[str, str] = {}
-    for tag, why in _pool_map(threads, one, list(chains)):
+    for tag, why in pairs:
         if why is None:
-            created.add(tag)
+            done.add(tag)
         else:
             refused[tag] = why
-    return created, refused
+    return done, refused
 
 
 def apply_acks(

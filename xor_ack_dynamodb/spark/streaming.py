@@ -97,7 +97,15 @@ from .executor import snapshot
 from .frame import FrameAttempt, FrameTracking, TrackedFrame
 from .frame_sink import SINK_FORMATS
 from .group import Group
-from .outcomes import CONFLICT, Attempt, Chains, _pool_map, apply_acks, refuse_delete_on_ack
+from .outcomes import (
+    CONFLICT,
+    Attempt,
+    Chains,
+    _pool_map,
+    apply_acks,
+    refuse_delete_on_ack,
+    split_refusals,
+)
 from .tags import escape_key
 
 if TYPE_CHECKING:
@@ -394,14 +402,7 @@ class StreamTracking:
                 return tag, f"{ENDED} ({exc.code})"
             return tag, None
 
-        started: set[str] = set()
-        refused: dict[str, str] = {}
-        for tag, why in _pool_map(self.threads, one, sorted(edges)):
-            if why is None:
-                started.add(tag)
-            else:
-                refused[tag] = why
-        return started, refused
+        return split_refusals(_pool_map(self.threads, one, sorted(edges)))
 
     def _ack(
         self,
