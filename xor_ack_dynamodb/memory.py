@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
-from .core.algebra import Mode, algebra_for
+from .core.algebra import Mode
 from .core.chain import Chain
 from .core.engine import BatchRead, Engine
-from .core.factory import seconds, skew_seconds
+from .core.factory import chain_rules
 from .core.messages import (
     Add,
     Cancelled,
@@ -242,13 +242,14 @@ class MemoryAck(SyncTracker):
     ) -> None:
         if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 2:
             raise InvalidConfig(f"buckets must be an int of at least 2, got {buckets!r}")
-        rules = ChainRules(
-            algebra_for(mode, edge_size),
-            ttl=None if ttl is None else seconds(ttl, "ttl"),
-            retention=seconds(retention, "retention"),
-            skew=skew_seconds(skew),
-            window=max_ops,
-            delete_on_ack=bool(delete_on_ack),
+        rules = chain_rules(
+            mode,
+            edge_size,
+            ttl=ttl,
+            retention=retention,
+            skew=skew,
+            max_ops=max_ops,
+            delete_on_ack=delete_on_ack,
         )
         self.on_acked = on_acked
         self.on_failed = on_failed

@@ -18,9 +18,8 @@ from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ..core.algebra import Mode, algebra_for
-from ..core.factory import seconds, skew_seconds
-from ..core.rules import ChainRules
+from ..core.algebra import Mode
+from ..core.factory import chain_rules
 from ..item import ItemCodec
 from ..retry import RetryPolicy
 from ..stats import RequestStats
@@ -75,13 +74,14 @@ class AsyncXorAckDynamoDB(AsyncTracker):
     ) -> None:
         self.table = check_table_name(table)
         self.codec = ItemCodec(partition_key, ttl_attribute)
-        rules = ChainRules(
-            algebra_for(mode, edge_size),
-            ttl=seconds(ttl, "ttl"),
-            retention=seconds(retention, "retention"),
-            skew=skew_seconds(skew),
-            window=max_ops,
-            delete_on_ack=bool(delete_on_ack),
+        rules = chain_rules(
+            mode,
+            edge_size,
+            ttl=ttl,
+            retention=retention,
+            skew=skew,
+            max_ops=max_ops,
+            delete_on_ack=delete_on_ack,
         )
         self.retry = retry or RetryPolicy()
         stats = RequestStats()

@@ -36,7 +36,7 @@ from .outcomes import (
     RunObserver,
     RunReport,
     apply_acks,
-    is_conflict,
+    record_attempt,
     refuse_delete_on_ack,
     settle,
 )
@@ -296,12 +296,7 @@ class Tracking:
                 known=self._known,
             )
             self._driver_counts["time_ms.settle"] += round(1000 * (time.perf_counter() - clock))
-            retry = []
-            for i, tag in zip(todo, tags, strict=True):
-                result = settled[tag]
-                outcomes[i].attempts.append(result)
-                if result.state != "acked" and not result.permanent and not is_conflict(result.reason):
-                    retry.append(i)
+            retry = record_attempt(outcomes, todo, tags, settled)
             if observer is not None:
                 observer.attempt_finished(attempt, [outcomes[i] for i in todo])
             todo = retry

@@ -316,6 +316,21 @@ def _many(tracker: Chains, name: str) -> Any:
     return method
 
 
+def record_attempt(
+    outcomes: Sequence[RootOutcome], todo: Sequence[int], tags: Sequence[str], settled: Mapping[str, Attempt]
+) -> list[int]:
+    """Append each tried root's attempt (``todo[i]`` was tried as ``tags[i]``) to its
+    outcome; returns the roots to try again: not acked, not failed for good, and not
+    refused for another owner's chain."""
+    retry = []
+    for i, tag in zip(todo, tags, strict=True):
+        result = settled[tag]
+        outcomes[i].attempts.append(result)
+        if result.state != "acked" and not result.permanent and not is_conflict(result.reason):
+            retry.append(i)
+    return retry
+
+
 def settle(
     tracker: Chains,
     tags: Sequence[str],
