@@ -88,7 +88,7 @@ def _config(endpoint_url: str, table: str, mode: str) -> Any:
     seconds, and the default 5 s read timeout (sized for DynamoDB's milliseconds) would
     turn that queueing into botocore resends; the runs measure contention, not that."""
     from xor_ack_dynamodb import AckConfig, RetryPolicy
-    from xor_ack_dynamodb.local import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
+    from xor_ack_dynamodb.testing.moto_server import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
 
     return AckConfig(
         table=table,

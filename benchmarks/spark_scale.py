@@ -95,7 +95,7 @@ def ensure_corpus(spec: CorpusSpec) -> list[Path]:
         shutil.rmtree(directory, ignore_errors=True)
         build_corpus(directory, spec)
         marker.write_text(json.dumps(spec.__dict__))
-    from xor_ack_dynamodb.wordcount import find_inputs
+    from xor_ack_dynamodb.jobs.wordcount.job import find_inputs
 
     return find_inputs([directory])
 
@@ -122,7 +122,7 @@ def master_url(name: str, workdir: Path, cores: int) -> Iterator[str]:
     if name == "local":
         yield "local[*]"
         return
-    from xor_ack_dynamodb.spark.servers import standalone_cluster
+    from xor_ack_dynamodb.testing.spark_servers import standalone_cluster
 
     env = {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     with standalone_cluster(workdir / "cluster", cores=cores, memory="2g", env=env) as url:
@@ -137,7 +137,7 @@ def one_run(
     import dataclasses
 
     from xor_ack_dynamodb import MemoryAck
-    from xor_ack_dynamodb.wordcount import run_wordcount
+    from xor_ack_dynamodb.jobs.wordcount.job import run_wordcount
 
     shutil.rmtree(out, ignore_errors=True)
     options: dict[str, Any] = {}

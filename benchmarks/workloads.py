@@ -22,8 +22,8 @@ from botocore.config import Config
 from xor_ack_dynamodb import MemoryAck, XorAckDynamoDB, errors, new_stamp
 from xor_ack_dynamodb.combiner import CombiningTracker
 from xor_ack_dynamodb.core.chain import Chain, Op
-from xor_ack_dynamodb.item import ItemCodec
-from xor_ack_dynamodb.local import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
+from xor_ack_dynamodb.stores.dynamodb.item import ItemCodec
+from xor_ack_dynamodb.testing.moto_server import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
 
 from .itemsize import ItemMeter, item_size, write_units
 

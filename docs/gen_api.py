@@ -130,7 +130,7 @@ def render() -> str:
         cls = getattr(errors, name)
         bases = ", ".join(b.__name__ for b in cls.__bases__)
         lines += [f"### `{name}({bases})`", "", _doc(cls), ""]
-    lines += ["## Pytest fixtures (`xor_ack_dynamodb.testing`)", "", _doc(testing), ""]
+    lines += ["## Pytest fixtures (`xor_ack_dynamodb.testing.plugin`)", "", _doc(testing), ""]
     for name in testing.__all__:
         fixture = getattr(testing, name)
         wrapped = getattr(fixture, "__wrapped__", None) or getattr(fixture, "_fixture_function", fixture)

@@ -21,9 +21,9 @@ from collections import Counter
 from pathlib import Path
 
 from xor_ack_dynamodb import LocalDynamoDB
+from xor_ack_dynamodb.jobs.wordcount.job import find_inputs, tokenize
 from xor_ack_dynamodb.spark import CsvPartitionWriter, TrackedRDD, Tracking, read_csv_parts
 from xor_ack_dynamodb.spark.context import get_context
-from xor_ack_dynamodb.wordcount import find_inputs, tokenize
 
 CORPUS = Path(__file__).resolve().parent / "data"
 

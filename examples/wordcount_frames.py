@@ -24,9 +24,9 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from xor_ack_dynamodb import LocalDynamoDB
+from xor_ack_dynamodb.jobs.wordcount.job import find_inputs
 from xor_ack_dynamodb.spark.context import get_session
 from xor_ack_dynamodb.spark.frame import FrameAttempt, FrameTracking
-from xor_ack_dynamodb.wordcount import find_inputs
 
 CORPUS = Path(__file__).resolve().parent / "data"
 

@@ -220,7 +220,7 @@ def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     test session; its Python workers import this checkout."""
     from spark_helpers import aws_test_env
 
-    from xor_ack_dynamodb.spark.servers import connect_server
+    from xor_ack_dynamodb.testing.spark_servers import connect_server
 
     with connect_server(tmp_path_factory.mktemp("connect"), master="local[2,4]", env=aws_test_env()) as url:
         yield url

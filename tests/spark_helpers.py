@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from xor_ack_dynamodb.spark.servers import free_port, standalone_cluster
+from xor_ack_dynamodb.testing.spark_servers import free_port, standalone_cluster
 
 __all__ = ["free_port", "standalone_cluster"]
 

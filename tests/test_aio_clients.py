@@ -13,8 +13,8 @@ from test_clients import BOUND, BUDGET, HangingServer, bare_env, hanging, shows_
 
 from xor_ack_dynamodb import RetryPolicy
 from xor_ack_dynamodb.aio import AsyncXorAckDynamoDB, client_settings
-from xor_ack_dynamodb.clients import NO_REGION_MESSAGE
 from xor_ack_dynamodb.errors import InvalidConfig
+from xor_ack_dynamodb.stores.dynamodb.clients import NO_REGION_MESSAGE
 
 FIXTURES = (bare_env, hanging)  # the sync client tests' fixtures, used here too
 

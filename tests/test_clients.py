@@ -25,8 +25,8 @@ from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, RetryPolicy, XorAckDynamoDB, new_stamp
-from xor_ack_dynamodb.clients import NO_REGION_MESSAGE, client_config, dynamodb_client
 from xor_ack_dynamodb.errors import InvalidConfig
+from xor_ack_dynamodb.stores.dynamodb.clients import NO_REGION_MESSAGE, client_config, dynamodb_client
 
 
 @pytest.fixture

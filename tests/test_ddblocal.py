@@ -17,7 +17,7 @@ from conftest import expect
 from reliability.ddblocal import ROOT, install_dynamodb_local, unavailable
 
 from xor_ack_dynamodb import DynamoDBLocal, errors
-from xor_ack_dynamodb.ddblocal import ENV_DIR, find_jar
+from xor_ack_dynamodb.testing.dynamodb_local import ENV_DIR, find_jar
 
 
 def _jar(path: Path) -> Path:

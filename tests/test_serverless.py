@@ -484,7 +484,7 @@ def test_a_fifo_batch_stops_at_its_first_failure() -> None:
 
 
 def test_clients_for_other_services_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from xor_ack_dynamodb.clients import aws_client
+    from xor_ack_dynamodb.stores.dynamodb.clients import aws_client
 
     monkeypatch.setenv("AWS_REGION", "eu-west-3")
     monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:9")

@@ -18,8 +18,8 @@ from conftest import unique_table
 from spark_helpers import CORPUS, aws_test_env, plain_count, read_counts
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB
+from xor_ack_dynamodb.jobs.wordcount.job import find_inputs, run_wordcount
 from xor_ack_dynamodb.spark.frame import FrameTracking, is_connect
-from xor_ack_dynamodb.wordcount import find_inputs, run_wordcount
 
 pytestmark = pytest.mark.spark
 

@@ -19,11 +19,11 @@ from spark_helpers import CORPUS, corpus_files, plain_count, read_counts
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
+from xor_ack_dynamodb.jobs.wordcount.job import find_inputs, run_wordcount
 from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking, read_csv_parts
 from xor_ack_dynamodb.spark.edges import EdgeKey
 from xor_ack_dynamodb.spark.frame import FrameAttempt, FrameTracking
 from xor_ack_dynamodb.spark.group import Group, group_for
-from xor_ack_dynamodb.wordcount import find_inputs, run_wordcount
 
 pytestmark = pytest.mark.spark
 

@@ -21,8 +21,8 @@ from pyspark import cloudpickle
 from spark_helpers import CORPUS, read_counts
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, new_stamp
+from xor_ack_dynamodb.jobs.wordcount.job import find_inputs, run_wordcount
 from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking
-from xor_ack_dynamodb.wordcount import find_inputs, run_wordcount
 
 pytestmark = pytest.mark.spark
 

@@ -19,8 +19,8 @@ from spark_helpers import CORPUS, corpus_files, plain_count, plain_count_replaci
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB
 from xor_ack_dynamodb.cli import main
+from xor_ack_dynamodb.jobs.wordcount.job import find_inputs, run_wordcount, tokenize
 from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking, read_csv_parts
-from xor_ack_dynamodb.wordcount import find_inputs, run_wordcount, tokenize
 
 pytestmark = pytest.mark.spark
 

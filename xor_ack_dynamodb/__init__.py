@@ -9,15 +9,15 @@ from . import errors
 from .combiner import CombiningTracker
 from .config import AckConfig
 from .core.factory import StampSpec
-from .ddblocal import DynamoDBLocal
-from .dynamodb import XorAckDynamoDB
-from .local import LocalDynamoDB
-from .memory import MemoryAck
-from .model import ChainStatus, State
-from .protocol import AckTracker
+from .interfaces import AckTracker
 from .retry import RetryPolicy
 from .stamps import Stamp, Sum, derive_edge, new_stamp, xor
 from .stats import RequestStats
+from .status import ChainStatus, State
+from .stores.dynamodb.tracker import XorAckDynamoDB
+from .stores.memory import MemoryAck
+from .testing.dynamodb_local import DynamoDBLocal
+from .testing.moto_server import LocalDynamoDB
 
 __all__ = [
     "AckConfig",

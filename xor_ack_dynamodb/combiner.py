@@ -27,11 +27,11 @@ from .core.algebra import EdgeLike, Mode, Value
 from .core.calls import StampCall
 from .core.chain import Op
 from .core.rules import DEFERRED
+from .drivers.tracker import SyncTracker
 from .errors import OutcomeUnknown, XorAckError
-from .model import ChainStatus
 from .stamps import Stamp, Sum
 from .stats import RequestStats
-from .tracker import SyncTracker
+from .status import ChainStatus
 
 if TYPE_CHECKING:
     from .config import AckConfig

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from .dynamodb import XorAckDynamoDB
+    from .stores.dynamodb.tracker import XorAckDynamoDB
 
 __all__ = ["AckConfig"]
 
@@ -45,12 +45,12 @@ class AckConfig:
     def client(self) -> Any:
         """A new low-level DynamoDB client in a new boto3 session (sessions are not
         thread-safe; clients are), built by
-        :func:`~xor_ack_dynamodb.clients.dynamodb_client`: region from ``region``, then
+        :func:`~xor_ack_dynamodb.stores.dynamodb.clients.dynamodb_client`: region from ``region``, then
         ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile; endpoint from
         ``endpoint_url``, then ``AWS_ENDPOINT_URL_DYNAMODB``, ``AWS_ENDPOINT_URL``; the
         timeouts and botocore retries that keep one call near ``retry.max_seconds``.
         Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig` when no region is set."""
-        from .clients import dynamodb_client
+        from .stores.dynamodb.clients import dynamodb_client
 
         return dynamodb_client(
             region=self.region,
@@ -62,7 +62,7 @@ class AckConfig:
 
     def connect(self, client: Any = None) -> XorAckDynamoDB:
         """A tracker for this configuration, on ``client`` or a new one."""
-        from .dynamodb import XorAckDynamoDB
+        from .stores.dynamodb.tracker import XorAckDynamoDB
 
         return XorAckDynamoDB(
             table=self.table,

@@ -30,7 +30,7 @@ class RetryPolicy:
     a call returns or raises near ``max_seconds``, never minutes after it.
 
     The HTTP fields apply to the clients the library builds
-    (:func:`~xor_ack_dynamodb.clients.dynamodb_client`, ``AckConfig.client()``, a tracker
+    (:func:`~xor_ack_dynamodb.stores.dynamodb.clients.dynamodb_client`, ``AckConfig.client()``, a tracker
     built without ``client=``); a client you pass in keeps its own botocore settings.
 
     :param max_attempts: attempts of one library call, at least 1.

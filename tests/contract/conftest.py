@@ -29,7 +29,7 @@ from conftest import Clock
 
 from xor_ack_dynamodb import CombiningTracker, MemoryAck, XorAckDynamoDB
 from xor_ack_dynamodb.aio import AsyncAckTracker, AsyncMemoryAck, AsyncXorAckDynamoDB
-from xor_ack_dynamodb.protocol import AckTracker
+from xor_ack_dynamodb.interfaces import AckTracker
 from xor_ack_dynamodb.stamps import Stamp
 
 #: backend name -> the fixture that gives its client (None: in memory).

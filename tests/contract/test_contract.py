@@ -15,7 +15,7 @@ from conftest import Clock
 
 from xor_ack_dynamodb import errors
 from xor_ack_dynamodb.core.messages import Read
-from xor_ack_dynamodb.protocol import AckTracker
+from xor_ack_dynamodb.interfaces import AckTracker
 from xor_ack_dynamodb.stamps import Stamp, Sum
 
 from .conftest import Harness, requests_of

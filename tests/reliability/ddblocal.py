@@ -10,8 +10,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from xor_ack_dynamodb.ddblocal import find_jar
 from xor_ack_dynamodb.errors import InvalidConfig
+from xor_ack_dynamodb.testing.dynamodb_local import find_jar
 
 __all__ = ["DDBLOCAL_DIR", "PACKAGE", "install_dynamodb_local", "unavailable"]
 

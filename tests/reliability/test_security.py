@@ -32,7 +32,7 @@ def _camel(name: str) -> str:
 def _data_operations() -> set[str]:
     """The item requests the library sends: every request the store prepares
     (``Prepared("Operation", ...)``) or calls directly (``self.call("Operation", ...)``)."""
-    source = (PACKAGE / "store.py").read_text()
+    source = (PACKAGE / "stores" / "dynamodb" / "store.py").read_text()
     return set(re.findall(r'(?:Prepared|self\.call)\(\s*"(\w+)"', source))
 
 
@@ -44,7 +44,7 @@ def _actions(operations: set[str]) -> set[str]:
 
 def _table_operations() -> set[str]:
     """The table requests ``create_table`` sends (``client.<method>(`` in table.py)."""
-    source = (PACKAGE / "table.py").read_text()
+    source = (PACKAGE / "stores" / "dynamodb" / "table.py").read_text()
     return {_camel(m) for m in re.findall(r"client\.(\w+)\(", source) if m != "get_waiter"} | {
         "DescribeTable"
     }

@@ -1,5 +1,5 @@
 """The aiobotocore clients the asyncio tracker builds: the same region, endpoint,
-timeouts and botocore retries as :func:`xor_ack_dynamodb.clients.dynamodb_client`.
+timeouts and botocore retries as :func:`xor_ack_dynamodb.stores.dynamodb.clients.dynamodb_client`.
 
 An aiobotocore client can only be made inside a running event loop (``await``), while a
 tracker is constructed synchronously; so the settings are resolved and checked when the
@@ -15,9 +15,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..clients import NO_REGION_MESSAGE, client_config
 from ..errors import InvalidConfig
 from ..retry import RetryPolicy
+from ..stores.dynamodb.clients import NO_REGION_MESSAGE, client_config
 
 __all__ = ["ClientSettings", "client_settings", "open_client", "async_dynamodb_client"]
 
@@ -44,11 +44,11 @@ def client_settings(
     config: Any = None,
 ) -> ClientSettings:
     """Resolve and check a client's settings, in the order of
-    :func:`~xor_ack_dynamodb.clients.dynamodb_client`: region from ``region``,
+    :func:`~xor_ack_dynamodb.stores.dynamodb.clients.dynamodb_client`: region from ``region``,
     ``AWS_REGION``, then botocore's own order (``AWS_DEFAULT_REGION``, the profile);
     endpoint from ``endpoint_url``, else botocore's own order when the client is made
     (``AWS_ENDPOINT_URL_DYNAMODB``, ``AWS_ENDPOINT_URL``, the profile); timeouts and
-    botocore retries from ``retry`` (see :func:`~xor_ack_dynamodb.clients.client_config`),
+    botocore retries from ``retry`` (see :func:`~xor_ack_dynamodb.stores.dynamodb.clients.client_config`),
     with ``config`` (a botocore or aiobotocore ``Config``) merged over them.
 
     Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig` when no region is set anywhere,

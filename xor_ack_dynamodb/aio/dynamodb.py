@@ -4,7 +4,7 @@ The same tracker as :class:`~xor_ack_dynamodb.XorAckDynamoDB` (the same construc
 rules, requests, errors, op ids, retry budget and stats) on an aiobotocore client: the
 calls of :mod:`xor_ack_dynamodb.core.calls` run on an
 :class:`~xor_ack_dynamodb.aio.engine.AsyncEngine`, and the requests are built and read by
-:class:`~xor_ack_dynamodb.store.DynamoDBStore`, so chains written by either tracker are
+:class:`~xor_ack_dynamodb.stores.dynamodb.store.DynamoDBStore`, so chains written by either tracker are
 the other's, and by the Node package's.
 """
 
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.algebra import Mode
 from ..core.factory import chain_rules
-from ..item import ItemCodec
 from ..retry import RetryPolicy
 from ..stats import RequestStats
-from ..store import DynamoDBStore
-from ..table import check_table_name
+from ..stores.dynamodb.item import ItemCodec
+from ..stores.dynamodb.store import DynamoDBStore
+from ..stores.dynamodb.table import check_table_name
 from .clients import ClientSettings, client_settings, open_client
 from .engine import AsyncEngine
 from .store import AsyncDynamoDBStore

@@ -1,8 +1,8 @@
-"""The asyncio driver: :class:`~xor_ack_dynamodb.core.engine.Engine` with ``await``.
+"""The asyncio driver: :class:`~xor_ack_dynamodb.drivers.engine.Engine` with ``await``.
 
 It runs the very same sans-IO calls (:mod:`xor_ack_dynamodb.core.calls`), stepping their
-rounds with the same :class:`~xor_ack_dynamodb.core.engine.Step` and sharing everything
-but the I/O with the sync engine (:class:`~xor_ack_dynamodb.core.engine.EngineBase`):
+rounds with the same :class:`~xor_ack_dynamodb.drivers.engine.Step` and sharing everything
+but the I/O with the sync engine (:class:`~xor_ack_dynamodb.drivers.engine.EngineBase`):
 the retry budget (tenacity's ``AsyncRetrying``: the waits are ``asyncio.sleep``, so a
 backoff never blocks the loop), the cache of last known chains, the stats, and the
 errors raised when a budget is spent.
@@ -23,9 +23,9 @@ import tenacity
 
 from ..core.calls import Again, Call, Transient
 from ..core.chain import Chain
-from ..core.engine import BatchRead, EngineBase, Unprocessed
 from ..core.messages import Reply, Request
-from ..model import ChainStatus
+from ..drivers.engine import BatchRead, EngineBase, Unprocessed
+from ..status import ChainStatus
 
 __all__ = ["AsyncChainStore", "AsyncEngine"]
 
@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 
 class AsyncChainStore(Protocol):
-    """:class:`~xor_ack_dynamodb.core.engine.ChainStore`, awaited: the same primitives,
+    """:class:`~xor_ack_dynamodb.drivers.engine.ChainStore`, awaited: the same primitives,
     the same answers."""
 
     async def execute(self, request: Request) -> Reply | Chain | None: ...

@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 from ..core.algebra import EdgeLike, Mode
-from ..core.engine import Engine
 from ..core.factory import CallFactory
 from ..core.rules import ChainRules
-from ..memory import AckedCallback, FailedCallback, MemoryAck, MemoryStore
-from ..model import ChainStatus
+from ..drivers.engine import Engine
 from ..stamps import Stamp, Sum
 from ..stats import RequestStats
+from ..status import ChainStatus
+from ..stores.memory import AckedCallback, FailedCallback, MemoryAck, MemoryStore
 
 __all__ = ["AsyncMemoryAck"]
 

@@ -8,16 +8,16 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..core.algebra import EdgeLike, Mode
-from ..model import ChainStatus
 from ..stamps import Stamp, Sum
 from ..stats import RequestStats
+from ..status import ChainStatus
 
 __all__ = ["AsyncAckTracker"]
 
 
 @runtime_checkable
 class AsyncAckTracker(Protocol):
-    """An asyncio tracker of ack chains. See :class:`~xor_ack_dynamodb.tracker.SyncTracker`
+    """An asyncio tracker of ack chains. See :class:`~xor_ack_dynamodb.drivers.tracker.SyncTracker`
     for each method's guarantees and errors."""
 
     @property

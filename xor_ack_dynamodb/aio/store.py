@@ -1,5 +1,5 @@
 """The DynamoDB store for the asyncio tracker: the requests of
-:class:`~xor_ack_dynamodb.store.DynamoDBStore`, sent through an aiobotocore client.
+:class:`~xor_ack_dynamodb.stores.dynamodb.store.DynamoDBStore`, sent through an aiobotocore client.
 
 Every request is built by ``DynamoDBStore.prepare`` and every answer read by its
 ``answer``/``old_item``/``batch_answer``, so the two trackers send byte-for-byte the same
@@ -15,11 +15,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..core.chain import Chain
-from ..core.engine import BatchRead
 from ..core.messages import Read, Reply, Request
+from ..drivers.engine import BatchRead
 from ..errors import TableNotFound
-from ..store import METHODS, MISSING, DynamoDBStore, error_code, is_transient, tag_of
-from ..table import table_key
+from ..stores.dynamodb.store import METHODS, MISSING, DynamoDBStore, error_code, is_transient, tag_of
+from ..stores.dynamodb.table import table_key
 from .table import describe
 
 __all__ = ["AsyncDynamoDBStore"]

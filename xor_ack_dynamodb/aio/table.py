@@ -1,5 +1,5 @@
 """Creating and checking the chains table through an aiobotocore client: the steps of
-:func:`xor_ack_dynamodb.table.create_table`, awaited, with the same checks and errors."""
+:func:`xor_ack_dynamodb.stores.dynamodb.table.create_table`, awaited, with the same checks and errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..errors import InvalidConfig, TableNotFound, TableSchemaMismatch
-from ..table import missing_table_message, table_key
+from ..stores.dynamodb.table import missing_table_message, table_key
 
 __all__ = ["create_table", "describe"]
 
@@ -34,7 +34,7 @@ async def describe(client: Any, table: str) -> dict[str, Any]:
 async def create_table(
     client: Any, table: str, partition_key: str, ttl_attribute: str, *, wait: bool = True
 ) -> bool:
-    """:func:`xor_ack_dynamodb.table.create_table` on an aiobotocore client: returns True
+    """:func:`xor_ack_dynamodb.stores.dynamodb.table.create_table` on an aiobotocore client: returns True
     if it created the table, False if it existed with that key (TTL then enabled if it was
     not). Raises :class:`TableSchemaMismatch` for another key schema,
     :class:`InvalidConfig` for TTL on another attribute."""

@@ -1,6 +1,6 @@
 """The methods every asyncio tracker shares: check arguments, build a call, await it.
 
-:class:`~xor_ack_dynamodb.tracker.SyncTracker` awaited: each method builds its call with
+:class:`~xor_ack_dynamodb.drivers.tracker.SyncTracker` awaited: each method builds its call with
 the same :class:`~xor_ack_dynamodb.core.factory.CallFactory` (so bad input gets the same
 typed error, before any request) and runs it on an
 :class:`~xor_ack_dynamodb.aio.engine.AsyncEngine`. Guarantees, costs and errors are
@@ -16,9 +16,9 @@ from ..core.algebra import EdgeLike, Mode
 from ..core.calls import StampCall, first_outcome
 from ..core.factory import CallFactory
 from ..core.rules import ChainRules
-from ..model import ChainStatus
 from ..stamps import Stamp, Sum
 from ..stats import RequestStats
+from ..status import ChainStatus
 from .engine import AsyncEngine
 
 __all__ = ["AsyncTracker"]

@@ -27,10 +27,10 @@ from ..errors import (
     TableSchemaMismatch,
     XorAckError,
 )
-from ..model import ChainStatus
+from ..status import ChainStatus
 
 if TYPE_CHECKING:
-    from ..dynamodb import XorAckDynamoDB
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
 
 __all__ = [
     "EXIT_OK",
@@ -129,8 +129,8 @@ def client(args: argparse.Namespace) -> Any:
 
 def tracker(args: argparse.Namespace, **options: Any) -> XorAckDynamoDB:
     """A tracker for the options, with a retry budget sized for a person waiting."""
-    from ..dynamodb import XorAckDynamoDB
     from ..retry import RetryPolicy
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
 
     if not args.table:
         raise UsageError("--table is required (or set XOR_ACK_TABLE)")

@@ -19,8 +19,8 @@ from botocore.exceptions import ClientError
 
 from ..core.chain import Chain
 from ..errors import CorruptItem, TableNotFound, TagNotFound
-from ..item import ItemCodec
-from ..table import describe, missing_table_message, table_key
+from ..stores.dynamodb.item import ItemCodec
+from ..stores.dynamodb.table import describe, missing_table_message, table_key
 from .common import (
     EXIT_CODES_HELP,
     EXIT_FAILED,

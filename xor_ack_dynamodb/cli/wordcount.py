@@ -1,4 +1,4 @@
-"""``xor-ack wordcount``: the tracked Spark word count (see :mod:`xor_ack_dynamodb.wordcount`).
+"""``xor-ack wordcount``: the tracked Spark word count (see :mod:`xor_ack_dynamodb.jobs.wordcount.job`).
 
 With no flags it runs on the embedded default: a moto server started in this process on
 127.0.0.1 and Spark ``local[*]``, on the DataFrame pipeline (``--api rdd`` runs the RDD
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..config import AckConfig
+    from ..jobs.wordcount.job import WordCountReport
     from ..spark.outcomes import RootOutcome
-    from ..wordcount import WordCountReport
 
 from .common import emit_json, handle_errors
 
@@ -154,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from ..errors import XorAckError
+    from ..jobs.wordcount.job import default_corpus, find_inputs, run_wordcount
     from ..spark.context import get_context, get_session
-    from ..wordcount import default_corpus, find_inputs, run_wordcount
 
     console = Console()
     err = Console(stderr=True, soft_wrap=True)
@@ -226,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _backend(args: argparse.Namespace, real: bool, stack: ExitStack) -> tuple[AckConfig, str]:
     from ..config import AckConfig
-    from ..local import LocalDynamoDB
+    from ..testing.moto_server import LocalDynamoDB
 
     if real:
         endpoint = args.wc_endpoint_url or getattr(args, "endpoint_url", None)

@@ -12,6 +12,7 @@ A store implements only primitives (:class:`~.engine.ChainStore`); a driver move
 requests and replies. The rules exist once.
 """
 
+from ..drivers.engine import BatchRead, ChainStore, Engine
 from .algebra import Mode, SumAlgebra, XorAlgebra, algebra_for
 from .calls import (
     AddCall,
@@ -25,7 +26,6 @@ from .calls import (
     Transient,
 )
 from .chain import Chain, Op
-from .engine import BatchRead, ChainStore, Engine
 from .factory import CallFactory
 from .rules import ChainRules, Plan
 

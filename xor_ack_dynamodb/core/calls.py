@@ -48,8 +48,8 @@ from collections.abc import Generator
 from typing import Any, Generic, TypeVar
 
 from ..errors import OutcomeUnknown, StaleLocalData, TagNotFound, XorAckError
-from ..model import ChainStatus
 from ..stamps import Stamp, Sum
+from ..status import ChainStatus
 from .algebra import Value, wrap
 from .chain import Chain, Op, random_op
 from .messages import Add, Extend, MarkFailed, Put, Read, Rejected, Remove, RemoveAny, Request, Trim, Written

@@ -46,8 +46,8 @@ from ..errors import (
     TagNotFound,
     XorAckError,
 )
-from ..model import ChainStatus, State, epoch_to_datetime
 from ..stamps import Stamp, Sum
+from ..status import ChainStatus, State, epoch_to_datetime
 from .algebra import Algebra, Mode, Value, XorAlgebra, wrap
 from .chain import Chain, Op, check_window, new_token, random_op
 

@@ -239,8 +239,8 @@ class MemoryGuard:
 def guard_for(tracker: Any) -> CompletionGuard:
     """The guard for ``tracker``: on its DynamoDB table, or in memory for a
     ``MemoryAck``. Raises :class:`InvalidConfig` for any other tracker (pass a guard)."""
-    from ..dynamodb import XorAckDynamoDB
-    from ..memory import MemoryAck
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
+    from ..stores.memory import MemoryAck
 
     if isinstance(tracker, XorAckDynamoDB):
         return DynamoDBGuard(tracker)

@@ -4,7 +4,7 @@ Build it once per Lambda container (not at import time: importing must need no
 credentials, and tests inject their own clients), from the environment
 (:meth:`Pipeline.from_env`), from a picklable :class:`PipelineConfig` (worker processes),
 or from parts (tests). Clients not given are built on first use by
-:func:`~xor_ack_dynamodb.clients.aws_client` (``AWS_REGION`` honoured, timeouts within
+:func:`~xor_ack_dynamodb.stores.dynamodb.clients.aws_client` (``AWS_REGION`` honoured, timeouts within
 the retry budget).
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.algebra import Mode
 from ..errors import InvalidConfig
-from ..protocol import AckTracker
+from ..interfaces import AckTracker
 from ..retry import RetryPolicy
 from ..stats import RequestStats
 from .completion import CompletionGuard, EventBridgeTarget, SqsTarget, Target, guard_for
@@ -112,7 +112,7 @@ class PipelineConfig:
 
     def client(self, service: str) -> Any:
         """A new client for ``service`` with this config's region, endpoint and keys."""
-        from ..clients import aws_client
+        from ..stores.dynamodb.clients import aws_client
 
         return aws_client(
             service,
@@ -125,7 +125,7 @@ class PipelineConfig:
 
     def tracker(self, client: Any = None) -> AckTracker:
         """The chains tracker (an :class:`~xor_ack_dynamodb.XorAckDynamoDB`)."""
-        from ..dynamodb import XorAckDynamoDB
+        from ..stores.dynamodb.tracker import XorAckDynamoDB
 
         return XorAckDynamoDB(
             self.table,
@@ -241,7 +241,7 @@ class Pipeline:
             if self.config is not None:
                 found = self.config.client(service)
             else:
-                from ..clients import aws_client
+                from ..stores.dynamodb.clients import aws_client
 
                 found = aws_client(service)
             self._clients[service] = found

@@ -27,8 +27,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import ChainStatus
-from ..protocol import AckTracker
+from ..interfaces import AckTracker
+from ..status import ChainStatus
 from .context import S3Object
 
 __all__ = ["Unfinished", "unfinished", "unfinished_objects", "scan_unfinished"]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TagExists, XorAckError
-from ..model import State
+from ..status import State
 from .batch import CHAIN_OVER, Handler, process_message
 from .completion import Completion, fire_once
 from .context import Context, S3Object

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
 
     from ..config import AckConfig
-    from ..dynamodb import XorAckDynamoDB
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
 
 __all__ = [
     "Tracking",

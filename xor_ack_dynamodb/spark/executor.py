@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from pyspark import Accumulator
 
     from ..config import AckConfig
-    from ..dynamodb import XorAckDynamoDB
-    from ..protocol import AckTracker
+    from ..interfaces import AckTracker
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
 
 __all__ = [
     "RunSpec",

@@ -42,7 +42,7 @@ from ..errors import InvalidConfig, NotOwner, TagAcked, TagExpired, TagFailed, T
 from .executor import snapshot
 
 if TYPE_CHECKING:
-    from ..protocol import AckTracker
+    from ..interfaces import AckTracker
 
 __all__ = ["HeartbeatPolicy", "Heartbeat", "heartbeat_tracker"]
 
@@ -95,7 +95,7 @@ def heartbeat_tracker(tracker: Any, connect: Callable[[Any], Any]) -> Any:
     """The tracker a heartbeat should use: for a DynamoDB tracker, a new one on the same
     client (``connect(client)``, e.g. ``config.connect``) so that its requests are
     counted apart; any other tracker (``MemoryAck``) as it is."""
-    from ..dynamodb import XorAckDynamoDB
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
 
     if isinstance(tracker, XorAckDynamoDB):
         return connect(tracker.client)

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.factory import StampSpec
 from ..errors import InvalidConfig, NotOwner, TagAcked, TagExists, TagExpired, TagFailed, TagNotFound
-from ..protocol import AckTracker
+from ..interfaces import AckTracker
 from .group import Group
 
 if TYPE_CHECKING:
     from ..config import AckConfig
-    from ..model import ChainStatus
     from ..stamps import Stamp, Sum
+    from ..status import ChainStatus
 
 #: Any tracker (``XorAckDynamoDB``, ``MemoryAck``, ``CombiningTracker``).
 Chains = AckTracker

@@ -11,16 +11,16 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .core.algebra import EdgeLike, Mode
-from .model import ChainStatus
 from .stamps import Stamp, Sum
 from .stats import RequestStats
+from .status import ChainStatus
 
 __all__ = ["AckTracker"]
 
 
 @runtime_checkable
 class AckTracker(Protocol):
-    """A tracker of ack chains. See :class:`~xor_ack_dynamodb.tracker.SyncTracker` for
+    """A tracker of ack chains. See :class:`~xor_ack_dynamodb.drivers.tracker.SyncTracker` for
     each method's guarantees and errors."""
 
     @property
@@ -61,8 +61,8 @@ class AckTracker(Protocol):
 
 if TYPE_CHECKING:  # mypy proves each tracker satisfies the protocol, signatures included
     from .combiner import CombiningTracker
-    from .dynamodb import XorAckDynamoDB
-    from .memory import MemoryAck
+    from .stores.dynamodb.tracker import XorAckDynamoDB
+    from .stores.memory import MemoryAck
 
     def _conforms(a: XorAckDynamoDB, b: MemoryAck, c: CombiningTracker) -> list[AckTracker]:
         return [a, b, c]

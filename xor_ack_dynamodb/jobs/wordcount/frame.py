@@ -14,7 +14,7 @@ acked.
 
 Words: the JVM's ``\\p{L}`` (Unicode letters: Lu, Ll, Lt, Lm, Lo, as Python's
 ``str.isalpha``) on NFC text, lower-cased by Spark's ``lower`` (Java's
-``toLowerCase``), which agree with :func:`~xor_ack_dynamodb.wordcount.tokenize` on the
+``toLowerCase``), which agree with :func:`~xor_ack_dynamodb.jobs.wordcount.job.tokenize` on the
 text we test (English, German, French); both follow the Unicode tables of their runtime
 (Java 17: Unicode 13, Python 3.11: Unicode 14), which can differ for letters added since.
 """
@@ -26,17 +26,17 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .spark.frame import FrameAttempt, FrameTracking, UntrackedAttempt, default_parallelism, part_store
-from .spark.frame_sink import PartStore
-from .spark.frame_source import CHUNK_BYTES, SPLIT_BYTES
-from .spark.outcomes import Chains, RunObserver, RunReport
+from ...spark.frame import FrameAttempt, FrameTracking, UntrackedAttempt, default_parallelism, part_store
+from ...spark.frame_sink import PartStore
+from ...spark.frame_source import CHUNK_BYTES, SPLIT_BYTES
+from ...spark.outcomes import Chains, RunObserver, RunReport
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from .config import AckConfig
-    from .wordcount import FaultPlan
+    from ...config import AckConfig
+    from .job import FaultPlan
 
 __all__ = ["frame_job", "run_frame", "frame_final_counts", "WORD"]
 
@@ -119,7 +119,7 @@ def run_frame(
         frame_job, output=output, parts=parts, faults=faults, split_bytes=split_bytes, bad_bytes=bad_bytes
     )
     if config is None:
-        from .spark.frame import register_sources
+        from ...spark.frame import register_sources
 
         register_sources(spark)
         job(UntrackedAttempt(spark, roots, default_parallelism(spark)))

@@ -21,11 +21,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import CorruptItem
-from ..retry import RetryPolicy
-from .calls import Again, Call, Transient
-from .chain import Chain
-from .messages import (
+from ..core.calls import Again, Call, Transient
+from ..core.chain import Chain
+from ..core.messages import (
     TRANSACTABLE,
     Add,
     Cancelled,
@@ -38,6 +36,8 @@ from .messages import (
     TransactionsUnsupported,
     Written,
 )
+from ..errors import CorruptItem
+from ..retry import RetryPolicy
 
 if TYPE_CHECKING:
     from .engine import Engine, Step

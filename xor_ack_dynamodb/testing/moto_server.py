@@ -11,7 +11,7 @@ import logging
 from types import TracebackType
 from typing import Any
 
-from .config import AckConfig
+from ..config import AckConfig
 
 __all__ = ["LocalDynamoDB"]
 

@@ -22,17 +22,17 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .spark.driver import Tracking
-from .spark.executor import AfterFlush, Noted
-from .spark.outcomes import PermanentFailure, RunObserver, RunReport
-from .spark.sink import LocalOutput, S3Output
-from .spark.tracked import Stream, UntrackedRDD
+from ...spark.driver import Tracking
+from ...spark.executor import AfterFlush, Noted
+from ...spark.outcomes import PermanentFailure, RunObserver, RunReport
+from ...spark.sink import LocalOutput, S3Output
+from ...spark.tracked import Stream, UntrackedRDD
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
-    from .config import AckConfig
-    from .wordcount import FaultPlan
+    from ...config import AckConfig
+    from .job import FaultPlan
 
 __all__ = ["ReadWords", "CountWord", "rdd_job", "run_rdd", "rdd_final_counts", "Root"]
 
@@ -62,8 +62,8 @@ class ReadWords:
     bad_bytes: str = "replace"
 
     def __call__(self, root: Root) -> Noted | list[tuple[int, int, str]]:
-        from .spark.tags import escape_key
-        from .wordcount import tokenize
+        from ...spark.tags import escape_key
+        from .job import tokenize
 
         file_id, path = root
         with open(path, "rb") as handle:
@@ -82,7 +82,7 @@ class CountWord:
     attempt: int
 
     def __call__(self, record: tuple[int, int, str]) -> tuple[tuple[int, str], int]:
-        from .wordcount import InjectedFailure
+        from .job import InjectedFailure
 
         file_id, position, word = record
         if self.faults is not None and self.faults.fails(self.attempt, file_id, position):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .errors import InvalidConfig
-from .retry import RetryPolicy
+from ...errors import InvalidConfig
+from ...retry import RetryPolicy
 
 __all__ = ["aws_client", "dynamodb_client", "client_config", "NO_REGION_MESSAGE"]
 

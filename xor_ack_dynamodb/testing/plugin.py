@@ -51,13 +51,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
 
-from .memory import MemoryAck
+from ..stores.memory import MemoryAck
 
 if TYPE_CHECKING:
-    from .aio import AsyncMemoryAck, AsyncXorAckDynamoDB
-    from .config import AckConfig
-    from .dynamodb import XorAckDynamoDB
-    from .local import LocalDynamoDB
+    from ..aio import AsyncMemoryAck, AsyncXorAckDynamoDB
+    from ..config import AckConfig
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
+    from .moto_server import LocalDynamoDB
 
 __all__ = [
     "xor_ack",
@@ -161,8 +161,8 @@ def xor_ack(
     DynamoDB."""
     from moto import mock_aws
 
-    from .clients import dynamodb_client
-    from .dynamodb import XorAckDynamoDB
+    from ..stores.dynamodb.clients import dynamodb_client
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
 
     _fake_aws_env(monkeypatch)
     with mock_aws(), _atomic_moto_requests():
@@ -177,7 +177,7 @@ def xor_ack_factory(xor_ack: XorAckDynamoDB) -> Callable[..., XorAckDynamoDB]:
     """Build more trackers on ``xor_ack``'s table and client, with other options (each
     with its own cache; pass ``client=`` for another client). Atomic under threads, as
     ``xor_ack`` is."""
-    from .dynamodb import XorAckDynamoDB
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
 
     def make(**options: Any) -> XorAckDynamoDB:
         options.setdefault("client", xor_ack.client)
@@ -195,7 +195,7 @@ def memory_ack() -> MemoryAck:
 @pytest.fixture(scope="session")
 def xor_ack_server() -> Iterator[LocalDynamoDB]:
     """A moto server on 127.0.0.1 for the session (DynamoDB over real HTTP)."""
-    from .local import LocalDynamoDB
+    from .moto_server import LocalDynamoDB
 
     with LocalDynamoDB() as server:
         yield server
@@ -217,7 +217,7 @@ async def async_xor_ack(
 ) -> AsyncIterator[AsyncXorAckDynamoDB]:
     """An asyncio tracker on a fresh table of ``xor_ack_server``, with its own
     aiobotocore client (made in the test's loop, closed after the test)."""
-    from .aio import AsyncXorAckDynamoDB
+    from ..aio import AsyncXorAckDynamoDB
 
     config = xor_ack_server.config(xor_ack_table_name, partition_key=xor_ack_partition_key)
     async with AsyncXorAckDynamoDB.from_config(config) as tracker:
@@ -229,7 +229,7 @@ async def async_xor_ack(
 def async_xor_ack_factory(async_xor_ack: AsyncXorAckDynamoDB) -> Callable[..., AsyncXorAckDynamoDB]:
     """Build more asyncio trackers on ``async_xor_ack``'s table and client, with other
     options (``clock=``, ``ttl=``, ``mode=``, ...)."""
-    from .aio import AsyncXorAckDynamoDB
+    from ..aio import AsyncXorAckDynamoDB
 
     def make(**options: Any) -> AsyncXorAckDynamoDB:
         options.setdefault("client", async_xor_ack.client)
@@ -241,6 +241,6 @@ def async_xor_ack_factory(async_xor_ack: AsyncXorAckDynamoDB) -> Callable[..., A
 @pytest.fixture
 def async_memory_ack() -> AsyncMemoryAck:
     """An in-memory asyncio tracker with the same rules as ``XorAckDynamoDB``."""
-    from .aio import AsyncMemoryAck
+    from ..aio import AsyncMemoryAck
 
     return AsyncMemoryAck()

@@ -15,11 +15,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
-from .core.algebra import Mode
-from .core.chain import Chain
-from .core.engine import BatchRead, Engine
-from .core.factory import chain_rules
-from .core.messages import (
+from ..core.algebra import Mode
+from ..core.chain import Chain
+from ..core.factory import chain_rules
+from ..core.messages import (
     Add,
     Cancelled,
     Committed,
@@ -35,12 +34,13 @@ from .core.messages import (
     Trim,
     Written,
 )
-from .core.rules import ChainRules
-from .errors import InvalidConfig
-from .model import ChainStatus
-from .stamps import Stamp, Sum
-from .stats import RequestStats
-from .tracker import SyncTracker
+from ..core.rules import ChainRules
+from ..drivers.engine import BatchRead, Engine
+from ..drivers.tracker import SyncTracker
+from ..errors import InvalidConfig
+from ..stamps import Stamp, Sum
+from ..stats import RequestStats
+from ..status import ChainStatus
 
 __all__ = ["MemoryAck", "MemoryStore"]
 

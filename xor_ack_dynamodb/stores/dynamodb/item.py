@@ -40,8 +40,8 @@ from typing import Any, cast
 
 from boto3.dynamodb.types import Binary, TypeDeserializer
 
-from .core.chain import DIGEST_BYTES, OP_KEY_BYTES, STORED_STATES, UNKNOWN_DIGEST, Chain, Op
-from .errors import CorruptItem, InvalidConfig
+from ...core.chain import DIGEST_BYTES, OP_KEY_BYTES, STORED_STATES, UNKNOWN_DIGEST, Chain, Op
+from ...errors import CorruptItem, InvalidConfig
 
 __all__ = ["ItemCodec", "Item", "ATTRIBUTES"]
 

@@ -17,15 +17,15 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import tenacity
 
-from ..cache import LastKnown
+from ..core.calls import Again, Call, Round, Transient
+from ..core.chain import Chain
+from ..core.messages import Cancelled, Committed, Reply, Request
+from ..core.rules import ChainRules
 from ..errors import BatchIncomplete
-from ..model import ChainStatus
 from ..retry import RetryPolicy
 from ..stats import RequestStats
-from .calls import Again, Call, Round, Transient
-from .chain import Chain
-from .messages import Cancelled, Committed, Reply, Request
-from .rules import ChainRules
+from ..status import ChainStatus
+from .cache import LastKnown
 
 __all__ = ["ChainStore", "BatchRead", "Engine", "EngineBase", "Step", "Unprocessed", "BATCH_SIZE"]
 

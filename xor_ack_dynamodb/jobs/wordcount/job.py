@@ -41,18 +41,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidConfig
-from .spark.driver import new_run_id
-from .spark.executor import AfterFlush
-from .spark.outcomes import Chains, RunObserver, RunReport
-from .spark.sink import LocalOutput, S3Output, output_location
-from .spark.tags import escape_key
+from ...errors import InvalidConfig
+from ...spark.driver import new_run_id
+from ...spark.executor import AfterFlush
+from ...spark.outcomes import Chains, RunObserver, RunReport
+from ...spark.sink import LocalOutput, S3Output, output_location
+from ...spark.tags import escape_key
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    from .config import AckConfig
+    from ...config import AckConfig
 
 __all__ = [
     "tokenize",
@@ -73,7 +73,7 @@ APIS = ("frame", "rdd")
 _CANDIDATE = re.compile(r"[^\W\d_]+")
 
 #: Where the bundled sample corpus lives in a source checkout.
-_CORPUS = Path(__file__).resolve().parent.parent / "examples" / "data"
+_CORPUS = Path(__file__).resolve().parents[3] / "examples" / "data"
 
 
 def tokenize(text: str) -> list[str]:
@@ -288,7 +288,7 @@ def run_wordcount(
     """
     from pyspark import SparkContext
 
-    from .spark.frame import is_connect
+    from ...spark.frame import is_connect
 
     started = time.perf_counter()
     api = api or ("rdd" if isinstance(spark, SparkContext) else "frame")
@@ -377,7 +377,7 @@ def _run_rdd(
     observer: RunObserver | None,
     phases: dict[str, float],
 ) -> _Result:
-    from .wordcount_rdd import rdd_final_counts, run_rdd
+    from .rdd import rdd_final_counts, run_rdd
 
     location = output_location(output)
     clock = time.perf_counter()
@@ -432,8 +432,8 @@ def _run_frame(
     phases: dict[str, float],
     transactions: bool = False,
 ) -> _Result:
-    from .spark.frame_source import SPLIT_BYTES
-    from .wordcount_frame import frame_final_counts, run_frame, store_for, untracked_final_counts
+    from ...spark.frame_source import SPLIT_BYTES
+    from .frame import frame_final_counts, run_frame, store_for, untracked_final_counts
 
     store = store_for(output)
     location = output_location(store.location)

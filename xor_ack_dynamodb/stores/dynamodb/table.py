@@ -8,7 +8,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .errors import InvalidConfig, TableNotFound, TableSchemaMismatch
+from ...errors import InvalidConfig, TableNotFound, TableSchemaMismatch
 
 __all__ = ["create_table", "check_table_name", "table_key", "ensure_ttl"]
 

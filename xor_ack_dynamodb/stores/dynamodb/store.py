@@ -16,9 +16,8 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
-from .core.chain import Chain
-from .core.engine import BatchRead
-from .core.messages import (
+from ...core.chain import Chain
+from ...core.messages import (
     Add,
     Cancelled,
     Committed,
@@ -35,10 +34,11 @@ from .core.messages import (
     Trim,
     Written,
 )
-from .core.rules import ChainRules
-from .errors import CorruptItem, TableNotFound, TableSchemaMismatch
+from ...core.rules import ChainRules
+from ...drivers.engine import BatchRead
+from ...errors import CorruptItem, TableNotFound, TableSchemaMismatch
+from ...stats import RequestStats
 from .item import Item, ItemCodec
-from .stats import RequestStats
 from .table import describe, missing_table_message, table_key
 
 __all__ = ["DynamoDBStore", "TRANSIENT_CODES", "is_transient", "Prepared", "MISSING", "METHODS", "tag_of"]
@@ -488,7 +488,7 @@ def _values(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _token() -> bytes:
-    from .core.chain import new_token
+    from ...core.chain import new_token
 
     return new_token()
 
