@@ -24,9 +24,11 @@ Guarantees (details in each module): every message carries a versioned, validate
 envelope (:mod:`.envelope`); edges and op ids are derived, so redelivered messages,
 retried handlers, re-sent children and redelivered S3 events are applied once
 (:mod:`.edges`); the stamp lands before the sends, so a crash loses nothing and acks
-nothing early (:mod:`.batch`); a record that keeps failing fails its chain with the
-reason, records of finished chains are dropped with a log line; the completion fires
-once per chain (:mod:`.completion`); chains to replay are found by :mod:`.replay`.
+nothing early (:mod:`.records`, the unit that the batch loop of :mod:`.sqs` runs per
+record); a record that keeps failing fails its chain with the reason, records of
+finished chains are dropped with a log line; starts are in :mod:`.starts`; the
+completion fires once per chain (:mod:`.completion`); chains to replay are found by
+:mod:`.replay`. :class:`Pipeline` composes them, and none of them imports it.
 
 The default mode is ``sum``: a fan-out's functions stamp one chain concurrently, and a
 sum-mode stamp is one atomic ``UpdateItem`` that never loses a race. ``xor`` works too
@@ -37,7 +39,6 @@ its ``BatchProcessor`` (see ``docs/lambda.md``).
 
 from __future__ import annotations
 
-from .batch import CHAIN_OVER, Handler, Outcome, process_record, process_sqs_batch
 from .completion import (
     Completion,
     CompletionGuard,
@@ -71,9 +72,11 @@ from .errors import (
     UnsupportedEnvelopeVersion,
 )
 from .pipeline import Pipeline, PipelineConfig
+from .records import CHAIN_OVER, Handler, Outcome, process_record
 from .replay import Unfinished, scan_unfinished, unfinished, unfinished_objects
 from .sending import ChildrenNotSent
-from .start import Started, process_s3_event, s3_objects, start
+from .sqs import process_sqs_batch
+from .starts import Started, process_s3_event, s3_objects, start
 
 __all__ = [
     "ATTRIBUTE",

@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.algebra import Mode
 from ..errors import InvalidConfig
@@ -22,10 +22,9 @@ from ..interfaces import AckTracker
 from ..retry import RetryPolicy
 from ..stats import RequestStats
 from .completion import CompletionGuard, EventBridgeTarget, SqsTarget, Target, guard_for
-
-if TYPE_CHECKING:
-    from .batch import Handler
-    from .start import Started
+from .records import Handler
+from .sqs import process_sqs_batch, record_function
+from .starts import Started, process_s3_event, start
 
 __all__ = ["Pipeline", "PipelineConfig"]
 
@@ -261,14 +260,12 @@ class Pipeline:
     def __repr__(self) -> str:
         return f"Pipeline(tracker={self.tracker!r}, mode={self.mode!r}, queue_url={self.queue_url!r})"
 
-    # -- entry points (each in its own module) -------------------------------------------
+    # -- entry points: the work is in .sqs, .records and .starts ---------------------------
 
     def process_sqs_batch(
         self, event: Mapping[str, Any], handler: Handler, lambda_context: Any = None
     ) -> dict[str, Any]:
         """See :func:`xor_ack_dynamodb.serverless.process_sqs_batch`."""
-        from .batch import process_sqs_batch
-
         return process_sqs_batch(event, handler, pipeline=self, lambda_context=lambda_context)
 
     def sqs_handler(self, handler: Handler) -> Callable[[Mapping[str, Any], Any], dict[str, Any]]:
@@ -286,22 +283,16 @@ class Pipeline:
         (``process_partial_response(event, record_handler=..., processor=...)``): it
         takes a Powertools ``SQSRecord`` or a raw record dict, and raises
         :class:`RetryRecord` for a record to deliver again."""
-        from .batch import record_function
-
         return record_function(self, handler)
 
     def start(self, tag: str, children: Iterable[Any] = (), *, start_id: str | None = None) -> Started:
         """See :func:`xor_ack_dynamodb.serverless.start`."""
-        from .start import start
-
         return start(tag, children, pipeline=self, start_id=start_id)
 
     def process_s3_event(
         self, event: Mapping[str, Any], handler: Handler, lambda_context: Any = None
     ) -> dict[str, Any]:
         """See :func:`xor_ack_dynamodb.serverless.process_s3_event`."""
-        from .start import process_s3_event
-
         return process_s3_event(event, handler, pipeline=self, lambda_context=lambda_context)
 
 

@@ -5,7 +5,7 @@ deduplication id, so a child re-sent within SQS's 5-minute window is dropped by 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import XorAckError
@@ -52,10 +52,12 @@ def _entry(index: int, child: Child) -> dict[str, Any]:
     return entry
 
 
-def send_children(children: Iterable[Child], *, sqs: Any, s3: Any, stats: RequestStats) -> None:
-    """Send every child. Raises :class:`ChildrenNotSent` naming what SQS refused (the
-    others were sent), and lets a client error propagate; either way the caller
-    retries the record, which sends them all again (duplicates are harmless)."""
+def send_children(children: Iterable[Child], *, client: Callable[[str], Any], stats: RequestStats) -> None:
+    """Send every child, with ``client("sqs")`` and ``client("s3")``, each asked for only
+    when a child needs it (a leaf builds no client). Raises :class:`ChildrenNotSent`
+    naming what SQS refused (the others were sent), and lets a client error propagate;
+    either way the caller retries the record, which sends them all again (duplicates
+    are harmless)."""
     by_queue: dict[str, list[Child]] = {}
     for child in children:
         if child.is_object:
@@ -68,7 +70,7 @@ def send_children(children: Iterable[Child], *, sqs: Any, s3: Any, stats: Reques
             }
             if child.content_type:
                 kwargs["ContentType"] = child.content_type
-            s3.put_object(**kwargs)
+            client("s3").put_object(**kwargs)
         else:
             assert child.queue_url is not None
             by_queue.setdefault(child.queue_url, []).append(child)
@@ -77,7 +79,7 @@ def send_children(children: Iterable[Child], *, sqs: Any, s3: Any, stats: Reques
         for start in range(0, len(queued), BATCH):
             entries = [_entry(i, c) for i, c in enumerate(queued[start : start + BATCH])]
             stats.request("sqs.SendMessageBatch")
-            response = sqs.send_message_batch(QueueUrl=queue, Entries=entries)
+            response = client("sqs").send_message_batch(QueueUrl=queue, Entries=entries)
             refused.extend(response.get("Failed", []))
     if refused:
         first = refused[0]

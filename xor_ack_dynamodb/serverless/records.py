@@ -1,6 +1,7 @@
-"""Processing tracked records: one stamp per record, then its children.
+"""One tracked record, start to end: the unit that :mod:`.sqs`'s batch loop runs per
+record. One stamp per record, then its children.
 
-For each record of an SQS batch:
+For each record:
 
 1. **Read the envelope** (:func:`~.envelope.decode_record`). Missing or malformed: the
    handler is not called and no chain is touched; the record is reported for
@@ -51,20 +52,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from ..core.algebra import Mode
 from ..errors import NotOwner, OpIdReused, OutcomeUnknown, TagAcked, TagExpired, TagFailed, TagNotFound
 from .completion import Completion, fire_once
 from .context import Context, S3Object
 from .edges import child_edge, op_id
 from .envelope import Message, decode_record
-from .errors import CompletionPending, EnvelopeError, FailChain, RetryRecord
+from .errors import CompletionPending, EnvelopeError, FailChain
+from .parts import PipelineParts
 from .sending import send_children
 
-if TYPE_CHECKING:
-    from .pipeline import Pipeline
-
-__all__ = ["Handler", "Outcome", "process_sqs_batch", "process_message", "record_function", "CHAIN_OVER"]
+__all__ = ["CHAIN_OVER", "Handler", "Outcome", "complete", "process_message", "process_record"]
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
@@ -95,33 +95,8 @@ def _receive_count(record: Mapping[str, Any]) -> int:
         return 1
 
 
-def process_sqs_batch(
-    event: Mapping[str, Any], handler: Handler, *, pipeline: Pipeline, lambda_context: Any = None
-) -> dict[str, Any]:
-    """Process an SQS event's records with ``handler`` (see the module doc) and return
-    Lambda's partial batch response, ``{"batchItemFailures": [{"itemIdentifier": id}...]}``:
-    the records to deliver again. Configure the event source mapping with
-    ``FunctionResponseTypes: ["ReportBatchItemFailures"]``. From a FIFO queue, the
-    records after the first one to retry are not processed and are reported too (as
-    Lambda requires to keep a message group's order). Never raises for one bad record;
-    raises :class:`ValueError` for an event that is not an SQS event."""
-    records = event.get("Records")
-    if not isinstance(records, list):
-        raise ValueError("not an SQS event: no 'Records' list")
-    fifo = any(str(r.get("eventSourceARN", "")).endswith(".fifo") for r in records)
-    failures: list[dict[str, str]] = []
-    for record in records:
-        message_id = str(record.get("messageId", record.get("MessageId", "")))
-        if fifo and failures:  # keep a FIFO group's order: the rest waits for the failed one
-            failures.append({"itemIdentifier": message_id})
-            continue
-        if process_record(record, handler, pipeline=pipeline, lambda_context=lambda_context) == "retry":
-            failures.append({"itemIdentifier": message_id})
-    return {"batchItemFailures": failures}
-
-
 def process_record(
-    record: Mapping[str, Any], handler: Handler, *, pipeline: Pipeline, lambda_context: Any = None
+    record: Mapping[str, Any], handler: Handler, *, pipeline: PipelineParts, lambda_context: Any = None
 ) -> Outcome:
     """One SQS record, start to end (see the module doc). Returns its outcome."""
     meta = _Record(str(record.get("messageId", record.get("MessageId", ""))), _receive_count(record), record)
@@ -140,7 +115,7 @@ def process_record(
     )
 
 
-def _malformed(pipeline: Pipeline, meta: _Record, exc: EnvelopeError) -> Outcome:
+def _malformed(pipeline: PipelineParts, meta: _Record, exc: EnvelopeError) -> Outcome:
     if meta.receive_count >= pipeline.max_receives:
         log.error(
             "message %s: %s: %s; dropped after %d receives",
@@ -160,7 +135,7 @@ def process_message(
     receive_count: int,
     handler: Handler,
     *,
-    pipeline: Pipeline,
+    pipeline: PipelineParts,
     record: Mapping[str, Any] | None = None,
     source: S3Object | None = None,
     lambda_context: Any = None,
@@ -192,7 +167,7 @@ def process_message(
     return _count(pipeline, _stamp_and_send(pipeline, ctx))
 
 
-def _handler_failed(pipeline: Pipeline, ctx: Context, exc: Exception) -> Outcome:
+def _handler_failed(pipeline: PipelineParts, ctx: Context, exc: Exception) -> Outcome:
     what = f"{type(exc).__name__}: {exc}"
     if ctx.receive_count >= pipeline.max_receives:
         reason = f"poison message {ctx.message_id} (received {ctx.receive_count} times): {what}"
@@ -218,7 +193,7 @@ def _handler_failed(pipeline: Pipeline, ctx: Context, exc: Exception) -> Outcome
     return "retry"
 
 
-def _fail(pipeline: Pipeline, ctx: Context, reason: str) -> Outcome:
+def _fail(pipeline: PipelineParts, ctx: Context, reason: str) -> Outcome:
     try:
         status = pipeline.tracker.fail(ctx.tag, reason, owner=ctx.owner)
     except CHAIN_OVER as exc:
@@ -241,7 +216,7 @@ def _fail(pipeline: Pipeline, ctx: Context, reason: str) -> Outcome:
     return "failed"
 
 
-def _stamp_and_send(pipeline: Pipeline, ctx: Context) -> Outcome:
+def _stamp_and_send(pipeline: PipelineParts, ctx: Context) -> Outcome:
     assert ctx.edge is not None
     children = ctx.children
     try:
@@ -268,17 +243,12 @@ def _stamp_and_send(pipeline: Pipeline, ctx: Context) -> Outcome:
         log.warning("%s: stamp of message %s failed, will be retried: %r", ctx.tag, ctx.message_id, exc)
         return "retry"
     if result.acked:
-        return _complete(pipeline, ctx, result.duplicate)
+        return _complete(pipeline, ctx)
     if _is_zero(result):
         log.info("%s: message %s is a late copy; the chain is complete", ctx.tag, ctx.message_id)
         return "dropped"
     try:
-        send_children(
-            children,
-            sqs=_client(pipeline, children, "sqs"),
-            s3=_client(pipeline, children, "s3"),
-            stats=pipeline.stats,
-        )
+        send_children(children, client=pipeline.client, stats=pipeline.stats)
     except Exception as exc:  # noqa: BLE001 - the redelivery's duplicate stamp re-sends them
         log.warning(
             "%s: children of message %s not all sent, will be retried: %r", ctx.tag, ctx.message_id, exc
@@ -294,30 +264,33 @@ def _stamp_and_send(pipeline: Pipeline, ctx: Context) -> Outcome:
     return "done"
 
 
-def _client(pipeline: Pipeline, children: tuple[Any, ...], service: str) -> Any:
-    """The client only when a child needs it (a leaf builds no client)."""
-    wanted = any(c.is_object for c in children) if service == "s3" else any(not c.is_object for c in children)
-    return pipeline.client(service) if wanted else None
-
-
 def _is_zero(value: object) -> bool:
     return value == 0 if isinstance(value, int) else isinstance(value, bytes) and not any(value)
 
 
-def _complete(pipeline: Pipeline, ctx: Context, duplicate: bool) -> Outcome:
-    completion = Completion(ctx.tag, ctx.owner, ctx.mode, pipeline.now(), ctx.message_id)
+def _complete(pipeline: PipelineParts, ctx: Context) -> Outcome:
     try:
-        fired = fire_once(
-            pipeline.guard, pipeline.targets, completion, now=pipeline.now(), lease=pipeline.completion_lease
-        )
+        complete(pipeline, ctx.tag, ctx.owner, ctx.mode, ctx.message_id)
     except CompletionPending as exc:
         log.info("%s: %s; message %s will be retried", ctx.tag, exc, ctx.message_id)
         return "retry"
     except Exception as exc:  # noqa: BLE001 - a target refused: the claim was released
         log.warning("%s: completion failed (%r); message %s will be retried", ctx.tag, exc, ctx.message_id)
         return "retry"
-    pipeline.stats.add("completions.fired" if fired else "completions.repeated")
     return "done"
+
+
+def complete(
+    pipeline: PipelineParts, tag: str, owner: str, mode: Mode, message_id: str | None = None
+) -> bool:
+    """Fire the completion of the acked chain ``tag`` once (:func:`~.completion.fire_once`)
+    and count it; True if this call fired it. Raises what ``fire_once`` raises."""
+    completion = Completion(tag, owner, mode, pipeline.now(), message_id)
+    fired = fire_once(
+        pipeline.guard, pipeline.targets, completion, now=pipeline.now(), lease=pipeline.completion_lease
+    )
+    pipeline.stats.add("completions.fired" if fired else "completions.repeated")
+    return fired
 
 
 _EVENTS = {
@@ -329,21 +302,7 @@ _EVENTS = {
 }
 
 
-def _count(pipeline: Pipeline, outcome: Outcome) -> Outcome:
+def _count(pipeline: PipelineParts, outcome: Outcome) -> Outcome:
     pipeline.stats.add(_EVENTS[outcome])
     return outcome
 
-
-def record_function(pipeline: Pipeline, handler: Handler) -> Callable[[Any], None]:
-    """``handler`` as Powertools' ``record_handler``: one record (a Powertools
-    ``SQSRecord``, whose ``raw_event`` is the record dict, or the dict itself); returns
-    for a record that is finished with (done, dropped, failed its chain), raises
-    :class:`RetryRecord` for one to deliver again."""
-
-    def run(record: Any) -> None:
-        raw = getattr(record, "raw_event", record)
-        outcome = process_record(raw, handler, pipeline=pipeline)
-        if outcome == "retry":
-            raise RetryRecord(f"message {raw.get('messageId')} is to be delivered again", outcome=outcome)
-
-    return run

@@ -26,20 +26,17 @@ import logging
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import TagExists, XorAckError
 from ..status import State
-from .batch import CHAIN_OVER, Handler, process_message
-from .completion import Completion, fire_once
 from .context import Context, S3Object
 from .edges import combine, new_incarnation, op_id, owner_for, root_edge, start_edge
 from .envelope import Message, decode_s3_metadata
 from .errors import EnvelopeError
+from .parts import PipelineParts
+from .records import CHAIN_OVER, Handler, complete, process_message
 from .sending import send_children
-
-if TYPE_CHECKING:
-    from .pipeline import Pipeline
 
 __all__ = ["Started", "start", "process_s3_event", "s3_objects"]
 
@@ -65,7 +62,7 @@ def start(
     tag: str,
     children: Iterable[Any] = (),
     *,
-    pipeline: Pipeline,
+    pipeline: PipelineParts,
     start_id: str | None = None,
     handler: Handler | None = None,
     source: S3Object | None = None,
@@ -100,7 +97,7 @@ def start(
     return _launch(pipeline, ctx, incarnation)
 
 
-def _launch(pipeline: Pipeline, ctx: Context, incarnation: str) -> Started:
+def _launch(pipeline: PipelineParts, ctx: Context, incarnation: str) -> Started:
     tracker, tag, owner = pipeline.tracker, ctx.tag, ctx.owner
     children = ctx.children
     create_op = f"start:{incarnation}"
@@ -113,15 +110,7 @@ def _launch(pipeline: Pipeline, ctx: Context, incarnation: str) -> Started:
             log.info("%s: started before and now over (%s)", tag, exc.code)
             return Started(tag, owner, 0, False, False, tracker.status(tag).state)
         if result.acked:
-            completion = Completion(tag, owner, pipeline.mode, pipeline.now())
-            fired = fire_once(
-                pipeline.guard,
-                pipeline.targets,
-                completion,
-                now=pipeline.now(),
-                lease=pipeline.completion_lease,
-            )
-            pipeline.stats.add("completions.fired" if fired else "completions.repeated")
+            complete(pipeline, tag, owner, pipeline.mode)
         return Started(tag, owner, 0, not created.duplicate, False, "acked")
     value = combine(pipeline.mode, [c.edge for c in children])
     created = tracker.create(tag, value, op_id=create_op, owner=owner)
@@ -131,12 +120,7 @@ def _launch(pipeline: Pipeline, ctx: Context, incarnation: str) -> Started:
             log.info("%s: started before and now %s; its children are not sent again", tag, state)
             return Started(tag, owner, len(children), False, False, state)
         log.info("%s: started before and still pending; sending its %d children again", tag, len(children))
-    send_children(
-        children,
-        sqs=pipeline.sqs if any(not c.is_object for c in children) else None,
-        s3=pipeline.s3 if any(c.is_object for c in children) else None,
-        stats=pipeline.stats,
-    )
+    send_children(children, client=pipeline.client, stats=pipeline.stats)
     if not created.duplicate:
         log.info("%s: started with %d children", tag, len(children))
     return Started(tag, owner, len(children), not created.duplicate, True, "pending")
@@ -170,7 +154,7 @@ def process_s3_event(
     event: Mapping[str, Any],
     handler: Handler,
     *,
-    pipeline: Pipeline,
+    pipeline: PipelineParts,
     lambda_context: Any = None,
     continue_chains: bool = True,
 ) -> dict[str, Any]:
@@ -200,7 +184,7 @@ def process_s3_event(
             envelope = None
             if continue_chains:
                 pipeline.stats.request("s3.HeadObject")
-                head = pipeline.s3.head_object(
+                head = pipeline.client("s3").head_object(
                     Bucket=obj.bucket,
                     Key=obj.key,
                     **({"VersionId": obj.version_id} if obj.version_id else {}),
