@@ -162,3 +162,37 @@ def test_too_many_root_modules_and_too_long_modules(tmp_path: Path) -> None:
     (root / "m10.py").touch()
     names = ", ".join(["m0", "m1", "m10", *(f"m{i}" for i in range(2, 10))])
     assert root_modules(root) == [f"11 modules at the package root (at most 10): {names}"]
+
+
+# -- the public surface needs no optional extra ------------------------------------------
+
+EXTRAS = ("moto", "werkzeug", "pyspark", "pandas", "pyarrow", "aiobotocore", "pytest", "rich")
+
+NO_EXTRAS = f"""
+import importlib.abc, sys
+
+class NoExtras(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {EXTRAS!r}:
+            raise ImportError(f"{{name}} is not installed (an optional extra)")
+
+sys.meta_path.insert(0, NoExtras())
+import xor_ack_dynamodb, xor_ack_dynamodb.testing, xor_ack_dynamodb.serverless
+from xor_ack_dynamodb import DynamoDBLocal, LocalDynamoDB, MotoServer
+from xor_ack_dynamodb.testing import connect_server, standalone_cluster
+assert LocalDynamoDB is MotoServer and MotoServer.__name__ == "MotoServer"
+assert MotoServer().endpoint_url is None and DynamoDBLocal().endpoint_url is None
+print("imported")
+"""
+
+
+def test_the_package_and_its_servers_import_without_the_extras() -> None:
+    """``import xor_ack_dynamodb`` (and ``.testing``, ``.serverless``) works in a plain
+    install: moto, pyspark, pytest... are imported only when a server starts or a fixture
+    runs."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", NO_EXTRAS], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "imported"

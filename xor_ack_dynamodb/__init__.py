@@ -16,8 +16,7 @@ from .stats import RequestStats
 from .status import ChainStatus, State
 from .stores.dynamodb.tracker import XorAckDynamoDB
 from .stores.memory import MemoryAck
-from .testing.dynamodb_local import DynamoDBLocal
-from .testing.moto_server import LocalDynamoDB
+from .testing import DynamoDBLocal, LocalDynamoDB, MotoServer
 
 __all__ = [
     "AckConfig",
@@ -27,6 +26,7 @@ __all__ = [
     "DynamoDBLocal",
     "LocalDynamoDB",
     "MemoryAck",
+    "MotoServer",
     "RequestStats",
     "RetryPolicy",
     "Stamp",

@@ -20,12 +20,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
-from ..config import AckConfig
 from ..errors import InvalidConfig
-from .moto_server import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
+from .endpoint import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET, LocalEndpoint
 
 __all__ = ["DynamoDBLocal", "ENV_DIR", "find_jar"]
 
@@ -88,7 +86,7 @@ def _free_port(host: str) -> int:
         return int(probe.getsockname()[1])
 
 
-class DynamoDBLocal:
+class DynamoDBLocal(LocalEndpoint):
     """DynamoDB Local in a child process, in memory, on ``host`` and ``port`` (0: a free
     port). Use as a context manager, or call :meth:`start` and :meth:`stop`.
 
@@ -121,7 +119,6 @@ class DynamoDBLocal:
         self._startup_timeout = startup_timeout
         self._process: subprocess.Popen[bytes] | None = None
         self._output: IO[bytes] | None = None
-        self.endpoint_url: str | None = None
 
     def start(self) -> DynamoDBLocal:
         if self._process is not None:
@@ -219,34 +216,6 @@ class DynamoDBLocal:
         """End the server (its tables are gone); a no-op when it is not running."""
         self._reap()
         self._close_output()
-
-    def __enter__(self) -> DynamoDBLocal:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def config(self, table: str, **options: Any) -> AckConfig:
-        """An :class:`AckConfig` pointing at this server, with dummy credentials."""
-        if self.endpoint_url is None:
-            raise RuntimeError("DynamoDBLocal is not started")
-        return AckConfig(
-            table=table,
-            endpoint_url=self.endpoint_url,
-            region=LOCAL_REGION,
-            aws_access_key_id=LOCAL_KEY_ID,
-            aws_secret_access_key=LOCAL_SECRET,
-            **options,
-        )
-
-    def client(self) -> Any:
-        """A low-level DynamoDB client for this server."""
-        return self.config("unused").client()
 
 
 def _probe_client(endpoint_url: str) -> Any:

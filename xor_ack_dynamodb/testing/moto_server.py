@@ -2,29 +2,25 @@
 
 For demos, tests and local development. It speaks DynamoDB's real HTTP protocol, so
 everything that talks to it (other processes, Spark executors, the Node package) goes
-through botocore exactly as against AWS.
+through botocore exactly as against AWS. Amazon's own engine, in Java, is
+:class:`~.dynamodb_local.DynamoDBLocal`.
 """
 
 from __future__ import annotations
 
 import logging
-from types import TracebackType
 from typing import Any
 
-from ..config import AckConfig
+from .endpoint import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET, LocalEndpoint
 
-__all__ = ["LocalDynamoDB"]
+__all__ = ["LOCAL_KEY_ID", "LOCAL_REGION", "LOCAL_SECRET", "LocalDynamoDB", "MotoServer"]
 
 log = logging.getLogger("xor_ack_dynamodb")
 
-#: moto accepts any credentials; these keep botocore from looking for real ones.
-LOCAL_KEY_ID = "testing"
-LOCAL_SECRET = "testing"
-LOCAL_REGION = "us-east-1"
 
-
-class LocalDynamoDB:
-    """A moto server started in a background thread of this process.
+class MotoServer(LocalEndpoint):
+    """A moto server started in a background thread of this process, answering one
+    request at a time (so conditional writes are atomic, as on DynamoDB).
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. ``endpoint_url`` is
     known once started. State lives in this process and is gone when it stops.
@@ -34,9 +30,8 @@ class LocalDynamoDB:
         self._host = host
         self._port = port
         self._server: Any = None
-        self.endpoint_url: str | None = None
 
-    def start(self) -> LocalDynamoDB:
+    def start(self) -> MotoServer:
         # werkzeug logs every request at INFO to stderr; for an embedded backend that is
         # noise (thousands of lines a job). Its warnings and errors still show.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -53,33 +48,9 @@ class LocalDynamoDB:
             self._server.stop()
             self._server = None
 
-    def __enter__(self) -> LocalDynamoDB:
-        return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def config(self, table: str, **options: Any) -> AckConfig:
-        """An :class:`AckConfig` pointing at this server, with moto's dummy credentials."""
-        if self.endpoint_url is None:
-            raise RuntimeError("LocalDynamoDB is not started")
-        return AckConfig(
-            table=table,
-            endpoint_url=self.endpoint_url,
-            region=LOCAL_REGION,
-            aws_access_key_id=LOCAL_KEY_ID,
-            aws_secret_access_key=LOCAL_SECRET,
-            **options,
-        )
-
-    def client(self) -> Any:
-        """A low-level DynamoDB client for this server."""
-        return self.config("unused").client()
+#: The name :class:`MotoServer` had first (kept: ``from xor_ack_dynamodb import LocalDynamoDB``).
+LocalDynamoDB = MotoServer
 
 
 def _serial_moto_server(host: str, port: int) -> Any:

@@ -18,7 +18,7 @@ import and no conftest:
 ``memory_ack``
     A :class:`~xor_ack_dynamodb.MemoryAck`: the same rules in a dict, no AWS at all.
 ``xor_ack_server``
-    A :class:`~xor_ack_dynamodb.LocalDynamoDB` (a moto server on 127.0.0.1 and a free
+    A :class:`~xor_ack_dynamodb.testing.MotoServer` (a moto server on 127.0.0.1 and a free
     port) for the whole session: for code under test that runs in other processes
     (Spark executors, subprocesses) and must reach DynamoDB over HTTP.
 ``xor_ack_config``
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from ..aio import AsyncMemoryAck, AsyncXorAckDynamoDB
     from ..config import AckConfig
     from ..stores.dynamodb.tracker import XorAckDynamoDB
-    from .moto_server import LocalDynamoDB
+    from .moto_server import MotoServer
 
 __all__ = [
     "xor_ack",
@@ -193,17 +193,17 @@ def memory_ack() -> MemoryAck:
 
 
 @pytest.fixture(scope="session")
-def xor_ack_server() -> Iterator[LocalDynamoDB]:
+def xor_ack_server() -> Iterator[MotoServer]:
     """A moto server on 127.0.0.1 for the session (DynamoDB over real HTTP)."""
-    from .moto_server import LocalDynamoDB
+    from .moto_server import MotoServer
 
-    with LocalDynamoDB() as server:
+    with MotoServer() as server:
         yield server
 
 
 @pytest.fixture
 def xor_ack_config(
-    xor_ack_server: LocalDynamoDB, xor_ack_table_name: str, xor_ack_partition_key: str
+    xor_ack_server: MotoServer, xor_ack_table_name: str, xor_ack_partition_key: str
 ) -> AckConfig:
     """A picklable config for a fresh, created table on ``xor_ack_server``."""
     config = xor_ack_server.config(xor_ack_table_name, partition_key=xor_ack_partition_key)
@@ -213,7 +213,7 @@ def xor_ack_config(
 
 @_async_fixture
 async def async_xor_ack(
-    xor_ack_server: LocalDynamoDB, xor_ack_table_name: str, xor_ack_partition_key: str
+    xor_ack_server: MotoServer, xor_ack_table_name: str, xor_ack_partition_key: str
 ) -> AsyncIterator[AsyncXorAckDynamoDB]:
     """An asyncio tracker on a fresh table of ``xor_ack_server``, with its own
     aiobotocore client (made in the test's loop, closed after the test)."""
