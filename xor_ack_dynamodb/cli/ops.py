@@ -41,21 +41,23 @@ __all__ = ["register"]
 _STATUS_COLUMNS = ("tag", "state", "version", "expires_at", "stamp", "reason")
 
 
+def _add(subparsers: Any, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
+    """A subcommand's parser, with the exit codes and the connection options."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=help,
+        description=textwrap.fill(description or help, 88),
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_global_options(parser, top_level=False)
+    return parser
+
+
 def register(subparsers: Any) -> None:
     """Add the operator subcommands to the ``xor-ack`` parser."""
 
-    def add(name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = subparsers.add_parser(
-            name,
-            help=help,
-            description=textwrap.fill(description or help, 88),
-            epilog=EXIT_CODES_HELP,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        add_global_options(parser, top_level=False)
-        return parser
-
-    table = add("table", "create or describe the chains table")
+    table = _add(subparsers, "table", "create or describe the chains table")
     actions = table.add_subparsers(dest="table_action", metavar="ACTION", required=True)
     for name, func, text in (
         (
@@ -66,21 +68,14 @@ def register(subparsers: Any) -> None:
         ),
         ("describe", table_describe, "show the table's key, status, item count and TTL"),
     ):
-        sub: argparse.ArgumentParser = actions.add_parser(
-            name,
-            help=text,
-            description=text,
-            epilog=EXIT_CODES_HELP,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        add_global_options(sub, top_level=False)
-        sub.set_defaults(func=func)
+        _add(actions, name, text).set_defaults(func=func)
 
-    status = add("status", "show chains by tag (a consistent BatchGetItem)")
+    status = _add(subparsers, "status", "show chains by tag (a consistent BatchGetItem)")
     status.add_argument("tags", nargs="+", metavar="TAG")
     status.set_defaults(func=status_cmd)
 
-    listing = add(
+    listing = _add(
+        subparsers,
         "list",
         "list chains: reads the whole table",
         "List chains, optionally by state and tag prefix. This is a Scan: it reads (and is "
@@ -94,17 +89,17 @@ def register(subparsers: Any) -> None:
     listing.add_argument("--page-size", type=int, default=1000, help="items per Scan request (default 1000)")
     listing.set_defaults(func=list_cmd)
 
-    fail = add("fail", "mark a pending or expired chain failed (kept as a tombstone)")
+    fail = _add(subparsers, "fail", "mark a pending or expired chain failed (kept as a tombstone)")
     fail.add_argument("tag", metavar="TAG")
     fail.add_argument("--reason", help="why (stored with the chain, up to 1024 characters)")
     fail.set_defaults(func=fail_cmd)
 
-    touch = add("touch", "push a pending chain's expiry out (Storm's reset-timeout)")
+    touch = _add(subparsers, "touch", "push a pending chain's expiry out (Storm's reset-timeout)")
     touch.add_argument("tag", metavar="TAG")
     touch.add_argument("--ttl", type=float, default=None, help="seconds from now (default 3600)")
     touch.set_defaults(func=touch_cmd)
 
-    delete = add("delete", "delete a chain whatever its state")
+    delete = _add(subparsers, "delete", "delete a chain whatever its state")
     delete.add_argument("tag", metavar="TAG")
     delete.set_defaults(func=delete_cmd)
 
