@@ -24,11 +24,10 @@ Guarantees (details in each module): every message carries a versioned, validate
 envelope (:mod:`.envelope`); edges and op ids are derived, so redelivered messages,
 retried handlers, re-sent children and redelivered S3 events are applied once
 (:mod:`.edges`); the stamp lands before the sends, so a crash loses nothing and acks
-nothing early (:mod:`.records`, the unit that the batch loop of :mod:`.sqs` runs per
-record); a record that keeps failing fails its chain with the reason, records of
-finished chains are dropped with a log line; starts are in :mod:`.starts`; the
-completion fires once per chain (:mod:`.completion`); chains to replay are found by
-:mod:`.replay`. :class:`Pipeline` composes them, and none of them imports it.
+nothing early (:mod:`.records`, run per record by :mod:`.sqs`); a record that keeps
+failing fails its chain with the reason, records of finished chains are dropped with a
+log line; chains start in :mod:`.starts`; the completion fires once per chain
+(:mod:`.completion`); chains to replay are found by :mod:`.replay`.
 
 The default mode is ``sum``: a fan-out's functions stamp one chain concurrently, and a
 sum-mode stamp is one atomic ``UpdateItem`` that never loses a race. ``xor`` works too

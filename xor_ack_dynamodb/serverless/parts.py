@@ -1,9 +1,6 @@
-"""What processing a record, starting a chain and firing a completion use of a pipeline.
-
-:class:`~xor_ack_dynamodb.serverless.Pipeline` has all of it; the modules that do the work
-(:mod:`.records`, :mod:`.sqs`, :mod:`.starts`) are written against this protocol, so that
-the pipeline composes them and none of them imports it back.
-"""
+"""What records, starts and completions use of a pipeline: :mod:`.records`, :mod:`.sqs`
+and :mod:`.starts` are written against this protocol, so that
+:class:`~xor_ack_dynamodb.serverless.Pipeline` composes them and none imports it back."""
 
 from __future__ import annotations
 
@@ -30,10 +27,6 @@ class PipelineParts(Protocol):
     targets: list[Target]
     stats: RequestStats
 
-    def client(self, service: str) -> Any:
-        """The ``sqs``, ``s3`` or ``events`` client (built on first use)."""
-        ...
+    def client(self, service: str) -> Any: ...  # "sqs", "s3", "events": built on first use
 
-    def now(self) -> float:
-        """Epoch seconds."""
-        ...
+    def now(self) -> float: ...  # epoch seconds

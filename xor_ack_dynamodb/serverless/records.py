@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..core.algebra import Mode
@@ -80,13 +79,6 @@ Outcome = Literal["done", "retry", "dropped", "failed", "malformed"]
 CHAIN_OVER = (TagAcked, TagFailed, TagExpired, TagNotFound, NotOwner)
 
 
-@dataclass(frozen=True, slots=True)
-class _Record:
-    message_id: str
-    receive_count: int
-    raw: Mapping[str, Any] | None
-
-
 def _receive_count(record: Mapping[str, Any]) -> int:
     attributes = record.get("attributes", record.get("Attributes")) or {}
     try:
@@ -99,34 +91,18 @@ def process_record(
     record: Mapping[str, Any], handler: Handler, *, pipeline: PipelineParts, lambda_context: Any = None
 ) -> Outcome:
     """One SQS record, start to end (see the module doc). Returns its outcome."""
-    meta = _Record(str(record.get("messageId", record.get("MessageId", ""))), _receive_count(record), record)
+    message_id, count = str(record.get("messageId", record.get("MessageId", ""))), _receive_count(record)
     try:
         message = decode_record(record, pipeline.mode)
     except EnvelopeError as exc:
-        return _count(pipeline, _malformed(pipeline, meta, exc))
+        if count >= pipeline.max_receives:
+            log.error("message %s: %s: %s; dropped after %d receives", message_id, exc.code, exc, count)
+            return _count(pipeline, "malformed")
+        log.error("message %s: %s: %s; left for redelivery (a DLQ keeps it)", message_id, exc.code, exc)
+        return _count(pipeline, "retry")
     return process_message(
-        message,
-        meta.message_id,
-        meta.receive_count,
-        handler,
-        pipeline=pipeline,
-        record=record,
-        lambda_context=lambda_context,
+        message, message_id, count, handler, pipeline=pipeline, record=record, lambda_context=lambda_context
     )
-
-
-def _malformed(pipeline: PipelineParts, meta: _Record, exc: EnvelopeError) -> Outcome:
-    if meta.receive_count >= pipeline.max_receives:
-        log.error(
-            "message %s: %s: %s; dropped after %d receives",
-            meta.message_id,
-            exc.code,
-            exc,
-            meta.receive_count,
-        )
-        return "malformed"
-    log.error("message %s: %s: %s; left for redelivery (a DLQ keeps it)", meta.message_id, exc.code, exc)
-    return "retry"
 
 
 def process_message(

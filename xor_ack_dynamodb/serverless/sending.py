@@ -53,11 +53,10 @@ def _entry(index: int, child: Child) -> dict[str, Any]:
 
 
 def send_children(children: Iterable[Child], *, client: Callable[[str], Any], stats: RequestStats) -> None:
-    """Send every child, with ``client("sqs")`` and ``client("s3")``, each asked for only
-    when a child needs it (a leaf builds no client). Raises :class:`ChildrenNotSent`
-    naming what SQS refused (the others were sent), and lets a client error propagate;
-    either way the caller retries the record, which sends them all again (duplicates
-    are harmless)."""
+    """Send every child (``client("sqs")``, ``client("s3")``: only when a child needs it).
+    Raises :class:`ChildrenNotSent` naming what SQS refused (the others were sent), and
+    lets a client error propagate; either way the caller retries the record, which
+    sends them all again (duplicates are harmless)."""
     by_queue: dict[str, list[Child]] = {}
     for child in children:
         if child.is_object:

@@ -1,14 +1,8 @@
-"""Local servers for tests, demos and trying things out, and the pytest plugin.
-
-* :class:`MotoServer` (also ``LocalDynamoDB``, its first name): moto's DynamoDB in a
-  thread of this process, answering one request at a time; needs ``moto[server]``.
-* :class:`DynamoDBLocal`: Amazon's DynamoDB Local (Java) in a child process.
-* :func:`standalone_cluster`, :func:`connect_server`: Spark from the installed pyspark.
-* :mod:`.plugin`: the pytest fixtures (``xor_ack``, ``memory_ack``, ...), registered
-  through the ``pytest11`` entry point; not imported here (it needs pytest).
-
-Importing this package imports neither moto, nor pyspark, nor pytest: each server
-imports what it needs when it starts.
+"""Local servers for tests and demos: :class:`MotoServer` (moto in a thread of this
+process; its first name, ``LocalDynamoDB``, still works), :class:`DynamoDBLocal` (Amazon's
+Java engine in a child process), Spark from the installed pyspark. Importing this package
+imports neither moto, pyspark nor pytest. The pytest fixtures are in :mod:`.plugin`
+(registered through the ``pytest11`` entry point; not imported here: it needs pytest).
 """
 
 from .dynamodb_local import DynamoDBLocal, find_jar

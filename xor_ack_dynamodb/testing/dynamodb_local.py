@@ -14,7 +14,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import InvalidConfig
-from .endpoint import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET, LocalEndpoint
+from .endpoint import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET, LocalEndpoint, free_port
 
 __all__ = ["DynamoDBLocal", "ENV_DIR", "find_jar"]
 
@@ -72,20 +71,6 @@ def find_jar(jar_dir: str | os.PathLike[str] | None = None) -> Path:
     return found[-1]
 
 
-def _check_free(host: str, port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise RuntimeError(f"cannot start DynamoDB Local on {host}:{port}: {exc}") from exc
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
-
-
 class DynamoDBLocal(LocalEndpoint):
     """DynamoDB Local in a child process, in memory, on ``host`` and ``port`` (0: a free
     port). Use as a context manager, or call :meth:`start` and :meth:`stop`.
@@ -128,11 +113,15 @@ class DynamoDBLocal(LocalEndpoint):
             raise InvalidConfig(f"{self._java!r} not found on PATH: DynamoDB Local needs Java 17 or later")
         jar = find_jar(self._jar_dir)
         if self._port:
-            _check_free(self._host, self._port)
+            try:
+                free_port(self._host, self._port)
+            except OSError as exc:
+                where = f"{self._host}:{self._port}"
+                raise RuntimeError(f"cannot start DynamoDB Local on {where}: {exc}") from exc
         # A free port found here may be taken before java binds it: then java exits at
         # once and another port is tried.
         for _ in range(3 if self._port == 0 else 1):
-            port = self._port or _free_port(self._host)
+            port = self._port or free_port(self._host)
             if self._launch(java, jar, port):
                 log.info("DynamoDB Local (%s) listening on %s", jar.parent.name, self.endpoint_url)
                 return self

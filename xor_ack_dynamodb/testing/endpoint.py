@@ -1,19 +1,28 @@
-"""What the local DynamoDB servers share: dummy credentials, a context manager, and a
-config or a client pointing at the started server."""
+"""What the local servers share: a free port, and for DynamoDB's, dummy credentials, a
+context manager, and a config or a client pointing at the started server."""
 
 from __future__ import annotations
 
+import socket
 from types import TracebackType
 from typing import Any, Self
 
 from ..config import AckConfig
 
-__all__ = ["LOCAL_KEY_ID", "LOCAL_REGION", "LOCAL_SECRET", "LocalEndpoint"]
+__all__ = ["LOCAL_KEY_ID", "LOCAL_REGION", "LOCAL_SECRET", "LocalEndpoint", "free_port"]
 
 #: Local servers accept any credentials; these keep botocore from looking for real ones.
 LOCAL_KEY_ID = "testing"
 LOCAL_SECRET = "testing"
 LOCAL_REGION = "us-east-1"
+
+
+def free_port(host: str = "127.0.0.1", port: int = 0) -> int:
+    """``port`` (0: any) if it is free on ``host`` now (another process may take it before
+    it is used); raises :class:`OSError` if it is taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, port))
+        return int(probe.getsockname()[1])
 
 
 class LocalEndpoint:

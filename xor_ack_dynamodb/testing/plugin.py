@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import pytest
 
 from ..stores.memory import MemoryAck
+from .endpoint import LOCAL_REGION
 
 if TYPE_CHECKING:
     from ..aio import AsyncMemoryAck, AsyncXorAckDynamoDB
@@ -87,7 +88,6 @@ def _async_fixture(function: _F) -> _F:
     return cast(_F, pytest_asyncio.fixture(function))
 
 
-_REGION = "us-east-1"
 _tables = itertools.count()
 
 
@@ -98,8 +98,8 @@ def _fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_SECURITY_TOKEN", "testing")
     monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", _REGION)
-    monkeypatch.setenv("AWS_REGION", _REGION)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", LOCAL_REGION)
+    monkeypatch.setenv("AWS_REGION", LOCAL_REGION)
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
         monkeypatch.delenv(name, raising=False)
 
@@ -166,7 +166,7 @@ def xor_ack(
 
     _fake_aws_env(monkeypatch)
     with mock_aws(), _atomic_moto_requests():
-        client = dynamodb_client(region=_REGION)
+        client = dynamodb_client(region=LOCAL_REGION)
         tracker = XorAckDynamoDB(xor_ack_table_name, xor_ack_partition_key, client=client)
         tracker.create_table()
         yield tracker

@@ -16,7 +16,6 @@ workers run ``PYSPARK_PYTHON`` (default: this interpreter), so the data sources 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
+
+from .endpoint import free_port
 
 __all__ = ["standalone_cluster", "connect_server", "free_port", "spark_home"]
 
@@ -33,12 +34,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_for(
