@@ -30,7 +30,7 @@ def test_client_from_the_environment(moto_server: LocalDynamoDB, monkeypatch: py
     assert item["stamp"] == {"B": b"\x29"}
     # AckConfig without an endpoint defers to the environment the same way.
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", moto_server.endpoint_url)
-    assert AckConfig(table).connect().status("from-env").state == "pending"
+    assert XorAckDynamoDB.from_config(AckConfig(table)).status("from-env").state == "pending"
 
 
 def test_ack_config_pickles_and_hides_keys(moto_server: LocalDynamoDB) -> None:
@@ -52,7 +52,7 @@ def test_connect_builds_a_tracker_with_its_own_client(moto_server: LocalDynamoDB
         max_ops=40,
         retry=retry,
     )
-    first, second = config.connect(), config.connect()
+    first, second = XorAckDynamoDB.from_config(config), XorAckDynamoDB.from_config(config)
     assert first.client is not second.client
     assert (first.table, first.partition_key) == (config.table, "tagID")
     settings = (first.ttl_seconds, first.retention_seconds, first.delete_on_ack, first.max_ops)

@@ -6,13 +6,13 @@
 * :mod:`.messages`: the requests a call makes of a store, and the replies.
 * :mod:`.calls`: create/stamp/fail/touch/status/delete as sans-IO state machines.
 * :mod:`.factory`: argument checking, shared by every tracker.
-* :mod:`.engine`: the synchronous driver (the asyncio one is ``xor_ack_dynamodb.aio``).
+* :mod:`.batch`: many calls stepped together (the planning half of ``run_many``).
 
-A store implements only primitives (:class:`~.engine.ChainStore`); a driver moves
-requests and replies. The rules exist once.
+Nothing here sleeps, reads the clock or talks to the network: the caller passes "now".
+A store implements only primitives; a driver (:mod:`xor_ack_dynamodb.drivers`) moves
+requests and replies and waits. The rules exist once.
 """
 
-from ..drivers.engine import BatchRead, ChainStore, Engine
 from .algebra import Mode, SumAlgebra, XorAlgebra, algebra_for
 from .calls import (
     AddCall,
@@ -27,6 +27,7 @@ from .calls import (
 )
 from .chain import Chain, Op
 from .factory import CallFactory
+from .messages import BatchRead
 from .rules import ChainRules, Plan
 
 __all__ = [
@@ -36,10 +37,8 @@ __all__ = [
     "CallFactory",
     "Chain",
     "ChainRules",
-    "ChainStore",
     "CreateCall",
     "DeleteCall",
-    "Engine",
     "FailCall",
     "Mode",
     "Op",

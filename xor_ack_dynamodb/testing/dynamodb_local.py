@@ -246,7 +246,9 @@ class DynamoDBLocal:
 
     def client(self) -> Any:
         """A low-level DynamoDB client for this server."""
-        return self.config("unused").client()
+        from ..stores.dynamodb.clients import client_for
+
+        return client_for(self.config("unused"))
 
 
 def _probe_client(endpoint_url: str) -> Any:

@@ -79,7 +79,9 @@ class LocalDynamoDB:
 
     def client(self) -> Any:
         """A low-level DynamoDB client for this server."""
-        return self.config("unused").client()
+        from ..stores.dynamodb.clients import client_for
+
+        return client_for(self.config("unused"))
 
 
 def _serial_moto_server(host: str, port: int) -> Any:
