@@ -38,7 +38,7 @@ from ..core.messages import (
     Written,
 )
 from ..core.rules import ChainRules
-from ..drivers import AsyncDriver, AsyncTracker, Driver, SyncTracker
+from ..drivers import AsyncTracker, SyncTracker
 from ..errors import InvalidConfig
 from ..stamps import Stamp, Sum
 from ..stats import RequestStats
@@ -318,16 +318,7 @@ class MemoryAck(_Memory, SyncTracker):
         **options: Unpack[TrackerKeywords],
     ) -> None:
         settings = self._setup(buckets, on_acked, on_failed, share, options)
-        self._bind(
-            Driver(
-                self.store,
-                self._limits,
-                retry=settings.retry,
-                stats=self.store.stats,
-                clock=settings.clock,
-                cache_size=settings.cache_size,
-            )
-        )
+        self._bind(self.store, self._limits, settings, self.store.stats)
 
 
 class AsyncMemoryAck(_Memory, AsyncTracker):
@@ -344,16 +335,7 @@ class AsyncMemoryAck(_Memory, AsyncTracker):
         **options: Unpack[TrackerKeywords],
     ) -> None:
         settings = self._setup(buckets, on_acked, on_failed, share, options)
-        self._bind(
-            AsyncDriver(
-                _AsyncMemoryStore(self.store),
-                self._limits,
-                retry=settings.retry,
-                stats=self.store.stats,
-                clock=settings.clock,
-                cache_size=settings.cache_size,
-            )
-        )
+        self._bind(_AsyncMemoryStore(self.store), self._limits, settings, self.store.stats)
 
 
 if TYPE_CHECKING:  # mypy proves each tracker satisfies its protocol, signatures included

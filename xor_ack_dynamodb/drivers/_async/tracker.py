@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 
+from ...config import TrackerOptions
 from ...core.algebra import EdgeLike, Mode
 from ...core.calls import Call, StampCall, first_outcome
 from ...core.factory import CallFactory, StampSpec
@@ -19,7 +20,7 @@ from ...errors import XorAckError
 from ...stamps import Stamp, Sum
 from ...stats import RequestStats
 from ...status import ChainStatus
-from .driver import AsyncDriver
+from .driver import AsyncChainStore, AsyncDriver
 
 __all__ = ["AsyncTracker"]
 
@@ -31,9 +32,14 @@ class AsyncTracker:
     driver: AsyncDriver
     calls: CallFactory
 
-    def _bind(self, driver: AsyncDriver) -> None:
-        self.driver = driver
-        self.calls = CallFactory(driver.rules)
+    def _bind(
+        self, store: AsyncChainStore, rules: ChainRules, options: TrackerOptions, stats: RequestStats
+    ) -> None:
+        """Run this tracker's calls on ``store`` under ``rules``, with the budget, clock
+        and cache of ``options``, counting in ``stats``."""
+        budget, clock, size = options.budget, options.clock, options.cache_size
+        self.driver = AsyncDriver(store, rules, retry=budget, stats=stats, clock=clock, cache_size=size)
+        self.calls = CallFactory(rules)
 
     @property
     def engine(self) -> AsyncDriver:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 
+from ...config import TrackerOptions
 from ...core.algebra import EdgeLike, Mode
 from ...core.calls import Call, StampCall, first_outcome
 from ...core.factory import CallFactory, StampSpec
@@ -21,7 +22,7 @@ from ...errors import XorAckError
 from ...stamps import Stamp, Sum
 from ...stats import RequestStats
 from ...status import ChainStatus
-from .driver import Driver
+from .driver import ChainStore, Driver
 
 __all__ = ["SyncTracker"]
 
@@ -33,9 +34,14 @@ class SyncTracker:
     driver: Driver
     calls: CallFactory
 
-    def _bind(self, driver: Driver) -> None:
-        self.driver = driver
-        self.calls = CallFactory(driver.rules)
+    def _bind(
+        self, store: ChainStore, rules: ChainRules, options: TrackerOptions, stats: RequestStats
+    ) -> None:
+        """Run this tracker's calls on ``store`` under ``rules``, with the budget, clock
+        and cache of ``options``, counting in ``stats``."""
+        budget, clock, size = options.budget, options.clock, options.cache_size
+        self.driver = Driver(store, rules, retry=budget, stats=stats, clock=clock, cache_size=size)
+        self.calls = CallFactory(rules)
 
     @property
     def engine(self) -> Driver:

@@ -20,10 +20,10 @@ settings when the tracker is built (a missing region is an
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from ...config import AckConfig
 from ...errors import InvalidConfig
@@ -35,6 +35,7 @@ __all__ = [
     "client_config",
     "client_for",
     "NO_REGION_MESSAGE",
+    "ClientOptions",
     "ClientSettings",
     "client_settings",
     "settings_for",
@@ -50,7 +51,10 @@ NO_REGION_MESSAGE = (
 )
 
 
-def _bad_endpoint(message: str, variable: str = "AWS_ENDPOINT_URL_DYNAMODB") -> str:
+_ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_DYNAMODB"
+
+
+def _bad_endpoint(message: str, variable: str = _ENDPOINT_VARIABLE) -> str:
     return (
         f"{message} (an endpoint is a URL such as http://127.0.0.1:8000; check endpoint_url=, "
         f"{variable}, AWS_ENDPOINT_URL)"
@@ -60,6 +64,26 @@ def _bad_endpoint(message: str, variable: str = "AWS_ENDPOINT_URL_DYNAMODB") -> 
 def _check_keys(aws_access_key_id: str | None, aws_secret_access_key: str | None) -> None:
     if (aws_access_key_id is None) != (aws_secret_access_key is None):
         raise InvalidConfig("give both aws_access_key_id and aws_secret_access_key, or neither")
+
+
+@contextmanager
+def _translated(message: str = NO_REGION_MESSAGE, variable: str = _ENDPOINT_VARIABLE) -> Iterator[None]:
+    """botocore's configuration errors as :class:`InvalidConfig` saying what to fix,
+    shown alone in a traceback (``message``: what a missing region says)."""
+    from botocore.exceptions import InvalidRegionError, NoRegionError, ProfileNotFound
+
+    try:
+        yield
+    except InvalidConfig:
+        raise
+    except ProfileNotFound as exc:
+        raise InvalidConfig(f"{exc} (set AWS_PROFILE to a profile in your AWS config, or unset it)") from None
+    except NoRegionError:  # a profile's region that is empty, say
+        raise InvalidConfig(message) from None
+    except InvalidRegionError as exc:
+        raise InvalidConfig(f"{exc} (check region=, AWS_REGION, AWS_DEFAULT_REGION)") from None
+    except ValueError as exc:  # botocore's "Invalid endpoint: ..."
+        raise InvalidConfig(_bad_endpoint(str(exc), variable)) from None
 
 
 def client_config(retry: RetryPolicy | None = None) -> Any:
@@ -79,15 +103,28 @@ def client_config(retry: RetryPolicy | None = None) -> Any:
     )
 
 
-def dynamodb_client(
-    *,
-    region: str | None = None,
-    endpoint_url: str | None = None,
-    aws_access_key_id: str | None = None,
-    aws_secret_access_key: str | None = None,
-    retry: RetryPolicy | None = None,
-    config: Any = None,
-) -> Any:
+class ClientOptions(TypedDict, total=False):
+    """The keywords of every client builder here; see :func:`dynamodb_client`."""
+
+    region: str | None
+    endpoint_url: str | None
+    aws_access_key_id: str | None
+    aws_secret_access_key: str | None
+    retry: RetryPolicy | None
+    config: Any
+
+
+def _options(config: AckConfig) -> ClientOptions:
+    return ClientOptions(
+        region=config.region,
+        endpoint_url=config.endpoint_url,
+        aws_access_key_id=config.aws_access_key_id,
+        aws_secret_access_key=config.aws_secret_access_key,
+        retry=config.retry,
+    )
+
+
+def dynamodb_client(**options: Unpack[ClientOptions]) -> Any:
     """A new low-level DynamoDB client, in a new boto3 session (sessions are not
     thread-safe; the client is).
 
@@ -108,15 +145,7 @@ def dynamodb_client(
     the endpoint is not valid, when the profile named by ``AWS_PROFILE`` does not exist,
     or when only one of the two keys is given.
     """
-    return aws_client(
-        "dynamodb",
-        region=region,
-        endpoint_url=endpoint_url,
-        aws_access_key_id=aws_access_key_id,
-        aws_secret_access_key=aws_secret_access_key,
-        retry=retry,
-        config=config,
-    )
+    return aws_client("dynamodb", **options)
 
 
 def aws_client(
@@ -136,47 +165,32 @@ def aws_client(
     ``AWS_ENDPOINT_URL``); timeouts and retries from ``retry``. Raises
     :class:`~xor_ack_dynamodb.errors.InvalidConfig` as :func:`dynamodb_client` does."""
     import boto3
-    from botocore.exceptions import InvalidRegionError, NoRegionError, ProfileNotFound, UnknownServiceError
+    from botocore.exceptions import UnknownServiceError
 
     _check_keys(aws_access_key_id, aws_secret_access_key)
-    try:
+    message = NO_REGION_MESSAGE if service == "dynamodb" else NO_REGION_MESSAGE.replace("DynamoDB", service)
+    settings = client_config(retry)
+    if config is not None:
+        settings = settings.merge(config)
+    with _translated(message, "AWS_ENDPOINT_URL_" + service.upper().replace("-", "_")):
         session = boto3.session.Session(
             aws_access_key_id=aws_access_key_id,
             aws_secret_access_key=aws_secret_access_key,
             region_name=region or os.environ.get("AWS_REGION") or None,
         )
-    except ProfileNotFound as exc:
-        raise InvalidConfig(f"{exc} (set AWS_PROFILE to a profile in your AWS config, or unset it)") from None
-    message = NO_REGION_MESSAGE if service == "dynamodb" else NO_REGION_MESSAGE.replace("DynamoDB", service)
-    if not session.region_name:
-        raise InvalidConfig(message)
-    settings = client_config(retry)
-    if config is not None:
-        settings = settings.merge(config)
-    env_name = "AWS_ENDPOINT_URL_" + service.upper().replace("-", "_")
-    try:
-        return session.client(service, endpoint_url=endpoint_url, config=settings)  # type: ignore[call-overload]
-    except UnknownServiceError as exc:
-        raise InvalidConfig(f"unknown AWS service {service!r}: {exc}") from None
-    except NoRegionError:  # a profile's region that is empty, say
-        raise InvalidConfig(message) from None
-    except InvalidRegionError as exc:
-        raise InvalidConfig(f"{exc} (check region=, AWS_REGION, AWS_DEFAULT_REGION)") from None
-    except ValueError as exc:  # botocore's "Invalid endpoint: ..."
-        raise InvalidConfig(_bad_endpoint(str(exc), env_name)) from None
+        if not session.region_name:
+            raise InvalidConfig(message)
+        try:
+            return session.client(service, endpoint_url=endpoint_url, config=settings)  # type: ignore[call-overload]
+        except UnknownServiceError as exc:
+            raise InvalidConfig(f"unknown AWS service {service!r}: {exc}") from None
 
 
 def client_for(config: AckConfig) -> Any:
     """A new boto3 DynamoDB client for ``config`` (a new session: sessions are not
     thread-safe, clients are), built by :func:`dynamodb_client` from its region,
     endpoint, keys and retry budget. Raises :class:`InvalidConfig` as that does."""
-    return dynamodb_client(
-        region=config.region,
-        endpoint_url=config.endpoint_url,
-        aws_access_key_id=config.aws_access_key_id,
-        aws_secret_access_key=config.aws_secret_access_key,
-        retry=config.retry,
-    )
+    return dynamodb_client(**_options(config))
 
 
 # -- aiobotocore ---------------------------------------------------------------------------
@@ -217,24 +231,14 @@ def client_settings(
     """
     from aiobotocore.config import AioConfig
     from aiobotocore.session import get_session
-    from botocore.exceptions import InvalidRegionError, ProfileNotFound
     from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url, validate_region_name
 
     _check_keys(aws_access_key_id, aws_secret_access_key)
-    resolved = region or os.environ.get("AWS_REGION") or None
-    if resolved is None:
-        try:
-            resolved = get_session().get_config_variable("region")
-        except ProfileNotFound as exc:
-            raise InvalidConfig(
-                f"{exc} (set AWS_PROFILE to a profile in your AWS config, or unset it)"
-            ) from None
-    if not resolved:
-        raise InvalidConfig(NO_REGION_MESSAGE)
-    try:
+    with _translated():
+        resolved = region or os.environ.get("AWS_REGION") or get_session().get_config_variable("region")
+        if not resolved:
+            raise InvalidConfig(NO_REGION_MESSAGE)
         validate_region_name(resolved)
-    except InvalidRegionError as exc:
-        raise InvalidConfig(f"{exc} (check region=, AWS_REGION, AWS_DEFAULT_REGION)") from None
     if endpoint_url is not None and not (
         is_valid_endpoint_url(endpoint_url) or is_valid_ipv6_endpoint_url(endpoint_url)
     ):
@@ -247,13 +251,7 @@ def client_settings(
 
 def settings_for(config: AckConfig) -> ClientSettings:
     """:func:`client_settings` for ``config``'s region, endpoint, keys and retry budget."""
-    return client_settings(
-        region=config.region,
-        endpoint_url=config.endpoint_url,
-        aws_access_key_id=config.aws_access_key_id,
-        aws_secret_access_key=config.aws_secret_access_key,
-        retry=config.retry,
-    )
+    return client_settings(**_options(config))
 
 
 @asynccontextmanager
@@ -262,9 +260,8 @@ async def open_client(settings: ClientSettings) -> AsyncIterator[Any]:
     Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig` for an endpoint from the
     environment that is not valid."""
     from aiobotocore.session import get_session
-    from botocore.exceptions import InvalidRegionError, NoRegionError
 
-    try:
+    with _translated():
         context = get_session().create_client(
             "dynamodb",
             region_name=settings.region,
@@ -274,38 +271,15 @@ async def open_client(settings: ClientSettings) -> AsyncIterator[Any]:
             config=settings.config,
         )
         client = await context.__aenter__()
-    except NoRegionError:
-        raise InvalidConfig(NO_REGION_MESSAGE) from None
-    except InvalidRegionError as exc:
-        raise InvalidConfig(f"{exc} (check region=, AWS_REGION, AWS_DEFAULT_REGION)") from None
-    except ValueError as exc:  # botocore's "Invalid endpoint: ..."
-        raise InvalidConfig(_bad_endpoint(str(exc))) from None
     try:
         yield client
     finally:
         await context.__aexit__(None, None, None)
 
 
-def async_dynamodb_client(
-    *,
-    region: str | None = None,
-    endpoint_url: str | None = None,
-    aws_access_key_id: str | None = None,
-    aws_secret_access_key: str | None = None,
-    retry: RetryPolicy | None = None,
-    config: Any = None,
-) -> Any:
+def async_dynamodb_client(**options: Unpack[ClientOptions]) -> Any:
     """An aiobotocore DynamoDB client as an async context manager
     (``async with async_dynamodb_client() as client:``), with the settings of
     :func:`client_settings` (checked now: raises
     :class:`~xor_ack_dynamodb.errors.InvalidConfig` as it does)."""
-    return open_client(
-        client_settings(
-            region=region,
-            endpoint_url=endpoint_url,
-            aws_access_key_id=aws_access_key_id,
-            aws_secret_access_key=aws_secret_access_key,
-            retry=retry,
-            config=config,
-        )
-    )
+    return open_client(client_settings(**options))

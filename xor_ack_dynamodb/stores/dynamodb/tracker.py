@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from ...config import AckConfig, TrackerKeywords, TrackerOptions
 from ...core.rules import ChainRules
-from ...drivers import AsyncDriver, AsyncTracker, Driver, SyncTracker
+from ...drivers import AsyncTracker, SyncTracker
 from ...retry import RetryPolicy
 from ...stats import RequestStats
 from ._async.store import AsyncDynamoDBStore
@@ -111,16 +111,7 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         settings, requests, stats = self._setup(table, partition_key, ttl_attribute, options)
         self.client = client if client is not None else dynamodb_client(retry=self.retry)
         self.store = DynamoDBStore(lambda: self.client, requests, stats)
-        self._bind(
-            Driver(
-                self.store,
-                self._limits,
-                retry=self.retry,
-                stats=stats,
-                clock=settings.clock,
-                cache_size=settings.cache_size,
-            )
-        )
+        self._bind(self.store, self._limits, settings, stats)
 
     @classmethod
     def from_config(
@@ -182,16 +173,7 @@ class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
         self._owned: AbstractAsyncContextManager[Any] | None = None
         self._opening = asyncio.Lock()
         self.store = AsyncDynamoDBStore(self.get_client, requests, stats)
-        self._bind(
-            AsyncDriver(
-                self.store,
-                self._limits,
-                retry=self.retry,
-                stats=stats,
-                clock=settings.clock,
-                cache_size=settings.cache_size,
-            )
-        )
+        self._bind(self.store, self._limits, settings, stats)
 
     @classmethod
     def from_config(
