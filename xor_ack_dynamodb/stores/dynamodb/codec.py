@@ -253,14 +253,10 @@ class RequestCodec:
             op = request.op
             values = {
                 ":d": {"N": str(request.delta)},
-                ":one": {"N": "1"},
                 ":opl": {"L": [{"B": op.key}]},
                 ":ohl": {"L": [{"B": op.digest}]},
                 ":opk": {"B": op.key},
-                ":tok": {"B": new_token()},
-                ":now": {"N": str(request.now)},
-                ":pending": {"S": "pending"},
-                ":zero": {"N": "0"},
+                **_marks(request.now),
             }
             condition = (
                 "attribute_exists(#sum) AND #st = :pending AND #sum <> :zero "
@@ -290,21 +286,11 @@ class RequestCodec:
             values = {
                 ":dl": {"N": str(deadline)},
                 ":purge": {"N": str(deadline + rules.skew + rules.retention)},
-                ":tok": {"B": new_token()},
-                ":now": {"N": str(request.now)},
-                ":one": {"N": "1"},
-                ":pending": {"S": "pending"},
-                ":zero": {"N": "0"},
+                **_marks(request.now),
             }
             names = codec.names("#pk", "#st", "#sum", "#dl", "#e", "#tok", "#u", "#v")
-            condition = self._owned(
-                "attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending) "
-                "AND (attribute_not_exists(#sum) OR #sum <> :zero) "
-                "AND (attribute_not_exists(#dl) OR #dl >= :now)",
-                names,
-                values,
-                request.owner,
-            )
+            live = _LIVE + " AND (attribute_not_exists(#dl) OR #dl >= :now)"
+            condition = self._owned(live, names, values, request.owner)
             return self._update(
                 request.tag,
                 "SET #dl = :dl, #e = :purge, #tok = :tok, #u = :now ADD #v :one",
@@ -316,11 +302,7 @@ class RequestCodec:
             values = {
                 ":failed": {"S": "failed"},
                 ":purge": {"N": str(request.now + rules.retention)},
-                ":tok": {"B": new_token()},
-                ":now": {"N": str(request.now)},
-                ":one": {"N": "1"},
-                ":pending": {"S": "pending"},
-                ":zero": {"N": "0"},
+                **_marks(request.now),
             }
             names = codec.names("#pk", "#st", "#sum", "#e", "#tok", "#u", "#v")
             update = "SET #st = :failed, #e = :purge, #tok = :tok, #u = :now"
@@ -328,13 +310,7 @@ class RequestCodec:
                 update += ", #r = :reason"
                 values[":reason"] = {"S": request.reason}
                 names.update(codec.names("#r"))
-            condition = self._owned(
-                "attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending) "
-                "AND (attribute_not_exists(#sum) OR #sum <> :zero)",
-                names,
-                values,
-                request.owner,
-            )
+            condition = self._owned(_LIVE, names, values, request.owner)
             return self._update(request.tag, update + " ADD #v :one", condition, names, values)
         if isinstance(request, Trim):
             # Highest index first: DynamoDB resolves every index against the list as it was,
@@ -453,6 +429,24 @@ class RequestCodec:
         else:
             version = "attribute_not_exists(#v)"
         return f"attribute_not_exists(#tok) AND #s = :old AND {version}", names, values
+
+
+#: A chain an update may change: there, pending, and (sum mode) not at zero.
+_LIVE = (
+    "attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending) "
+    "AND (attribute_not_exists(#sum) OR #sum <> :zero)"
+)
+
+
+def _marks(now: int) -> dict[str, Any]:
+    """The values every update writes or checks: a new write token, now, the constants."""
+    return {
+        ":tok": {"B": new_token()},
+        ":now": {"N": str(now)},
+        ":one": {"N": "1"},
+        ":pending": {"S": "pending"},
+        ":zero": {"N": "0"},
+    }
 
 
 def _values(values: dict[str, Any]) -> dict[str, Any]:
