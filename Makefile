@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test reliability bench bench-spark lint docs clean dynalite dynamodb-local
+.PHONY: setup demo test reliability bench bench-spark lint docs clean dynalite dynamodb-local unasync
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,11 @@ bench: $(BENCH_STAMP) dynamodb-local
 # writes benchmarks/spark_results.md (the README's Spark table), .png and .json.
 bench-spark: $(BENCH_STAMP)
 	$(PY) -m benchmarks.spark_scale
+
+# The sync twins of the hand-written asyncio sources (every xor_ack_dynamodb/**/_async/
+# package): regenerate them after editing a source. The test suite runs the --check.
+unasync: $(STAMP)
+	$(PY) scripts/unasync.py
 
 # Static checks (`make test` runs them first): ruff's rules and mypy --strict on the package.
 lint: $(STAMP)

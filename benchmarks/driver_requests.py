@@ -19,7 +19,7 @@ import secrets
 import time
 from typing import Any
 
-from xor_ack_dynamodb import AckConfig, StampSpec
+from xor_ack_dynamodb import AckConfig, StampSpec, XorAckDynamoDB
 from xor_ack_dynamodb.spark.driver import DRIVER_THREADS
 from xor_ack_dynamodb.spark.group import group_for
 from xor_ack_dynamodb.spark.outcomes import apply_acks, create_chains
@@ -33,7 +33,7 @@ def _edges(n: int, prefix: str) -> dict[str, int]:
 
 def _one_mode(config: AckConfig, mode: str, n: int, threads: int, transactions: bool) -> dict[str, Any]:
     cfg = dataclasses.replace(config, mode=mode)
-    tracker = cfg.connect()
+    tracker = XorAckDynamoDB.from_config(cfg)
     group = group_for(mode, 8)
     owner = "bench-" + secrets.token_hex(4)
 
@@ -119,7 +119,7 @@ def main() -> int:
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
         )
-        config.connect().create_table()
+        XorAckDynamoDB.from_config(config).create_table()
         import json
 
         # moto's TransactWriteItems copies the table per item: left out there.

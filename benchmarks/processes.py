@@ -102,17 +102,19 @@ def _config(endpoint_url: str, table: str, mode: str) -> Any:
 
 
 def _stamp_all(index: int, job: Job, clients: dict[str, tuple[Any, ItemMeter]], barrier: Barrier) -> Part:
+    from xor_ack_dynamodb import XorAckDynamoDB
     from xor_ack_dynamodb.errors import StaleLocalData
+    from xor_ack_dynamodb.stores.dynamodb.clients import client_for
 
     part = Part(index)
     tracker: Any = None
     try:
         config = _config(job.endpoint_url, job.table, job.mode)
         if job.endpoint_url not in clients:
-            client = config.client()
+            client = client_for(config)
             clients[job.endpoint_url] = (client, ItemMeter(client))
         client, meter = clients[job.endpoint_url]
-        tracker = config.connect(client)
+        tracker = XorAckDynamoDB.from_config(config, client)
         # Open the connection (as a warm function would have it); the tracker's cache
         # stays cold, as a new function's is.
         client.describe_table(TableName=job.table)
@@ -302,7 +304,9 @@ def one_chain_many_processes(
     ``processes`` workers of ``pool`` finish ``stamps`` children each. The run is ``ok``
     when every stamp returned, exactly one returned ``acked``, and the chain reads
     ``acked`` holding zero."""
-    tracker = _config(endpoint_url, table, mode).connect()
+    from xor_ack_dynamodb import XorAckDynamoDB
+
+    tracker = XorAckDynamoDB.from_config(_config(endpoint_url, table, mode))
     tag = f"fan-out/{backend}/{mode}/{processes}/{next(_runs)}"
     root = tracker.new_edge()
     children = [tracker.new_edge() for _ in range(processes * stamps)]

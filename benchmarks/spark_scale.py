@@ -486,7 +486,7 @@ def main() -> int:
     print(f"corpus: {len(inputs)} files, {words:,} words, {distinct:,} distinct", flush=True)
     from contextlib import ExitStack
 
-    from xor_ack_dynamodb import AckConfig
+    from xor_ack_dynamodb import AckConfig, XorAckDynamoDB
 
     from .driver_requests import measure
 
@@ -504,10 +504,10 @@ def main() -> int:
                 aws_access_key_id="testing",
                 aws_secret_access_key="testing",
             )
-            config.connect().create_table()
+            XorAckDynamoDB.from_config(config).create_table()
             configs[name] = config
             requests_config = AckConfig(**{**config.__dict__, "table": "bench-driver-requests"})
-            requests_config.connect().create_table()
+            XorAckDynamoDB.from_config(requests_config).create_table()
             # moto's TransactWriteItems deep-copies the table once per item (18 s for 520
             # creates beside 520 items, measured): left out there.
             print(f"driver requests on {name} ...", flush=True)

@@ -10,14 +10,14 @@ XOR of 29, 25, a9 and e9); each finished word is stamped in turn, and the chain 
 
 from __future__ import annotations
 
-from xor_ack_dynamodb import LocalDynamoDB, xor
+from xor_ack_dynamodb import LocalDynamoDB, XorAckDynamoDB, xor
 
 
 def main() -> None:
     file_stamp = bytes.fromhex("29")
     words = [bytes.fromhex(h) for h in ("25", "a9", "e9")]
     with LocalDynamoDB() as dynamodb:
-        ack = dynamodb.config("walkthrough").connect()
+        ack = XorAckDynamoDB.from_config(dynamodb.config("walkthrough"))
         ack.create_table()
         tag = "database/file13"
 

@@ -20,7 +20,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from xor_ack_dynamodb import LocalDynamoDB
+from xor_ack_dynamodb import LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.jobs.wordcount.job import find_inputs, tokenize
 from xor_ack_dynamodb.spark import CsvPartitionWriter, TrackedRDD, Tracking, read_csv_parts
 from xor_ack_dynamodb.spark.context import get_context
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     files = [str(p) for p in find_inputs(argv or [CORPUS])]
     with LocalDynamoDB() as dynamodb, tempfile.TemporaryDirectory() as out:
         config = dynamodb.config("wordcount-example")  # picklable: executors build their own client
-        config.connect().create_table()
+        XorAckDynamoDB.from_config(config).create_table()
         sc, _ = get_context(app_name="wordcount example")
         try:
             tracking = Tracking(sc, config)

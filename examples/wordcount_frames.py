@@ -23,7 +23,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from xor_ack_dynamodb import LocalDynamoDB
+from xor_ack_dynamodb import LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.jobs.wordcount.job import find_inputs
 from xor_ack_dynamodb.spark.context import get_session
 from xor_ack_dynamodb.spark.frame import FrameAttempt, FrameTracking
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
     files = [str(p) for p in find_inputs(args.inputs or [CORPUS])]
     with LocalDynamoDB() as dynamodb, tempfile.TemporaryDirectory() as out:
         config = dynamodb.config("wordcount-frames-example")
-        config.connect().create_table()
+        XorAckDynamoDB.from_config(config).create_table()
         spark, created = get_session(remote=args.remote, app_name="wordcount frames example")
         try:
             tracking = FrameTracking(spark, config)

@@ -31,10 +31,11 @@ def _slow(pair: Any) -> Any:
 
 
 def heartbeat(spark: Any, dynamodb: Any, workdir: Path) -> dict[str, Any]:
+    from xor_ack_dynamodb import XorAckDynamoDB
     from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking
 
     config = dynamodb.config("cluster-beat", ttl_seconds=TTL, skew_seconds=SKEW)
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     writer = CsvPartitionWriter(str(workdir / "beat"), header=("key", "n"))
 
     def job(started: Any, attempt: int) -> None:
@@ -55,10 +56,11 @@ def heartbeat(spark: Any, dynamodb: Any, workdir: Path) -> dict[str, Any]:
 def handed(spark: Any, dynamodb: Any, workdir: Path) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
+    from xor_ack_dynamodb import XorAckDynamoDB
     from xor_ack_dynamodb.spark import FrameTracking, handed_from_rows, run_handed_frames
 
     config = dynamodb.config("cluster-handed")
-    tracker = config.connect()
+    tracker = XorAckDynamoDB.from_config(config)
     tracker.create_table()
     rows = []
     for tag, owner, items in (("up/a", OWNER, ["apple banana", "apple"]), ("up/other", "someone", ["x"])):

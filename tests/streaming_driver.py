@@ -23,7 +23,7 @@ def main(master: str, workdir: Path) -> dict[str, Any]:
     from pyspark.errors import StreamingQueryException
     from pyspark.sql import functions as F
 
-    from xor_ack_dynamodb import LocalDynamoDB
+    from xor_ack_dynamodb import LocalDynamoDB, XorAckDynamoDB
     from xor_ack_dynamodb.spark import StreamTracking, TrackedFrame
     from xor_ack_dynamodb.spark.context import get_session
 
@@ -47,7 +47,7 @@ def main(master: str, workdir: Path) -> dict[str, Any]:
     spark, _ = get_session(master, conf={"spark.task.maxFailures": "2"})
     with LocalDynamoDB() as dynamodb:
         config = dynamodb.config("stream-cluster")
-        config.connect().create_table()
+        XorAckDynamoDB.from_config(config).create_table()
 
         def run(**options: Any) -> StreamTracking:
             tracking = StreamTracking(config, job, stream_id="cluster", location=out, key="path", **options)
@@ -74,7 +74,7 @@ def main(master: str, workdir: Path) -> dict[str, Any]:
         tracking = run()
         reports = tracking.reports()
         tags = [tracking.tag(k) for r in reports for k in r.acked]
-        statuses = config.connect().status_many(tags)
+        statuses = XorAckDynamoDB.from_config(config).status_many(tags)
         rows = spark.read.parquet(str(out / "batch-*")).collect()
         written = Counter((Path(r["path"]).name, r["value"]) for r in rows)
         expected = Counter((name, line) for name, lines in files.items() for line in lines)

@@ -2,47 +2,70 @@
 
 Each call of a batch gets exactly what it would get alone (the same sans-IO calls run in
 lockstep); the batch costs one BatchGetItem per 100 reads and one TransactWriteItems per
-100 writes, or single writes where the backend has no transactions (dynalite).
+100 writes, or single writes where the backend has no transactions (dynalite). The
+asyncio trackers run the very same test bodies (each call a task of one event loop,
+through ``aio_helpers.Blocking``) on every backend but moto in-process, which does not
+serve aiobotocore.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
+from aio_helpers import Blocking, LoopThread
+from aio_scripted import AsyncScript
 from botocore.config import Config
 from conftest import Clock, unique_table
 from scripted import Script
 
 from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, StampSpec, XorAckDynamoDB, errors
+from xor_ack_dynamodb.aio import AsyncMemoryAck, AsyncXorAckDynamoDB, async_dynamodb_client
 from xor_ack_dynamodb.retry import RetryPolicy
 
 BACKENDS = ["memory", "inproc", "server", "dynalite", "ddblocal"]
+ASYNC_BACKENDS = ["async-memory", "async-server", "async-dynalite", "async-ddblocal"]
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(scope="module")
+def loop() -> Iterator[LoopThread]:
+    """One event loop (in a thread) for the module's asyncio trackers."""
+    thread = LoopThread()
+    yield thread
+    thread.close()
+
+
+@pytest.fixture(params=BACKENDS + ASYNC_BACKENDS)
 def make(request: pytest.FixtureRequest, clock: Clock) -> Any:
-    """``make(**options)``: trackers on one fresh table of the backend (memory: one store)."""
-    if request.param == "memory":
-        first: list[MemoryAck] = []
+    """``make(**options)``: trackers on one fresh table of the backend (memory: one
+    store); for ``async-*``, asyncio trackers shown to the test as sync ones."""
+    kind, _, backend = str(request.param).rpartition("-")
+    if backend == "memory":
+        first: list[Any] = []
 
-        def memory(**options: Any) -> MemoryAck:
+        def memory(**options: Any) -> Any:
             options.setdefault("clock", clock)
-            ack = MemoryAck(share=first[0] if first else None, **options)
+            ack = (AsyncMemoryAck if kind else MemoryAck)(share=first[0] if first else None, **options)
             first.append(ack)
-            return ack
+            return Blocking(ack, request.getfixturevalue("loop")) if kind else ack
 
         return memory
-    client = request.getfixturevalue(f"{request.param}_client")
+    client = request.getfixturevalue(f"{backend}_client")
     table = unique_table("batch")
     XorAckDynamoDB(table, client=client).create_table()
 
-    def dynamodb(**options: Any) -> XorAckDynamoDB:
+    def dynamodb(**options: Any) -> Any:
         options.setdefault("clock", clock)
+        if kind:
+            loop = request.getfixturevalue("loop")
+            ack = AsyncXorAckDynamoDB(table, client=loop.client(client.meta.endpoint_url), **options)
+            return Blocking(ack, loop)
         return XorAckDynamoDB(table, client=client, **options)
 
-    dynamodb.backend = request.param  # type: ignore[attr-defined]
+    dynamodb.backend = backend  # type: ignore[attr-defined]
     return dynamodb
 
 
@@ -136,6 +159,36 @@ def test_a_transaction_whose_response_is_lost_is_applied_once(moto_server: Local
     assert script.pending == 0
     assert all(not isinstance(v, Exception) and v.acked for v in done.values()), done
     assert all(s.state == "acked" for s in ack.status_many(list(roots)).values())
+
+
+@pytest.mark.server
+def test_an_async_transaction_whose_response_is_lost_is_applied_once(moto_server: LocalDynamoDB) -> None:
+    """The same on the asyncio tracker: its batch retry (tenacity's ``AsyncRetrying``)
+    reads every chain again and applies none twice."""
+    table = unique_table("batch-lost-aio")
+    XorAckDynamoDB(table, client=moto_server.client()).create_table()
+
+    async def main() -> None:
+        async with async_dynamodb_client(
+            region="us-east-1",
+            endpoint_url=moto_server.endpoint_url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            retry=RetryPolicy(http_attempts=3),
+        ) as client:
+            quick = RetryPolicy(initial_wait=0.001, max_wait=0.01)
+            ack = AsyncXorAckDynamoDB(table, client=client, retry=quick)
+            roots = {f"c{i}": ack.new_edge() for i in range(30)}
+            await ack.create_many(roots)
+            script = AsyncScript(client)
+            script.lose("TransactWriteItems").fail("TransactWriteItems", times=2)
+            done = await ack.stamp_many([StampSpec(t, roots[t], op_id=f"{t}/last") for t in roots])
+            assert script.pending == 0
+            assert all(not isinstance(v, Exception) and v.acked for v in done.values()), done
+            assert ack.stats.events["retries"] >= 1  # the library's own retry found them
+            assert all(s.state == "acked" for s in (await ack.status_many(list(roots))).values())
+
+    asyncio.run(main())
 
 
 @pytest.mark.parametrize("backend", ["inproc", "server", "ddblocal"])

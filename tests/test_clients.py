@@ -26,7 +26,12 @@ from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, RetryPolicy, XorAckDynamoDB, new_stamp
 from xor_ack_dynamodb.errors import InvalidConfig
-from xor_ack_dynamodb.stores.dynamodb.clients import NO_REGION_MESSAGE, client_config, dynamodb_client
+from xor_ack_dynamodb.stores.dynamodb.clients import (
+    NO_REGION_MESSAGE,
+    client_config,
+    client_for,
+    dynamodb_client,
+)
 
 
 @pytest.fixture
@@ -62,8 +67,8 @@ def test_aws_region_alone_sets_the_region(bare_env: pytest.MonkeyPatch) -> None:
     library's clients honour it."""
     bare_env.setenv("AWS_REGION", "eu-west-3")
     assert dynamodb_client().meta.region_name == "eu-west-3"
-    assert AckConfig("acks").client().meta.region_name == "eu-west-3"
-    assert AckConfig("acks").connect().client.meta.region_name == "eu-west-3"
+    assert client_for(AckConfig("acks")).meta.region_name == "eu-west-3"
+    assert XorAckDynamoDB.from_config(AckConfig("acks")).client.meta.region_name == "eu-west-3"
 
 
 def test_region_order(bare_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -77,7 +82,7 @@ def test_region_order(bare_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
     bare_env.setenv("AWS_REGION", "eu-west-3")
     assert dynamodb_client().meta.region_name == "eu-west-3"
     assert dynamodb_client(region="ap-south-1").meta.region_name == "ap-south-1"
-    assert AckConfig("acks", region="ap-south-1").client().meta.region_name == "ap-south-1"
+    assert client_for(AckConfig("acks", region="ap-south-1")).meta.region_name == "ap-south-1"
     bare_env.setenv("AWS_REGION", "")  # set but empty: as if unset
     assert dynamodb_client().meta.region_name == "us-west-2"
 
@@ -90,7 +95,8 @@ def test_tracker_without_a_client_honours_aws_region(bare_env: pytest.MonkeyPatc
 
 
 def test_no_region_anywhere_is_invalid_config(bare_env: pytest.MonkeyPatch) -> None:
-    for build in (dynamodb_client, AckConfig("acks").client, AckConfig("acks").connect):
+    config = AckConfig("acks")
+    for build in (dynamodb_client, lambda: client_for(config), lambda: XorAckDynamoDB.from_config(config)):
         with pytest.raises(InvalidConfig) as info:
             build()
         assert str(info.value) == NO_REGION_MESSAGE
@@ -108,7 +114,12 @@ def test_no_region_reads_as_one_error_in_a_traceback(tmp_path: Path) -> None:
         "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
     }
     run = subprocess.run(
-        [sys.executable, "-c", "from xor_ack_dynamodb import AckConfig; AckConfig('acks').connect()"],
+        [
+            sys.executable,
+            "-c",
+            "from xor_ack_dynamodb import AckConfig, XorAckDynamoDB; "
+            "XorAckDynamoDB.from_config(AckConfig('acks'))",
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -135,8 +146,8 @@ def test_endpoint_from_the_environment(bare_env: pytest.MonkeyPatch, moto_server
     assert isinstance(client.list_tables()["TableNames"], list)  # answered by the moto server
     bare_env.setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:9")
     assert dynamodb_client().meta.endpoint_url == "http://127.0.0.1:9"
-    assert AckConfig("acks").client().meta.endpoint_url == "http://127.0.0.1:9"
-    explicit = AckConfig("acks", endpoint_url="http://127.0.0.1:8").client()
+    assert client_for(AckConfig("acks")).meta.endpoint_url == "http://127.0.0.1:9"
+    explicit = client_for(AckConfig("acks", endpoint_url="http://127.0.0.1:8"))
     assert explicit.meta.endpoint_url == "http://127.0.0.1:8"
 
 
@@ -179,7 +190,7 @@ def test_client_config_follows_the_retry_policy(bare_env: pytest.MonkeyPatch) ->
     mid = client_config(RetryPolicy(max_seconds=12, http_attempts=2))
     assert (mid.connect_timeout, mid.read_timeout) == (1.5, 1.5)
     given = RetryPolicy(connect_timeout=1.0, read_timeout=2.5, http_attempts=1)
-    chosen = AckConfig("acks", retry=given).client().meta.config
+    chosen = client_for(AckConfig("acks", retry=given)).meta.config
     assert (chosen.connect_timeout, chosen.read_timeout) == (1.0, 2.5)
     assert chosen.retries == {"mode": "standard", "total_max_attempts": 1}
     merged = dynamodb_client(config=Config(max_pool_connections=64)).meta.config
@@ -290,14 +301,16 @@ BOUND = BUDGET.max_seconds + BUDGET.timeouts()[1] + 1.5
 
 
 def dead_end_tracker(port: int) -> XorAckDynamoDB:
-    return AckConfig(
-        "acks",
-        endpoint_url=f"http://127.0.0.1:{port}",
-        region="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        retry=BUDGET,
-    ).connect()
+    return XorAckDynamoDB.from_config(
+        AckConfig(
+            "acks",
+            endpoint_url=f"http://127.0.0.1:{port}",
+            region="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            retry=BUDGET,
+        )
+    )
 
 
 def test_a_call_to_a_hanging_endpoint_ends_near_its_budget(hanging: HangingServer) -> None:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from conftest import unique_table
 
-from xor_ack_dynamodb import AckConfig, LocalDynamoDB, RetryPolicy, XorAckDynamoDB, errors
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB, MemoryAck, RetryPolicy, XorAckDynamoDB, errors
+from xor_ack_dynamodb.aio import AsyncMemoryAck, AsyncXorAckDynamoDB
 
 
 def test_client_from_the_environment(moto_server: LocalDynamoDB, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -30,7 +31,7 @@ def test_client_from_the_environment(moto_server: LocalDynamoDB, monkeypatch: py
     assert item["stamp"] == {"B": b"\x29"}
     # AckConfig without an endpoint defers to the environment the same way.
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", moto_server.endpoint_url)
-    assert AckConfig(table).connect().status("from-env").state == "pending"
+    assert XorAckDynamoDB.from_config(AckConfig(table)).status("from-env").state == "pending"
 
 
 def test_ack_config_pickles_and_hides_keys(moto_server: LocalDynamoDB) -> None:
@@ -52,7 +53,7 @@ def test_connect_builds_a_tracker_with_its_own_client(moto_server: LocalDynamoDB
         max_ops=40,
         retry=retry,
     )
-    first, second = config.connect(), config.connect()
+    first, second = XorAckDynamoDB.from_config(config), XorAckDynamoDB.from_config(config)
     assert first.client is not second.client
     assert (first.table, first.partition_key) == (config.table, "tagID")
     settings = (first.ttl_seconds, first.retention_seconds, first.delete_on_ack, first.max_ops)
@@ -111,6 +112,7 @@ def test_retry_policy() -> None:
         dict(ttl=-5),
         dict(ttl=timedelta(0)),
         dict(retention=timedelta(seconds=-1)),
+        dict(ttl=None),  # chains in DynamoDB always have a deadline
     ],
 )
 def test_tracker_arguments_out_of_range(options: dict[str, Any]) -> None:
@@ -123,3 +125,31 @@ def test_tracker_accepts_timedelta_and_seconds() -> None:
     ack = XorAckDynamoDB("acks", client=object(), ttl=timedelta(minutes=2), retention=90.4)
     assert (ack.ttl_seconds, ack.retention_seconds) == (120, 90)
     assert repr(ack) == "XorAckDynamoDB(table='acks', partition_key='tagID', mode='xor')"
+
+
+def test_every_tracker_takes_the_same_options() -> None:
+    """One set of keywords (``TrackerOptions``) for the four trackers' constructors, and
+    ``from_config`` takes them too, over the config's."""
+    retry = RetryPolicy(max_attempts=3)
+    options: dict[str, Any] = dict(
+        mode="xor", ttl=120, retention=300, skew=7, delete_on_ack=True, max_ops=9, edge_size=8
+    )
+    options.update(retry=retry, cache_size=5, clock=lambda: 1000.0)
+    trackers = [
+        XorAckDynamoDB("acks", client=object(), **options),
+        AsyncXorAckDynamoDB("acks", client=object(), **options),
+        MemoryAck(**options),
+        AsyncMemoryAck(**options),
+    ]
+    for tracker in trackers:
+        rules = tracker.rules
+        assert (rules.mode, rules.ttl, rules.retention, rules.skew) == ("xor", 120, 300, 7), tracker
+        assert (rules.delete_on_ack, rules.window, len(tracker.new_edge())) == (True, 9, 8), tracker
+        assert tracker.driver.retry == retry and tracker.driver.now() == 1000, tracker
+        assert tracker.driver.cache._size == 5, tracker
+    # The memory trackers' own defaults: no clock deadline, no cache.
+    for memory in (MemoryAck(), AsyncMemoryAck()):
+        assert memory.rules.ttl is None and memory.driver.cache._size == 0
+    config = AckConfig("acks", ttl_seconds=60, max_ops=40)
+    built = XorAckDynamoDB.from_config(config, object(), ttl=30, cache_size=0)
+    assert (built.ttl_seconds, built.max_ops, built.driver.cache._size) == (30, 40, 0)

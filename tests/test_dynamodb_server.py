@@ -56,7 +56,7 @@ class LostResponse:
 @pytest.fixture
 def tracker(moto_server: LocalDynamoDB) -> XorAckDynamoDB:
     table = f"resend-{time.monotonic_ns()}"
-    ack = moto_server.config(table).connect()
+    ack = XorAckDynamoDB.from_config(moto_server.config(table))
     ack.create_table()
     return ack
 
@@ -153,7 +153,7 @@ def test_resent_completing_stamp_is_applied_once(tracker: XorAckDynamoDB, observ
 
 def test_resent_completing_delete_with_delete_on_ack(moto_server: LocalDynamoDB, observer: Any) -> None:
     table = f"resend-del-{time.monotonic_ns()}"
-    ack = moto_server.config(table, delete_on_ack=True).connect()
+    ack = XorAckDynamoDB.from_config(moto_server.config(table, delete_on_ack=True))
     ack.create_table()
     root, c1 = new_stamp(), new_stamp()
     ack.create(TAG, root)
@@ -285,14 +285,14 @@ CHILDREN_PER_THREAD = 4
 
 def test_concurrent_trackers_end_acked_exactly_at_the_last_stamp(moto_server: LocalDynamoDB) -> None:
     config = moto_server.config(f"race-{time.monotonic_ns()}")
-    setup = config.connect()
+    setup = XorAckDynamoDB.from_config(config)
     setup.create_table()
     root = new_stamp()
     children = [[new_stamp() for _ in range(CHILDREN_PER_THREAD)] for _ in range(THREADS)]
     setup.create(TAG, root)
     setup.stamp(TAG, xor(root, *(c for row in children for c in row)))
 
-    trackers = [config.connect() for _ in range(THREADS)]  # each with its own client
+    trackers = [XorAckDynamoDB.from_config(config) for _ in range(THREADS)]  # each with its own client
     assert len({id(t.client) for t in trackers}) == THREADS
     barrier = threading.Barrier(THREADS)
     calls: list[tuple[float, float, Stamp]] = []
@@ -376,7 +376,7 @@ def test_threads_sharing_one_tracker(tracker: XorAckDynamoDB) -> None:
 
 def test_lifecycle_over_http(moto_server: LocalDynamoDB) -> None:
     config = moto_server.config(f"life-{time.monotonic_ns()}", ttl_seconds=120)
-    ack = config.connect()
+    ack = XorAckDynamoDB.from_config(config)
     assert ack.create_table() is True
     assert ack.create_table() is False
     root, c1, c2 = new_stamp(), new_stamp(), new_stamp()

@@ -78,7 +78,7 @@ def test_pipeline_in_memory(memory_ack):
 def test_config_for_other_processes(xor_ack_config):
     config = pickle.loads(pickle.dumps(xor_ack_config))
     assert config.endpoint_url.startswith("http://127.0.0.1:")
-    assert process_file(config.connect(), "file-9", ["x", "y"]).state == "acked"
+    assert process_file(XorAckDynamoDB.from_config(config), "file-9", ["x", "y"]).state == "acked"
 '''
 
 WRONG_TEST = """

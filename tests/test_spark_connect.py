@@ -17,7 +17,7 @@ import pytest
 from conftest import unique_table
 from spark_helpers import CORPUS, aws_test_env, plain_count, read_counts
 
-from xor_ack_dynamodb import AckConfig, LocalDynamoDB
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.jobs.wordcount.job import find_inputs, run_wordcount
 from xor_ack_dynamodb.spark.frame import FrameTracking, is_connect
 
@@ -51,7 +51,7 @@ def remote(connect_url: str) -> Iterator[Any]:
 @pytest.fixture
 def config(moto_server: LocalDynamoDB) -> AckConfig:
     config = moto_server.config(unique_table("connect"))
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     return config
 
 

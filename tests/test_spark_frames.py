@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import unique_table
 
-from xor_ack_dynamodb import AckConfig, LocalDynamoDB
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
 from xor_ack_dynamodb.spark.edges import EdgeKey
 from xor_ack_dynamodb.spark.frame import FrameAttempt, FrameTracking, TrackedFrame
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.spark
 @pytest.fixture
 def config(moto_server: LocalDynamoDB) -> AckConfig:
     config = moto_server.config(unique_table("frames"))
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     return config
 
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import unique_table
 from pyspark import cloudpickle
 
-from xor_ack_dynamodb import AckConfig, LocalDynamoDB
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
 from xor_ack_dynamodb.spark import CsvPartitionWriter, FrameTracking, Tracking
 from xor_ack_dynamodb.spark.heartbeat import Heartbeat, HeartbeatPolicy
@@ -34,7 +34,7 @@ WORK = 7.0
 @pytest.fixture
 def config(moto_server: LocalDynamoDB) -> AckConfig:
     config = moto_server.config(unique_table("beat"), ttl_seconds=TTL, skew_seconds=SKEW)
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     return config
 
 
@@ -112,13 +112,15 @@ def test_frame_job_longer_than_the_ttl(spark: Any, config: AckConfig, tmp_path: 
 
 @pytest.mark.parametrize("method", ["batch", "single"])
 def test_the_heartbeat_keeps_live_chains_and_drops_ended_ones(config: AckConfig, method: str) -> None:
-    tracker = config.connect()
+    tracker = XorAckDynamoDB.from_config(config)
     owner = "run-1"
     for tag in ("live", "done", "theirs"):
         tracker.create(tag, b"\x01" * 8, owner=owner if tag != "theirs" else "other")
     tracker.stamp("done", b"\x01" * 8, owner=owner)
     policy = HeartbeatPolicy(interval=0.5, method=method)
-    beat = Heartbeat(config.connect(), ["live", "done", "theirs", "later"], owner=owner, policy=policy)
+    beat = Heartbeat(
+        XorAckDynamoDB.from_config(config), ["live", "done", "theirs", "later"], owner=owner, policy=policy
+    )
     with beat:
         time.sleep(1.2)
         tracker.create("later", b"\x02" * 8, owner=owner)  # created while the job runs

@@ -17,7 +17,7 @@ from conftest import unique_table
 from pyspark import cloudpickle
 from spark_helpers import CORPUS, corpus_files, plain_count, read_counts
 
-from xor_ack_dynamodb import AckConfig, LocalDynamoDB
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
 from xor_ack_dynamodb.jobs.wordcount.job import find_inputs, run_wordcount
 from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking, read_csv_parts
@@ -36,13 +36,13 @@ both_apis = pytest.mark.parametrize("api", ["frame", "rdd"])
 @pytest.fixture
 def sum_config(moto_server: LocalDynamoDB) -> AckConfig:
     config = dataclasses.replace(moto_server.config(unique_table("sparksum")), mode="sum")
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     return config
 
 
 def _config(moto_server: LocalDynamoDB, mode: str) -> AckConfig:
     config = dataclasses.replace(moto_server.config(unique_table(f"spark{mode}")), mode=mode)
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     return config
 
 
@@ -75,7 +75,11 @@ def test_sum_anchors_wider_than_an_edge_derive_children() -> None:
 def test_a_sum_tracker_with_an_xor_config_is_refused(spark: Any, moto_server: LocalDynamoDB) -> None:
     config = moto_server.config(unique_table("mixed"))
     with pytest.raises(InvalidConfig, match="sum mode"):
-        Tracking(spark.sparkContext, config, tracker=dataclasses.replace(config, mode="sum").connect())
+        Tracking(
+            spark.sparkContext,
+            config,
+            tracker=XorAckDynamoDB.from_config(dataclasses.replace(config, mode="sum")),
+        )
     with pytest.raises(InvalidConfig, match="edge_size"):
         Tracking(spark.sparkContext, dataclasses.replace(config, mode="sum"), edge_size=16)
 
@@ -89,7 +93,7 @@ def test_wordcount_on_sum_chains(spark: Any, api: str, sum_config: AckConfig, tm
     report = run_wordcount(spark, find_inputs([CORPUS]), tmp_path, sum_config, api=api)
     assert read_counts(tmp_path / "counts.csv") == plain_count(files)
     assert all(f.state == "acked" and f.attempts == 1 for f in report.files)
-    statuses = sum_config.connect().status_many(f.tag for f in report.files)
+    statuses = XorAckDynamoDB.from_config(sum_config).status_many(f.tag for f in report.files)
     assert len(statuses) == len(files)
     assert all(s.mode == "sum" and s.state == "acked" and s.value == 0 for s in statuses.values())
     if api == "frame":
@@ -109,7 +113,7 @@ def test_failed_files_on_sum_chains_are_replayed_and_counted_once(
     assert all(f.attempts == 2 and f.state == "acked" for f in report.files)
     assert all("InjectedFailure" in f.history[0]["reason"] for f in report.files)
     assert read_counts(tmp_path / "counts.csv") == plain_count(files)
-    tracker = sum_config.connect()
+    tracker = XorAckDynamoDB.from_config(sum_config)
     first = tracker.status_many(f.history[0]["tag"] for f in report.files)
     # The first attempts' chains failed and hold what the failing words never finished.
     assert all(s.state == "failed" and s.value != 0 for s in first.values())

@@ -20,7 +20,7 @@ from conftest import unique_table
 from pyspark import cloudpickle
 from spark_helpers import CORPUS, read_counts
 
-from xor_ack_dynamodb import AckConfig, LocalDynamoDB, new_stamp
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB, new_stamp
 from xor_ack_dynamodb.jobs.wordcount.job import find_inputs, run_wordcount
 from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking
 
@@ -37,7 +37,7 @@ def sc(spark: Any) -> Any:
 @pytest.fixture
 def config(moto_server: LocalDynamoDB) -> AckConfig:
     config = moto_server.config(unique_table("owner"))
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     return config
 
 
@@ -124,7 +124,7 @@ def test_a_replay_never_meets_another_roots_first_attempt(sc: Any, config: AckCo
 
 def _foreign_acked_chain(config: AckConfig, tag: str) -> int:
     """Another writer's chain under ``tag``, acked; returns its version."""
-    tracker = config.connect()
+    tracker = XorAckDynamoDB.from_config(config)
     stamp = new_stamp(8)
     tracker.create(tag, stamp)
     tracker.stamp(tag, stamp)
@@ -150,7 +150,7 @@ def test_rdd_run_leaves_a_foreign_chain_with_its_tag_alone(
     a, b = report.outcomes
     assert b.state == "acked"
     assert a.state == "failed" and len(a.attempts) == 1 and "conflict" in (a.attempts[0].reason or "")
-    assert config.connect().status(scheme.tag("a", 1)).version == version  # untouched
+    assert XorAckDynamoDB.from_config(config).status(scheme.tag("a", 1)).version == version  # untouched
 
 
 @pytest.mark.parametrize("kind", ["same keys", "same run id", "replay vs key"])
@@ -210,7 +210,7 @@ def test_frame_run_leaves_a_foreign_chain_with_its_tag_alone(
     a, b = report.outcomes
     assert b.state == "acked"
     assert a.state == "failed" and len(a.attempts) == 1 and "conflict" in (a.attempts[0].reason or "")
-    assert config.connect().status(scheme.tag(paths[0], 1)).version == version
+    assert XorAckDynamoDB.from_config(config).status(scheme.tag(paths[0], 1)).version == version
     assert report.counters["chains_refused"] == 1
 
 
@@ -223,7 +223,7 @@ def test_runs_refuse_trackers_that_delete_completed_chains(
     from xor_ack_dynamodb.spark import FrameTracking, StreamTracking
 
     config = moto_server.config(unique_table("deleting"), delete_on_ack=True)
-    tracker = config.connect()
+    tracker = XorAckDynamoDB.from_config(config)
     with pytest.raises(errors.InvalidConfig, match="delete_on_ack"):
         Tracking(spark.sparkContext, config, tracker=tracker)
     with pytest.raises(errors.InvalidConfig, match="delete_on_ack"):

@@ -20,7 +20,7 @@ from conftest import unique_table
 from pyspark import cloudpickle
 from spark_helpers import REPO, aws_test_env, standalone_cluster
 
-from xor_ack_dynamodb import AckConfig, LocalDynamoDB
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 
 pytestmark = pytest.mark.spark
 
@@ -30,7 +30,7 @@ cloudpickle.register_pickle_by_value(partitions_job)
 @pytest.fixture
 def config(moto_server: LocalDynamoDB) -> AckConfig:
     config = moto_server.config(unique_table("parts"))
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     return config
 
 

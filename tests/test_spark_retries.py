@@ -18,7 +18,7 @@ from conftest import unique_table
 from pyspark import cloudpickle
 from spark_helpers import CORPUS, corpus_files, plain_count, read_counts
 
-from xor_ack_dynamodb import AckConfig, LocalDynamoDB, new_stamp
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB, new_stamp
 from xor_ack_dynamodb.jobs.wordcount.job import WordCountReport, find_inputs, run_wordcount
 from xor_ack_dynamodb.spark import DieOnFirstAttempt, Tracking
 from xor_ack_dynamodb.spark.executor import Carry, Ledger
@@ -56,14 +56,14 @@ def sc(spark: Any) -> Any:
 @pytest.fixture
 def config(moto_server: LocalDynamoDB) -> AckConfig:
     config = moto_server.config(unique_table("retries"))
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     return config
 
 
 def _check_exactly_acked(report: WordCountReport, config: AckConfig, output: Path) -> None:
     assert read_counts(output / "counts.csv") == plain_count(corpus_files())
     assert all(f.state == "acked" and f.attempts == 1 for f in report.files), "no replay may be needed"
-    statuses = config.connect().status_many(f.tag for f in report.files)
+    statuses = XorAckDynamoDB.from_config(config).status_many(f.tag for f in report.files)
     for f in report.files:
         status = statuses[f.tag]
         assert status.state == "acked" and status.stamp.acked

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.spark
 @pytest.fixture
 def config(moto_server: LocalDynamoDB) -> AckConfig:
     config = moto_server.config(unique_table("stream"))
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     return config
 
 
@@ -134,7 +134,7 @@ def test_failed_batches_rerun_from_the_checkpoint_ack_every_file_once(
     assert all(not r.failed and not r.refused and not r.pending for r in reports)
     assert third.replayable() == []
 
-    tracker = config.connect()
+    tracker = XorAckDynamoDB.from_config(config)
     statuses = tracker.status_many(third.tag(k) for r in reports for k in r.acked)
     assert len(statuses) == len(files)
     # One create and one stamp per file, whatever was re-run: re-sent ops were duplicates.
@@ -198,7 +198,7 @@ def test_a_root_spans_batches_until_a_row_closes_it(spark: Any, config: AckConfi
         (["o2"], ["o1"], []),
         (["o1"], [], []),
     ]
-    statuses = config.connect().status_many([tracking.tag("o1"), tracking.tag("o2")])
+    statuses = XorAckDynamoDB.from_config(config).status_many([tracking.tag("o1"), tracking.tag("o2")])
     # o1: a create, then per batch a start and a sink stamp (the last start finishes the carry).
     assert [statuses[tracking.tag(k)].version for k in ("o1", "o2")] == [6, 4]
     assert [(a.note, a.state) for a in tracking.replayable()] == [("o3", "failed")]
@@ -227,7 +227,8 @@ def test_an_open_root_whose_chain_expired_is_refused_and_replayable(
         os.utime(temp, (clock + i, clock + i))
         temp.replace(inbox / f"b{i}.json")
     now = Clock()
-    tracker = XorAckDynamoDB(config.table, client=config.connect().client, ttl=60, clock=now)
+    client = XorAckDynamoDB.from_config(config).client
+    tracker = XorAckDynamoDB(config.table, client=client, ttl=60, clock=now)
 
     def wait_after_batch_0(batch_id: int, phase: str) -> None:
         if (batch_id, phase) == (0, "stamped"):
@@ -269,7 +270,7 @@ def test_a_batch_with_unkeyed_rows_is_refused_before_any_request(
     """The batch function called directly on a plain DataFrame (what foreachBatch does):
     a row without a key raises before any request; a job that returns something other
     than a TrackedFrame raises before anything is written."""
-    tracker = config.connect()
+    tracker = XorAckDynamoDB.from_config(config)
     tracking = StreamTracking(
         config, _job, stream_id="bad", location=tmp_path / "out", key="path", tracker=tracker
     )
@@ -312,7 +313,7 @@ def test_a_rerun_batch_that_differs_is_refused_not_applied(
     assert tracking.reports()[0].pending == ["k1"]
     tracking(spark.createDataFrame([("k1", "a", True)], schema), 0)
     assert tracking.reports()[0].refused == {"k1": DIFFERS}
-    status = config.connect().status(tracking.tag("k1"))
+    status = XorAckDynamoDB.from_config(config).status(tracking.tag("k1"))
     assert (status.state, status.version) == ("pending", 2)  # as the first run left it
 
 
@@ -363,7 +364,7 @@ def test_streaming_under_spark_connect(remote: Any, config: AckConfig, tmp_path:
     reports = again.reports()
     assert [r.batch_id for r in reports] == [0, 1]
     assert sorted(Path(k).name for r in reports for k in r.acked) == sorted(files)
-    statuses = config.connect().status_many(again.tag(k) for r in reports for k in r.acked)
+    statuses = XorAckDynamoDB.from_config(config).status_many(again.tag(k) for r in reports for k in r.acked)
     assert {(s.state, s.version) for s in statuses.values()} == {("acked", 2)}
     rows = remote.read.parquet(str(out / "batch-*")).collect()
     written = Counter((Path(r["path"]).name, r["value"]) for r in rows)

@@ -39,7 +39,7 @@ OWNER = "lambda-inc-7f3a"
 @pytest.fixture
 def config(moto_server: LocalDynamoDB) -> AckConfig:
     config = moto_server.config(unique_table("upstream"))
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     return config
 
 
@@ -47,7 +47,7 @@ class Upstream:
     """What a Lambda does before handing work to Spark: create chains and hand edges."""
 
     def __init__(self, config: AckConfig) -> None:
-        self.tracker = config.connect()
+        self.tracker = XorAckDynamoDB.from_config(config)
         # A tracker whose clock is an hour behind: its chains (ttl 60 s) read expired now.
         self.past = XorAckDynamoDB(
             config.table, client=self.tracker.client, ttl=60, clock=Clock(time.time() - 3600)

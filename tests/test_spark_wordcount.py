@@ -17,7 +17,7 @@ from conftest import unique_table
 from pyspark import cloudpickle
 from spark_helpers import CORPUS, corpus_files, plain_count, plain_count_replacing, read_counts
 
-from xor_ack_dynamodb import AckConfig, LocalDynamoDB
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.cli import main
 from xor_ack_dynamodb.jobs.wordcount.job import find_inputs, run_wordcount, tokenize
 from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking, read_csv_parts
@@ -44,7 +44,7 @@ def _attempt_and_key(tag: str) -> tuple[int, str]:
 @pytest.fixture
 def config(moto_server: LocalDynamoDB) -> AckConfig:
     config = moto_server.config(unique_table("spark"))
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     return config
 
 
@@ -86,7 +86,7 @@ def test_wordcount_on_the_bundled_corpus(spark: Any, api: str, config: AckConfig
     assert totals["dynamodb_requests"] <= (3 if api == "rdd" else 2) * len(files) + 1
 
     # The chains themselves: every one acked (zero), none left pending.
-    statuses = config.connect().status_many(f.tag for f in report.files)
+    statuses = XorAckDynamoDB.from_config(config).status_many(f.tag for f in report.files)
     assert len(statuses) == len(files)
     assert all(s.state == "acked" and s.stamp.acked for s in statuses.values())
 
@@ -120,7 +120,7 @@ def test_failed_files_are_replayed_and_counted_once(
     totals = report.totals()
     assert totals["acked"] == len(files) and totals["replays"] == len(files)
 
-    tracker = config.connect()
+    tracker = XorAckDynamoDB.from_config(config)
     first_tags = [f.history[0]["tag"] for f in report.files]
     failed = tracker.status_many(first_tags)
     assert all(s.state == "failed" and not s.stamp.acked for s in failed.values())  # never falsely zero
@@ -348,7 +348,7 @@ def test_command_against_a_named_table_and_endpoint(
     assert status == 0
     assert f"DynamoDB table {table}" in capsys.readouterr().err
     report = json.loads((tmp_path / "report.json").read_text())
-    tracker = moto_server.config(table).connect()
+    tracker = XorAckDynamoDB.from_config(moto_server.config(table))
     statuses = tracker.status_many(f["tag"] for f in report["files"])
     assert [s.state for s in statuses.values()] == ["acked", "acked"]
 
@@ -382,7 +382,7 @@ class _SlowFirstAttempt:
 
 def test_expired_chains_are_replayed(sc: Any, moto_server: LocalDynamoDB) -> None:
     config = moto_server.config(unique_table("expiry"), ttl_seconds=3)
-    config.connect().create_table()
+    XorAckDynamoDB.from_config(config).create_table()
     # No heartbeat: with one, the chains would outlive the slow sink (test_spark_heartbeat).
     tracking = Tracking(sc, config, heartbeat=False)
 

@@ -6,7 +6,7 @@ requests per stamp. :class:`CombiningTracker` queues the stamps a process makes 
 while a write for that tag is in flight; the next write carries them all. One leader at
 a time writes for a tag; every other caller waits for its own outcome.
 
-It works on the public surface of a tracker only: its engine runs a
+It works on the public surface of a tracker only: its driver runs a
 :class:`~xor_ack_dynamodb.core.calls.StampCall` holding several stamps, and the chain
 rules (:meth:`ChainRules.plan`) decide each one's outcome exactly as one ``stamp()``
 after another would. In sum mode there is nothing to combine (a stamp never loses a
@@ -23,18 +23,17 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from .config import AckConfig
 from .core.algebra import EdgeLike, Mode, Value
 from .core.calls import StampCall
 from .core.chain import Op
 from .core.rules import DEFERRED
-from .drivers.tracker import SyncTracker
+from .drivers import SyncTracker
 from .errors import OutcomeUnknown, XorAckError
 from .stamps import Stamp, Sum
 from .stats import RequestStats
 from .status import ChainStatus
-
-if TYPE_CHECKING:
-    from .config import AckConfig
+from .stores.dynamodb.tracker import XorAckDynamoDB
 
 __all__ = ["CombiningTracker"]
 
@@ -108,12 +107,12 @@ class CombiningTracker:
         self._queues: dict[str, _Queue] = {}
         # A waiter hearing nothing for this long gives up (the leader's call itself is
         # bounded by the retry budget).
-        self._patience = 2 * tracker.engine.retry.max_seconds + 30
+        self._patience = 2 * tracker.driver.retry.max_seconds + 30
 
     @classmethod
     def from_config(cls, config: AckConfig, client: Any = None) -> CombiningTracker:
-        """A combining tracker built from a picklable :class:`~xor_ack_dynamodb.AckConfig`."""
-        return cls(config.connect(client))
+        """A combining tracker around ``XorAckDynamoDB.from_config(config, client)``."""
+        return cls(XorAckDynamoDB.from_config(config, client))
 
     def __repr__(self) -> str:
         return f"CombiningTracker({self.tracker!r})"
@@ -152,7 +151,7 @@ class CombiningTracker:
         order. Bad input is rejected before queueing."""
         call = self.tracker.calls.stamp(tag, value, finished, started, op_id, owner)
         if not isinstance(call, StampCall):  # sum mode: one ADD never loses a race
-            result = self.tracker.engine.run(call)
+            result = self.tracker.driver.run(call)
             self.tracker.stamped(call.tag, result)
             return result
         delta, op, checked_owner = call.stamps[0]
@@ -234,13 +233,13 @@ class CombiningTracker:
                 self._hand_on(tag, queue)
 
     def _commit(self, tag: str, batch: list[_Pending]) -> list[_Pending]:
-        engine = self.tracker.engine
+        driver = self.tracker.driver
         if len(batch) > 1:
-            engine.stats.add("combined", len(batch))
-        call = StampCall(engine.rules, tag, [(p.delta, p.op, p.owner) for p in batch], engine.cache.get(tag))
-        plan = engine.run(call)
+            driver.stats.add("combined", len(batch))
+        call = StampCall(driver.rules, tag, [(p.delta, p.op, p.owner) for p in batch], driver.cache.get(tag))
+        plan = driver.run(call)
         if plan.new is not None:
-            engine.stats.add("batches")
+            driver.stats.add("batches")
             log.debug("stamp %s: %d stamps in one write", tag, len(batch))
         deferred = []
         for pending, outcome in zip(batch, plan.outcomes, strict=True):
@@ -295,3 +294,10 @@ def _own(exc: BaseException) -> BaseException:
     except Exception:  # any failure to copy: share the original rather than strand a waiter
         return exc
     return mine
+
+
+if TYPE_CHECKING:  # mypy proves the combiner satisfies the protocol, signatures included
+    from .interfaces import AckTracker
+
+    def _conforms(a: CombiningTracker) -> AckTracker:
+        return a

@@ -30,8 +30,8 @@ class RetryPolicy:
     a call returns or raises near ``max_seconds``, never minutes after it.
 
     The HTTP fields apply to the clients the library builds
-    (:func:`~xor_ack_dynamodb.stores.dynamodb.clients.dynamodb_client`, ``AckConfig.client()``, a tracker
-    built without ``client=``); a client you pass in keeps its own botocore settings.
+    (:func:`~xor_ack_dynamodb.stores.dynamodb.clients.dynamodb_client`, ``client_for(config)``, a
+    tracker built without ``client=``); a client you pass in keeps its own botocore settings.
 
     :param max_attempts: attempts of one library call, at least 1.
     :param max_seconds: the time budget of one library call, positive.
@@ -97,13 +97,6 @@ class RetryPolicy:
     def async_retrying(self, retry: tenacity.retry_base) -> tenacity.AsyncRetrying:
         """:meth:`retrying` for coroutines: the same budget, waiting with ``asyncio.sleep``."""
         return tenacity.AsyncRetrying(**self._budget(retry))
-
-    def wait(self, attempt: int) -> float:
-        """The wait after attempt number ``attempt`` (from 1), drawn as :meth:`retrying`
-        draws it: for loops that run their own rounds (the batch calls)."""
-        state = tenacity.RetryCallState(self.retrying(tenacity.retry_never), None, (), {})
-        state.attempt_number = attempt
-        return self._wait()(state)
 
     def _wait(self) -> tenacity.wait.wait_base:
         return tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait)

@@ -30,9 +30,11 @@ def _camel(name: str) -> str:
 
 
 def _data_operations() -> set[str]:
-    """The item requests the library sends: every request the store prepares
-    (``Prepared("Operation", ...)``) or calls directly (``self.call("Operation", ...)``)."""
-    source = (PACKAGE / "stores" / "dynamodb" / "store.py").read_text()
+    """The item requests the library sends: every request the codec prepares
+    (``Prepared("Operation", ...)``) or the store calls directly (``self.call("Operation",
+    ...)``; the sync store is generated from the asyncio one)."""
+    dynamodb = PACKAGE / "stores" / "dynamodb"
+    source = (dynamodb / "codec.py").read_text() + (dynamodb / "_async" / "store.py").read_text()
     return set(re.findall(r'(?:Prepared|self\.call)\(\s*"(\w+)"', source))
 
 
@@ -43,8 +45,9 @@ def _actions(operations: set[str]) -> set[str]:
 
 
 def _table_operations() -> set[str]:
-    """The table requests ``create_table`` sends (``client.<method>(`` in table.py)."""
-    source = (PACKAGE / "stores" / "dynamodb" / "table.py").read_text()
+    """The table requests ``create_table`` sends (``client.<method>(`` in the table
+    helper; the sync one is generated from the asyncio one)."""
+    source = (PACKAGE / "stores" / "dynamodb" / "_async" / "table.py").read_text()
     return {_camel(m) for m in re.findall(r"client\.(\w+)\(", source) if m != "get_waiter"} | {
         "DescribeTable"
     }

@@ -176,7 +176,9 @@ def run(args: argparse.Namespace) -> int:
         where = "no tracking"
         if not args.no_tracking:
             config, where = _backend(args, real, stack)
-            config.connect().create_table()
+            from ..stores.dynamodb.tracker import XorAckDynamoDB
+
+            XorAckDynamoDB.from_config(config).create_table()
         spark: Any
         if args.api == "rdd":
             spark, created = get_context(args.master, app_name="xor-ack wordcount")

@@ -1,54 +1,16 @@
 """The storage-neutral core: the chain rules and the sans-IO calls that apply them.
 
 * :mod:`.algebra`: xor and sum, the two groups a chain can count in.
-* :mod:`.chain`: :class:`Chain`, a chain's immutable value, and op keys.
-* :mod:`.rules`: :class:`ChainRules`, every decision (pure functions of a chain and now).
+* :mod:`.chain`: :class:`~.chain.Chain`, a chain's immutable value, and op keys.
+* :mod:`.rules`: :class:`~.rules.ChainRules`, every decision (pure functions of a chain
+  and now).
 * :mod:`.messages`: the requests a call makes of a store, and the replies.
-* :mod:`.calls`: create/stamp/fail/touch/status/delete as sans-IO state machines.
+* :mod:`.calls`: create/stamp/fail/touch/status/delete as sans-IO state machines, and
+  :class:`~.calls.Step`, which a driver steps them with.
+* :mod:`.batch`: many calls stepped together (the planning half of ``run_many``).
 * :mod:`.factory`: argument checking, shared by every tracker.
-* :mod:`.engine`: the synchronous driver (the asyncio one is ``xor_ack_dynamodb.aio``).
 
-A store implements only primitives (:class:`~.engine.ChainStore`); a driver moves
-requests and replies. The rules exist once.
+Nothing here sleeps, reads the clock or talks to the network: the caller passes "now".
+A store implements only primitives; a driver (:mod:`xor_ack_dynamodb.drivers`) moves
+requests and replies and waits. The rules exist once. Import from the modules.
 """
-
-from ..drivers.engine import BatchRead, ChainStore, Engine
-from .algebra import Mode, SumAlgebra, XorAlgebra, algebra_for
-from .calls import (
-    AddCall,
-    Again,
-    CreateCall,
-    DeleteCall,
-    FailCall,
-    StampCall,
-    StatusCall,
-    TouchCall,
-    Transient,
-)
-from .chain import Chain, Op
-from .factory import CallFactory
-from .rules import ChainRules, Plan
-
-__all__ = [
-    "AddCall",
-    "Again",
-    "BatchRead",
-    "CallFactory",
-    "Chain",
-    "ChainRules",
-    "ChainStore",
-    "CreateCall",
-    "DeleteCall",
-    "Engine",
-    "FailCall",
-    "Mode",
-    "Op",
-    "Plan",
-    "StampCall",
-    "StatusCall",
-    "SumAlgebra",
-    "TouchCall",
-    "Transient",
-    "XorAlgebra",
-    "algebra_for",
-]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import InvalidConfig, InvalidStamp, InvalidStampType, ZeroBufferNoOp
-from ..stamps import MAX_STAMP_BYTES, Stamp, Sum, as_bytes, new_stamp, xor_all
+from ..stamps import MAX_STAMP_BYTES, Stamp, as_bytes, new_stamp, result, xor_all
 
 __all__ = ["Mode", "Value", "EdgeLike", "Algebra", "XorAlgebra", "SumAlgebra", "algebra_for", "MAX_SUM"]
 
@@ -160,11 +160,8 @@ def algebra_for(mode: object, edge_size: int = 16) -> Algebra:
     raise InvalidConfig(f"mode must be 'xor' or 'sum', got {mode!r}")
 
 
-def wrap(value: Value, *, acked: bool, duplicate: bool = False) -> Stamp | Sum:
-    """A value as the type a tracker returns for it (see :func:`stamps.result`)."""
-    from ..stamps import result
-
-    return result(value, acked=acked, duplicate=duplicate)
+#: A value as the type a tracker returns for it (:func:`~xor_ack_dynamodb.stamps.result`).
+wrap = result
 
 
 def _forms(

@@ -2,8 +2,8 @@
 
 Each call is an object whose :meth:`Call.round` is a generator: it yields the requests
 of :mod:`.messages`, receives the store's replies, and returns the call's result, or
-raises its error. A driver runs rounds (:class:`~.engine.Engine` in threads,
-``aio.AsyncEngine`` in an event loop): a round that raises :class:`Again` lost a race
+raises its error. A driver (:mod:`xor_ack_dynamodb.drivers`, in threads or in an event
+loop) steps rounds with :class:`Step`: a round that raises :class:`Again` lost a race
 and runs again after a backoff; a store failure is thrown into the round as
 :class:`Transient`, after which the round ends and runs again. The call object keeps
 what it learned between rounds (the chain it last saw, whether an earlier write's
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
 from ..errors import OutcomeUnknown, StaleLocalData, TagNotFound, XorAckError
@@ -67,6 +67,7 @@ __all__ = [
     "StatusCall",
     "DeleteCall",
     "Round",
+    "Step",
 ]
 
 log = logging.getLogger("xor_ack_dynamodb")
@@ -87,6 +88,38 @@ class Transient(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(repr(error))
         self.error = error
+
+
+class Step(Generic[T]):
+    """One round of a call, stepped by a driver: send :attr:`request` to the store, then
+    hand back its :meth:`reply` or the exception it raised (:meth:`failed`), until
+    :attr:`done`; then :attr:`result` is the round's result. The round's own errors
+    (:class:`Again`, :class:`Transient`, the call's typed errors) propagate from
+    :meth:`reply` / :meth:`failed`. The step never waits: the driver does."""
+
+    def __init__(self, round_: Round[T], is_transient: Callable[[BaseException], bool]) -> None:
+        self._round = round_
+        self._is_transient = is_transient
+        self.done = False
+        self.request: Request  # set by the first step unless the round ends at once
+        self.result: T
+        self._advance(None, None)
+
+    def reply(self, reply: Any) -> None:
+        self._advance(reply, None)
+
+    def failed(self, error: Exception) -> None:
+        """The store raised ``error``: thrown into the round as :class:`Transient` when
+        it is one or the store calls it transient, as itself otherwise."""
+        if not isinstance(error, Transient) and self._is_transient(error):
+            error = Transient(error)
+        self._advance(None, error)
+
+    def _advance(self, reply: Any, error: BaseException | None) -> None:
+        try:
+            self.request = self._round.throw(error) if error is not None else self._round.send(reply)
+        except StopIteration as stop:
+            self.done, self.result = True, stop.value
 
 
 _WRITES = (Put, Remove, RemoveAny, Add, Extend, MarkFailed)

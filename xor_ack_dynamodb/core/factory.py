@@ -12,12 +12,12 @@ from datetime import timedelta
 
 from ..errors import InvalidConfig, ZeroBufferNoOp
 from ..stamps import check_tag, check_tags
-from .algebra import EdgeLike, Mode, Value, algebra_for
+from .algebra import EdgeLike, Value
 from .calls import AddCall, CreateCall, DeleteCall, FailCall, StampCall, StatusCall, TouchCall
 from .chain import Chain, make_op
 from .rules import ChainRules
 
-__all__ = ["CallFactory", "StampSpec", "chain_rules", "seconds", "skew_seconds", "MAX_REASON", "MAX_OWNER"]
+__all__ = ["CallFactory", "StampSpec", "seconds", "skew_seconds", "MAX_REASON", "MAX_OWNER"]
 
 #: A failure reason is kept to this many characters.
 MAX_REASON = 1024
@@ -45,28 +45,6 @@ def skew_seconds(value: object) -> int:
     if isinstance(total, bool) or not isinstance(total, (int, float)) or not 0 <= total <= 3600:
         raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {value!r}")
     return round(total)
-
-
-def chain_rules(
-    mode: Mode,
-    edge_size: int,
-    *,
-    ttl: timedelta | float | None,
-    retention: timedelta | float,
-    skew: timedelta | float,
-    max_ops: int,
-    delete_on_ack: bool,
-) -> ChainRules:
-    """The rules a tracker's constructor arguments describe (``ttl`` None: chains never
-    time out). Raises :class:`InvalidConfig` for an argument out of range."""
-    return ChainRules(
-        algebra_for(mode, edge_size),
-        ttl=None if ttl is None else seconds(ttl, "ttl"),
-        retention=seconds(retention, "retention"),
-        skew=skew_seconds(skew),
-        window=max_ops,
-        delete_on_ack=bool(delete_on_ack),
-    )
 
 
 def _owner(owner: object) -> str | None:

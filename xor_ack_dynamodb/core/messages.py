@@ -11,7 +11,7 @@ DynamoDB does for one item. The conditions of :class:`Add`, :class:`Extend` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .algebra import Value
 from .chain import Chain, Op
@@ -33,6 +33,8 @@ __all__ = [
     "Committed",
     "Cancelled",
     "TransactionsUnsupported",
+    "BatchRead",
+    "tag_of",
 ]
 
 
@@ -123,6 +125,15 @@ class Trim:
 Request = Read | Put | Remove | RemoveAny | Add | Extend | MarkFailed | Trim
 
 
+def tag_of(request: Request) -> str:
+    """The tag a request is about."""
+    if isinstance(request, Put):
+        return request.new.tag
+    if isinstance(request, Remove):
+        return request.expect.tag
+    return request.tag
+
+
 @dataclass(frozen=True, slots=True)
 class Written:
     """The request was applied; ``chain`` is the chain after it (None after a delete;
@@ -175,3 +186,13 @@ class Cancelled:
 class TransactionsUnsupported(Exception):
     """The store cannot apply requests together (dynalite has no TransactWriteItems):
     send them one by one."""
+
+
+@dataclass
+class BatchRead:
+    """What one batch read returned: the chains found, the items that could not be
+    decoded (tag -> why), and the tags the store did not get to (to ask again)."""
+
+    chains: list[Chain] = field(default_factory=list)
+    corrupt: dict[str, str] = field(default_factory=dict)
+    unprocessed: list[str] = field(default_factory=list)

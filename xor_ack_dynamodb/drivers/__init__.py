@@ -1,0 +1,34 @@
+"""The drivers: the loops that send a call's requests to a store, wait and retry.
+
+* :class:`Driver` / :class:`AsyncDriver`: run the sans-IO calls of
+  :mod:`xor_ack_dynamodb.core` on a store, one at a time or many in lockstep, within a
+  :class:`~xor_ack_dynamodb.RetryPolicy` (``Engine`` / ``AsyncEngine``: former names).
+* :class:`SyncTracker` / :class:`AsyncTracker`: the methods every tracker shares.
+* :class:`ChainStore` / :class:`AsyncChainStore`: the primitives a store implements.
+
+The asyncio code in ``_async/`` is written by hand; ``_sync/`` is generated from it by
+``scripts/unasync.py`` (``make unasync``; the test suite checks they agree).
+"""
+
+from ._async.driver import AsyncChainStore, AsyncDriver
+from ._async.protocol import AsyncAckTracker
+from ._async.tracker import AsyncTracker
+from ._sync.driver import ChainStore, Driver
+from ._sync.protocol import AckTracker
+from ._sync.tracker import SyncTracker
+
+Engine = Driver
+AsyncEngine = AsyncDriver
+
+__all__ = [
+    "AckTracker",
+    "AsyncAckTracker",
+    "AsyncChainStore",
+    "AsyncDriver",
+    "AsyncEngine",
+    "AsyncTracker",
+    "ChainStore",
+    "Driver",
+    "Engine",
+    "SyncTracker",
+]

@@ -103,7 +103,7 @@ class Tracking:
         (``True``, default: every ``ttl / 3``), ``False``, or a
         :class:`~xor_ack_dynamodb.spark.heartbeat.HeartbeatPolicy`; see
         :mod:`.heartbeat`.
-    :param tracker: the driver's tracker (default: ``config.connect()``); its mode must
+    :param tracker: the driver's tracker (default: ``XorAckDynamoDB.from_config(config)``); its mode must
         be ``config.mode`` (the executors build theirs from ``config``).
 
     Chains of either mode work (``config.mode``): xor chains (the default) combine
@@ -135,7 +135,9 @@ class Tracking:
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
         self.run_id = self.tags.run_id
         self.group: Group = group_for(config.mode, edge_size)
-        self.tracker = tracker if tracker is not None else config.connect()
+        from ..stores.dynamodb.tracker import XorAckDynamoDB
+
+        self.tracker = tracker if tracker is not None else XorAckDynamoDB.from_config(config)
         refuse_delete_on_ack(self.tracker, config)
         if self.tracker.mode != config.mode:
             raise InvalidConfig(
@@ -231,8 +233,12 @@ class Tracking:
         """The heartbeat of one attempt's chains (its requests are added to the run's),
         naming the run as their owner unless ``name_owner`` is False (chains checked
         against their own owners when they were accepted: handed, streamed)."""
+        from ..stores.dynamodb.tracker import XorAckDynamoDB
+
         return Heartbeat(
-            heartbeat_tracker(self.tracker, self.config.connect) if self.heartbeat.enabled else self.tracker,
+            heartbeat_tracker(self.tracker, partial(XorAckDynamoDB.from_config, self.config))
+            if self.heartbeat.enabled
+            else self.tracker,
             tags,
             owner=self.tags.owner if name_owner else None,
             policy=self.heartbeat,

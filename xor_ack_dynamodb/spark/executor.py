@@ -115,7 +115,9 @@ def executor_tracker(config: AckConfig) -> XorAckDynamoDB:
     with _TRACKERS_LOCK:
         tracker = _TRACKERS.get(config)
         if tracker is None:
-            tracker = config.connect()
+            from ..stores.dynamodb.tracker import XorAckDynamoDB
+
+            tracker = XorAckDynamoDB.from_config(config)
             _TRACKERS[config] = tracker
         return tracker
 

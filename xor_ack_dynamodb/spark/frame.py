@@ -608,7 +608,7 @@ class FrameTracking:
     :param parallelism: how many read partitions to aim at (twice this); default
         Spark's default parallelism (4 under Connect unless
         ``spark.default.parallelism`` is set).
-    :param tracker: the driver's tracker (default ``config.connect()``); on this path
+    :param tracker: the driver's tracker (default ``XorAckDynamoDB.from_config(config)``); on this path
         only the driver talks to it, so any tracker with the same methods works (a
         ``MemoryAck`` measures what tracking costs Spark itself, with no backend).
     :param edge_key: the 32-byte key edges derive from (default: random per object).
@@ -649,7 +649,9 @@ class FrameTracking:
         self.config = config
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
         self.run_id = self.tags.run_id
-        self.tracker: Chains = tracker if tracker is not None else config.connect()
+        from ..stores.dynamodb.tracker import XorAckDynamoDB
+
+        self.tracker: Chains = tracker if tracker is not None else XorAckDynamoDB.from_config(config)
         refuse_delete_on_ack(self.tracker, config)
         self.group: Group = group_for(self.tracker.mode, 8)
         # A given key (32 bytes) makes edges reproducible: a re-run streaming micro-batch
@@ -749,7 +751,12 @@ class FrameTracking:
         naming the run as their owner unless ``name_owner`` is False (chains checked
         against their own owners when they were accepted: handed, streamed)."""
         enabled = self.heartbeat.enabled
-        tracker = heartbeat_tracker(self.tracker, self.config.connect) if enabled else self.tracker
+        from functools import partial
+
+        from ..stores.dynamodb.tracker import XorAckDynamoDB
+
+        connect = partial(XorAckDynamoDB.from_config, self.config)
+        tracker = heartbeat_tracker(self.tracker, connect) if enabled else self.tracker
         owner = self.tags.owner if name_owner else None
         return Heartbeat(tracker, tags, owner=owner, policy=self.heartbeat)
 

@@ -93,8 +93,8 @@ class HeartbeatPolicy:
 
 def heartbeat_tracker(tracker: Any, connect: Callable[[Any], Any]) -> Any:
     """The tracker a heartbeat should use: for a DynamoDB tracker, a new one on the same
-    client (``connect(client)``, e.g. ``config.connect``) so that its requests are
-    counted apart; any other tracker (``MemoryAck``) as it is."""
+    client (``connect(client)``, e.g. ``partial(XorAckDynamoDB.from_config, config)``) so
+    that its requests are counted apart; any other tracker (``MemoryAck``) as it is."""
     from ..stores.dynamodb.tracker import XorAckDynamoDB
 
     if isinstance(tracker, XorAckDynamoDB):

@@ -192,7 +192,7 @@ class StreamTracking:
         root closes in every batch that sees it.
     :param format: ``parquet`` (default) or ``csv``.
     :param tracker: the tracker to use on the classic driver (default:
-        ``config.connect()``, built where the batch function runs).
+        ``XorAckDynamoDB.from_config(config)``, built where the batch function runs).
     :param hook: a test hook (:data:`BatchHook`).
     :param after_flush: a test hook run in the reader's and the sink's tasks (see
         :class:`~xor_ack_dynamodb.spark.frame.FrameTracking`).
@@ -254,7 +254,9 @@ class StreamTracking:
     @property
     def tracker(self) -> Chains:
         if self._tracker is None:
-            self._tracker = self.config.connect()
+            from ..stores.dynamodb.tracker import XorAckDynamoDB
+
+            self._tracker = XorAckDynamoDB.from_config(self.config)
         return self._tracker
 
     def tag(self, key: str) -> str:

@@ -1,25 +1,28 @@
-"""MemoryAck: the same chains kept in memory, for one process and for tests.
+"""MemoryAck and AsyncMemoryAck: the same chains kept in memory, for one process and for
+tests.
 
 It is the ``ack`` package (events on ack and fail) with Storm's RotatingMap expiry, and it
-runs the very same calls and rules as :class:`~xor_ack_dynamodb.XorAckDynamoDB` on an
-in-memory store: the same methods, errors, op-id idempotency, windows, owners, modes and
-tombstones, so pipeline logic tested against it behaves the same against DynamoDB.
+runs the very same calls, rules and drivers as :class:`~xor_ack_dynamodb.XorAckDynamoDB`
+on an in-memory store: the same methods, errors, op-id idempotency, windows, owners,
+modes and tombstones, so pipeline logic tested against it behaves the same against
+DynamoDB. ``AsyncMemoryAck`` is the asyncio twin (swap it for ``AsyncXorAckDynamoDB``
+with no other change to the code under test); the store never waits on I/O, so an
+awaited call never blocks the loop for longer than a dict update.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import timedelta
+from typing import TYPE_CHECKING, Unpack
 
-from ..core.algebra import Mode
+from ..config import TrackerKeywords, TrackerOptions
 from ..core.chain import Chain
-from ..core.factory import chain_rules
 from ..core.messages import (
     Add,
+    BatchRead,
     Cancelled,
     Committed,
     Extend,
@@ -35,14 +38,12 @@ from ..core.messages import (
     Written,
 )
 from ..core.rules import ChainRules
-from ..drivers.engine import BatchRead, Engine
-from ..drivers.tracker import SyncTracker
+from ..drivers import AsyncTracker, SyncTracker
 from ..errors import InvalidConfig
 from ..stamps import Stamp, Sum
 from ..stats import RequestStats
-from ..status import ChainStatus
 
-__all__ = ["MemoryAck", "MemoryStore"]
+__all__ = ["MemoryAck", "AsyncMemoryAck", "MemoryStore"]
 
 #: The reason a chain timed out by rotation carries.
 TIMEOUT = "timeout"
@@ -198,10 +199,94 @@ def _zero(chain: Chain) -> bool:
     return not any(chain.value) if isinstance(chain.value, bytes) else chain.value == 0
 
 
-class MemoryAck(SyncTracker):
+class _AsyncMemoryStore:
+    """A :class:`MemoryStore` for the asyncio driver: its primitives, awaited (they never
+    wait)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    def is_transient(self, error: BaseException) -> bool:
+        return False
+
+    async def execute(self, request: Request) -> Reply | Chain | None:
+        return self.store.execute(request)
+
+    async def read_many(self, tags: list[str]) -> BatchRead:
+        return self.store.read_many(tags)
+
+    async def transact(self, requests: list[Request]) -> Committed | Cancelled:
+        return self.store.transact(requests)
+
+
+class _Memory:
+    """What both memory trackers add to the shared methods: the store, rotation and the
+    ``on_acked`` / ``on_failed`` callbacks (called from the tracker's hooks)."""
+
+    store: MemoryStore
+    on_acked: AckedCallback | None
+    on_failed: FailedCallback | None
+    _limits: ChainRules
+    _time: Callable[[], float]
+
+    def _setup(
+        self,
+        buckets: int,
+        on_acked: AckedCallback | None,
+        on_failed: FailedCallback | None,
+        share: _Memory | None,
+        options: TrackerKeywords,
+    ) -> TrackerOptions:
+        if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 2:
+            raise InvalidConfig(f"buckets must be an int of at least 2, got {buckets!r}")
+        options.setdefault("ttl", None)
+        options.setdefault("cache_size", 0)
+        settings = TrackerOptions(**options)
+        self._limits = settings.rules()
+        self.on_acked, self.on_failed, self._time = on_acked, on_failed, settings.clock
+        shared = None if share is None else share.store
+        self.store = MemoryStore(self._limits, RequestStats(), buckets, shared)
+        return settings
+
+    def __len__(self) -> int:
+        """How many chains (tombstones included) the tracker holds."""
+        return len(self.store)
+
+    @property
+    def max_ops(self) -> int:
+        return self._limits.window
+
+    def stamped(self, tag: str, result: Stamp | Sum) -> None:
+        """Calls ``on_acked(tag)`` when this stamp completed the chain (not for a
+        duplicate of the completing stamp)."""
+        if result.acked and not result.duplicate and self.on_acked is not None:
+            self.on_acked(tag)
+
+    def timed_out(self, tag: str) -> bool:
+        """Whether rotation timed ``tag`` out (and reported it to ``on_failed``)."""
+        chain = self.store.peek(tag)
+        return chain is not None and chain.reason == TIMEOUT
+
+    def failed(self, tag: str, reason: str | None) -> None:
+        """Calls ``on_failed(tag, reason)`` when ``fail()`` failed the chain."""
+        if self.on_failed is not None:
+            self.on_failed(tag, reason)
+
+    def rotate(self) -> list[str]:
+        """Advance expiry by one bucket (Storm's RotatingMap). Chains still pending in
+        the oldest bucket become ``expired``, and ``on_failed(tag, "timeout")`` is called
+        for each; tombstones in it are forgotten. Returns the tags that timed out.
+        Synchronous on either tracker: it never waits."""
+        timed_out = self.store.rotate(int(self._time()))
+        if self.on_failed is not None:
+            for tag in timed_out:
+                self.on_failed(tag, TIMEOUT)
+        return timed_out
+
+
+class MemoryAck(_Memory, SyncTracker):
     """Ack chains in memory, with Storm's rotating expiry. Thread-safe.
 
-    :param mode: ``"xor"`` or ``"sum"``, as for ``XorAckDynamoDB``.
     :param buckets: how many ``rotate()`` calls a chain survives without being created,
         touched or finished (Storm's RotatingMap buckets). A chain still pending when it
         falls off the oldest bucket becomes ``expired`` and ``on_failed(tag, "timeout")``
@@ -211,13 +296,12 @@ class MemoryAck(SyncTracker):
         duplicate of that stamp).
     :param on_failed: called with the tag and the reason when ``fail()`` fails a chain
         (not again for one that had failed) or a chain times out.
-    :param max_ops: op ids remembered per chain, as in ``XorAckDynamoDB``.
-    :param ttl: chains also time out by the clock after this long (default: never; they
-        expire by rotation only). ``touch(tag, ttl)`` sets a clock deadline either way.
-    :param clock: the time source in epoch seconds.
-    :param delete_on_ack: forget a chain once it completes, as ``XorAckDynamoDB`` can.
-    :param share: another ``MemoryAck`` whose chains this one works on (with its own
-        options), as two trackers share one DynamoDB table.
+    :param share: another memory tracker (sync or asyncio) whose chains this one works
+        on (with its own options), as two trackers share one DynamoDB table.
+    :param options: the tracker's options, documented once in
+        :class:`~xor_ack_dynamodb.config.TrackerOptions` (``mode``, ``max_ops``,
+        ``delete_on_ack``, ``clock``...); here ``ttl`` defaults to None (chains time out
+        by rotation only) and ``cache_size`` to 0.
 
     Callbacks run on the calling thread after the tracker's lock is released, so they
     may call the tracker. ``ChainStatus.expires_at`` is None for chains without a clock
@@ -227,68 +311,35 @@ class MemoryAck(SyncTracker):
     def __init__(
         self,
         *,
-        mode: Mode = "xor",
         buckets: int = 3,
         on_acked: AckedCallback | None = None,
         on_failed: FailedCallback | None = None,
-        max_ops: int = 32,
-        ttl: timedelta | float | None = None,
-        retention: timedelta | float = timedelta(days=1),
-        skew: timedelta | float = 5,
-        edge_size: int = 16,
-        delete_on_ack: bool = False,
-        clock: Callable[[], float] = time.time,
-        share: MemoryAck | None = None,
+        share: MemoryAck | AsyncMemoryAck | None = None,
+        **options: Unpack[TrackerKeywords],
     ) -> None:
-        if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 2:
-            raise InvalidConfig(f"buckets must be an int of at least 2, got {buckets!r}")
-        rules = chain_rules(
-            mode,
-            edge_size,
-            ttl=ttl,
-            retention=retention,
-            skew=skew,
-            max_ops=max_ops,
-            delete_on_ack=delete_on_ack,
-        )
-        self.on_acked = on_acked
-        self.on_failed = on_failed
-        stats = RequestStats()
-        self.store: MemoryStore = MemoryStore(
-            rules, stats, buckets, share.store if share is not None else None
-        )
-        self._bind(Engine(self.store, rules, stats=stats, clock=clock, cache_size=0))
+        settings = self._setup(buckets, on_acked, on_failed, share, options)
+        self._bind(self.store, self._limits, settings, self.store.stats)
 
-    def __len__(self) -> int:
-        """How many chains (tombstones included) the tracker holds."""
-        return len(self.store)
 
-    @property
-    def max_ops(self) -> int:
-        return self.rules.window
+class AsyncMemoryAck(_Memory, AsyncTracker):
+    """Ack chains in memory, awaited: :class:`MemoryAck`'s parameters, callbacks,
+    rotation and guarantees (``share`` takes either memory tracker)."""
 
-    def stamped(self, tag: str, result: Stamp | Sum) -> None:
-        """Calls ``on_acked(tag)`` when this stamp completed the chain (not for a
-        duplicate of the completing stamp)."""
-        if result.acked and not result.duplicate and self.on_acked is not None:
-            self.on_acked(tag)
+    def __init__(
+        self,
+        *,
+        buckets: int = 3,
+        on_acked: AckedCallback | None = None,
+        on_failed: FailedCallback | None = None,
+        share: MemoryAck | AsyncMemoryAck | None = None,
+        **options: Unpack[TrackerKeywords],
+    ) -> None:
+        settings = self._setup(buckets, on_acked, on_failed, share, options)
+        self._bind(_AsyncMemoryStore(self.store), self._limits, settings, self.store.stats)
 
-    def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus:
-        """See :meth:`SyncTracker.fail`; calls ``on_failed(tag, reason)`` when this call
-        failed the chain (not for one whose time-out was already reported)."""
-        call = self.calls.fail(tag, reason, owner)
-        before = self.store.peek(call.tag)
-        status, applied = self.engine.run(call)
-        if applied and self.on_failed is not None and (before is None or before.reason != TIMEOUT):
-            self.on_failed(status.tag, reason)
-        return status
 
-    def rotate(self) -> list[str]:
-        """Advance expiry by one bucket (Storm's RotatingMap). Chains still pending in
-        the oldest bucket become ``expired``, and ``on_failed(tag, "timeout")`` is called
-        for each; tombstones in it are forgotten. Returns the tags that timed out."""
-        timed_out = self.store.rotate(self.engine.now())
-        if self.on_failed is not None:
-            for tag in timed_out:
-                self.on_failed(tag, TIMEOUT)
-        return timed_out
+if TYPE_CHECKING:  # mypy proves each tracker satisfies its protocol, signatures included
+    from ..drivers import AckTracker, AsyncAckTracker
+
+    def _conforms(a: MemoryAck, b: AsyncMemoryAck) -> tuple[AckTracker, AsyncAckTracker]:
+        return a, b

@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from ..config import AckConfig
+from ..stores.dynamodb.clients import client_for
 
 __all__ = ["LOCAL_KEY_ID", "LOCAL_REGION", "LOCAL_SECRET", "LocalEndpoint", "free_port"]
 
@@ -64,4 +65,4 @@ class LocalEndpoint:
 
     def client(self) -> Any:
         """A low-level DynamoDB client for this server."""
-        return self.config("unused").client()
+        return client_for(self.config("unused"))

@@ -207,7 +207,9 @@ def xor_ack_config(
 ) -> AckConfig:
     """A picklable config for a fresh, created table on ``xor_ack_server``."""
     config = xor_ack_server.config(xor_ack_table_name, partition_key=xor_ack_partition_key)
-    config.connect().create_table()
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
+
+    XorAckDynamoDB.from_config(config).create_table()
     return config
 
 

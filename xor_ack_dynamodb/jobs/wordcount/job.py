@@ -281,7 +281,7 @@ def run_wordcount(
     reader's split size (default 32 MiB); ``after_flush``: a test hook
     (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`): after each RDD step's flush, or
     after each DataFrame read task (``"read"``) and durable sink task (``"write"``).
-    ``tracker``: the DataFrame driver's tracker (default ``config.connect()``; only the
+    ``tracker``: the DataFrame driver's tracker (default ``XorAckDynamoDB.from_config(config)``; only the
     driver talks to it on that path, so a ``MemoryAck`` measures Spark's own cost).
     ``transactions``: the DataFrame driver's creates and stamps as TransactWriteItems of
     up to 100 (see :class:`~xor_ack_dynamodb.spark.frame.FrameTracking`).

@@ -1,5 +1,7 @@
-"""The boto3 clients the library builds itself: region and endpoint from the environment,
-timeouts and botocore retries sized to the retry budget.
+"""The clients the library builds itself (boto3, and aiobotocore for the asyncio
+tracker): region and endpoint from the environment, timeouts and botocore retries sized
+to the retry budget; :func:`client_for` and :func:`settings_for` build them from an
+:class:`~xor_ack_dynamodb.AckConfig`.
 
 botocore (1.44) reads the region from ``AWS_DEFAULT_REGION`` and the config profile only;
 ``AWS_REGION``, which AWS documents and Lambda sets, is ignored, and a missing region
@@ -7,17 +9,39 @@ surfaces as a ``NoRegionError`` traceback. Its default timeouts are 60 s to conn
 60 s per read, with up to 4 attempts a request for DynamoDB: one call against an endpoint
 that accepts connections and never answers blocks for four minutes before the library's
 own budget is even looked at. :func:`dynamodb_client` closes both gaps.
+
+An aiobotocore client can only be made inside a running event loop (``await``), while a
+tracker is constructed synchronously; so :func:`client_settings` resolves and checks the
+settings when the tracker is built (a missing region is an
+:class:`~xor_ack_dynamodb.errors.InvalidConfig` then, before anything else happens) and
+:func:`open_client` makes the client on first use.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypedDict, Unpack
 
+from ...config import AckConfig
 from ...errors import InvalidConfig
 from ...retry import RetryPolicy
 
-__all__ = ["aws_client", "dynamodb_client", "client_config", "NO_REGION_MESSAGE"]
+__all__ = [
+    "aws_client",
+    "dynamodb_client",
+    "client_config",
+    "client_for",
+    "NO_REGION_MESSAGE",
+    "ClientOptions",
+    "ClientSettings",
+    "client_settings",
+    "settings_for",
+    "open_client",
+    "async_dynamodb_client",
+]
 
 #: What :class:`~xor_ack_dynamodb.errors.InvalidConfig` says when no region is set anywhere.
 NO_REGION_MESSAGE = (
@@ -25,6 +49,41 @@ NO_REGION_MESSAGE = (
     "`export AWS_REGION=us-east-1`) or AWS_DEFAULT_REGION, or `region = ...` in your AWS "
     "config profile, or pass it: AckConfig(region=...) or dynamodb_client(region=...)"
 )
+
+
+_ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_DYNAMODB"
+
+
+def _bad_endpoint(message: str, variable: str = _ENDPOINT_VARIABLE) -> str:
+    return (
+        f"{message} (an endpoint is a URL such as http://127.0.0.1:8000; check endpoint_url=, "
+        f"{variable}, AWS_ENDPOINT_URL)"
+    )
+
+
+def _check_keys(aws_access_key_id: str | None, aws_secret_access_key: str | None) -> None:
+    if (aws_access_key_id is None) != (aws_secret_access_key is None):
+        raise InvalidConfig("give both aws_access_key_id and aws_secret_access_key, or neither")
+
+
+@contextmanager
+def _translated(message: str = NO_REGION_MESSAGE, variable: str = _ENDPOINT_VARIABLE) -> Iterator[None]:
+    """botocore's configuration errors as :class:`InvalidConfig` saying what to fix,
+    shown alone in a traceback (``message``: what a missing region says)."""
+    from botocore.exceptions import InvalidRegionError, NoRegionError, ProfileNotFound
+
+    try:
+        yield
+    except InvalidConfig:
+        raise
+    except ProfileNotFound as exc:
+        raise InvalidConfig(f"{exc} (set AWS_PROFILE to a profile in your AWS config, or unset it)") from None
+    except NoRegionError:  # a profile's region that is empty, say
+        raise InvalidConfig(message) from None
+    except InvalidRegionError as exc:
+        raise InvalidConfig(f"{exc} (check region=, AWS_REGION, AWS_DEFAULT_REGION)") from None
+    except ValueError as exc:  # botocore's "Invalid endpoint: ..."
+        raise InvalidConfig(_bad_endpoint(str(exc), variable)) from None
 
 
 def client_config(retry: RetryPolicy | None = None) -> Any:
@@ -44,15 +103,28 @@ def client_config(retry: RetryPolicy | None = None) -> Any:
     )
 
 
-def dynamodb_client(
-    *,
-    region: str | None = None,
-    endpoint_url: str | None = None,
-    aws_access_key_id: str | None = None,
-    aws_secret_access_key: str | None = None,
-    retry: RetryPolicy | None = None,
-    config: Any = None,
-) -> Any:
+class ClientOptions(TypedDict, total=False):
+    """The keywords of every client builder here; see :func:`dynamodb_client`."""
+
+    region: str | None
+    endpoint_url: str | None
+    aws_access_key_id: str | None
+    aws_secret_access_key: str | None
+    retry: RetryPolicy | None
+    config: Any
+
+
+def _options(config: AckConfig) -> ClientOptions:
+    return ClientOptions(
+        region=config.region,
+        endpoint_url=config.endpoint_url,
+        aws_access_key_id=config.aws_access_key_id,
+        aws_secret_access_key=config.aws_secret_access_key,
+        retry=config.retry,
+    )
+
+
+def dynamodb_client(**options: Unpack[ClientOptions]) -> Any:
     """A new low-level DynamoDB client, in a new boto3 session (sessions are not
     thread-safe; the client is).
 
@@ -73,15 +145,7 @@ def dynamodb_client(
     the endpoint is not valid, when the profile named by ``AWS_PROFILE`` does not exist,
     or when only one of the two keys is given.
     """
-    return aws_client(
-        "dynamodb",
-        region=region,
-        endpoint_url=endpoint_url,
-        aws_access_key_id=aws_access_key_id,
-        aws_secret_access_key=aws_secret_access_key,
-        retry=retry,
-        config=config,
-    )
+    return aws_client("dynamodb", **options)
 
 
 def aws_client(
@@ -101,35 +165,121 @@ def aws_client(
     ``AWS_ENDPOINT_URL``); timeouts and retries from ``retry``. Raises
     :class:`~xor_ack_dynamodb.errors.InvalidConfig` as :func:`dynamodb_client` does."""
     import boto3
-    from botocore.exceptions import InvalidRegionError, NoRegionError, ProfileNotFound, UnknownServiceError
+    from botocore.exceptions import UnknownServiceError
 
-    if (aws_access_key_id is None) != (aws_secret_access_key is None):
-        raise InvalidConfig("give both aws_access_key_id and aws_secret_access_key, or neither")
-    try:
+    _check_keys(aws_access_key_id, aws_secret_access_key)
+    message = NO_REGION_MESSAGE if service == "dynamodb" else NO_REGION_MESSAGE.replace("DynamoDB", service)
+    settings = client_config(retry)
+    if config is not None:
+        settings = settings.merge(config)
+    with _translated(message, "AWS_ENDPOINT_URL_" + service.upper().replace("-", "_")):
         session = boto3.session.Session(
             aws_access_key_id=aws_access_key_id,
             aws_secret_access_key=aws_secret_access_key,
             region_name=region or os.environ.get("AWS_REGION") or None,
         )
-    except ProfileNotFound as exc:
-        raise InvalidConfig(f"{exc} (set AWS_PROFILE to a profile in your AWS config, or unset it)") from None
-    message = NO_REGION_MESSAGE if service == "dynamodb" else NO_REGION_MESSAGE.replace("DynamoDB", service)
-    if not session.region_name:
-        raise InvalidConfig(message)
-    settings = client_config(retry)
+        if not session.region_name:
+            raise InvalidConfig(message)
+        try:
+            return session.client(service, endpoint_url=endpoint_url, config=settings)  # type: ignore[call-overload]
+        except UnknownServiceError as exc:
+            raise InvalidConfig(f"unknown AWS service {service!r}: {exc}") from None
+
+
+def client_for(config: AckConfig) -> Any:
+    """A new boto3 DynamoDB client for ``config`` (a new session: sessions are not
+    thread-safe, clients are), built by :func:`dynamodb_client` from its region,
+    endpoint, keys and retry budget. Raises :class:`InvalidConfig` as that does."""
+    return dynamodb_client(**_options(config))
+
+
+# -- aiobotocore ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """What to build an aiobotocore client with, already checked. ``config`` is an
+    aiobotocore ``AioConfig``."""
+
+    region: str
+    endpoint_url: str | None
+    config: Any
+    aws_access_key_id: str | None = field(default=None, repr=False)
+    aws_secret_access_key: str | None = field(default=None, repr=False)
+
+
+def client_settings(
+    *,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    aws_access_key_id: str | None = None,
+    aws_secret_access_key: str | None = None,
+    retry: RetryPolicy | None = None,
+    config: Any = None,
+) -> ClientSettings:
+    """Resolve and check an aiobotocore client's settings, in the order of
+    :func:`dynamodb_client`: region from ``region``, ``AWS_REGION``, then botocore's own
+    order (``AWS_DEFAULT_REGION``, the profile); endpoint from ``endpoint_url``, else
+    botocore's own order when the client is made (``AWS_ENDPOINT_URL_DYNAMODB``,
+    ``AWS_ENDPOINT_URL``, the profile); timeouts and botocore retries from ``retry``
+    (see :func:`client_config`), with ``config`` (a botocore or aiobotocore ``Config``)
+    merged over them.
+
+    Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig` when no region is set anywhere,
+    when the region or ``endpoint_url`` is not valid, when the profile named by
+    ``AWS_PROFILE`` does not exist, or when only one of the two keys is given.
+    """
+    from aiobotocore.config import AioConfig
+    from aiobotocore.session import get_session
+    from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url, validate_region_name
+
+    _check_keys(aws_access_key_id, aws_secret_access_key)
+    with _translated():
+        resolved = region or os.environ.get("AWS_REGION") or get_session().get_config_variable("region")
+        if not resolved:
+            raise InvalidConfig(NO_REGION_MESSAGE)
+        validate_region_name(resolved)
+    if endpoint_url is not None and not (
+        is_valid_endpoint_url(endpoint_url) or is_valid_ipv6_endpoint_url(endpoint_url)
+    ):
+        raise InvalidConfig(_bad_endpoint(f"Invalid endpoint: {endpoint_url}"))
+    settings = AioConfig().merge(client_config(retry))
     if config is not None:
         settings = settings.merge(config)
-    env_name = "AWS_ENDPOINT_URL_" + service.upper().replace("-", "_")
+    return ClientSettings(resolved, endpoint_url, settings, aws_access_key_id, aws_secret_access_key)
+
+
+def settings_for(config: AckConfig) -> ClientSettings:
+    """:func:`client_settings` for ``config``'s region, endpoint, keys and retry budget."""
+    return client_settings(**_options(config))
+
+
+@asynccontextmanager
+async def open_client(settings: ClientSettings) -> AsyncIterator[Any]:
+    """An aiobotocore DynamoDB client for ``settings``, in a new session, closed on exit.
+    Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig` for an endpoint from the
+    environment that is not valid."""
+    from aiobotocore.session import get_session
+
+    with _translated():
+        context = get_session().create_client(
+            "dynamodb",
+            region_name=settings.region,
+            endpoint_url=settings.endpoint_url,
+            aws_access_key_id=settings.aws_access_key_id,
+            aws_secret_access_key=settings.aws_secret_access_key,
+            config=settings.config,
+        )
+        client = await context.__aenter__()
     try:
-        return session.client(service, endpoint_url=endpoint_url, config=settings)  # type: ignore[call-overload]
-    except UnknownServiceError as exc:
-        raise InvalidConfig(f"unknown AWS service {service!r}: {exc}") from None
-    except NoRegionError:  # a profile's region that is empty, say
-        raise InvalidConfig(message) from None
-    except InvalidRegionError as exc:
-        raise InvalidConfig(f"{exc} (check region=, AWS_REGION, AWS_DEFAULT_REGION)") from None
-    except ValueError as exc:  # botocore's "Invalid endpoint: ..."
-        raise InvalidConfig(
-            f"{exc} (an endpoint is a URL such as http://127.0.0.1:8000; check endpoint_url=, "
-            f"{env_name}, AWS_ENDPOINT_URL)"
-        ) from None
+        yield client
+    finally:
+        await context.__aexit__(None, None, None)
+
+
+def async_dynamodb_client(**options: Unpack[ClientOptions]) -> Any:
+    """An aiobotocore DynamoDB client as an async context manager
+    (``async with async_dynamodb_client() as client:``), with the settings of
+    :func:`client_settings` (checked now: raises
+    :class:`~xor_ack_dynamodb.errors.InvalidConfig` as it does)."""
+    return open_client(client_settings(**options))

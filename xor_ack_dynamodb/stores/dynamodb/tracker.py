@@ -1,71 +1,99 @@
-"""XorAckDynamoDB: ack chains kept in DynamoDB.
+"""XorAckDynamoDB and AsyncXorAckDynamoDB: ack chains kept in DynamoDB.
 
-The tracker checks its arguments, builds a call (:mod:`.core.factory`) and runs it on its
-engine against a :class:`~.store.DynamoDBStore`: the chain rules (:mod:`.core.rules`) and
-the race handling (:mod:`.core.calls`) are shared with every other tracker. Every write
-is conditional on what the writer last saw, so concurrent trackers (threads, processes,
-Spark executors, Lambda functions, a Node service) share chains without a lock; every
-create and stamp carries an op id remembered in the chain, so a delivery that arrives
-twice is applied once.
+A tracker checks its arguments, builds a call (:mod:`xor_ack_dynamodb.core.factory`) and
+runs it on its driver against a DynamoDB store (``_sync/store.py``, or ``_async/store.py``
+on aiobotocore): the chain rules and the race handling are shared with every other
+tracker, and the two trackers send the same requests, so chains written by either are
+the other's, and the Node package's. Every write is conditional on what the writer last
+saw, so concurrent trackers (threads, processes, Spark executors, Lambda functions, a
+Node service) share chains without a lock; every create and stamp carries an op id
+remembered in the chain, so a delivery that arrives twice is applied once.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+import asyncio
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Unpack
 
-from ...core.algebra import Mode
-from ...core.factory import chain_rules
-from ...drivers.engine import Engine
-from ...drivers.tracker import SyncTracker
+from ...config import AckConfig, TrackerKeywords, TrackerOptions
+from ...core.rules import ChainRules
+from ...drivers import AsyncTracker, SyncTracker
 from ...retry import RetryPolicy
 from ...stats import RequestStats
+from ._async.store import AsyncDynamoDBStore
+from ._async.table import create_table as async_create_table
+from ._sync.store import DynamoDBStore
+from ._sync.table import create_table
+from .clients import ClientSettings, client_for, client_settings, dynamodb_client, open_client, settings_for
+from .codec import TRANSIENT_CODES, RequestCodec, check_table_name
 from .item import ItemCodec
-from .store import TRANSIENT_CODES, DynamoDBStore
-from .table import check_table_name, create_table
 
-if TYPE_CHECKING:
-    from ...config import AckConfig
-
-__all__ = ["XorAckDynamoDB", "TRANSIENT_CODES"]
+__all__ = ["XorAckDynamoDB", "AsyncXorAckDynamoDB", "TRANSIENT_CODES"]
 
 
-class XorAckDynamoDB(SyncTracker):
+class _OnTable:
+    """What both DynamoDB trackers hold besides their chain methods: the table, its item
+    layout, the rules and budget they were built with."""
+
+    table: str
+    codec: ItemCodec
+    retry: RetryPolicy
+    _limits: ChainRules
+
+    def _setup(
+        self, table: str, partition_key: str, ttl_attribute: str, options: TrackerKeywords
+    ) -> tuple[TrackerOptions, RequestCodec, RequestStats]:
+        self.table = check_table_name(table)
+        self.codec = ItemCodec(partition_key, ttl_attribute)
+        settings = TrackerOptions(**options)
+        self._limits = settings.rules(deadline=True)
+        self.retry = settings.budget
+        return settings, RequestCodec(self.table, self.codec, self._limits), RequestStats()
+
+    def __repr__(self) -> str:
+        name, mode = type(self).__name__, self._limits.mode
+        return f"{name}(table={self.table!r}, partition_key={self.partition_key!r}, mode={mode!r})"
+
+    @property
+    def partition_key(self) -> str:
+        return self.codec.partition_key
+
+    @property
+    def ttl_seconds(self) -> int:
+        assert self._limits.ttl is not None
+        return self._limits.ttl
+
+    @property
+    def retention_seconds(self) -> int:
+        return self._limits.retention
+
+    @property
+    def delete_on_ack(self) -> bool:
+        return self._limits.delete_on_ack
+
+    @property
+    def max_ops(self) -> int:
+        return self._limits.window
+
+
+class XorAckDynamoDB(_OnTable, SyncTracker):
     """Ack chains in one DynamoDB table. The chain methods (``create``, ``stamp``,
-    ``fail``, ``touch``, ``status``, ``status_many``, ``delete``, ``new_edge``) and their
-    guarantees are :class:`~xor_ack_dynamodb.drivers.tracker.SyncTracker`'s.
+    ``fail``, ``touch``, ``status``, ``status_many``, ``delete``, ``new_edge`` and the
+    batch calls ``create_many``, ``stamp_many``, ``touch_many``) and their guarantees
+    are :class:`~xor_ack_dynamodb.drivers.SyncTracker`'s.
 
     :param table: the table's name. Create it with :meth:`create_table`.
     :param partition_key: the name of the table's String partition key.
     :param client: a boto3 low-level DynamoDB client; built from the environment when
         omitted (``AWS_REGION``, ``AWS_ENDPOINT_URL_DYNAMODB`` and the usual credentials),
         with timeouts that keep a call near its retry budget.
-    :param mode: ``"xor"`` (the default: byte stamps, the Node package's layout) or
-        ``"sum"`` (int edges added when started and subtracted when finished; each stamp
-        is one atomic ``ADD`` that never loses a race: for chains stamped by many
-        processes at once). See ``docs/concepts.md`` for which to pick.
-    :param ttl: how long a chain may stay pending before it times out.
-    :param retention: how long an ``acked``/``failed`` tombstone, or a timed-out chain,
-        stays readable (so a poller can tell done from timed out, and a late duplicate
-        is caught) before DynamoDB's TTL may purge it.
-    :param skew: the clock-skew margin: a stamp is refused once the deadline has passed
-        on the writer's clock, but a chain reads ``expired`` (and a create may overwrite
-        it) only ``skew`` seconds later.
-    :param delete_on_ack: delete a chain once it completes (as the Node package does),
-        after storing its ``acked`` tombstone first so the completing stamp's outcome is
-        never lost. A stamp arriving after that raises ``TagNotFound``, duplicate or not,
-        and ``create(op_id=...)`` is refused (a redelivered create would start a new chain).
-    :param max_ops: the op-id window of chains this tracker creates: a duplicate
-        delivery is caught while fewer than ``max_ops`` other ops landed on the chain
-        since. The window is stored in each chain, so trackers configured otherwise keep
-        to it.
-    :param edge_size: bytes of the edges :meth:`new_edge` draws in xor mode.
-    :param retry: the budget for lost races and transient errors.
-    :param cache_size: how many chains' last known values to keep (0 disables). With it,
-        an xor-mode stamp that follows this tracker's own write costs one request.
-    :param clock: the time source, in epoch seconds (tests move it to expire chains).
+    :param ttl_attribute: the table's TTL attribute (when an item may be purged).
+    :param options: the tracker's options, documented once in
+        :class:`~xor_ack_dynamodb.config.TrackerOptions`: ``mode``, ``ttl`` (default one
+        hour), ``retention``, ``skew``, ``delete_on_ack``, ``max_ops``, ``edge_size``,
+        ``retry``, ``cache_size``, ``clock``.
 
     A tracker is thread-safe; share one per process. Raises
     :class:`~xor_ack_dynamodb.errors.InvalidConfig` for arguments out of range.
@@ -77,74 +105,27 @@ class XorAckDynamoDB(SyncTracker):
         partition_key: str = "tagID",
         *,
         client: Any = None,
-        mode: Mode = "xor",
-        ttl: timedelta | float = timedelta(hours=1),
-        retention: timedelta | float = timedelta(days=1),
-        skew: timedelta | float = 5,
-        delete_on_ack: bool = False,
-        max_ops: int = 32,
-        edge_size: int = 16,
-        retry: RetryPolicy | None = None,
         ttl_attribute: str = "expires_at",
-        cache_size: int = 10_000,
-        clock: Callable[[], float] = time.time,
+        **options: Unpack[TrackerKeywords],
     ) -> None:
-        self.table = check_table_name(table)
-        self.codec = ItemCodec(partition_key, ttl_attribute)
-        rules = chain_rules(
-            mode,
-            edge_size,
-            ttl=ttl,
-            retention=retention,
-            skew=skew,
-            max_ops=max_ops,
-            delete_on_ack=delete_on_ack,
-        )
-        self.retry = retry or RetryPolicy()
-        stats = RequestStats()
-        if client is None:
-            from .clients import dynamodb_client
-
-            client = dynamodb_client(retry=self.retry)
-        self.client = client
-        self.store = DynamoDBStore(client, self.table, self.codec, rules, stats)
-        self._bind(
-            Engine(self.store, rules, retry=self.retry, stats=stats, clock=clock, cache_size=cache_size)
-        )
+        settings, requests, stats = self._setup(table, partition_key, ttl_attribute, options)
+        self.client = client if client is not None else dynamodb_client(retry=self.retry)
+        self.store = DynamoDBStore(lambda: self.client, requests, stats)
+        self._bind(self.store, self._limits, settings, stats)
 
     @classmethod
-    def from_config(cls, config: AckConfig, client: Any = None) -> XorAckDynamoDB:
-        """A tracker built from a picklable :class:`~xor_ack_dynamodb.AckConfig` (what a
-        Spark executor or a Lambda function does)."""
-        return config.connect(client)
-
-    def __repr__(self) -> str:
-        return (
-            f"XorAckDynamoDB(table={self.table!r}, partition_key={self.partition_key!r}, mode={self.mode!r})"
-        )
-
-    @property
-    def partition_key(self) -> str:
-        return self.codec.partition_key
-
-    @property
-    def ttl_seconds(self) -> int:
-        assert self.rules.ttl is not None
-        return self.rules.ttl
-
-    @property
-    def retention_seconds(self) -> int:
-        return self.rules.retention
-
-    @property
-    def delete_on_ack(self) -> bool:
-        return self.rules.delete_on_ack
-
-    @property
-    def max_ops(self) -> int:
-        return self.rules.window
-
-    # -- table ------------------------------------------------------------------------
+    def from_config(
+        cls, config: AckConfig, client: Any = None, **options: Unpack[TrackerKeywords]
+    ) -> XorAckDynamoDB:
+        """A tracker for a picklable :class:`~xor_ack_dynamodb.AckConfig` (what a Spark
+        executor or a Lambda function does): its table, key and options, on ``client``
+        or a new one built from its region, endpoint, keys and retry budget
+        (:func:`~xor_ack_dynamodb.stores.dynamodb.clients.client_for`). ``options``
+        override or add constructor keywords (``clock=``, ``cache_size=``, ...)."""
+        merged = config.options()
+        merged.update(options)
+        client = client if client is not None else client_for(config)
+        return cls(config.table, config.partition_key, client=client, **merged)
 
     def create_table(self, *, wait: bool = True) -> bool:
         """Create the table: on demand, String partition key, TTL on the expiry
@@ -152,3 +133,106 @@ class XorAckDynamoDB(SyncTracker):
         with that key. Raises :class:`~xor_ack_dynamodb.errors.TableSchemaMismatch` if
         it exists with another key."""
         return create_table(self.client, self.table, self.partition_key, self.codec.ttl_attribute, wait=wait)
+
+
+class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
+    """Ack chains in one DynamoDB table, awaited (``pip install 'xor-ack-dynamodb[async]'``).
+    The parameters are :class:`XorAckDynamoDB`'s, except ``client``:
+
+    :param client: an aiobotocore DynamoDB client (the tracker never closes it); or a
+        :class:`~xor_ack_dynamodb.aio.ClientSettings` to build one from; or None to build
+        one from the environment as ``XorAckDynamoDB`` does (``AWS_REGION``,
+        ``AWS_ENDPOINT_URL_DYNAMODB``, the usual credentials, timeouts from ``retry``).
+        A client the tracker builds is made on first use, inside the running loop, and
+        closed by :meth:`close` or by leaving ``async with``.
+
+    One tracker serves any number of tasks of one event loop; do not share it between
+    loops (an aiobotocore client belongs to the loop it was made in). Raises
+    :class:`~xor_ack_dynamodb.errors.InvalidConfig` for arguments out of range and, when
+    it is to build its client, for a missing region, before anything is sent.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        partition_key: str = "tagID",
+        *,
+        client: Any = None,
+        ttl_attribute: str = "expires_at",
+        **options: Unpack[TrackerKeywords],
+    ) -> None:
+        settings, requests, stats = self._setup(table, partition_key, ttl_attribute, options)
+        self._settings: ClientSettings | None = None
+        self._client: Any = None
+        if isinstance(client, ClientSettings):
+            self._settings = client
+        elif client is None:
+            self._settings = client_settings(retry=self.retry)
+        else:
+            self._client = client
+        self._owned: AbstractAsyncContextManager[Any] | None = None
+        self._opening = asyncio.Lock()
+        self.store = AsyncDynamoDBStore(self.get_client, requests, stats)
+        self._bind(self.store, self._limits, settings, stats)
+
+    @classmethod
+    def from_config(
+        cls, config: AckConfig, client: Any = None, **options: Unpack[TrackerKeywords]
+    ) -> AsyncXorAckDynamoDB:
+        """:meth:`XorAckDynamoDB.from_config`, on an aiobotocore ``client`` or one it
+        builds (when first used) from ``config``'s region, endpoint, keys and retry."""
+        merged = config.options()
+        merged.update(options)
+        client = client if client is not None else settings_for(config)
+        return cls(config.table, config.partition_key, client=client, **merged)
+
+    @property
+    def client(self) -> Any:
+        """The aiobotocore client in use: the one given, or the tracker's own once made
+        (None before its first use)."""
+        return self._client
+
+    async def get_client(self) -> Any:
+        """The aiobotocore client: the one given, or the tracker's own (made now if it is
+        not yet). Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig` for an endpoint
+        from the environment that is not valid."""
+        if self._client is None:
+            async with self._opening:
+                if self._client is None:
+                    assert self._settings is not None
+                    context = open_client(self._settings)
+                    self._client = await context.__aenter__()
+                    self._owned = context
+        return self._client
+
+    async def close(self) -> None:
+        """Close the client if the tracker built it (a client passed in is the caller's
+        to close). The tracker builds a new one if used again."""
+        context, self._owned = self._owned, None
+        if context is not None:
+            self._client = None
+            await context.__aexit__(None, None, None)
+
+    async def __aenter__(self) -> AsyncXorAckDynamoDB:
+        await self.get_client()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def create_table(self, *, wait: bool = True) -> bool:
+        """Create the table; see :meth:`XorAckDynamoDB.create_table`."""
+        client, key = await self.get_client(), self.partition_key
+        return await async_create_table(client, self.table, key, self.codec.ttl_attribute, wait=wait)
+
+
+if TYPE_CHECKING:  # mypy proves each tracker satisfies its protocol, signatures included
+    from ...drivers import AckTracker, AsyncAckTracker
+
+    def _conforms(a: XorAckDynamoDB, b: AsyncXorAckDynamoDB) -> tuple[AckTracker, AsyncAckTracker]:
+        return a, b

@@ -1,25 +1,27 @@
-"""The DynamoDB store: each request of :mod:`.core.messages` as one DynamoDB request.
+"""The DynamoDB request codec: each request of :mod:`xor_ack_dynamodb.core.messages` as
+the parameters of one DynamoDB request, and DynamoDB's answers (responses and errors) as
+the replies the calls expect. Pure: it builds and reads, the senders
+(:mod:`._async.store` and its generated sync twin) send, so both send byte-for-byte the
+same requests and judge the same replies.
 
-Primitives only: a consistent read, a conditional put/update/delete, a batch read. The
-conditions here are the rules' predicates (``ChainRules.add_allowed``, ``touch_allowed``,
-``fail_allowed``) written as ConditionExpressions; the rules decide everything else.
-Shared by the sync tracker and (through :meth:`DynamoDBStore.prepare` and
-:meth:`DynamoDBStore.answer`) the asyncio one, so both send the same requests.
+The conditions here are the rules' predicates (``ChainRules.add_allowed``,
+``touch_allowed``, ``fail_allowed``) written as ConditionExpressions; the rules decide
+everything else.
 """
 
 from __future__ import annotations
 
-import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
-from ...core.chain import Chain
+from ...core.chain import Chain, new_token
 from ...core.messages import (
     Add,
-    Cancelled,
+    BatchRead,
     Committed,
     Extend,
     MarkFailed,
@@ -30,20 +32,27 @@ from ...core.messages import (
     RemoveAny,
     Reply,
     Request,
-    TransactionsUnsupported,
     Trim,
     Written,
+    tag_of,
 )
 from ...core.rules import ChainRules
-from ...drivers.engine import BatchRead
-from ...errors import CorruptItem, TableNotFound, TableSchemaMismatch
-from ...stats import RequestStats
+from ...errors import CorruptItem, InvalidConfig, TableNotFound, TableSchemaMismatch, XorAckError
 from .item import Item, ItemCodec
-from .table import describe, missing_table_message, table_key
 
-__all__ = ["DynamoDBStore", "TRANSIENT_CODES", "is_transient", "Prepared", "MISSING", "METHODS", "tag_of"]
-
-log = logging.getLogger("xor_ack_dynamodb")
+__all__ = [
+    "RequestCodec",
+    "Prepared",
+    "TRANSIENT_CODES",
+    "MISSING",
+    "METHODS",
+    "is_transient",
+    "error_code",
+    "retry_attempts",
+    "check_table_name",
+    "table_key",
+    "missing_table_message",
+]
 
 #: Error codes after which a request may or may not have been applied, and which are
 #: worth another attempt once botocore's own retries are spent.
@@ -76,69 +85,73 @@ def retry_attempts(response: Mapping[str, Any]) -> int:
     return int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0)
 
 
+def capacity_units(consumed: Any) -> float:
+    """Total CapacityUnits of a response's ConsumedCapacity: one entry for a single-item
+    request, a list (one per table) for a batch; 0.0 when the backend reports none."""
+    entries = consumed if isinstance(consumed, list) else [consumed] if isinstance(consumed, dict) else []
+    return float(sum(float(e.get("CapacityUnits") or 0) for e in entries if isinstance(e, dict)))
+
+
+_TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
+
+
+def check_table_name(table: object) -> str:
+    """Return ``table`` if DynamoDB would accept it as a table name, else raise
+    :class:`InvalidConfig` (3 to 255 characters of ``A-Z a-z 0-9 _ - .``)."""
+    if not isinstance(table, str) or not _TABLE_NAME.match(table):
+        raise InvalidConfig(
+            f"table name {table!r} is not valid: DynamoDB takes 3 to 255 characters "
+            "of letters, digits, '_', '-' and '.'"
+        )
+    return table
+
+
+def table_key(description: dict[str, Any]) -> tuple[str, str] | None:
+    """The (name, type) of a table's partition key when it has no sort key, else None."""
+    schema = description.get("KeySchema", [])
+    if len(schema) != 1 or schema[0].get("KeyType") != "HASH":
+        return None
+    name = schema[0]["AttributeName"]
+    types = {a["AttributeName"]: a["AttributeType"] for a in description.get("AttributeDefinitions", [])}
+    return name, types.get(name, "?")
+
+
+def missing_table_message(table: str) -> str:
+    return (
+        f"DynamoDB table {table!r} does not exist at this endpoint and region: create it "
+        f"with XorAckDynamoDB(...).create_table() or `xor-ack table create --table {table}`"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """One DynamoDB request for a :class:`Request`: the client method and its arguments."""
+    """One DynamoDB request for a :class:`Request`: the operation and its parameters."""
 
     operation: str  # GetItem | PutItem | UpdateItem | DeleteItem
     kwargs: dict[str, Any]
 
 
-class DynamoDBStore:
-    """Chains in one table, through a boto3 (or aiobotocore) low-level client."""
+#: :meth:`RequestCodec.old_item`'s answer when the backend did not return the item.
+MISSING = object()
 
-    def __init__(
-        self, client: Any, table: str, codec: ItemCodec, rules: ChainRules, stats: RequestStats
-    ) -> None:
-        self.client = client
-        self.table = table
-        self.codec = codec
-        self.rules = rules
-        self.stats = stats
 
-    # -- the sync path ------------------------------------------------------------------
+@dataclass(frozen=True)
+class RequestCodec:
+    """Requests on the chains of ``table`` (items laid out by ``items``, conditions
+    by ``rules``) and their answers."""
 
-    def execute(self, request: Request) -> Reply | Chain | None:
-        prepared = self.prepare(request)
-        try:
-            response = self.call(prepared.operation, prepared.kwargs, tag_of(request))
-        except ClientError as exc:
-            if not self.condition_failed(exc):
-                raise
-            current = self.old_item(exc, request)
-            if current is MISSING:
-                current = self.execute(Read(tag_of(request)))
-            return self.rejection(exc, current)
-        return self.answer(request, response)
+    table: str
+    items: ItemCodec
+    rules: ChainRules
 
-    def read_many(self, tags: list[str]) -> BatchRead:
-        response = self.call("BatchGetItem", self.batch_request(tags), f"{len(tags)} keys")
-        return self.batch_answer(response)
-
-    def transact(self, requests: list[Request]) -> Committed | Cancelled:
-        """Apply ``requests`` (at most 100, on distinct chains, each one of
-        :data:`~.core.messages.TRANSACTABLE`) all or none: one TransactWriteItems.
-        Raises :class:`TransactionsUnsupported` where the backend has none (dynalite)."""
-        try:
-            response = self.call(
-                "TransactWriteItems", self.transact_request(requests), f"{len(requests)} chains"
-            )
-        except ClientError as exc:
-            if error_code(exc) == "UnknownOperationException":
-                raise TransactionsUnsupported(str(exc)) from exc
-            if error_code(exc) != "TransactionCanceledException":
-                raise
-            rejected: dict[int, Rejected] = {}
-            for i, current in self.cancelled(exc, requests).items():
-                if current is MISSING:
-                    current = self.execute(Read(tag_of(requests[i])))
-                rejected[i] = self.rejection(exc, current)
-            return Cancelled(rejected)
-        return self.committed(requests, response)
+    @property
+    def partition_key(self) -> str:
+        return self.items.partition_key
 
     def transact_request(self, requests: list[Request]) -> dict[str, Any]:
-        """The TransactWriteItems arguments for ``requests``: each request's own
-        conditional write, with the failed condition's item asked for."""
+        """The TransactWriteItems parameters for ``requests`` (at most 100, on distinct
+        chains, each one of :data:`~xor_ack_dynamodb.core.messages.TRANSACTABLE`): each
+        request's own conditional write, with the failed condition's item asked for."""
         entries = []
         for request in requests:
             prepared = self.prepare(request)
@@ -167,37 +180,11 @@ class DynamoDBStore:
             if code == "ConditionalCheckFailed":
                 item = reason.get("Item")
                 failed[i] = (
-                    MISSING if item is None else self.codec.parse(cast("Item", item), tag_of(requests[i]))
+                    MISSING if item is None else self.items.parse(cast("Item", item), tag_of(requests[i]))
                 )
             elif code not in _RETRY_CODES:
                 raise exc
         return failed
-
-    def is_transient(self, error: BaseException) -> bool:
-        return is_transient(error)
-
-    def call(self, operation: str, kwargs: dict[str, Any], tag: str | None = None) -> dict[str, Any]:
-        """One request: counted (with botocore's own resends) and its consumed capacity
-        summed; a missing table and a key-schema mismatch become typed errors."""
-        method = getattr(self.client, METHODS[operation])
-        log.debug("%s %s tag=%r", operation, self.table, tag)
-        try:
-            response: dict[str, Any] = method(**kwargs)
-        except ClientError as exc:
-            self.counted_failure(operation, exc)
-            self.raise_typed(exc, kwargs)
-            raise
-        self.counted(operation, response)
-        return response
-
-    # -- shared by the sync and async paths ---------------------------------------------
-
-    def counted(self, operation: str, response: Mapping[str, Any]) -> None:
-        self.stats.request(operation, 1 + retry_attempts(response))
-        self.stats.add_capacity(_capacity_units(response.get("ConsumedCapacity")))
-
-    def counted_failure(self, operation: str, exc: ClientError) -> None:
-        self.stats.request(operation, 1 + retry_attempts(exc.response))
 
     @staticmethod
     def condition_failed(exc: ClientError) -> bool:
@@ -209,38 +196,27 @@ class DynamoDBStore:
         (from :meth:`old_item`, or a read when that was :data:`MISSING`)."""
         return Rejected(cast("Chain | None", current), resent=retry_attempts(exc.response) > 0)
 
-    def raise_typed(self, exc: ClientError, kwargs: Mapping[str, Any], mismatch: bool | None = None) -> None:
-        """Raise :class:`TableNotFound` or :class:`TableSchemaMismatch` for the errors
-        that mean those; return for any other. ``mismatch`` is the async path's answer
-        to :meth:`key_mismatch` (it cannot call DescribeTable synchronously)."""
-        code = error_code(exc)
-        if code == "ResourceNotFoundException":
-            raise TableNotFound(missing_table_message(self.table)) from exc
-        if code == "ValidationException" and (self.key_mismatch(exc) if mismatch is None else mismatch):
-            raise TableSchemaMismatch(
-                f"table {self.table!r} does not have a String partition key named "
-                f"{self.codec.partition_key!r}: {exc.response.get('Error', {}).get('Message')}"
-            ) from exc
-
-    def key_mismatch(self, exc: ClientError) -> bool:
-        """Whether a ValidationException comes from the table's key schema. DynamoDB says
-        so ("does not match the schema"); other backends do not always, and then one
-        DescribeTable (on this error path only) decides."""
-        if self.schema_message(exc):
-            return True
-        try:
-            return table_key(describe(self.client, self.table)) != (self.codec.partition_key, "S")
-        except (ClientError, TableNotFound):
-            return False
-
     @staticmethod
     def schema_message(exc: ClientError) -> bool:
+        """Whether a ValidationException says it comes from the table's key schema
+        (DynamoDB's does; other backends' do not always, and then the sender asks
+        DescribeTable, on this error path only)."""
         message = str(exc).lower()
         return "key" in message and "schema" in message
 
+    def typed_error(self, exc: ClientError) -> XorAckError:
+        """:class:`TableNotFound` for a ResourceNotFoundException, else (a
+        ValidationException the key schema explains) :class:`TableSchemaMismatch`."""
+        if error_code(exc) == "ResourceNotFoundException":
+            return TableNotFound(missing_table_message(self.table))
+        return TableSchemaMismatch(
+            f"table {self.table!r} does not have a String partition key named "
+            f"{self.partition_key!r}: {exc.response.get('Error', {}).get('Message')}"
+        )
+
     def prepare(self, request: Request) -> Prepared:
         """The DynamoDB request for ``request``."""
-        codec, rules = self.codec, self.rules
+        codec, rules = self.items, self.rules
         if isinstance(request, Read):
             return Prepared("GetItem", self._base(Key=codec.key(request.tag), ConsistentRead=True))
         if isinstance(request, Put):
@@ -277,14 +253,10 @@ class DynamoDBStore:
             op = request.op
             values = {
                 ":d": {"N": str(request.delta)},
-                ":one": {"N": "1"},
                 ":opl": {"L": [{"B": op.key}]},
                 ":ohl": {"L": [{"B": op.digest}]},
                 ":opk": {"B": op.key},
-                ":tok": {"B": _token()},
-                ":now": {"N": str(request.now)},
-                ":pending": {"S": "pending"},
-                ":zero": {"N": "0"},
+                **_marks(request.now),
             }
             condition = (
                 "attribute_exists(#sum) AND #st = :pending AND #sum <> :zero "
@@ -314,21 +286,11 @@ class DynamoDBStore:
             values = {
                 ":dl": {"N": str(deadline)},
                 ":purge": {"N": str(deadline + rules.skew + rules.retention)},
-                ":tok": {"B": _token()},
-                ":now": {"N": str(request.now)},
-                ":one": {"N": "1"},
-                ":pending": {"S": "pending"},
-                ":zero": {"N": "0"},
+                **_marks(request.now),
             }
             names = codec.names("#pk", "#st", "#sum", "#dl", "#e", "#tok", "#u", "#v")
-            condition = self._owned(
-                "attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending) "
-                "AND (attribute_not_exists(#sum) OR #sum <> :zero) "
-                "AND (attribute_not_exists(#dl) OR #dl >= :now)",
-                names,
-                values,
-                request.owner,
-            )
+            live = _LIVE + " AND (attribute_not_exists(#dl) OR #dl >= :now)"
+            condition = self._owned(live, names, values, request.owner)
             return self._update(
                 request.tag,
                 "SET #dl = :dl, #e = :purge, #tok = :tok, #u = :now ADD #v :one",
@@ -340,11 +302,7 @@ class DynamoDBStore:
             values = {
                 ":failed": {"S": "failed"},
                 ":purge": {"N": str(request.now + rules.retention)},
-                ":tok": {"B": _token()},
-                ":now": {"N": str(request.now)},
-                ":one": {"N": "1"},
-                ":pending": {"S": "pending"},
-                ":zero": {"N": "0"},
+                **_marks(request.now),
             }
             names = codec.names("#pk", "#st", "#sum", "#e", "#tok", "#u", "#v")
             update = "SET #st = :failed, #e = :purge, #tok = :tok, #u = :now"
@@ -352,13 +310,7 @@ class DynamoDBStore:
                 update += ", #r = :reason"
                 values[":reason"] = {"S": request.reason}
                 names.update(codec.names("#r"))
-            condition = self._owned(
-                "attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending) "
-                "AND (attribute_not_exists(#sum) OR #sum <> :zero)",
-                names,
-                values,
-                request.owner,
-            )
+            condition = self._owned(_LIVE, names, values, request.owner)
             return self._update(request.tag, update + " ADD #v :one", condition, names, values)
         if isinstance(request, Trim):
             # Highest index first: DynamoDB resolves every index against the list as it was,
@@ -390,17 +342,17 @@ class DynamoDBStore:
         tag = tag_of(request)
         if isinstance(request, Read):
             item = response.get("Item")
-            return None if item is None else self.codec.parse(item, tag)
+            return None if item is None else self.items.parse(item, tag)
         if isinstance(request, Put):
             return Written(request.new, resent)
         if isinstance(request, Remove):
             return Written(None, resent)
         if isinstance(request, RemoveAny):
             old = response.get("Attributes")
-            return Written(None if old is None else _parse_loosely(self.codec, old, tag), resent)
+            return Written(None if old is None else _parse_loosely(self.items, old, tag), resent)
         if isinstance(request, Trim):
             return Written(None, resent)
-        return Written(self.codec.parse(response["Attributes"], tag), resent)
+        return Written(self.items.parse(response["Attributes"], tag), resent)
 
     def old_item(self, exc: ClientError, request: Request) -> Chain | None | object:
         """The item a failed condition saw (``ALL_OLD``, free), or :data:`MISSING`
@@ -411,11 +363,11 @@ class DynamoDBStore:
         item = cast("Item | None", exc.response.get("Item"))
         if item is None:
             return MISSING
-        return self.codec.parse(item, tag_of(request))
+        return self.items.parse(item, tag_of(request))
 
     def batch_request(self, tags: list[str]) -> dict[str, Any]:
         return {
-            "RequestItems": {self.table: {"Keys": [self.codec.key(t) for t in tags], "ConsistentRead": True}},
+            "RequestItems": {self.table: {"Keys": [self.items.key(t) for t in tags], "ConsistentRead": True}},
             "ReturnConsumedCapacity": "TOTAL",
         }
 
@@ -423,15 +375,15 @@ class DynamoDBStore:
         """Chains, undecodable items and unprocessed keys of one BatchGetItem response."""
         out = BatchRead()
         for item in response.get("Responses", {}).get(self.table, []):
-            tag = item.get(self.codec.partition_key, {}).get("S")
+            tag = item.get(self.items.partition_key, {}).get("S")
             try:
-                out.chains.append(self.codec.parse(item, tag))
+                out.chains.append(self.items.parse(item, tag))
             except CorruptItem as exc:
                 if tag is None:
                     raise
                 out.corrupt[tag] = str(exc)
         for key in response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", []):
-            out.unprocessed.append(key[self.codec.partition_key]["S"])
+            out.unprocessed.append(key[self.items.partition_key]["S"])
         return out
 
     # -- request building ---------------------------------------------------------------
@@ -445,7 +397,7 @@ class DynamoDBStore:
         return Prepared(
             "UpdateItem",
             self._base(
-                Key=self.codec.key(tag),
+                Key=self.items.key(tag),
                 UpdateExpression=update,
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
@@ -458,7 +410,7 @@ class DynamoDBStore:
     def _owned(self, condition: str, names: dict[str, str], values: dict[str, Any], owner: str | None) -> str:
         if owner is None:
             return condition
-        names.update(self.codec.names("#own"))
+        names.update(self.items.names("#own"))
         values[":owner"] = {"S": owner}
         return condition + " AND #own = :owner"
 
@@ -467,9 +419,9 @@ class DynamoDBStore:
         never repeats); for an item a foreign writer left without one, its value and
         version (the best that writer leaves to check)."""
         if chain.token is not None:
-            return "#tok = :tok", self.codec.names("#tok"), {":tok": {"B": chain.token}}
+            return "#tok = :tok", self.items.names("#tok"), {":tok": {"B": chain.token}}
         assert isinstance(chain.value, bytes)
-        names = self.codec.names("#tok", "#s", "#v")
+        names = self.items.names("#tok", "#s", "#v")
         values: dict[str, Any] = {":old": {"B": chain.value}}
         if chain.version:
             values[":v"] = {"N": str(chain.version)}
@@ -479,27 +431,26 @@ class DynamoDBStore:
         return f"attribute_not_exists(#tok) AND #s = :old AND {version}", names, values
 
 
-#: :meth:`DynamoDBStore.old_item`'s answer when the backend did not return the item.
-MISSING = object()
+#: A chain an update may change: there, pending, and (sum mode) not at zero.
+_LIVE = (
+    "attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending) "
+    "AND (attribute_not_exists(#sum) OR #sum <> :zero)"
+)
+
+
+def _marks(now: int) -> dict[str, Any]:
+    """The values every update writes or checks: a new write token, now, the constants."""
+    return {
+        ":tok": {"B": new_token()},
+        ":now": {"N": str(now)},
+        ":one": {"N": "1"},
+        ":pending": {"S": "pending"},
+        ":zero": {"N": "0"},
+    }
 
 
 def _values(values: dict[str, Any]) -> dict[str, Any]:
     return {"ExpressionAttributeValues": values} if values else {}
-
-
-def _token() -> bytes:
-    from ...core.chain import new_token
-
-    return new_token()
-
-
-def tag_of(request: Request) -> str:
-    """The tag a request is about."""
-    if isinstance(request, Put):
-        return request.new.tag
-    if isinstance(request, Remove):
-        return request.expect.tag
-    return request.tag
 
 
 def _parse_loosely(codec: ItemCodec, item: Item, tag: str) -> Chain | None:
@@ -508,13 +459,6 @@ def _parse_loosely(codec: ItemCodec, item: Item, tag: str) -> Chain | None:
         return codec.parse(item, tag)
     except CorruptItem:
         return Chain(tag=tag, mode="xor", value=b"\x00")
-
-
-def _capacity_units(consumed: Any) -> float:
-    """Total CapacityUnits of a response's ConsumedCapacity: one entry for a single-item
-    request, a list (one per table) for a batch; 0.0 when the backend reports none."""
-    entries = consumed if isinstance(consumed, list) else [consumed] if isinstance(consumed, dict) else []
-    return float(sum(float(e.get("CapacityUnits") or 0) for e in entries if isinstance(e, dict)))
 
 
 #: The client method of each operation.

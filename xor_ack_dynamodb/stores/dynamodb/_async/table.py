@@ -1,5 +1,5 @@
-"""Creating and checking the chains table through an aiobotocore client: the steps of
-:func:`xor_ack_dynamodb.stores.dynamodb.table.create_table`, awaited, with the same checks and errors."""
+"""Creating and checking the chains table. Written for aiobotocore; the boto3 twin is
+generated from it by ``scripts/unasync.py``."""
 
 from __future__ import annotations
 
@@ -8,16 +8,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..errors import InvalidConfig, TableNotFound, TableSchemaMismatch
-from ..stores.dynamodb.table import missing_table_message, table_key
+from ....errors import InvalidConfig, TableNotFound, TableSchemaMismatch
+from ..codec import error_code, missing_table_message, table_key
 
-__all__ = ["create_table", "describe"]
+__all__ = ["create_table", "describe", "ensure_ttl"]
 
 log = logging.getLogger("xor_ack_dynamodb")
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 async def describe(client: Any, table: str) -> dict[str, Any]:
@@ -25,7 +21,7 @@ async def describe(client: Any, table: str) -> dict[str, Any]:
     try:
         response = await client.describe_table(TableName=table)
     except ClientError as exc:
-        if _code(exc) == "ResourceNotFoundException":
+        if error_code(exc) == "ResourceNotFoundException":
             raise TableNotFound(missing_table_message(table)) from exc
         raise
     return response["Table"]  # type: ignore[no-any-return]
@@ -34,10 +30,13 @@ async def describe(client: Any, table: str) -> dict[str, Any]:
 async def create_table(
     client: Any, table: str, partition_key: str, ttl_attribute: str, *, wait: bool = True
 ) -> bool:
-    """:func:`xor_ack_dynamodb.stores.dynamodb.table.create_table` on an aiobotocore client: returns True
-    if it created the table, False if it existed with that key (TTL then enabled if it was
-    not). Raises :class:`TableSchemaMismatch` for another key schema,
-    :class:`InvalidConfig` for TTL on another attribute."""
+    """Create an on-demand table keyed by a String ``partition_key`` with TTL on
+    ``ttl_attribute``. Returns True if it created the table, False if it already existed
+    with that key (TTL is then enabled if it was not).
+
+    Raises :class:`TableSchemaMismatch` if the table exists with another key schema,
+    :class:`InvalidConfig` if it has TTL on another attribute.
+    """
     created = True
     try:
         await client.create_table(
@@ -48,7 +47,7 @@ async def create_table(
         )
         log.info("created table %s", table)
     except ClientError as exc:
-        if _code(exc) != "ResourceInUseException":
+        if error_code(exc) != "ResourceInUseException":
             raise
         created = False
     if wait:
@@ -60,11 +59,16 @@ async def create_table(
             f"table {table!r} exists with key schema {key!r}, not a String partition key "
             f"named {partition_key!r}"
         )
-    await _ensure_ttl(client, table, ttl_attribute)
+    await ensure_ttl(client, table, ttl_attribute)
     return created
 
 
-async def _ensure_ttl(client: Any, table: str, ttl_attribute: str) -> None:
+async def ensure_ttl(client: Any, table: str, ttl_attribute: str) -> None:
+    """Enable TTL on ``ttl_attribute`` unless it is already enabled (or being enabled).
+
+    Raises :class:`InvalidConfig` if TTL is enabled on another attribute: a table has
+    one TTL attribute, and this library's expiry would then never be collected.
+    """
     ttl = (await client.describe_time_to_live(TableName=table)).get("TimeToLiveDescription", {})
     if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
         if ttl.get("AttributeName") != ttl_attribute:
@@ -78,7 +82,10 @@ async def _ensure_ttl(client: Any, table: str, ttl_attribute: str) -> None:
             TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute},
         )
     except ClientError as exc:
-        if _code(exc) != "UnknownOperationException":  # dynalite has no TTL API
+        # Some local backends (dynalite) have no UpdateTimeToLive. Expiry is decided on
+        # every read and in every condition, so chains still expire; only the garbage
+        # collection of old items is missing there.
+        if error_code(exc) != "UnknownOperationException":
             raise
         log.warning("this endpoint does not support TTL: old chains of %s are never collected", table)
         return

@@ -1,24 +1,27 @@
-"""The one interface every asyncio tracker implements: :class:`~xor_ack_dynamodb.AckTracker`
-with each chain method awaited."""
+"""The one interface every tracker of a flavour (sync or asyncio) implements, with
+identical signatures (mypy checks it where each tracker is defined), so pipeline code can
+take any of them. Written for asyncio; the sync protocol is generated from it by
+``scripts/unasync.py``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from ..core.algebra import EdgeLike, Mode
-from ..stamps import Stamp, Sum
-from ..stats import RequestStats
-from ..status import ChainStatus
+from ...core.algebra import EdgeLike, Mode
+from ...stamps import Stamp, Sum
+from ...stats import RequestStats
+from ...status import ChainStatus
 
 __all__ = ["AsyncAckTracker"]
 
 
 @runtime_checkable
 class AsyncAckTracker(Protocol):
-    """An asyncio tracker of ack chains. See :class:`~xor_ack_dynamodb.drivers.tracker.SyncTracker`
-    for each method's guarantees and errors."""
+    """A tracker of ack chains. See :class:`~xor_ack_dynamodb.drivers.AsyncTracker` for
+    each method's guarantees and errors."""
 
     @property
     def mode(self) -> Mode: ...
@@ -54,11 +57,3 @@ class AsyncAckTracker(Protocol):
     async def status_many(self, tags: Iterable[str]) -> dict[str, ChainStatus]: ...
 
     async def delete(self, tag: str) -> None: ...
-
-
-if TYPE_CHECKING:  # mypy proves each tracker satisfies the protocol, signatures included
-    from .dynamodb import AsyncXorAckDynamoDB
-    from .memory import AsyncMemoryAck
-
-    def _conforms(a: AsyncXorAckDynamoDB, b: AsyncMemoryAck) -> list[AsyncAckTracker]:
-        return [a, b]

@@ -1,0 +1,201 @@
+"""Many calls on distinct chains, stepped together: the planning half of ``run_many``.
+
+A Spark driver stamping a thousand chains once each, or a heartbeat touching every
+pending chain of a run, would spend one request per chain. A driver's ``run_many`` runs
+the very same sans-IO calls (:mod:`.calls`) side by side instead, in lockstep: the reads
+they ask for in a pass go out as BatchGetItem (100 keys a request), their conditional
+writes as TransactWriteItems (100 entries a request, applied all or none), and each
+call gets its own reply, so every rule (duplicates, owners, states, lost responses)
+applies exactly as when the call runs alone.
+
+:class:`Lockstep` holds where each call stands and turns the store's answers into each
+call's reply; it never sends, waits or reads the clock (the driver passes "now"), so
+the sync and asyncio drivers share it. Transactions cost what DynamoDB bills them (two
+write units per KB of each item), but one request instead of a hundred. A transaction
+cancelled because some entries' own conditions failed applied nothing: those calls get
+their rejection (with the chain as it stands, as a single write would), the others are
+sent again at once. A store without transactions (dynalite) gets the writes one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, TypeVar
+
+from ..errors import BatchIncomplete, CorruptItem
+from ..status import ChainStatus
+from .calls import Again, Call, Step, Transient
+from .chain import Chain
+from .messages import (
+    TRANSACTABLE,
+    Add,
+    BatchRead,
+    Cancelled,
+    Committed,
+    Extend,
+    MarkFailed,
+    Read,
+    Written,
+    tag_of,
+)
+from .rules import ChainRules
+
+__all__ = ["Lockstep", "BATCH_SIZE", "TRANSACTION_SIZE", "chunks", "distinct", "statuses"]
+
+T = TypeVar("T")
+
+#: Keys per BatchGetItem request (DynamoDB's limit).
+BATCH_SIZE = 100
+#: Entries per TransactWriteItems request (DynamoDB's limit).
+TRANSACTION_SIZE = 100
+
+#: A request's answer in a pass: the store's reply, or the exception it raised.
+Answer = tuple[Any, Exception | None]
+
+
+def chunks(items: Sequence[T], size: int) -> list[list[T]]:
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def distinct(tags: Iterable[str]) -> list[str]:
+    """The tags in order, each once."""
+    return list(dict.fromkeys(tags))
+
+
+def statuses(batch: BatchRead, rules: ChainRules, now: int) -> dict[str, ChainStatus]:
+    """The status of each chain a batch read found, and ``corrupt`` for each item it
+    could not decode."""
+    found = {chain.tag: rules.status(chain, now) for chain in batch.chains}
+    for tag, why in batch.corrupt.items():
+        found[tag] = ChainStatus(tag=tag, state="corrupt", value=None, expires_at=None, reason=why)
+    return found
+
+
+class Lockstep(Generic[T]):
+    """The calls of one ``run_many`` (on distinct chains) and where each stands: a
+    :class:`~.calls.Step` waiting on a request, a round that ended in :class:`Again` or
+    :class:`Transient` (to run again after a backoff), or a result.
+
+    A driver's attempt: :meth:`start` the rounds at its now, then passes while they
+    progress (send the requests :meth:`sort` groups, hand the answers to :meth:`feed`);
+    while :attr:`unfinished`, it backs off and attempts again; when its budget is spent,
+    :meth:`give_up`. :meth:`outcomes` then holds each call's result or error."""
+
+    def __init__(self, calls: Sequence[Call[T]], is_transient: Callable[[BaseException], bool]) -> None:
+        tags = [c.tag for c in calls]
+        if len(set(tags)) != len(tags):
+            raise ValueError("run_many() takes calls on distinct chains")
+        self.calls = calls
+        self.is_transient = is_transient
+        self.steps: dict[int, Step[T]] = {}
+        self.again: dict[int, BaseException] = {}  # rounds that ended in Again / Transient
+        self.results: dict[int, T | Exception] = {}
+        self.transactions = True  # until the store says it has none
+
+    @property
+    def unfinished(self) -> bool:
+        return bool(self.steps or self.again)
+
+    def start(self, now: int) -> None:
+        """A new round, at ``now``, for each call that has neither a result nor a step."""
+        self.again.clear()
+        for i, call in enumerate(self.calls):
+            if i not in self.results and i not in self.steps:
+                self.steps[i] = Step(call.round(now), self.is_transient)
+        self._collect()
+
+    def tag(self, i: int) -> str:
+        return tag_of(self.steps[i].request)
+
+    def sort(self) -> tuple[list[int], list[int], list[int]]:
+        """The waiting steps as reads (to send in bulk), writes (in transactions, while
+        the store has them) and the rest (one by one)."""
+        reads = [i for i, s in self.steps.items() if isinstance(s.request, Read)]
+        grouping = TRANSACTABLE if self.transactions else ()
+        writes = [i for i, s in self.steps.items() if isinstance(s.request, grouping)]
+        grouped = set(reads) | set(writes)
+        return reads, writes, [i for i in self.steps if i not in grouped]
+
+    def read(self, chunk: list[int], batch: BatchRead) -> dict[int, Answer]:
+        """The answers a batch read gives the reads of ``chunk``; a key the store did not
+        get to is not answered (asked again in the next pass)."""
+        found = {c.tag: c for c in batch.chains}
+        unprocessed = set(batch.unprocessed)
+        answers: dict[int, Answer] = {}
+        for i in chunk:
+            tag = self.tag(i)
+            if tag in batch.corrupt:
+                answers[i] = (None, CorruptItem(batch.corrupt[tag], tag=tag))
+            elif tag not in unprocessed:
+                answers[i] = (found.get(tag), None)
+        return answers
+
+    def cancelled(self, chunk: list[int], answer: Cancelled, answers: dict[int, Answer]) -> list[int]:
+        """Record the rejections of a cancelled transaction; return the entries to send
+        again at once (they were only held back by those). A transaction cancelled for
+        no entry's own condition (a conflict with another, a throttle) leaves its
+        entries unanswered."""
+        for position, rejection in answer.rejected.items():
+            answers[chunk[position]] = (rejection, None)
+        if not answer.rejected:
+            return []
+        return [i for n, i in enumerate(chunk) if n not in answer.rejected]
+
+    def unread(self, chunk: list[int], answer: Committed) -> list[str]:
+        """The tags of a committed transaction's updates, whose chains DynamoDB does not
+        return from a transaction: a batch read supplies them."""
+        return [self.tag(i) for i, w in zip(chunk, answer.replies, strict=True) if self._unread(i, w)]
+
+    def committed(
+        self, chunk: list[int], answer: Committed, read: BatchRead | Exception, answers: dict[int, Answer]
+    ) -> None:
+        """Record a committed transaction's replies, with the chains of its updates as
+        ``read`` after it (``later``), or, when that read failed, its error (keys left
+        unprocessed through the budget count as transient: the calls read again)."""
+        chains: dict[str, Chain] = {} if isinstance(read, Exception) else {c.tag: c for c in read.chains}
+        for i, written in zip(chunk, answer.replies, strict=True):
+            if not self._unread(i, written):
+                answers[i] = (written, None)
+            elif isinstance(read, Exception):
+                answers[i] = (None, Transient(read) if isinstance(read, BatchIncomplete) else read)
+            else:
+                answers[i] = (Written(chains.get(self.tag(i)), written.resent, later=True), None)
+
+    def _unread(self, i: int, written: Written) -> bool:
+        return written.chain is None and isinstance(self.steps[i].request, (Add, Extend, MarkFailed))
+
+    def feed(self, answers: dict[int, Answer]) -> None:
+        """Hand each answered step its reply or error: a round that loses a race or
+        meets a transient error ends (to run again), one that raises ends its call."""
+        for i, (reply, error) in answers.items():
+            step = self.steps[i]
+            try:
+                if error is not None:
+                    step.failed(error)
+                else:
+                    step.reply(reply)
+            except (Again, Transient) as exc:
+                del self.steps[i]
+                self.again[i] = exc
+            except Exception as exc:
+                del self.steps[i]
+                self.results[i] = exc
+        self._collect()
+
+    def give_up(self, attempts: int) -> None:
+        """The budget is spent: a call still waiting, or that lost its last race, gets
+        ``StaleLocalData``; one whose last round met a transient error gets that error."""
+        for i, failure in self.again.items():
+            error = failure.error if isinstance(failure, Transient) else None
+            self.results[i] = error if isinstance(error, Exception) else self.calls[i].exhausted(attempts)
+        for i in self.steps:
+            self.results[i] = self.calls[i].exhausted(attempts)
+        self.steps.clear()
+        self.again.clear()
+
+    def outcomes(self) -> list[T | Exception]:
+        return [self.results[i] for i in range(len(self.calls))]
+
+    def _collect(self) -> None:
+        for i in [i for i, s in self.steps.items() if s.done]:
+            self.results[i] = self.steps.pop(i).result

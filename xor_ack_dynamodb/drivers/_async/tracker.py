@@ -1,0 +1,252 @@
+"""The methods every tracker shares: check arguments, build a call, run it on a driver.
+
+:class:`~xor_ack_dynamodb.XorAckDynamoDB`, :class:`~xor_ack_dynamodb.MemoryAck` and their
+asyncio twins are this class on different stores; the guarantees below hold on each (the
+costs quoted are DynamoDB's). Written once for asyncio; the sync class is generated from
+it by ``scripts/unasync.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+
+from ...config import TrackerOptions
+from ...core.algebra import EdgeLike, Mode
+from ...core.calls import Call, StampCall, first_outcome
+from ...core.factory import CallFactory, StampSpec
+from ...core.rules import ChainRules, Plan
+from ...errors import XorAckError
+from ...stamps import Stamp, Sum
+from ...stats import RequestStats
+from ...status import ChainStatus
+from .driver import AsyncChainStore, AsyncDriver
+
+__all__ = ["AsyncTracker"]
+
+
+class AsyncTracker:
+    """Chains on ``driver``'s store, under ``driver``'s rules. Safe to share between
+    threads (sync) or between the tasks of one event loop (asyncio)."""
+
+    driver: AsyncDriver
+    calls: CallFactory
+
+    def _bind(
+        self, store: AsyncChainStore, rules: ChainRules, options: TrackerOptions, stats: RequestStats
+    ) -> None:
+        """Run this tracker's calls on ``store`` under ``rules``, with the budget, clock
+        and cache of ``options``, counting in ``stats``."""
+        budget, clock, size = options.budget, options.clock, options.cache_size
+        self.driver = AsyncDriver(store, rules, retry=budget, stats=stats, clock=clock, cache_size=size)
+        self.calls = CallFactory(rules)
+
+    @property
+    def engine(self) -> AsyncDriver:
+        """The driver, by its former name."""
+        return self.driver
+
+    @property
+    def rules(self) -> ChainRules:
+        return self.driver.rules
+
+    @property
+    def stats(self) -> RequestStats:
+        """Requests made (what DynamoDB bills) and events (``conflicts``, ``retries``,
+        ``duplicates``, ``completions``, ``trims``...)."""
+        return self.driver.stats
+
+    @property
+    def mode(self) -> Mode:
+        """``"xor"`` or ``"sum"``."""
+        return self.driver.rules.mode
+
+    def new_edge(self) -> Stamp | int:
+        """A random edge for this tracker's mode: random bytes (never all zeros) in xor
+        mode, an int in [1, 2**63) in sum mode. No I/O (never awaited)."""
+        return self.driver.rules.algebra.new_edge()
+
+    async def create(
+        self, tag: str, value: EdgeLike, *, op_id: str | None = None, owner: str | None = None
+    ) -> Stamp | Sum:
+        """Start a chain holding ``value`` (its root edge, or the combination of the
+        edges started with it); it times out ``ttl`` from now. One request.
+
+        A chain that timed out (deadline + skew passed), or a tombstone past its
+        retention, is overwritten. Idempotent per ``op_id`` for the chain's whole life:
+        a create delivered again (botocore resending it, a retried task, a redelivered
+        message) returns the chain's current value (``duplicate`` True) instead of
+        raising, even after the chain expired, and never revives it. ``owner`` is stored
+        with the chain; calls that name an owner are refused on another's chain.
+
+        Raises :class:`TagExists` for a live chain with that tag, :class:`OpIdReused`
+        for a known op id with another value, :class:`ZeroBufferNoOp` for a zero value,
+        :class:`InvalidTag`/:class:`InvalidStamp`/:class:`InvalidConfig` for bad input
+        (before any request is sent).
+        """
+        return await self.driver.run(self.calls.create(tag, value, op_id, owner))
+
+    async def stamp(
+        self,
+        tag: str,
+        value: EdgeLike | None = None,
+        *,
+        finished: Iterable[EdgeLike] = (),
+        started: Iterable[EdgeLike] = (),
+        op_id: str | None = None,
+        owner: str | None = None,
+    ) -> Stamp | Sum:
+        """Apply one stamp: ``value``, or the edges this work ``finished`` and the edges
+        of the children it ``started`` (xor mode XORs them all; sum mode adds the
+        started and subtracts the finished). Returns the chain's new value; its
+        ``acked`` is True for exactly one call: the one whose stamp completed the chain.
+
+        Cost: xor mode reads and writes conditionally (one request when this tracker
+        knows the chain's last value, two otherwise; a lost race costs another round);
+        sum mode is one ``UpdateItem`` whatever the concurrency (plus, once per chain,
+        the write that stores ``acked``, and one trim of the op list per ``slack``
+        stamps).
+
+        Guarantees: applied at most once per ``op_id`` (a random op id is used when none
+        is given, which covers botocore's resends and this library's retries; pass your
+        own to cover redeliveries), and exactly once if the call returns. A duplicate
+        returns the current value with ``duplicate`` True. A lost race is retried within
+        the retry budget; once spent, :class:`StaleLocalData` is raised and nothing was
+        applied by this call unless a transient error (or a cancelled task) hid an
+        outcome, in which case calling again with the same ``op_id`` tells.
+
+        Raises :class:`TagNotFound`, :class:`TagFailed`, :class:`TagExpired`,
+        :class:`TagAcked` for a chain in that state; :class:`NotOwner`;
+        :class:`OpIdReused` for a known op id with another stamp;
+        :class:`ChainModeMismatch`; :class:`OutcomeUnknown` when a lost response and a
+        reset history leave the outcome unknowable; :class:`BufferLengthsUnequal`,
+        :class:`ZeroBufferNoOp`, :class:`InvalidTag`/:class:`InvalidStamp` for bad input
+        (before any request); a ``ClientError`` (or botocore connection error) only when
+        transient errors outlast the budget.
+        """
+        call = self.calls.stamp(tag, value, finished, started, op_id, owner, self.driver.cache.get(tag))
+        if isinstance(call, StampCall):
+            result = first_outcome(await self.driver.run(call))
+        else:
+            result = await self.driver.run(call)
+        self.stamped(call.tag, result)
+        return result
+
+    def stamped(self, tag: str, result: Stamp | Sum) -> None:
+        """Called with the result of every stamp this tracker applied or recognised
+        (also for stamps a ``CombiningTracker`` wrote for it). A no-op here;
+        ``MemoryAck`` calls ``on_acked`` from it."""
+
+    # -- many chains at once ---------------------------------------------------------
+
+    async def create_many(
+        self,
+        chains: Mapping[str, EdgeLike],
+        *,
+        op_ids: Mapping[str, str] | None = None,
+        owner: str | None = None,
+    ) -> dict[str, Stamp | Sum | Exception]:
+        """Start many chains (tag -> value) together: on DynamoDB, transactions of up
+        to 100 conditional puts (one request per 100 chains, two write units per KB of
+        each item), one put each where the backend has no transactions. Each chain gets
+        exactly what :meth:`create` would give it: its value, or the error (``TagExists``
+        for a live chain, ...), in the returned dict; the others are unaffected. Bad
+        input raises before any request (``InvalidConfig`` for a tag named twice)."""
+        op_ids = op_ids or {}
+        calls = [self.calls.create(tag, value, op_ids.get(tag), owner) for tag, value in chains.items()]
+        outcomes = await self.driver.run_many(calls)
+        return {call.tag: outcome for call, outcome in zip(calls, outcomes, strict=True)}
+
+    async def stamp_many(self, stamps: Iterable[StampSpec]) -> dict[str, Stamp | Sum | Exception]:
+        """Apply one stamp to each of many chains together: their reads as BatchGetItem
+        and their conditional writes as transactions of up to 100 (one request per 100
+        chains each way, in either mode). Each stamp has the guarantees of
+        :meth:`stamp` (op ids, owners, exactly one ``acked``); its value or error is in
+        the returned dict. Bad input raises before any request (``InvalidConfig`` for a
+        chain named twice: combine its stamps first)."""
+        cache = self.driver.cache
+        calls: list[Call[Plan]] = [
+            self.calls.batch_stamp(spec, cache.get(getattr(spec, "tag", ""))) for spec in stamps
+        ]
+        self.calls.distinct([c.tag for c in calls])
+        out: dict[str, Stamp | Sum | Exception] = {}
+        plans: list[Plan | Exception] = await self.driver.run_many(calls)
+        for call, plan in zip(calls, plans, strict=True):
+            if isinstance(plan, Exception):
+                out[call.tag] = plan
+                continue
+            try:
+                out[call.tag] = outcome = first_outcome(plan)
+            except XorAckError as error:
+                out[call.tag] = error
+                continue
+            self.stamped(call.tag, outcome)
+        return out
+
+    async def touch_many(
+        self, tags: Iterable[str], ttl: timedelta | float | None = None, *, owner: str | None = None
+    ) -> dict[str, ChainStatus | Exception]:
+        """Push the deadlines of many pending chains together (a heartbeat): transactions
+        of up to 100 conditional updates, and one batch read for their new values. Each
+        chain gets what :meth:`touch` would give it, its status or its error
+        (``TagAcked``, ``TagExpired``...), in the returned dict."""
+        calls = [self.calls.touch(tag, ttl, owner) for tag in self.calls.tags(tags)]
+        self.calls.distinct([c.tag for c in calls])
+        outcomes = await self.driver.run_many(calls)
+        return {call.tag: outcome for call, outcome in zip(calls, outcomes, strict=True)}
+
+    # -- one chain -------------------------------------------------------------------
+
+    async def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus:
+        """Mark a pending (or timed-out) chain failed, keeping it as a tombstone for
+        ``retention``; one request. Failing a failed chain changes nothing (the first
+        reason stays). Returns the chain's status.
+
+        Raises :class:`TagNotFound`, :class:`TagAcked` for a chain that completed,
+        :class:`NotOwner`.
+        """
+        call = self.calls.fail(tag, reason, owner)
+        reported = self.timed_out(call.tag)
+        status, applied = await self.driver.run(call)
+        if applied and not reported:
+            self.failed(status.tag, reason)
+        return status
+
+    def timed_out(self, tag: str) -> bool:
+        """Whether this tracker already reported ``tag`` timed out. False here;
+        ``MemoryAck`` reports rotation's time-outs to ``on_failed``."""
+        return False
+
+    def failed(self, tag: str, reason: str | None) -> None:
+        """Called when :meth:`fail` failed a chain not reported timed out. A no-op
+        here; ``MemoryAck`` calls ``on_failed`` from it."""
+
+    async def touch(
+        self, tag: str, ttl: timedelta | float | None = None, *, owner: str | None = None
+    ) -> ChainStatus:
+        """Push a pending chain's deadline to ``ttl`` (default: the tracker's) from now,
+        as Storm resets a tuple tree's timeout; one request. Returns the chain's status.
+
+        Raises :class:`TagNotFound`, :class:`TagAcked`, :class:`TagFailed`,
+        :class:`TagExpired` (a chain past its deadline is not revived: replay it),
+        :class:`NotOwner`.
+        """
+        return await self.driver.run(self.calls.touch(tag, ttl, owner))
+
+    async def status(self, tag: str) -> ChainStatus:
+        """The chain as it is now (a strongly consistent read). Raises :class:`TagNotFound`."""
+        return await self.driver.run(self.calls.status(tag))
+
+    async def status_many(self, tags: Iterable[str]) -> dict[str, ChainStatus]:
+        """The status of many chains (on DynamoDB: BatchGetItem, 100 keys a request,
+        strongly consistent, unprocessed keys asked again with backoff). Tags with no
+        chain are absent; an item that cannot be decoded reads ``corrupt`` (the others
+        are still returned). Raises :class:`BatchIncomplete` if keys are still
+        unprocessed when the retry budget is spent."""
+        return await self.driver.status_many(self.calls.tags(tags))
+
+    async def delete(self, tag: str) -> None:
+        """Delete the chain whatever its state. Raises :class:`TagNotFound` if there is
+        none, unless the request had to be sent again (by botocore or by this library's
+        retry), since the first attempt may be the one that deleted it."""
+        await self.driver.run(self.calls.delete(tag))

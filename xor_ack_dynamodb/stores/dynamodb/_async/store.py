@@ -1,0 +1,126 @@
+"""The DynamoDB store: the requests of :class:`~..codec.RequestCodec`, sent.
+
+Primitives only: a consistent read, a conditional put/update/delete, a batch read, a
+transaction. Every request is built and every answer read by the codec; this module
+sends, counts (with botocore's own resends, what DynamoDB bills) and turns a missing
+table or a key-schema mismatch into typed errors. Written for aiobotocore; the boto3
+twin is generated from it by ``scripts/unasync.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ....core.chain import Chain
+from ....core.messages import (
+    BatchRead,
+    Cancelled,
+    Committed,
+    Read,
+    Rejected,
+    Reply,
+    Request,
+    TransactionsUnsupported,
+    tag_of,
+)
+from ....errors import TableNotFound
+from ....stats import RequestStats
+from ..codec import (
+    METHODS,
+    MISSING,
+    RequestCodec,
+    capacity_units,
+    error_code,
+    is_transient,
+    retry_attempts,
+    table_key,
+)
+from .table import describe
+
+__all__ = ["AsyncDynamoDBStore"]
+
+log = logging.getLogger("xor_ack_dynamodb")
+
+
+class AsyncDynamoDBStore:
+    """Chains in one table, through the low-level client ``client()`` gives (the
+    asyncio tracker makes its own on first use), counted in ``stats``."""
+
+    def __init__(self, client: Callable[[], Any], codec: RequestCodec, stats: RequestStats) -> None:
+        self.client = client
+        self.codec = codec
+        self.stats = stats
+
+    def is_transient(self, error: BaseException) -> bool:
+        return is_transient(error)
+
+    async def execute(self, request: Request) -> Reply | Chain | None:
+        prepared = self.codec.prepare(request)
+        try:
+            response = await self.call(prepared.operation, prepared.kwargs, tag_of(request))
+        except ClientError as exc:
+            if not self.codec.condition_failed(exc):
+                raise
+            current = self.codec.old_item(exc, request)
+            if current is MISSING:
+                current = await self.execute(Read(tag_of(request)))
+            return self.codec.rejection(exc, current)
+        return self.codec.answer(request, response)
+
+    async def read_many(self, tags: list[str]) -> BatchRead:
+        response = await self.call("BatchGetItem", self.codec.batch_request(tags), f"{len(tags)} keys")
+        return self.codec.batch_answer(response)
+
+    async def transact(self, requests: list[Request]) -> Committed | Cancelled:
+        """Apply ``requests`` all or none: one TransactWriteItems. Raises
+        :class:`TransactionsUnsupported` where the backend has none (dynalite)."""
+        try:
+            response = await self.call(
+                "TransactWriteItems", self.codec.transact_request(requests), f"{len(requests)} chains"
+            )
+        except ClientError as exc:
+            if error_code(exc) == "UnknownOperationException":
+                raise TransactionsUnsupported(str(exc)) from exc
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            rejected: dict[int, Rejected] = {}
+            for i, current in self.codec.cancelled(exc, requests).items():
+                if current is MISSING:
+                    current = await self.execute(Read(tag_of(requests[i])))
+                rejected[i] = self.codec.rejection(exc, current)
+            return Cancelled(rejected)
+        return self.codec.committed(requests, response)
+
+    async def call(self, operation: str, kwargs: dict[str, Any], tag: str | None = None) -> dict[str, Any]:
+        """One request: counted (with botocore's own resends) and its consumed capacity
+        summed; a missing table and a key-schema mismatch become typed errors."""
+        method = getattr(await self.client(), METHODS[operation])
+        log.debug("%s %s tag=%r", operation, self.codec.table, tag)
+        try:
+            response: dict[str, Any] = await method(**kwargs)
+        except ClientError as exc:
+            self.stats.request(operation, 1 + retry_attempts(exc.response))
+            code = error_code(exc)
+            if code == "ResourceNotFoundException" or (
+                code == "ValidationException" and await self._key_mismatch(exc)
+            ):
+                raise self.codec.typed_error(exc) from exc
+            raise
+        self.stats.request(operation, 1 + retry_attempts(response))
+        self.stats.add_capacity(capacity_units(response.get("ConsumedCapacity")))
+        return response
+
+    async def _key_mismatch(self, exc: ClientError) -> bool:
+        """Whether a ValidationException comes from the table's key schema: the message
+        says so, or one DescribeTable (on this error path only) decides."""
+        if self.codec.schema_message(exc):
+            return True
+        try:
+            found = table_key(await describe(await self.client(), self.codec.table))
+        except (ClientError, TableNotFound):
+            return False
+        return found != (self.codec.partition_key, "S")
