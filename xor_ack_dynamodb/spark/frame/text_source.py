@@ -16,9 +16,9 @@ raw bytes, and accounts for every split it was given:
   (on the driver) gives split ``j`` of ``k`` a share ``s_j`` with ``s_0 ^ … ^ s_{k-1} =
   r`` (the root fans out per split); the task reading split ``j`` gives each line a
   derived edge (SplitMix64 stream of a seed keyed by the run key and ``s_j``: see
-  :mod:`.edges`) and ends the split with one ghost row whose edge makes the split's XOR
-  exactly ``s_j``. A split that was never read leaves its share in the chain: no false
-  ack for a file nobody read.
+  :mod:`~xor_ack_dynamodb.spark.edges`) and ends the split with one ghost row whose
+  edge makes the split's XOR exactly ``s_j``. A split that was never read leaves its
+  share in the chain: no false ack for a file nobody read.
 - **Bad bytes.** Each chunk is decoded as UTF-8. With ``bad_bytes=replace`` (default)
   invalid sequences become U+FFFD (which is not a letter) and the root gets a note
   (``bad bytes: N invalid UTF-8 sequence(s), first at byte B``); with ``fail``, the
@@ -29,9 +29,10 @@ raw bytes, and accounts for every split it was given:
   as is) one chunk at a time; a chunk ends at ``\\n``, after which no composition can
   reach back, so chunking does not change the result.
 
-Columns: ``path`` (the file name, escaped as :func:`~.tags.escape_key` does when it is
-not UTF-8), ``offset`` (the byte offset of the line in the file), ``line`` (without its
-``\\n``), and the tracking columns (see :mod:`.arrowxor`).
+Columns: ``path`` (the file name, escaped as
+:func:`~xor_ack_dynamodb.spark.tags.escape_key` does when it is not UTF-8), ``offset``
+(the byte offset of the line in the file), ``line`` (without its ``\\n``), and the
+tracking columns (see :mod:`.columns`).
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from .arrowxor import TRACKING_DDL, to_signed
-from .edges import EdgeKey, mix64
-from .outcomes import PERMANENT
-from .tags import escape_key, unescape_key
+from ..edges import EdgeKey, mix64
+from ..outcomes import PERMANENT
+from ..tags import escape_key, unescape_key
+from .columns import TRACKING_DDL, to_signed
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -319,7 +320,8 @@ class TrackedTextSource(DataSource):
 
 
 def hook_option(hook: Callable[[str, int], None]) -> str:
-    """A test hook (e.g. :class:`~.faults.DieOnFirstAttempt`) as a data source option."""
+    """A test hook (e.g. :class:`~xor_ack_dynamodb.spark.faults.DieOnFirstAttempt`) as
+    a data source option."""
     import base64
 
     from pyspark import cloudpickle

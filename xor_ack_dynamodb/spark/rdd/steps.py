@@ -24,7 +24,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..errors import TagExists
+from ...errors import TagExists
+from ..chains import snapshot
+from ..outcomes import failure_reason
 from .executor import (
     Anchor,
     Anchors,
@@ -36,7 +38,6 @@ from .executor import (
     executor_tracker,
     report,
     report_conflict,
-    snapshot,
 )
 
 __all__ = [
@@ -279,8 +280,6 @@ def combine(
         try:
             value = fn(value_a, value_b)
         except Exception as exc:
-            from .outcomes import failure_reason
-
             error = failure_reason(exc)
     return value, tag, anchor, error
 
