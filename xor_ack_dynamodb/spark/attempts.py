@@ -135,6 +135,15 @@ class Driver:
     :class:`~xor_ack_dynamodb.spark.FrameTracking`): its chains' tags, the driver's
     tracker, the heartbeat, the counters, and the attempt loop (module doc).
 
+    :param config: the chains' table (picklable).
+    :param run_id: a readable name for the run in tags and op ids (default:
+        :func:`new_run_id`); tags also carry a random nonce drawn here (or ``nonce``),
+        so chains are never shared with another run, whatever its run id.
+    :param tracker: the driver's tracker (default: the one ``config`` describes).
+    :param heartbeat: keep the attempt's pending chains from expiring while its job runs
+        (``True``, default: every ``ttl / 3``), ``False``, or a
+        :class:`~xor_ack_dynamodb.spark.heartbeat.HeartbeatPolicy`.
+
     Raises :class:`InvalidConfig` (before any request) for a tracker or config with
     ``delete_on_ack``, a bad mode or edge size, or a bad heartbeat setting.
     """

@@ -72,7 +72,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -98,7 +97,8 @@ from .frame import Commit, FrameAttempt, FrameTracking, TrackedFrame
 from .frame.sink import SINK_FORMATS
 from .group import Group
 from .outcomes import CONFLICT, Attempt
-from .tags import escape_key
+from .output import Location
+from .tags import escape_key, escape_run
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -127,13 +127,9 @@ ENDED = "the chain of this key already ended"
 DIFFERS = "the re-run batch differs from its first run for this key (a non-deterministic source?)"
 
 
-def _escape(text: str) -> str:
-    return text.replace("%", "%25").replace("/", "%2F")
-
-
 def stream_tag(stream_id: str, key: str) -> str:
     """The tag of root ``key``'s chain in stream ``stream_id``."""
-    return f"{_escape(stream_id)}/{escape_key(key)}"
+    return f"{escape_run(stream_id)}/{escape_key(key)}"
 
 
 @dataclass
@@ -210,7 +206,7 @@ class StreamTracking:
     ) -> None:
         if not isinstance(stream_id, str) or not stream_id:
             raise InvalidConfig("stream_id must be a non-empty str")
-        self.owner = f"stream/{_escape(stream_id)}"
+        self.owner = f"stream/{escape_run(stream_id)}"
         if len(self.owner) > MAX_OWNER:
             raise InvalidConfig(f"stream_id is too long (the owner would exceed {MAX_OWNER} characters)")
         if format not in SINK_FORMATS:
@@ -257,8 +253,9 @@ class StreamTracking:
     def batch_location(self, batch_id: int) -> Path:
         return self.location / f"batch-{batch_id:08d}"
 
-    def _report_path(self, batch_id: int) -> Path:
-        return self.location / "_xor_ack" / f"batch-{batch_id:08d}.json"
+    @property
+    def _reports(self) -> Location:
+        return Location(str(self.location / "_xor_ack"))
 
     # -- one micro-batch ------------------------------------------------------------------
 
@@ -315,8 +312,8 @@ class StreamTracking:
                 raise InvalidConfig(
                     f"the stream's job must return a TrackedFrame, not {type(frame).__name__}"
                 )
-            out = self.batch_location(batch_id)
-            shutil.rmtree(out, ignore_errors=True)  # a re-run replaces what a failed run left
+            out = Location(str(self.batch_location(batch_id)))
+            out.remove()  # a re-run replaces what a failed run left
             report.rows = frame.write(out, format=self.format).rows
 
         # A failed batch leaves its chains pending for its re-run: nothing is settled.
@@ -363,12 +360,8 @@ class StreamTracking:
         )
 
     def _save(self, report: BatchReport) -> None:
-        """Write the batch's report atomically (a re-run batch replaces it)."""
-        path = self._report_path(report.batch_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_suffix(".tmp")
-        temp.write_text(report.to_json(), encoding="utf-8")
-        temp.replace(path)
+        """Write the batch's report, whole and durably (a re-run batch replaces it)."""
+        self._reports.put(f"batch-{report.batch_id:08d}.json", report.to_json().encode("utf-8"))
 
     def _start(
         self, tracking: FrameTracking, batch_id: int, edges: dict[str, int], closing: set[str]
@@ -415,10 +408,8 @@ class StreamTracking:
 
     def reports(self) -> list[BatchReport]:
         """Every batch's report, by batch id (the last run of a re-run batch)."""
-        folder = self.location / "_xor_ack"
-        if not folder.is_dir():
-            return []
-        return [BatchReport.from_json(p.read_text("utf-8")) for p in sorted(folder.glob("batch-*.json"))]
+        found = self._reports
+        return [BatchReport.from_json((found.get(n) or b"").decode()) for n in found.names("batch-", ".json")]
 
     def replayable(self) -> list[Attempt]:
         """The roots whose chains failed or expired (read now: an open root's chain may

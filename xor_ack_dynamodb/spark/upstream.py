@@ -294,8 +294,10 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
     part = _Part()
 
     def start(accepted: list[Handed]) -> Started:
-        stamp = partial(_stamp_one, tracking.tracker, internal)
-        return split_refusals(pool_map(tracking.threads, stamp, accepted))
+        def one(item: Handed) -> tuple[str, str | None]:
+            return item.tag, stamp_handed(tracking.tracker, item, internal[item.tag])
+
+        return split_refusals(pool_map(tracking.threads, one, accepted))
 
     def plan(accepted: list[Handed]) -> Plan:
         def run(starting: Future[Started]) -> object:
@@ -327,10 +329,6 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
         return _plan(accepted, run, part, start=partial(start, accepted), start_first=True)
 
     return _run(tracking, handed, plan)
-
-
-def _stamp_one(tracker: AckTracker, internal: dict[str, int], item: Handed) -> tuple[str, str | None]:
-    return item.tag, stamp_handed(tracker, item, internal[item.tag])
 
 
 # -- RDDs ----------------------------------------------------------------------------------

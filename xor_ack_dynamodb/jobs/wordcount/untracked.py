@@ -18,15 +18,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ...spark.frame import WriteResult
 from ...spark.frame.columns import CHAIN, EDGE, ERR, GHOST, NOTE
-from ...spark.frame.sink import TrackedSinkSource
-from ...spark.frame.text_source import (
-    CHUNK_BYTES,
-    SPLIT_BYTES,
-    TextRoot,
-    TrackedTextSource,
-    path_bytes,
-    roots_option,
-)
+from ...spark.frame.sink import write_frame
+from ...spark.frame.text_source import CHUNK_BYTES, SPLIT_BYTES, TextRoot, path_bytes, read_text
 from ...spark.output import Location
 from ...spark.rdd import PartitionWriter
 from ...spark.rdd.executor import Noted
@@ -42,8 +35,9 @@ U = TypeVar("U")
 
 
 class UntrackedFrame:
-    """:class:`~xor_ack_dynamodb.spark.TrackedFrame`'s methods over a plain DataFrame: no tracking columns, no
-    chains; ``fail_when`` raises in the JVM (failing the Spark job, as any error would).
+    """The :class:`~xor_ack_dynamodb.spark.TrackedFrame` methods the word count uses, over
+    a plain DataFrame: no tracking columns, no chains; ``fail_when`` raises in the JVM
+    (failing the Spark job, as any error would).
     Like a tracked frame it knows its roots' column (``root``): ``group_by`` groups per
     root too, and ``write`` writes the root as ``tag_column``, so the untracked job
     produces the same rows as the tracked one (what a comparison needs)."""
@@ -59,20 +53,8 @@ class UntrackedFrame:
     def _then(self, df: DataFrame) -> UntrackedFrame:
         return UntrackedFrame(df, self.root if self.root in df.columns else None)
 
-    def select(self, *columns: str | Column) -> UntrackedFrame:
-        extra = [self.root] if self.root and self.root not in columns else []
-        return self._then(self._df.select(*columns, *extra))
-
     def with_column(self, name: str, column: Column) -> UntrackedFrame:
         return self._then(self._df.withColumn(name, column))
-
-    def drop(self, *names: str) -> UntrackedFrame:
-        return self._then(self._df.drop(*names))
-
-    def where(self, condition: Column) -> UntrackedFrame:
-        return self._then(self._df.where(condition))
-
-    filter = where
 
     def fail_when(
         self, condition: Column, reason: str | Column, *, permanent: bool = False
@@ -95,11 +77,6 @@ class UntrackedFrame:
     def group_by(self, *keys: str) -> _UntrackedGroups:
         return _UntrackedGroups(self, keys)
 
-    def join(
-        self, lookup: DataFrame, on: str | Sequence[str], how: str = "inner", *, check: bool = True
-    ) -> UntrackedFrame:
-        return self._then(self._df.join(lookup, on=[on] if isinstance(on, str) else list(on), how=how))
-
     def write(
         self,
         location: str | os.PathLike[str] | Location,
@@ -111,7 +88,6 @@ class UntrackedFrame:
         writers), told not to sum edges; ``tag_column`` reads ``untracked``."""
         from pyspark.sql import functions as F
 
-        store = Location.of(location)
         filler = {
             CHAIN: F.lit(0).cast("int"),
             EDGE: F.lit(0).cast("bigint"),
@@ -119,17 +95,15 @@ class UntrackedFrame:
             ERR: F.lit(None).cast("string"),
             NOTE: F.lit(None).cast("string"),
         }
-        (
-            self._df.withColumns(filler)
-            .write.format(TrackedSinkSource.name())
-            .mode("append")
-            .options(**store.options())
-            .option("format", format)
-            .option("tags", '["untracked"]')
-            .option("tag_column", tag_column)
-            .option("ledger", f"_untracked-{secrets.token_hex(6)}.json")
-            .option("track", "false")
-            .save()
+        ledger = f"_untracked-{secrets.token_hex(6)}.json"
+        write_frame(
+            self._df.withColumns(filler),
+            Location.of(location),
+            format=format,
+            tags=["untracked"],
+            tag_column=tag_column,
+            ledger=ledger,
+            track=False,
         )
         return WriteResult(-1, "")
 
@@ -149,8 +123,8 @@ class _UntrackedGroups:
 
 
 class UntrackedAttempt:
-    """:class:`~xor_ack_dynamodb.spark.FrameAttempt`'s sources without tracking: the same reader (the same
-    splits, decoding and normalization) with no edges."""
+    """The sources of a :class:`~xor_ack_dynamodb.spark.FrameAttempt` without tracking:
+    the same reader (the same splits, decoding and normalization) with no edges."""
 
     def __init__(self, spark: SparkSession, roots: Sequence[Any], parallelism: int) -> None:
         self.spark = spark
@@ -170,17 +144,16 @@ class UntrackedAttempt:
     ) -> UntrackedFrame:
         locate = path or (lambda root: root)
         roots = [TextRoot(i, path_bytes(locate(r)), 1) for i, r in enumerate(self.roots)]
-        df = (
-            self.spark.read.format(TrackedTextSource.name())
-            .option("roots", roots_option(roots))
-            .option("edge_key", bytes(32).hex())
-            .option("split_bytes", str(split_bytes))
-            .option("chunk_bytes", str(chunk_bytes))
-            .option("partitions", str(partitions or 2 * self.parallelism))
-            .option("bad_bytes", bad_bytes)
-            .option("normalize", normalize)
-            .option("track", "false")
-            .load()
+        df = read_text(
+            self.spark,
+            roots,
+            bytes(32),
+            split_bytes=split_bytes,
+            chunk_bytes=chunk_bytes,
+            partitions=partitions or 2 * self.parallelism,
+            bad_bytes=bad_bytes,
+            normalize=normalize,
+            track=False,
         )
         return UntrackedFrame(df.select("path", "offset", "line"), root="path")
 
@@ -189,9 +162,10 @@ class UntrackedAttempt:
 
 
 class UntrackedRDD(Generic[T]):
-    """The same methods as :class:`~xor_ack_dynamodb.spark.TrackedRDD` over a plain RDD of values, with no
-    tracking: no DynamoDB, and a user function that raises fails its task (and, past
-    ``spark.task.maxFailures``, the whole job), as in any Spark job."""
+    """The :class:`~xor_ack_dynamodb.spark.TrackedRDD` methods the word count uses, over a
+    plain RDD of values, with no tracking: no DynamoDB, and a user function that raises
+    fails its task (and, past ``spark.task.maxFailures``, the whole job), as in any
+    Spark job."""
 
     def __init__(self, rdd: RDD[T]) -> None:
         self.rdd = rdd

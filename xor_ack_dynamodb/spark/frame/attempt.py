@@ -10,7 +10,6 @@ says how the committed chains are stamped.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import threading
@@ -29,16 +28,8 @@ from ..outcomes import Attempt
 from ..output import Location
 from ..tags import TagScheme
 from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, to_signed
-from .sink import SINK_FORMATS, TrackedSinkSource, read_ledger
-from .text_source import (
-    CHUNK_BYTES,
-    SPLIT_BYTES,
-    TextRoot,
-    TrackedTextSource,
-    hook_option,
-    path_bytes,
-    roots_option,
-)
+from .sink import read_ledger, write_frame
+from .text_source import CHUNK_BYTES, SPLIT_BYTES, TextRoot, path_bytes, read_text
 from .tracked import TrackedFrame, WriteResult
 
 if TYPE_CHECKING:
@@ -164,31 +155,24 @@ class FrameAttempt:
         normalize: str = "NFC",
     ) -> TrackedFrame:
         """The lines of each root's file (``path(root)``, default the root itself), in
-        splits; columns ``path``, ``offset``, ``line``. See :mod:`.frame_source`."""
-        if bad_bytes not in ("replace", "fail"):
-            raise InvalidConfig(f"bad_bytes must be 'replace' or 'fail', got {bad_bytes!r}")
-        if normalize not in ("NFC", "none"):
-            raise InvalidConfig(f"normalize must be 'NFC' or 'none', got {normalize!r}")
-        if split_bytes < 1 or chunk_bytes < 1:
-            raise InvalidConfig("split_bytes and chunk_bytes must be positive")
+        splits; columns ``path``, ``offset``, ``line``. See :mod:`.text_source`."""
         locate = path or (lambda root: root)
         roots = [
             TextRoot(chain, path_bytes(locate(root)), self.root_edges[tag])
             for chain, (root, tag) in enumerate(zip(self.roots, self.tags, strict=True))
         ]
-        df = (
-            self.spark.read.format(TrackedTextSource.name())  # a reader, loaded below
-            .option("roots", roots_option(roots))
-            .option("edge_key", self.tracking.edges.key.hex())
-            .option("split_bytes", str(split_bytes))
-            .option("chunk_bytes", str(chunk_bytes))
-            .option("partitions", str(partitions or 2 * self.tracking.parallelism))
-            .option("bad_bytes", bad_bytes)
-            .option("normalize", normalize)
+        df = read_text(
+            self.spark,
+            roots,
+            self.tracking.edges.key,
+            split_bytes=split_bytes,
+            chunk_bytes=chunk_bytes,
+            partitions=partitions or 2 * self.tracking.parallelism,
+            bad_bytes=bad_bytes,
+            normalize=normalize,
+            after_flush=self.tracking.after_flush,
         )
-        if self.tracking.after_flush is not None:
-            df = df.option("after_flush", hook_option(self.tracking.after_flush))
-        return TrackedFrame(df.load(), self)
+        return TrackedFrame(df, self)
 
     def start(self, df: DataFrame, key: str) -> TrackedFrame:
         """Track the rows of ``df`` whose column ``key`` (cast to string) equals the key
@@ -240,25 +224,20 @@ class FrameAttempt:
         tag_column: str,
     ) -> WriteResult:
         """The attempt's one tracked write (:meth:`TrackedFrame.write`), then its stamps."""
-        if format not in SINK_FORMATS:
-            raise InvalidConfig(f"format must be one of {SINK_FORMATS}, got {format!r}")
         with self._lock:
             if self.write_result is not None:
                 raise InvalidConfig("one tracked write per attempt: its commit acks the chains")
             store = Location.of(location)
             ledger = self.commit.ledger or f"_xor_ack_ledger-{self.number}-{secrets.token_hex(6)}.json"
-            writer = (
-                frame.df.write.format(TrackedSinkSource.name())
-                .mode("append")
-                .options(**store.options())
-                .option("format", format)
-                .option("tags", json.dumps(self.tags, ensure_ascii=False))
-                .option("tag_column", tag_column)
-                .option("ledger", ledger)
+            write_frame(
+                frame.df,
+                store,
+                format=format,
+                tags=self.tags,
+                tag_column=tag_column,
+                ledger=ledger,
+                after_flush=self.tracking.after_flush,
             )
-            if self.tracking.after_flush is not None:
-                writer = writer.option("after_flush", hook_option(self.tracking.after_flush))
-            writer.save()
             xors = read_ledger(store, ledger)
             if xors is None:
                 raise RuntimeError(f"the write returned but left no ledger {ledger} in {store.url}")

@@ -27,21 +27,30 @@ in ``location``. A retried task rewrites the same name.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
+from ...errors import InvalidConfig
 from ..output import Location
 from .columns import CHAIN, GHOST, TRACKING, ChainXors
-from .text_source import load_hook
+from .text_source import hook_option, load_hook
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-__all__ = ["TrackedSinkSource", "TrackedSinkWriter", "SinkMessage", "SINK_FORMATS", "read_ledger"]
+__all__ = [
+    "TrackedSinkSource",
+    "TrackedSinkWriter",
+    "SinkMessage",
+    "SINK_FORMATS",
+    "write_frame",
+    "read_ledger",
+]
 
 SINK_FORMATS = ("parquet", "csv")
 
@@ -147,6 +156,35 @@ class TrackedSinkSource(DataSource):
         if missing:
             raise ValueError(f"xor_ack_sink writes tracked frames only; missing columns {missing}")
         return TrackedSinkWriter(self.options)
+
+
+def write_frame(
+    df: DataFrame,
+    location: Location,
+    *,
+    format: str,
+    tags: Sequence[str],
+    tag_column: str,
+    ledger: str,
+    after_flush: Callable[[str, int], None] | None = None,
+    track: bool = True,
+) -> None:
+    """Write ``df`` (tracking columns included) with the ``xor_ack_sink`` source: the
+    rows of chain ``i`` tagged ``tags[i]`` in ``tag_column``, the ledger as ``ledger``
+    (``track=False``: no XORs). :class:`InvalidConfig` for a format not in
+    :data:`SINK_FORMATS`."""
+    if format not in SINK_FORMATS:
+        raise InvalidConfig(f"format must be one of {SINK_FORMATS}, got {format!r}")
+    writer = (
+        df.write.format(TrackedSinkSource.name())
+        .mode("append")
+        .options(**location.options())
+        .options(format=format, tag_column=tag_column, ledger=ledger, track=str(track).lower())
+        .option("tags", json.dumps(list(tags), ensure_ascii=False))
+    )
+    if after_flush is not None:
+        writer = writer.option("after_flush", hook_option(after_flush))
+    writer.save()
 
 
 def read_ledger(location: Location, name: str) -> ChainXors | None:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from ...errors import InvalidConfig
 from ..edges import EdgeKey, mix64
 from ..outcomes import PERMANENT
 from ..tags import escape_key, unescape_key
@@ -53,8 +54,9 @@ from .columns import TRACKING_DDL, to_signed
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["TrackedTextSource", "TextRoot", "split_shares", "SPLIT_BYTES", "CHUNK_BYTES"]
+__all__ = ["TrackedTextSource", "TextRoot", "read_text", "split_shares", "SPLIT_BYTES", "CHUNK_BYTES"]
 
 SPLIT_BYTES = 32 << 20
 CHUNK_BYTES = 4 << 20
@@ -339,8 +341,40 @@ def load_hook(text: str | None) -> Callable[[str, int], None] | None:
     return hook
 
 
-def roots_option(roots: Sequence[TextRoot]) -> str:
-    return json.dumps([r.to_json() for r in roots], ensure_ascii=False)
+def read_text(
+    spark: SparkSession,
+    roots: Sequence[TextRoot],
+    edge_key: bytes,
+    *,
+    split_bytes: int,
+    chunk_bytes: int,
+    partitions: int,
+    bad_bytes: str,
+    normalize: str,
+    after_flush: Callable[[str, int], None] | None = None,
+    track: bool = True,
+) -> DataFrame:
+    """The ``xor_ack_text`` source over ``roots`` (see the module doc; ``track=False``:
+    no edges, no balance rows). :class:`InvalidConfig` for a bad option."""
+    if bad_bytes not in ("replace", "fail"):
+        raise InvalidConfig(f"bad_bytes must be 'replace' or 'fail', got {bad_bytes!r}")
+    if normalize not in ("NFC", "none"):
+        raise InvalidConfig(f"normalize must be 'NFC' or 'none', got {normalize!r}")
+    if split_bytes < 1 or chunk_bytes < 1:
+        raise InvalidConfig("split_bytes and chunk_bytes must be positive")
+    reader = spark.read.format(TrackedTextSource.name()).options(
+        roots=json.dumps([r.to_json() for r in roots], ensure_ascii=False),
+        edge_key=edge_key.hex(),
+        split_bytes=str(split_bytes),
+        chunk_bytes=str(chunk_bytes),
+        partitions=str(partitions),
+        bad_bytes=bad_bytes,
+        normalize=normalize,
+        track=str(track).lower(),
+    )
+    if after_flush is not None:
+        reader = reader.option("after_flush", hook_option(after_flush))
+    return reader.load()
 
 
 def path_bytes(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bytes:

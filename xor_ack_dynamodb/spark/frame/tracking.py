@@ -75,24 +75,19 @@ class FrameTracking(Driver):
     ``x == r``: the same test as an xor chain's. Xor is the default (one conditional
     ``PutItem`` per stamp: the driver created the chain, so it knows its value and
     needs no read); a sum chain's completing stamp costs an ``UpdateItem`` and the
-    ``PutItem`` that stores ``acked``. See ``docs/spark.md``.
+    ``PutItem`` that stores ``acked``. See ``docs/spark.md``. Parameters as for
+    :class:`~xor_ack_dynamodb.spark.attempts.Driver`, and:
 
-    :param run_id: a readable name for the run (tags also carry a random nonce, see
-        :mod:`~xor_ack_dynamodb.spark.tags`).
     :param parallelism: how many read partitions to aim at (twice this); default
         Spark's default parallelism (4 under Connect unless
         ``spark.default.parallelism`` is set).
-    :param tracker: the driver's tracker (default: the one ``config`` describes); on this path
-        only the driver talks to it, so any tracker with the same methods works (a
-        ``MemoryAck`` measures what tracking costs Spark itself, with no backend).
+    :param tracker: on this path only the driver talks to it, so any tracker with the
+        same methods works (a ``MemoryAck`` measures what tracking costs Spark itself,
+        with no backend).
     :param edge_key: the 32-byte key edges derive from (default: random per object).
     :param after_flush: a test hook (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`)
         called as ``hook("read", partition)`` after a read task produced its rows and
         ``hook("write", partition)`` after a sink task's part is durable.
-    :param heartbeat: keep the attempt's pending chains from expiring while its job runs
-        (``True``, default: every ``ttl / 3``), ``False``, or a
-        :class:`~xor_ack_dynamodb.spark.heartbeat.HeartbeatPolicy`; see
-        :mod:`~xor_ack_dynamodb.spark.heartbeat`.
     :param transactions: send the creates and the stamps as ``create_many`` /
         ``stamp_many`` (TransactWriteItems of up to 100 chains: one request per 100
         roots each way instead of one per root, at twice the write units on DynamoDB;

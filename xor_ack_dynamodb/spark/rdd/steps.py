@@ -255,25 +255,18 @@ def combine(
     shuffle."""
     value_a, tag_a, anchor_a, error_a = a
     value_b, tag_b, anchor_b, error_b = b
-    if type(value_a) is Carry:  # never met (one carrier per key); merged if it were
-        merged_carry = _as_anchors(tag_a, anchor_a)
-        add_carry = merge or operator.xor
-        for chain, amount in _as_anchors(tag_b, anchor_b).items():
-            merged_carry[chain] = add_carry(merged_carry.get(chain, 0), amount)
-        return value_a, None, merged_carry, None
-    tag: str | None
+    tag: str | None = tag_a
     anchor: Anchor
-    if tag_a is not None and tag_a == tag_b:
-        if merge is None:
-            tag, anchor = tag_a, anchor_a ^ anchor_b  # type: ignore[operator]
-        else:
-            tag, anchor = tag_a, merge(anchor_a, anchor_b)  # type: ignore[arg-type]
+    if tag_a is not None and tag_a == tag_b and type(value_a) is not Carry:
+        anchor = anchor_a ^ anchor_b if merge is None else merge(anchor_a, anchor_b)  # type: ignore[operator, arg-type]
     else:
-        merged = _as_anchors(tag_a, anchor_a)
+        tag, merged = None, _as_anchors(tag_a, anchor_a)
         add = merge or operator.xor
-        for chain, edge in _as_anchors(tag_b, anchor_b).items():
-            merged[chain] = add(merged.get(chain, 0), edge)
-        tag, anchor = None, merged
+        for chain, amount in _as_anchors(tag_b, anchor_b).items():
+            merged[chain] = add(merged.get(chain, 0), amount)
+        anchor = merged
+    if type(value_a) is Carry:  # never met (one carrier per key); merged if it were
+        return value_a, None, anchor, None
     error = error_a or error_b
     value = None
     if error is None:

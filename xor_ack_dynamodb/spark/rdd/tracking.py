@@ -41,21 +41,14 @@ __all__ = ["RDDTracking", "Tracking"]
 
 class RDDTracking(Driver):
     """Tracked RDD pipelines on one SparkContext, with chains in the table ``config``
-    names.
+    names (executors reach it with ``config`` too). Parameters as for
+    :class:`~xor_ack_dynamodb.spark.attempts.Driver`, and:
 
-    :param config: how executors (and the driver) reach the table; picklable.
-    :param run_id: a readable name for this run in tags and op ids (default:
-        :func:`new_run_id`); tags also carry a random nonce drawn here, so chains are
-        never shared with another ``Tracking``, whatever its run id.
     :param edge_size: bytes per edge: 8 (default, Storm's 64-bit ids: a false ack is a
         2**-64 event) or, for xor chains, a multiple of 8 up to 64.
     :param after_flush: a test hook called on the executors after each step's flush.
-    :param heartbeat: keep the attempt's pending chains from expiring while its job runs
-        (``True``, default: every ``ttl / 3``), ``False``, or a
-        :class:`~xor_ack_dynamodb.spark.heartbeat.HeartbeatPolicy`; see
-        :mod:`.heartbeat`.
-    :param tracker: the driver's tracker (default: the one ``config`` describes); its
-        mode must be ``config.mode`` (the executors build theirs from ``config``).
+    :param tracker: its mode must be ``config.mode`` (the executors build theirs from
+        ``config``).
 
     Chains of either mode work (``config.mode``): xor chains (the default) combine
     anchors by XOR and stamp bytes; sum chains add started edges, subtract finished
