@@ -51,8 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
@@ -71,13 +70,14 @@ from ..errors import (
 from ..serverless.edges import op_id as edge_op_id
 from ..stamps import check_tag
 from .attempts import Plan
-from .chains import Started, pool_map, snapshot, split_refusals
+from .chains import Started, pool_map, split_refusals
 from .frame import Commit, FrameAttempt, FrameJob, FrameTracking
 from .frame.columns import ChainXors
 from .group import Group
 from .outcomes import CONFLICT, Attempt, RootOutcome, RunReport
 from .rdd import RDDTracking, TrackedRDD
-from .rdd.executor import RunSpec, executor_tracker, report, report_conflict
+from .rdd.executor import RunSpec
+from .rdd.steps import start_partition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -334,27 +334,17 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
 # -- RDDs ----------------------------------------------------------------------------------
 
 
-def handed_partition(spec: RunSpec, step: str, index: int, items: Iterable[Handed]) -> Iterator[Any]:
-    """The first step over handed roots: per chain, :func:`stamp_handed` finishes the
-    handed edge and starts the root record's edge (derived from the run's key and the
-    tag, so a retried task sends the same stamp under the same op id: a duplicate). A
-    chain that refuses it is reported to the driver and its root is dropped."""
-    tracker = executor_tracker(spec.config)
-    before = snapshot(tracker)
-    counts: Counter[str] = Counter()
-    for item in items:
-        child = spec.edges.root(f"handed/{item.tag}")
-        why = stamp_handed(tracker, item, child)
-        if why is not None:
-            log.warning("handed chain %s: %s", item.tag, why)
-            report_conflict(spec, item.tag)
-            counts["handed_refused"] += 1
-            continue
-        counts["stamps"] += 1
-        yield item.key, item.tag, child
-    report(spec, tracker, before, counts)
-    if spec.after_flush is not None:
-        spec.after_flush(step, index)
+def continue_handed(spec: RunSpec, tracker: Any, item: Handed) -> tuple[str, str, Any]:
+    """The first step over handed roots (a :data:`~.rdd.steps.Starter`):
+    :func:`stamp_handed` finishes the handed edge and starts the root record's edge
+    (derived from the run's key and the tag, so a retried task sends the same stamp
+    under the same op id: a duplicate)."""
+    child = spec.edges.root(f"handed/{item.tag}")
+    why = stamp_handed(tracker, item, child)
+    if why is not None:
+        log.warning("handed chain %s: %s", item.tag, why)
+        return "handed_refused", item.tag, None
+    return "stamps", item.tag, (item.key, item.tag, child)
 
 
 def run_handed_rdd(
@@ -376,7 +366,7 @@ def run_handed_rdd(
         step = f"{next(tracking._steps)}-handed"
         slices = max(1, min(len(accepted), num_slices or tracking.sc.defaultParallelism))
         rdd = tracking.sc.parallelize(accepted, slices).mapPartitionsWithIndex(
-            partial(handed_partition, spec, step)
+            partial(start_partition, spec, step, continue_handed)
         )
         tracking.sc.setJobDescription(f"xor-ack run {tracking.run_id}: handed chains")
         part = _Part(set(owners))

@@ -27,7 +27,7 @@ from ..chains import Owners
 from ..heartbeat import HeartbeatPolicy
 from ..outcomes import CONFLICT, Attempt, RunObserver, RunReport
 from .executor import CONFLICT_NOTE, AfterFlush, CounterParam, RunSpec
-from .steps import start_partition
+from .steps import create_root, start_partition
 from .tracked import Acker, TrackedRDD
 
 if TYPE_CHECKING:
@@ -141,7 +141,9 @@ class RDDTracking(Driver):
         :func:`~xor_ack_dynamodb.spark.tags.escape_key`)."""
         spec = self.spec(attempt)
         step = f"{next(self._steps)}-start"
-        started = rdd.mapPartitionsWithIndex(partial(start_partition, spec, step, key))
+        started = rdd.mapPartitionsWithIndex(
+            partial(start_partition, spec, step, partial(create_root, step, key))
+        )
         return TrackedRDD(started, spec, self._steps, self.acker(spec, known=self._known), roots=(rdd, key))
 
     def _notes(self) -> dict[str, str]:
