@@ -20,9 +20,9 @@ import time
 from typing import Any
 
 from xor_ack_dynamodb import AckConfig, StampSpec, XorAckDynamoDB
-from xor_ack_dynamodb.spark.driver import DRIVER_THREADS
+from xor_ack_dynamodb.spark.attempts import DRIVER_THREADS
+from xor_ack_dynamodb.spark.chains import apply_acks, create_chains
 from xor_ack_dynamodb.spark.group import group_for
-from xor_ack_dynamodb.spark.outcomes import apply_acks, create_chains
 
 __all__ = ["measure"]
 

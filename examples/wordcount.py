@@ -7,7 +7,7 @@ starts every word); words are counted through a shuffle, carrying their pending 
 the counts are written durably and only then acked. A file's chain reaches zero exactly
 when all its words are in written output; files whose chains failed are replayed.
 
-This is the pipeline `xor-ack wordcount` runs (xor_ack_dynamodb/wordcount.py), without
+This is the pipeline `xor-ack wordcount --api rdd` runs (xor_ack_dynamodb/jobs/wordcount/rdd.py), without
 the reporting. It uses the embedded DynamoDB (a moto server in this process) and Spark
 local[*]; see docs/spark.md for a cluster and real DynamoDB.
 """

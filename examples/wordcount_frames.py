@@ -8,7 +8,7 @@ JVM; the ``xor_ack_sink`` source writes the counts and its commit records one XO
 file; this process then stamps each file's chain once. Files whose chains failed are
 replayed; the total counts only the rows of chains that ended acked.
 
-This is the pipeline `xor-ack wordcount` runs (xor_ack_dynamodb/wordcount_frame.py),
+This is the pipeline `xor-ack wordcount` runs (xor_ack_dynamodb/jobs/wordcount/frame.py),
 without the reporting. It uses the embedded DynamoDB (a moto server in this process)
 and Spark local[*], or a Spark Connect server with ``--remote``.
 """

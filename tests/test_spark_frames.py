@@ -17,7 +17,7 @@ from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
 from xor_ack_dynamodb.spark.edges import EdgeKey
 from xor_ack_dynamodb.spark.frame import FrameAttempt, FrameTracking, TrackedFrame
-from xor_ack_dynamodb.spark.frame_source import Split, TextRoot, TrackedTextReader, plan, split_shares
+from xor_ack_dynamodb.spark.frame.text_source import Split, TextRoot, TrackedTextReader, plan, split_shares
 
 pytestmark = pytest.mark.spark
 

@@ -21,7 +21,7 @@ from spark_helpers import CORPUS, corpus_files, plain_count, read_counts
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB, new_stamp
 from xor_ack_dynamodb.jobs.wordcount.job import WordCountReport, find_inputs, run_wordcount
 from xor_ack_dynamodb.spark import DieOnFirstAttempt, Tracking
-from xor_ack_dynamodb.spark.executor import Carry, Ledger
+from xor_ack_dynamodb.spark.rdd.executor import Carry, Ledger
 
 pytestmark = pytest.mark.spark
 

@@ -335,7 +335,7 @@ class _Progress:
 def _summary(console: Console, report: WordCountReport, output: str) -> None:
     from rich.table import Table
 
-    from ..spark.sink import output_location
+    from ..spark.output import Location
 
     totals = report.totals()
     files = Table(title="files replayed, noted or not acked", show_lines=False)
@@ -371,7 +371,10 @@ def _summary(console: Console, report: WordCountReport, output: str) -> None:
     console.print(summary)
     top = sorted(report.counts.items(), key=lambda item: (-item[1], item[0]))[:5]
     console.print("top words: " + ", ".join(f"{w} {c}" for w, c in top))
-    location = output_location(output)
-    console.print(f"wrote {location.describe('counts.csv')} and {location.describe('report.json')}")
+
+    def where(name: str) -> str:  # a directory as the user gave it
+        return Location.of(output).describe(name) if output.startswith("s3://") else str(Path(output) / name)
+
+    console.print(f"wrote {where('counts.csv')} and {where('report.json')}")
     if not report.all_acked:
         console.print(f"[red]{totals['failed']} file(s) not acked[/]")

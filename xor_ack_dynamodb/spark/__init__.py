@@ -2,16 +2,15 @@
 
 Two APIs over the same chains:
 
-- **RDDs**: start one chain per root record (:meth:`Tracking.start`, or
-  :meth:`Tracking.run` which also replays), transform with :class:`TrackedRDD`
+- **RDDs** (:mod:`.rdd`): start one chain per root record (:meth:`RDDTracking.start`,
+  or :meth:`RDDTracking.run` which also replays), transform with :class:`TrackedRDD`
   (``fan_out``, ``map``, ``filter``, ``reduce_by_key``) and end with ``sink``, which
   writes durably and then acks.
-- **DataFrames** (also under Spark Connect): :class:`FrameTracking` runs a job over
-  roots given as files (:meth:`FrameAttempt.read_text`) or rows with a key column
-  (:meth:`FrameAttempt.start`); :class:`TrackedFrame` keeps the per-record work in the
-  JVM (``select``, ``with_column``, ``explode``, ``where``, ``group_by().agg()``,
+- **DataFrames** (:mod:`.frame`, also under Spark Connect): :class:`FrameTracking` runs
+  a job over roots given as files (:meth:`FrameAttempt.read_text`) or rows with a key
+  column (:meth:`FrameAttempt.start`); :class:`TrackedFrame` keeps the per-record work
+  in the JVM (``select``, ``with_column``, ``explode``, ``where``, ``group_by().agg()``,
   ``join``) and ``write`` acks what its committed output holds.
-
 - **Structured Streaming**: :class:`StreamTracking` is a ``foreachBatch`` function:
   chains per stable key across micro-batches, a re-run batch applied once
   (:mod:`.streaming`).
@@ -19,27 +18,32 @@ Two APIs over the same chains:
   finish, its owner) continued and completed by :func:`run_handed_frames` and
   :func:`run_handed_rdd`, never adopted (:mod:`.upstream`).
 
-See ``docs/spark.md`` for how the bookkeeping stays exact under task retries. Needs the
+Every path runs the same attempt loop on the driver (:mod:`.attempts`: start, run,
+settle, replay, heartbeat) and writes through one :class:`~.output.Location`. See
+``docs/spark.md`` for how the bookkeeping stays exact under task retries. Needs the
 ``spark`` extra (``pip install 'xor-ack-dynamodb[spark]'``).
 """
 
-from .driver import Tracking, check_roots, new_run_id
-from .executor import Anchors, Noted, RunSpec, executor_tracker
+from .attempts import check_roots, new_run_id
 from .faults import DieOnFirstAttempt
-from .frame import (
-    FrameAttempt,
-    FrameTracking,
-    TrackedFrame,
-    UntrackedAttempt,
-    UntrackedFrame,
-    WriteResult,
-)
+from .frame import FrameAttempt, FrameTracking, TrackedFrame, WriteResult
 from .heartbeat import HeartbeatPolicy
 from .outcomes import Attempt, PermanentFailure, RootOutcome, RunObserver, RunReport
-from .sink import CsvPartitionWriter, S3PartitionWriter, read_csv_parts, read_s3_parts
+from .output import Location
+from .rdd import (
+    CsvPartitionWriter,
+    PartitionWriter,
+    RDDTracking,
+    S3PartitionWriter,
+    Stream,
+    TrackedRDD,
+    Tracking,
+    read_csv_parts,
+    read_s3_parts,
+)
+from .rdd.executor import Anchors, Noted, RunSpec, executor_tracker
 from .streaming import BatchReport, StreamTracking, stream_tag
 from .tags import TagScheme, escape_key, unescape_key
-from .tracked import PartitionWriter, Stream, TrackedRDD, UntrackedRDD
 from .upstream import Handed, check_handed, handed_from_rows, run_handed_frames, run_handed_rdd
 
 __all__ = [
@@ -53,8 +57,10 @@ __all__ = [
     "FrameTracking",
     "HeartbeatPolicy",
     "Handed",
+    "Location",
     "PartitionWriter",
     "PermanentFailure",
+    "RDDTracking",
     "RootOutcome",
     "RunObserver",
     "RunReport",
@@ -66,9 +72,6 @@ __all__ = [
     "TrackedFrame",
     "TrackedRDD",
     "Tracking",
-    "UntrackedAttempt",
-    "UntrackedFrame",
-    "UntrackedRDD",
     "WriteResult",
     "check_handed",
     "check_roots",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import boto3  # noqa: F401  (the executor's tracker builds a client on first use)
 from pyspark.daemon import manager
 
-from . import executor, steps  # noqa: F401
+from .rdd import executor, steps  # noqa: F401
 
 __all__ = ["manager"]
 

@@ -14,7 +14,7 @@ class TaskKilled(RuntimeError):
 
 @dataclass(frozen=True)
 class DieOnFirstAttempt:
-    """An ``after_flush`` hook (see :class:`~xor_ack_dynamodb.spark.Tracking`) that kills
+    """An ``after_flush`` hook (see :class:`~xor_ack_dynamodb.spark.RDDTracking`) that kills
     the first attempt of a task right after a step's stamps landed, so Spark runs the
     task again: the retry must recompute the same stamps and have them recognised as
     already applied. Needs ``spark.task.maxFailures`` > 1 (``local[N,4]`` in local mode).

@@ -2,11 +2,10 @@
 
 A chain gets a deadline ``ttl`` after its last write (create, stamp, touch); a Spark job
 that outlives it would find every chain expired at its end and replay every root. While
-:meth:`Tracking.run <xor_ack_dynamodb.spark.Tracking.run>` or
-:meth:`FrameTracking.run <xor_ack_dynamodb.spark.FrameTracking.run>` waits for a job, a
-:class:`Heartbeat` thread in the driver touches the attempt's chains every ``ttl / 3``
-(the first beat one interval after the job starts, so a job shorter than that costs
-nothing), pushing their deadlines ``ttl`` from now:
+an attempt's job runs (:meth:`~xor_ack_dynamodb.spark.attempts.Driver.attempt`, on
+every tracked path), a :class:`Heartbeat` thread in the driver touches the attempt's
+chains every ``ttl / 3`` (the first beat one interval after the job starts, so a job
+shorter than that costs nothing), pushing their deadlines ``ttl`` from now:
 
 - a beat is one conditional ``touch`` (UpdateItem) per chain from a small thread pool
   (default), or, with ``method="batch"``, ``touch_many`` (transactions of up to 100
@@ -33,15 +32,16 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidConfig, NotOwner, TagAcked, TagExpired, TagFailed, TagNotFound
-from .executor import snapshot
+from .chains import connect, snapshot
 
 if TYPE_CHECKING:
+    from ..config import AckConfig
     from ..interfaces import AckTracker
 
 __all__ = ["HeartbeatPolicy", "Heartbeat", "heartbeat_tracker"]
@@ -91,14 +91,14 @@ class HeartbeatPolicy:
         raise InvalidConfig(f"heartbeat must be a bool or a HeartbeatPolicy, got {value!r}")
 
 
-def heartbeat_tracker(tracker: Any, connect: Callable[[Any], Any]) -> Any:
-    """The tracker a heartbeat should use: for a DynamoDB tracker, a new one on the same
-    client (``connect(client)``, e.g. ``partial(XorAckDynamoDB.from_config, config)``) so
-    that its requests are counted apart; any other tracker (``MemoryAck``) as it is."""
+def heartbeat_tracker(tracker: Any, config: AckConfig) -> Any:
+    """The tracker a heartbeat should use: for a DynamoDB tracker, a new one for
+    ``config`` on the same client, so that its requests are counted apart; any other
+    tracker (``MemoryAck``) as it is."""
     from ..stores.dynamodb.tracker import XorAckDynamoDB
 
     if isinstance(tracker, XorAckDynamoDB):
-        return connect(tracker.client)
+        return connect(config, tracker.client)
     return tracker
 
 

@@ -72,11 +72,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,32 +86,25 @@ from ..errors import (
     NotOwner,
     OpIdReused,
     TagAcked,
-    TagExists,
     TagExpired,
     TagFailed,
     TagNotFound,
+    XorAckError,
 )
-from .arrowxor import ChainSums
-from .driver import DRIVER_THREADS
-from .executor import snapshot
-from .frame import FrameAttempt, FrameTracking, TrackedFrame
-from .frame_sink import SINK_FORMATS
+from .attempts import DRIVER_THREADS, Plan
+from .chains import Started, connect, create_chains, refuse_delete_on_ack, snapshot
+from .frame import Commit, FrameAttempt, FrameTracking, TrackedFrame
+from .frame.sink import SINK_FORMATS
 from .group import Group
-from .outcomes import (
-    CONFLICT,
-    Attempt,
-    Chains,
-    _pool_map,
-    apply_acks,
-    refuse_delete_on_ack,
-    split_refusals,
-)
-from .tags import escape_key
+from .outcomes import CONFLICT, Attempt
+from .output import Location
+from .tags import escape_key, escape_run
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from ..config import AckConfig
+    from ..interfaces import AckTracker
 
 __all__ = ["StreamTracking", "BatchReport", "StreamJob", "stream_tag"]
 
@@ -134,13 +127,9 @@ ENDED = "the chain of this key already ended"
 DIFFERS = "the re-run batch differs from its first run for this key (a non-deterministic source?)"
 
 
-def _escape(text: str) -> str:
-    return text.replace("%", "%25").replace("/", "%2F")
-
-
 def stream_tag(stream_id: str, key: str) -> str:
     """The tag of root ``key``'s chain in stream ``stream_id``."""
-    return f"{_escape(stream_id)}/{escape_key(key)}"
+    return f"{escape_run(stream_id)}/{escape_key(key)}"
 
 
 @dataclass
@@ -191,8 +180,8 @@ class StreamTracking:
     :param closes: a boolean column true on rows that close their root; ``None``: a
         root closes in every batch that sees it.
     :param format: ``parquet`` (default) or ``csv``.
-    :param tracker: the tracker to use on the classic driver (default:
-        ``XorAckDynamoDB.from_config(config)``, built where the batch function runs).
+    :param tracker: the tracker to use on the classic driver (default: the one
+        ``config`` describes, built where the batch function runs).
     :param hook: a test hook (:data:`BatchHook`).
     :param after_flush: a test hook run in the reader's and the sink's tasks (see
         :class:`~xor_ack_dynamodb.spark.frame.FrameTracking`).
@@ -210,14 +199,14 @@ class StreamTracking:
         key: str,
         closes: str | None = None,
         format: str = "parquet",
-        tracker: Chains | None = None,
+        tracker: AckTracker | None = None,
         hook: BatchHook | None = None,
         after_flush: Callable[[str, int], None] | None = None,
         threads: int = DRIVER_THREADS,
     ) -> None:
         if not isinstance(stream_id, str) or not stream_id:
             raise InvalidConfig("stream_id must be a non-empty str")
-        self.owner = f"stream/{_escape(stream_id)}"
+        self.owner = f"stream/{escape_run(stream_id)}"
         if len(self.owner) > MAX_OWNER:
             raise InvalidConfig(f"stream_id is too long (the owner would exceed {MAX_OWNER} characters)")
         if format not in SINK_FORMATS:
@@ -252,11 +241,9 @@ class StreamTracking:
         return state
 
     @property
-    def tracker(self) -> Chains:
+    def tracker(self) -> AckTracker:
         if self._tracker is None:
-            from ..stores.dynamodb.tracker import XorAckDynamoDB
-
-            self._tracker = XorAckDynamoDB.from_config(self.config)
+            self._tracker = connect(self.config)
         return self._tracker
 
     def tag(self, key: str) -> str:
@@ -266,8 +253,9 @@ class StreamTracking:
     def batch_location(self, batch_id: int) -> Path:
         return self.location / f"batch-{batch_id:08d}"
 
-    def _report_path(self, batch_id: int) -> Path:
-        return self.location / "_xor_ack" / f"batch-{batch_id:08d}.json"
+    @property
+    def _reports(self) -> Location:
+        return Location(str(self.location / "_xor_ack"))
 
     # -- one micro-batch ------------------------------------------------------------------
 
@@ -289,7 +277,6 @@ class StreamTracking:
         if any(row[_KEY] is None for row in found):
             raise InvalidConfig(f"batch {batch_id}: rows without a key in column {self.key!r}")
         keys = sorted(row[_KEY] for row in found)
-        closing = {row[_KEY] for row in found if row[_CLOSES]}
         report = BatchReport(batch_id, {k: self.tag(k) for k in keys})
         if not keys:  # nothing to track or write
             self._save(report)
@@ -307,46 +294,58 @@ class StreamTracking:
             raise InvalidConfig(
                 "a tracked stream uses xor chains (its carries are XORed in): use an xor-mode tracker"
             )
-        edges = {report.tags[k]: tracking.edges.root(f"{batch_id}/{report.tags[k]}") for k in keys}
-        carries = {tag: tracking.edges.root(f"carry/{tag}") for tag in edges}
-        closing_tags = {report.tags[k] for k in closing}
-        with ThreadPoolExecutor(1, thread_name_prefix="xor-ack-stream") as background:
-            starting: Future[tuple[set[str], dict[str, str]]] = background.submit(
-                self._start, batch_id, edges, carries, closing_tags
+        tags = [report.tags[k] for k in keys]
+        edges = {tag: tracking.edges.root(f"{batch_id}/{tag}") for tag in tags}
+        closing = {report.tags[row[_KEY]] for row in found if row[_CLOSES]}
+        commit = Commit(
+            op_prefix=f"{self.stream_id}/{batch_id}/sink",
+            owner=self.owner,
+            ledger="_xor_ack_ledger.json",
+            before=lambda xors: self.hook(batch_id, "written") if self.hook is not None else None,
+            known=None,
+        )
+
+        def job(starting: Future[Started]) -> None:
+            attempt = FrameAttempt(tracking, batch_id + 1, keys, keys, tags, edges, starting, commit)
+            frame = self.job(attempt.start(df, self.key), batch_id)
+            if not isinstance(frame, TrackedFrame):
+                raise InvalidConfig(
+                    f"the stream's job must return a TrackedFrame, not {type(frame).__name__}"
+                )
+            out = Location(str(self.batch_location(batch_id)))
+            out.remove()  # a re-run replaces what a failed run left
+            report.rows = frame.write(out, format=self.format).rows
+
+        # A failed batch leaves its chains pending for its re-run: nothing is settled.
+        settled, _ = tracking.attempt(
+            Plan(
+                tags,
+                job,
+                f"stream {self.stream_id} batch {batch_id}",
+                self.owner,
+                start=partial(self._start, tracking, batch_id, edges, closing),
+                refused_state="refused",
+                pending=lambda tag: (
+                    "still pending after its closing batch was written" if tag in closing else None
+                ),
+                raises=(Exception,),
+                settle_raised=False,
             )
-            counts: Counter[str] = Counter()
-            attempt = FrameAttempt(
-                tracking,
-                batch_id + 1,
-                keys,
-                keys,
-                [report.tags[k] for k in keys],
-                edges,
-                starting,
-                ledger="_xor_ack_ledger.json",
-                on_commit=lambda sums, ledger: self._ack(batch_id, starting, sums, counts),
-            )
-            # The batch's chains are kept alive while it runs (checked against the
-            # stream's owner when started, so the beat names none).
-            beat = tracking._heartbeat([report.tags[k] for k in keys], name_owner=False)
-            with beat:
-                frame = self.job(attempt.start(df, self.key), batch_id)
-                if not isinstance(frame, TrackedFrame):
-                    raise InvalidConfig(
-                        f"the stream's job must return a TrackedFrame, not {type(frame).__name__}"
-                    )
-                out = self.batch_location(batch_id)
-                shutil.rmtree(out, ignore_errors=True)  # a re-run replaces what a failed run left
-                result = frame.write(out, format=self.format)
-            tracking._add_heartbeat(beat)
-            started, refused = starting.result()
-        report.rows = result.rows
-        self._settle(report, started, refused, closing_tags)
-        counts.update(tracking.counts)
+        )
+        for key_, tag in report.tags.items():
+            outcome = settled[tag]
+            if outcome.state == "refused":
+                report.refused[key_] = outcome.reason or CONFLICT
+            elif outcome.state == "acked":
+                report.acked.append(key_)
+            elif outcome.state == "pending":
+                report.pending.append(key_)
+            else:
+                report.failed[key_] = outcome.reason or outcome.state
+        counts = Counter(tracking.counts)
         counts.update(snapshot(self.tracker))
         counts.subtract(before)
-        counts = +counts
-        report.counts = dict(counts)
+        report.counts = dict(+counts)
         if self.hook is not None:
             self.hook(batch_id, "stamped")
         self._save(report)
@@ -361,111 +360,56 @@ class StreamTracking:
         )
 
     def _save(self, report: BatchReport) -> None:
-        """Write the batch's report atomically (a re-run batch replaces it)."""
-        path = self._report_path(report.batch_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_suffix(".tmp")
-        temp.write_text(report.to_json(), encoding="utf-8")
-        temp.replace(path)
+        """Write the batch's report, whole and durably (a re-run batch replaces it)."""
+        self._reports.put(f"batch-{report.batch_id:08d}.json", report.to_json().encode("utf-8"))
 
     def _start(
-        self, batch_id: int, edges: dict[str, int], carries: dict[str, int], closing: set[str]
-    ) -> tuple[set[str], dict[str, str]]:
+        self, tracking: FrameTracking, batch_id: int, edges: dict[str, int], closing: set[str]
+    ) -> Started:
         """Create or continue each chain (see the module doc's table). Returns the tags
         started and, for the others, why not."""
         tracker = self.tracker
         prefix = f"{self.stream_id}/{batch_id}"
+        carries = {tag: tracking.edges.root(f"carry/{tag}") for tag in edges}
         # A chain that expired waiting for its key's next rows must not be revived by a
         # create (which overwrites an expired chain): it is refused and replayable.
         expired = {t for t, s in tracker.status_many(sorted(edges)).items() if s.state == "expired"}
 
-        def one(tag: str) -> tuple[str, str | None]:
-            if tag in expired:
-                return tag, f"{ENDED} (expired)"
-            root, carry = edges[tag], carries[tag]
-            fresh = root if tag in closing else root ^ carry
-            try:
-                tracker.create(
-                    tag, fresh.to_bytes(8, "big"), op_id=f"{prefix}/create/{tag}", owner=self.owner
-                )
-                return tag, None
-            except TagExists:
-                pass
-            except OpIdReused:
-                return tag, DIFFERS
-            more = root ^ carry if tag in closing else root
+        def exists(tag: str, error: XorAckError) -> str | None:
+            """The create found the chain: continue it (or the re-run batch differs)."""
+            if isinstance(error, OpIdReused):
+                return DIFFERS
+            more = edges[tag] ^ carries[tag] if tag in closing else edges[tag]
             try:
                 tracker.stamp(tag, more.to_bytes(8, "big"), op_id=f"{prefix}/start/{tag}", owner=self.owner)
             except NotOwner:
-                return tag, CONFLICT
+                return CONFLICT
             except OpIdReused:
-                return tag, DIFFERS
+                return DIFFERS
             except (TagAcked, TagFailed, TagExpired, TagNotFound) as exc:
-                return tag, f"{ENDED} ({exc.code})"
-            return tag, None
+                return f"{ENDED} ({exc.code})"
+            return None
 
-        return split_refusals(_pool_map(self.threads, one, sorted(edges)))
-
-    def _ack(
-        self,
-        batch_id: int,
-        starting: Future[tuple[set[str], dict[str, str]]],
-        sums: ChainSums,
-        counts: Counter[str],
-    ) -> Counter[str]:
-        """The write committed: stamp each started chain once with its XOR (op id
-        ``<stream id>/<batch id>/sink/<tag>``), fail those with a failure reason."""
-        if self.hook is not None:
-            self.hook(batch_id, "written")
-        started, _refused = starting.result()
-        done = apply_acks(
-            self.tracker,
-            {tag: value for tag, value in sums.xors.items() if tag in started},
-            {tag: reason for tag, reason in sums.errors.items() if tag in started},
+        fresh = {
+            t: e if t in closing else e ^ carries[t] for t, e in sorted(edges.items()) if t not in expired
+        }
+        created, refused = create_chains(
+            tracker,
+            fresh,
             Group("xor", 8),
-            f"{self.stream_id}/{batch_id}/sink",
+            f"{prefix}/create",
             owner=self.owner,
             threads=self.threads,
+            exists=exists,
         )
-        counts.update(done)
-        return done
-
-    def _settle(
-        self, report: BatchReport, started: set[str], refused: dict[str, str], closing: set[str]
-    ) -> None:
-        tracker = self.tracker
-        found = tracker.status_many(sorted(started)) if started else {}
-        for key, tag in report.tags.items():
-            if tag in refused:
-                report.refused[key] = refused[tag]
-                continue
-            status = found.get(tag)
-            if status is None:
-                report.failed[key] = "the chain was never created"
-            elif status.owner != self.owner:
-                report.refused[key] = CONFLICT
-            elif status.state == "acked":
-                report.acked.append(key)
-            elif status.state == "pending" and tag not in closing:
-                report.pending.append(key)
-            elif status.state == "pending":
-                reason = "still pending after its closing batch was written"
-                try:
-                    failed = tracker.fail(tag, reason=reason, owner=self.owner)
-                    report.failed[key] = failed.reason or reason
-                except TagAcked:
-                    report.acked.append(key)
-            else:
-                report.failed[key] = status.reason or status.state
+        return created, {**refused, **dict.fromkeys(expired, f"{ENDED} (expired)")}
 
     # -- after the fact ---------------------------------------------------------------------
 
     def reports(self) -> list[BatchReport]:
         """Every batch's report, by batch id (the last run of a re-run batch)."""
-        folder = self.location / "_xor_ack"
-        if not folder.is_dir():
-            return []
-        return [BatchReport.from_json(p.read_text("utf-8")) for p in sorted(folder.glob("batch-*.json"))]
+        found = self._reports
+        return [BatchReport.from_json((found.get(n) or b"").decode()) for n in found.names("batch-", ".json")]
 
     def replayable(self) -> list[Attempt]:
         """The roots whose chains failed or expired (read now: an open root's chain may

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from ..errors import InvalidConfig, InvalidTag
 from ..stamps import check_tag
 
-__all__ = ["TagScheme", "escape_key", "unescape_key", "ParsedTag"]
+__all__ = ["TagScheme", "escape_key", "escape_run", "unescape_key", "ParsedTag"]
 
 #: Lone surrogates U+DC80..U+DCFF, which ``surrogateescape`` decoding makes of
 #: undecodable bytes 0x80..0xFF, written back as ``%XX``.
@@ -73,7 +73,8 @@ def unescape_key(text: str) -> bytes:
     return bytes(out)
 
 
-def _escape_run(run_id: str) -> str:
+def escape_run(run_id: str) -> str:
+    """``%`` and ``/`` escaped (a run id or stream id as one part of a tag)."""
     return run_id.replace("%", "%25").replace("/", "%2F")
 
 
@@ -108,7 +109,7 @@ class TagScheme:
     @property
     def prefix(self) -> str:
         """What every tag of this scheme starts with."""
-        return f"{_escape_run(self.run_id)}/{self.nonce}/"
+        return f"{escape_run(self.run_id)}/{self.nonce}/"
 
     @property
     def owner(self) -> str:

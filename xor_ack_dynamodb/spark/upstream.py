@@ -51,11 +51,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -68,21 +66,24 @@ from ..errors import (
     TagExpired,
     TagFailed,
     TagNotFound,
-    XorAckError,
 )
 from ..serverless.edges import op_id as edge_op_id
 from ..stamps import check_tag
-from .executor import RunSpec, executor_tracker, report, report_conflict, snapshot
+from .attempts import Plan
+from .chains import Started, pool_map, split_refusals
+from .frame import Commit, FrameAttempt, FrameJob, FrameTracking
+from .frame.columns import ChainXors
 from .group import Group
-from .outcomes import CONFLICT, Attempt, Chains, RootOutcome, RunReport, _pool_map, apply_acks
-from .tracked import TrackedRDD
+from .outcomes import CONFLICT, Attempt, RootOutcome, RunReport
+from .rdd import RDDTracking, TrackedRDD
+from .rdd.executor import RunSpec
+from .rdd.steps import start_partition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from ..interfaces import AckTracker
     from ..serverless.envelope import Envelope
-    from .driver import Tracking
-    from .frame import FrameJob, FrameTracking
 
 __all__ = [
     "Handed",
@@ -190,7 +191,7 @@ def handed_from_rows(
     return out
 
 
-def refuse_unhanded(tracker: Chains, handed: Sequence[Handed]) -> dict[str, Attempt]:
+def refuse_unhanded(tracker: AckTracker, handed: Sequence[Handed]) -> dict[str, Attempt]:
     """Read every handed chain (``status_many``) and return the ones that must not be
     continued, tag -> a ``refused`` :class:`Attempt` saying why: missing, not pending
     (its state in the reason), or of another owner. Sends nothing else."""
@@ -210,7 +211,7 @@ def refuse_unhanded(tracker: Chains, handed: Sequence[Handed]) -> dict[str, Atte
     return refused
 
 
-def stamp_handed(tracker: Chains, item: Handed, started: int) -> str | None:
+def stamp_handed(tracker: AckTracker, item: Handed, started: int) -> str | None:
     """The stamp that continues a handed chain: finish ``item.edge``, start ``started``
     (an int as wide as the edge), naming the chain's owner. Its op id is the one the
     serverless side uses for the stamp that finishes an edge (``edge:<hex>``), so a
@@ -230,55 +231,54 @@ def stamp_handed(tracker: Chains, item: Handed, started: int) -> str | None:
     return None
 
 
-def _finish(
-    tracker: Chains, handed: Sequence[Handed], done: set[str], reasons: Mapping[str, str]
-) -> dict[str, Attempt]:
-    """How each continued chain stands after the job: acked, pending (the job's part in
-    ``done``), or failed here (its part is not complete: the upstream replays it)."""
-    found = tracker.status_many([h.tag for h in handed]) if handed else {}
-    out: dict[str, Attempt] = {}
-    for item in handed:
-        status = found.get(item.tag)
-        if status is None:
-            out[item.tag] = Attempt(item.tag, "missing", "the chain is gone")
-        elif status.state == "pending" and item.tag in done:
-            out[item.tag] = Attempt(
-                item.tag, PENDING, "this job's part is done; the chain waits on other edges"
-            )
-        elif status.state == "pending":
-            reason = reasons.get(item.tag, "this job did not complete its part")
-            try:
-                failed = tracker.fail(item.tag, reason=reason, owner=item.owner)
-                out[item.tag] = Attempt(item.tag, failed.state, failed.reason)
-            except TagAcked:
-                out[item.tag] = Attempt(item.tag, "acked")
-            except NotOwner:
-                out[item.tag] = Attempt(item.tag, "failed", CONFLICT)
-        else:
-            out[item.tag] = Attempt(item.tag, status.state, status.reason)
-    return out
+@dataclass
+class _Part:
+    """What the job did of each handed chain's part: done (the chain may still wait on
+    other holders' edges) or, for the others, why not."""
+
+    done: set[str] = field(default_factory=set)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def pending(self, tag: str) -> str | None:
+        """Why a chain still pending after the job fails, or None: it waits."""
+        return None if tag in self.done else self.reasons.get(tag, "this job did not complete its part")
 
 
-def _report(
-    handed: Sequence[Handed], results: Mapping[str, Attempt], counters: Counter[str], errors: list[str]
+def _run(
+    tracking: FrameTracking | RDDTracking, handed: Sequence[Handed], plan: Callable[[list[Handed]], Plan]
 ) -> RunReport:
+    """The one attempt of handed roots: refuse the chains that are not to be continued
+    (nothing is sent to them), run ``plan(accepted)`` through the attempt loop, report
+    one outcome per handed root."""
+    if tracking.group.is_sum:
+        raise InvalidConfig("handed chains are xor chains: continue them with an xor-mode tracker")
+    results = refuse_unhanded(tracking.tracker, handed)
+    accepted = [h for h in handed if h.tag not in results]
+    errors: list[str] = []
+    if accepted:
+        settled, error = tracking.attempt(plan(accepted))
+        results.update(settled)
+        errors += [error] if error else []
     outcomes = [RootOutcome(h.key, h.tag, [results[h.tag]]) for h in handed]
-    return RunReport(outcomes, counters, errors)
+    return RunReport(outcomes, tracking.requests(), errors)
 
 
-def _job_error(exc: Exception) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else repr(exc)}"
+def _plan(
+    accepted: list[Handed], job: Callable[[Future[Started]], object], part: _Part, **hooks: Any
+) -> Plan:
+    return Plan(
+        [h.tag for h in accepted],
+        job,
+        "handed chains",
+        {h.tag: h.owner for h in accepted},
+        refused_state=REFUSED,
+        pending=part.pending,
+        missing="the chain is gone",
+        **hooks,
+    )
 
 
 # -- DataFrames ----------------------------------------------------------------------------
-
-
-def _xor_only(group: Group) -> None:
-    """Handed chains are xor chains (the serverless envelope's edge is bytes):
-    :class:`InvalidConfig` for a sum-mode tracking, before any request."""
-    if group.is_sum:
-        raise InvalidConfig("handed chains are xor chains: continue them with an xor-mode tracker")
 
 
 def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: FrameJob) -> RunReport:
@@ -289,123 +289,66 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
     tag); see the module doc. Returns one outcome per handed root: ``acked``,
     ``pending``, ``failed``, ``refused`` (not adopted: nothing sent) or ``missing``.
     Raises before any request for bad input (:func:`check_handed`)."""
-    from .frame import FrameAttempt
-
     check_handed(handed)
-    _xor_only(tracking.group)
-    tracker = tracking.tracker
-    refused = refuse_unhanded(tracker, handed)
-    accepted = [h for h in handed if h.tag not in refused]
-    owners = {h.tag: h.owner for h in accepted}
-    widths = {h.tag: len(h.edge) for h in accepted}
-    internal = {h.tag: tracking.edges.root(f"handed/{h.tag}") for h in accepted}
-    prefix = f"{tracking.tags.owner}.1"
-    results: dict[str, Attempt] = dict(refused)
-    errors: list[str] = []
-    done: set[str] = set()
-    reasons: dict[str, str] = {}
+    internal = {h.tag: tracking.edges.root(f"handed/{h.tag}") for h in handed}
+    part = _Part()
 
-    def start() -> tuple[set[str], dict[str, str]]:
-        outcome = dict(
-            _pool_map(
-                tracking.threads, lambda h: (h.tag, stamp_handed(tracker, h, internal[h.tag])), accepted
+    def start(accepted: list[Handed]) -> Started:
+        def one(item: Handed) -> tuple[str, str | None]:
+            return item.tag, stamp_handed(tracking.tracker, item, internal[item.tag])
+
+        return split_refusals(pool_map(tracking.threads, one, accepted))
+
+    def plan(accepted: list[Handed]) -> Plan:
+        def run(starting: Future[Started]) -> object:
+            going = [h for h in accepted if h.tag in starting.result()[0]]
+            tags = [h.tag for h in going]
+
+            def committed(xors: ChainXors) -> None:
+                for tag in tags:
+                    if tag in xors.errors:
+                        part.reasons[tag] = xors.errors[tag]
+                    elif xors.xors.get(tag, 0) == internal[tag]:
+                        part.done.add(tag)
+                    else:
+                        part.reasons[tag] = "rows of this root did not reach the committed write"
+
+            commit = Commit(
+                op_prefix=f"{tracking.tags.owner}.1/sink",
+                owner={h.tag: h.owner for h in going},
+                group={h.tag: Group("xor", len(h.edge)) for h in going},
+                before=committed,
+                known=None,
             )
-        )
-        return {t for t, why in outcome.items() if why is None}, {t: w for t, w in outcome.items() if w}
+            edges = {t: internal[t] for t in tags}
+            return job(FrameAttempt(tracking, 1, [h.key for h in going], tags, tags, edges, starting, commit))
 
-    def commit(starting: Future[tuple[set[str], dict[str, str]]], sums: Any, ledger: str) -> Counter[str]:
-        started, _ = starting.result()
-        counts: Counter[str] = Counter()
-        groups: dict[tuple[str, int], list[str]] = {}
-        for tag in sorted(started):
-            groups.setdefault((owners[tag], widths[tag]), []).append(tag)
-        for (owner, width), members in groups.items():
-            counts.update(
-                apply_acks(
-                    tracker,
-                    {t: sums.xors.get(t, 0) for t in members if t not in sums.errors},
-                    {t: sums.errors[t] for t in members if t in sums.errors},
-                    Group("xor", width),
-                    f"{prefix}/sink",
-                    owner=owner,
-                    threads=tracking.threads,
-                )
-            )
-        for tag in started:
-            if tag in sums.errors:
-                reasons[tag] = sums.errors[tag]
-            elif sums.xors.get(tag, 0) == internal[tag]:
-                done.add(tag)
-            else:
-                reasons[tag] = "rows of this root did not reach the committed write"
-        tracking.counts.update(counts)
-        return counts
-
-    if accepted:
         # Started before the job (not in the background as a run's creates are): a
         # chain that refuses the hand-over is left out of the job, so none of its rows
         # is processed or written.
-        started, not_started = start()
-        for tag, why in not_started.items():
-            results[tag] = Attempt(tag, REFUSED, why)
-        going = [h for h in accepted if h.tag in started]
-        ready: Future[tuple[set[str], dict[str, str]]] = Future()
-        ready.set_result((started, not_started))
-        if going:
-            attempt = FrameAttempt(
-                tracking,
-                1,
-                [h.key for h in going],
-                [h.tag for h in going],
-                [h.tag for h in going],
-                {h.tag: internal[h.tag] for h in going},
-                ready,
-                on_commit=partial(commit, ready),
-            )
-            beat = tracking._heartbeat([h.tag for h in going], name_owner=False)
-            try:
-                with beat:
-                    job(attempt)
-            except XorAckError:
-                _finish(tracker, going, set(), {})
-                raise
-            except Exception as exc:  # the Spark job was aborted: no commit, no stamp
-                log.warning("handed chains: the job failed: %s", _job_error(exc))
-                errors.append(_job_error(exc))
-            finally:
-                tracking._add_heartbeat(beat)
-            results.update(_finish(tracker, going, done, reasons))
-    return _report(handed, results, tracking.requests(), errors)
+        return _plan(accepted, run, part, start=partial(start, accepted), start_first=True)
+
+    return _run(tracking, handed, plan)
 
 
 # -- RDDs ----------------------------------------------------------------------------------
 
 
-def handed_partition(spec: RunSpec, step: str, index: int, items: Iterable[Handed]) -> Iterator[Any]:
-    """The first step over handed roots: per chain, :func:`stamp_handed` finishes the
-    handed edge and starts the root record's edge (derived from the run's key and the
-    tag, so a retried task sends the same stamp under the same op id: a duplicate). A
-    chain that refuses it is reported to the driver and its root is dropped."""
-    tracker = executor_tracker(spec.config)
-    before = snapshot(tracker)
-    counts: Counter[str] = Counter()
-    for item in items:
-        child = spec.edges.root(f"handed/{item.tag}")
-        why = stamp_handed(tracker, item, child)
-        if why is not None:
-            log.warning("handed chain %s: %s", item.tag, why)
-            report_conflict(spec, item.tag)
-            counts["handed_refused"] += 1
-            continue
-        counts["stamps"] += 1
-        yield item.key, item.tag, child
-    report(spec, tracker, before, counts)
-    if spec.after_flush is not None:
-        spec.after_flush(step, index)
+def continue_handed(spec: RunSpec, tracker: Any, item: Handed) -> tuple[str, str, Any]:
+    """The first step over handed roots (a :data:`~.rdd.steps.Starter`):
+    :func:`stamp_handed` finishes the handed edge and starts the root record's edge
+    (derived from the run's key and the tag, so a retried task sends the same stamp
+    under the same op id: a duplicate)."""
+    child = spec.edges.root(f"handed/{item.tag}")
+    why = stamp_handed(tracker, item, child)
+    if why is not None:
+        log.warning("handed chain %s: %s", item.tag, why)
+        return "handed_refused", item.tag, None
+    return "stamps", item.tag, (item.key, item.tag, child)
 
 
 def run_handed_rdd(
-    tracking: Tracking,
+    tracking: RDDTracking,
     handed: Sequence[Handed],
     job: Callable[[TrackedRDD[Any], int], Any],
     *,
@@ -416,56 +359,30 @@ def run_handed_rdd(
     ``Handed.root``, or the tag); the job ends in a sink as usual. Every stamp names the
     handed owner. See the module doc for what is reported."""
     check_handed(handed, edge_size=tracking.edge_size)
-    _xor_only(tracking.group)
-    tracker = tracking.tracker
-    refused = refuse_unhanded(tracker, handed)
-    accepted = [h for h in handed if h.tag not in refused]
-    results: dict[str, Attempt] = dict(refused)
-    errors: list[str] = []
-    if accepted:
+
+    def plan(accepted: list[Handed]) -> Plan:
         owners = {h.tag: h.owner for h in accepted}
         spec = dataclasses.replace(tracking.spec(1), owners=owners)
-        steps = tracking._steps
-        step = f"{next(steps)}-handed"
+        step = f"{next(tracking._steps)}-handed"
         slices = max(1, min(len(accepted), num_slices or tracking.sc.defaultParallelism))
         rdd = tracking.sc.parallelize(accepted, slices).mapPartitionsWithIndex(
-            partial(handed_partition, spec, step)
+            partial(start_partition, spec, step, continue_handed)
+        )
+        tracking.sc.setJobDescription(f"xor-ack run {tracking.run_id}: handed chains")
+        part = _Part(set(owners))
+
+        def failed(error: str) -> None:  # the job was aborted: no part is done
+            part.done.clear()
+            part.reasons.update(dict.fromkeys(owners, f"the job failed: {error}"))
+
+        started = TrackedRDD(rdd, spec, tracking._steps, tracking.acker(spec, owner=owners))
+        return _plan(
+            accepted,
+            lambda _: job(started, 1),
+            part,
+            refused=tracking.refused("not adopted: the chain refused the handed edge"),
+            raises=(),
+            on_error=failed,
         )
 
-        def ack(step: str, stamps: dict[str, int], failures: dict[str, str]) -> Counter[str]:
-            counts: Counter[str] = Counter()
-            clock = time.perf_counter()
-            for owner in sorted(set(owners.values())):
-                mine = {t for t, o in owners.items() if o == owner}
-                counts.update(
-                    apply_acks(
-                        tracker,
-                        {t: v for t, v in stamps.items() if t in mine},
-                        {t: r for t, r in failures.items() if t in mine},
-                        Group("xor", spec.edge_size),
-                        f"{spec.op_run}/{step}/driver",
-                        owner=owner,
-                    )
-                )
-            tracking._driver_counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
-            tracking._driver_counts.update(counts)
-            return counts
-
-        tracking.sc.setJobDescription(f"xor-ack run {tracking.run_id}: handed chains")
-        done = {h.tag for h in accepted}
-        reasons: dict[str, str] = {}
-        beat = tracking._heartbeat([h.tag for h in accepted], name_owner=False)
-        try:
-            with beat:
-                job(TrackedRDD(rdd, spec, steps, ack), 1)
-        except Exception as exc:  # the job was aborted
-            log.warning("handed chains: the job failed: %s", _job_error(exc))
-            errors.append(_job_error(exc))
-            done = set()
-            reasons = {h.tag: f"the job failed: {_job_error(exc)}" for h in accepted}
-        tracking._add_heartbeat(beat)
-        conflicts = tracking._conflicts()
-        for tag in sorted(conflicts & done):
-            results[tag] = Attempt(tag, REFUSED, "not adopted: the chain refused the handed edge")
-        results.update(_finish(tracker, [h for h in accepted if h.tag not in conflicts], done, reasons))
-    return _report(handed, results, tracking.requests(), errors)
+    return _run(tracking, handed, plan)

@@ -7,12 +7,9 @@ through a shuffle (``reduce_by_key``, carrying the words' pending edges); the su
 written durably and only then acked (``sink``). A file's chain reaches zero exactly when
 every one of its words is in a written partition.
 
-Words: the text is put in Unicode normalization form NFC (so "é" written as "e" plus a
-combining accent counts as one letter), then split into maximal runs of letters, where a
-letter is a character for which ``str.isalpha()`` is true (Unicode categories Lu, Ll,
-Lt, Lm, Lo); each run is lower-cased with ``str.lower()``. Everything else splits words:
-digits, punctuation, apostrophes and hyphens, so "don't" is "don" and "t", "co-op" is
-"co" and "op", "mp3" is "mp".
+Words: maximal runs of letters of the NFC text, lower-cased (:mod:`.words`). The two
+pipelines are :mod:`.frame` (DataFrames, the default) and :mod:`.rdd`; this module
+runs either and writes the results. Nothing in the library imports the job.
 
 Exactness under replay: rows are written per (file, word) under the attempt that
 produced them, and ``counts.csv`` is a Spark aggregation over, for each file, only the
@@ -29,12 +26,10 @@ that are not UTF-8 are read as the bytes they are, and tracked under an escaped 
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import json
 import os
-import re
 import time
-import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,17 +37,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidConfig
-from ...spark.driver import new_run_id
-from ...spark.executor import AfterFlush
-from ...spark.outcomes import Chains, RunObserver, RunReport
-from ...spark.sink import LocalOutput, S3Output, output_location
+from ...spark.attempts import new_run_id
+from ...spark.frame import is_connect
+from ...spark.outcomes import RunObserver, RunReport
+from ...spark.output import Location
+from ...spark.rdd.executor import AfterFlush
 from ...spark.tags import escape_key
+from .frame import frame_counts, run_frame
+from .rdd import rdd_counts, run_rdd
+from .words import FaultPlan, InjectedFailure, Options, default_corpus, find_inputs, tokenize
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from ...config import AckConfig
+    from ...interfaces import AckTracker
 
 __all__ = [
     "tokenize",
@@ -61,90 +61,13 @@ __all__ = [
     "FaultPlan",
     "InjectedFailure",
     "run_wordcount",
+    "write_outputs",
     "WordCountReport",
     "FileResult",
     "APIS",
 ]
 
 APIS = ("frame", "rdd")
-
-#: A fast first cut: runs of word characters that are not digits or "_" (a superset of
-#: letters: it also admits numerals like "²"; tokenize() splits those out).
-_CANDIDATE = re.compile(r"[^\W\d_]+")
-
-#: Where the bundled sample corpus lives in a source checkout.
-_CORPUS = Path(__file__).resolve().parents[3] / "examples" / "data"
-
-
-def tokenize(text: str) -> list[str]:
-    """The words of ``text``, in order (see the module doc for the rule)."""
-    words: list[str] = []
-    for run in _CANDIDATE.findall(unicodedata.normalize("NFC", text)):
-        if run.isalpha():
-            words.append(run.lower())
-        else:
-            words.extend(w.lower() for w in "".join(c if c.isalpha() else " " for c in run).split())
-    return words
-
-
-def default_corpus() -> Path:
-    """The bundled corpus, ``examples/data`` of the source checkout."""
-    if not _CORPUS.is_dir():
-        raise FileNotFoundError(f"the bundled corpus {_CORPUS} is missing: pass INPUT files or directories")
-    return _CORPUS
-
-
-def find_inputs(paths: Sequence[str | Path]) -> list[Path]:
-    """The input files: each path as given, directories expanded to the files under them
-    (hidden ones skipped), sorted and without repeats.
-
-    Raises ``FileNotFoundError`` for a path that does not exist and
-    :class:`InvalidConfig` when no file is found.
-    """
-    found: dict[Path, None] = {}
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            for child in sorted(path.rglob("*")):
-                if child.is_file() and not any(
-                    part.startswith(".") for part in child.relative_to(path).parts
-                ):
-                    found[child.resolve()] = None
-        elif path.is_file():
-            found[path.resolve()] = None
-        else:
-            raise FileNotFoundError(f"no such file or directory: {path}")
-    if not found:
-        raise InvalidConfig("no input files found")
-    return list(found)
-
-
-class InjectedFailure(RuntimeError):
-    """A failure ``--fail-rate`` injected into a word's processing."""
-
-
-@dataclass(frozen=True)
-class FaultPlan:
-    """Which word records raise: a ``rate`` fraction of them in each of the first
-    ``attempts`` attempts (transient faults: replays after that run clean), chosen by
-    hashing the seed, the attempt, the file and the word's position, so a run is
-    reproducible and each attempt draws afresh."""
-
-    rate: float
-    seed: int = 0
-    attempts: int = 1
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.rate < 1.0:
-            raise InvalidConfig(f"the fail rate must be in [0, 1), got {self.rate}")
-
-    def fails(self, attempt: int, file_id: int, position: int) -> bool:
-        if self.rate <= 0.0 or attempt > self.attempts:
-            return False
-        digest = hashlib.blake2b(
-            f"{self.seed}/{attempt}/{file_id}/{position}".encode(), digest_size=8
-        ).digest()
-        return int.from_bytes(digest, "big") < self.rate * 2**64
 
 
 # -- the driver -----------------------------------------------------------------------
@@ -264,12 +187,12 @@ def run_wordcount(
     keep_parts: bool = False,
     bad_bytes: str = "replace",
     split_bytes: int | None = None,
-    tracker: Chains | None = None,
+    tracker: AckTracker | None = None,
     transactions: bool = False,
 ) -> WordCountReport:
     """Count the words of ``inputs`` and write ``counts.csv`` and ``report.json`` to
     ``output``, a directory (local, or shared by the cluster's nodes) or an
-    ``s3://bucket/prefix`` (see :func:`~xor_ack_dynamodb.spark.sink.output_location`).
+    ``s3://bucket/prefix`` (see :meth:`~xor_ack_dynamodb.spark.output.Location.of`).
     With ``config`` None the job runs without tracking (no DynamoDB; a record that
     raises then fails the Spark job, as it would in any job).
 
@@ -281,14 +204,12 @@ def run_wordcount(
     reader's split size (default 32 MiB); ``after_flush``: a test hook
     (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`): after each RDD step's flush, or
     after each DataFrame read task (``"read"``) and durable sink task (``"write"``).
-    ``tracker``: the DataFrame driver's tracker (default ``XorAckDynamoDB.from_config(config)``; only the
+    ``tracker``: the DataFrame driver's tracker (default: the one ``config`` describes; only the
     driver talks to it on that path, so a ``MemoryAck`` measures Spark's own cost).
     ``transactions``: the DataFrame driver's creates and stamps as TransactWriteItems of
     up to 100 (see :class:`~xor_ack_dynamodb.spark.frame.FrameTracking`).
     """
     from pyspark import SparkContext
-
-    from ...spark.frame import is_connect
 
     started = time.perf_counter()
     api = api or ("rdd" if isinstance(spark, SparkContext) else "frame")
@@ -299,8 +220,21 @@ def run_wordcount(
     run_id = run_id or new_run_id()
     faults = FaultPlan(fail_rate, seed, fail_attempts) if fail_rate else None
     roots = [(i, os.fsdecode(path)) for i, path in enumerate(inputs)]
-    parts = f".parts/{run_id}"
+    options = Options(
+        Location.of(output),
+        run_id,
+        faults,
+        max_attempts,
+        partitions,
+        bad_bytes,
+        split_bytes,
+        after_flush,
+        observer,
+        tracker,
+        transactions,
+    )
     phases: dict[str, float] = {}
+    clock = time.perf_counter()
     if api == "rdd":
         if tracker is not None or transactions:
             raise InvalidConfig("no tracker= or transactions= with api='rdd': its executors reach the table")
@@ -309,181 +243,62 @@ def run_wordcount(
                 "the RDD job cannot run under Spark Connect (it has no RDDs): use api='frame'"
             )
         sc = spark if isinstance(spark, SparkContext) else spark.sparkContext
-        result = _run_rdd(
-            sc,
-            roots,
-            output,
-            config,
-            run_id,
-            parts,
-            faults,
-            max_attempts,
-            partitions,
-            bad_bytes,
-            after_flush,
-            observer,
-            phases,
+        options = dataclasses.replace(
+            options, partitions=partitions or max(1, min(8, sc.defaultParallelism // 2))
         )
+        report = run_rdd(sc, roots, config, options)
+        phases["job"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        counts = rdd_counts(sc, options, _acked_attempts(report, roots))
     else:
         from pyspark.sql import SparkSession
 
         session = spark if not isinstance(spark, SparkContext) else SparkSession.builder.getOrCreate()
-        result = _run_frame(
-            session,
-            roots,
-            output,
-            config,
-            run_id,
-            parts,
-            faults,
-            max_attempts,
-            partitions,
-            bad_bytes,
-            split_bytes,
-            observer,
-            after_flush,
-            tracker,
-            phases,
-            transactions,
-        )
-    files, counts, requests, errors, location = result
-    wall = time.perf_counter() - started
-    report = WordCountReport(run_id, config is not None, files, counts, requests, wall, errors, api, phases)
-    write_outputs(report, location)
-    if not keep_parts:
-        location.remove(parts)
-    return report
-
-
-_Result = tuple[list[FileResult], Counter[str], Counter[str], list[str], "LocalOutput | S3Output"]
-
-
-def _untracked_files(roots: Sequence[tuple[int, str]]) -> list[FileResult]:
-    return [FileResult(escape_key(p), "", "untracked", 1, None, acked_attempt=1) for _, p in roots]
-
-
-def _run_rdd(
-    sc: SparkContext,
-    roots: list[tuple[int, str]],
-    output: str | Path,
-    config: AckConfig | None,
-    run_id: str,
-    parts: str,
-    faults: FaultPlan | None,
-    max_attempts: int,
-    partitions: int | None,
-    bad_bytes: str,
-    after_flush: AfterFlush | None,
-    observer: RunObserver | None,
-    phases: dict[str, float],
-) -> _Result:
-    from .rdd import rdd_final_counts, run_rdd
-
-    location = output_location(output)
-    clock = time.perf_counter()
-    report = run_rdd(
-        sc,
-        roots,
-        config,
-        output=location,
-        parts=parts,
-        run_id=run_id,
-        faults=faults,
-        max_attempts=max_attempts,
-        partitions=partitions or max(1, min(8, sc.defaultParallelism // 2)),
-        bad_bytes=bad_bytes,
-        after_flush=after_flush,
-        observer=observer,
-    )
-    phases["job"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-    if report is None:
-        files = _untracked_files(roots)
-        acked = {1: {i for i, _ in roots}}
-        requests: Counter[str] = Counter({"requests": 0})
-        errors: list[str] = []
-    else:
-        files = _file_results(report, roots)
-        acked = {}
-        for file_id, f in enumerate(files):
-            if f.acked_attempt is not None:
-                acked.setdefault(f.acked_attempt, set()).add(file_id)
-        requests, errors = report.counters, report.job_errors
-    counts = rdd_final_counts(sc, location, parts, acked)
+        previous = session.conf.get("spark.sql.shuffle.partitions", None) if partitions else None
+        if partitions:
+            session.conf.set("spark.sql.shuffle.partitions", str(partitions))
+        try:
+            report = run_frame(session, roots, config, options)
+            phases["job"] = time.perf_counter() - clock
+            clock = time.perf_counter()
+            counts = frame_counts(session, options, report)
+        finally:
+            if partitions and previous is not None:
+                session.conf.set("spark.sql.shuffle.partitions", previous)
     phases["final_count"] = time.perf_counter() - clock
-    return files, counts, requests, errors, location
+    if report is None:
+        files = [FileResult(escape_key(p), "", "untracked", 1, None, acked_attempt=1) for _, p in roots]
+        requests, errors = Counter({"requests": 0}), []
+    else:
+        files, requests, errors = _file_results(report, roots), report.counters, report.job_errors
+    wall = time.perf_counter() - started
+    result = WordCountReport(run_id, config is not None, files, counts, requests, wall, errors, api, phases)
+    write_outputs(result, options.output)
+    if not keep_parts:
+        options.parts.remove()
+    return result
 
 
-def _run_frame(
-    spark: SparkSession,
-    roots: list[tuple[int, str]],
-    output: str | Path,
-    config: AckConfig | None,
-    run_id: str,
-    parts: str,
-    faults: FaultPlan | None,
-    max_attempts: int,
-    partitions: int | None,
-    bad_bytes: str,
-    split_bytes: int | None,
-    observer: RunObserver | None,
-    after_flush: AfterFlush | None,
-    tracker: Chains | None,
-    phases: dict[str, float],
-    transactions: bool = False,
-) -> _Result:
-    from ...spark.frame_source import SPLIT_BYTES
-    from .frame import frame_final_counts, run_frame, store_for, untracked_final_counts
-
-    store = store_for(output)
-    location = output_location(store.location)
-    previous = spark.conf.get("spark.sql.shuffle.partitions", None) if partitions else None
-    if partitions:
-        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    try:
-        clock = time.perf_counter()
-        report, tracking = run_frame(
-            spark,
-            roots,
-            config,
-            output=store,
-            parts=parts,
-            run_id=run_id,
-            faults=faults,
-            max_attempts=max_attempts,
-            split_bytes=split_bytes or SPLIT_BYTES,
-            bad_bytes=bad_bytes,
-            observer=observer,
-            after_flush=after_flush,
-            tracker=tracker,
-            transactions=transactions,
-        )
-        phases["job"] = time.perf_counter() - clock
-        clock = time.perf_counter()
-        if report is None:
-            files = _untracked_files(roots)
-            counts = untracked_final_counts(spark, store, parts)
-            requests: Counter[str] = Counter({"requests": 0})
-            errors: list[str] = []
-        else:
-            files = _file_results(report, roots)
-            counts = frame_final_counts(spark, store, parts, report)
-            requests, errors = report.counters, report.job_errors
-        phases["final_count"] = time.perf_counter() - clock
-    finally:
-        if partitions and previous is not None:
-            spark.conf.set("spark.sql.shuffle.partitions", previous)
-    return files, counts, requests, errors, location
+def _acked_attempts(report: RunReport | None, roots: Sequence[tuple[int, str]]) -> dict[int, set[int]]:
+    """Attempt -> the files (ids) it acked (untracked: attempt 1, every file)."""
+    if report is None:
+        return {1: {i for i, _ in roots}}
+    acked: dict[int, set[int]] = {}
+    for (file_id, _), outcome in zip(roots, report.outcomes, strict=True):
+        for number, attempt in enumerate(outcome.attempts, 1):
+            if attempt.state == "acked":
+                acked.setdefault(number, set()).add(file_id)
+    return acked
 
 
-def write_outputs(report: WordCountReport, output: str | Path | LocalOutput | S3Output) -> None:
+def write_outputs(report: WordCountReport, output: str | Path | Location) -> None:
     """``counts.csv`` (``word,count``, by descending count then word) and
     ``report.json``, each written whole (a temporary file renamed into place, or one S3
     put)."""
     import csv
     import io
 
-    location = output if isinstance(output, (LocalOutput, S3Output)) else output_location(output)
+    location = Location.of(output)
     rows = sorted(report.counts.items(), key=lambda item: (-item[1], item[0]))
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer)

@@ -22,19 +22,21 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ...spark.driver import Tracking
-from ...spark.executor import AfterFlush, Noted
-from ...spark.outcomes import PermanentFailure, RunObserver, RunReport
-from ...spark.sink import LocalOutput, S3Output
-from ...spark.tracked import Stream, UntrackedRDD
+from ...spark.outcomes import PermanentFailure, RunReport
+from ...spark.output import Location
+from ...spark.rdd import RDDTracking, Stream
+from ...spark.rdd.executor import Noted
+from ...spark.rdd.writers import csv_writer
+from ...spark.tags import escape_key
+from .untracked import UntrackedRDD
+from .words import FaultPlan, InjectedFailure, Options, tokenize
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
     from ...config import AckConfig
-    from .job import FaultPlan
 
-__all__ = ["ReadWords", "CountWord", "rdd_job", "run_rdd", "rdd_final_counts", "Root"]
+__all__ = ["ReadWords", "CountWord", "rdd_job", "run_rdd", "rdd_counts", "Root"]
 
 #: (file id, path): the path as ``str`` (file names that are not UTF-8 carry lone
 #: surrogates, ``os.fsdecode``'s way), and the chain's key.
@@ -56,15 +58,12 @@ def decode(data: bytes, bad_bytes: str, label: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True)
 class ReadWords:
-    """A file's words as ``(file id, position, word)`` (see :func:`~.wordcount.tokenize`),
+    """A file's words as ``(file id, position, word)`` (see :func:`~.words.tokenize`),
     with a note when bad bytes were replaced."""
 
     bad_bytes: str = "replace"
 
     def __call__(self, root: Root) -> Noted | list[tuple[int, int, str]]:
-        from ...spark.tags import escape_key
-        from .job import tokenize
-
         file_id, path = root
         with open(path, "rb") as handle:
             data = handle.read()
@@ -82,8 +81,6 @@ class CountWord:
     attempt: int
 
     def __call__(self, record: tuple[int, int, str]) -> tuple[tuple[int, str], int]:
-        from .job import InjectedFailure
-
         file_id, position, word = record
         if self.faults is not None and self.faults.fails(self.attempt, file_id, position):
             raise InjectedFailure(f"injected failure at word {position} of file {file_id}")
@@ -95,103 +92,61 @@ def _row(record: tuple[tuple[int, str], int]) -> tuple[int, str, int]:
     return file_id, word, count
 
 
-def rdd_job(
-    stream: Stream,
-    attempt: int,
-    *,
-    output: LocalOutput | S3Output,
-    parts: str,
-    faults: FaultPlan | None = None,
-    partitions: int | None = None,
-    bad_bytes: str = "replace",
-) -> int:
+def rdd_job(stream: Stream, attempt: int, options: Options) -> int:
     """The pipeline, on started file records (tracked or not). Writes
-    ``<output>/<parts>/attempt-<n>/part-*.csv`` (``file,word,count``); returns the rows
-    written."""
-    writer = output.writer(f"{parts}/attempt-{attempt}", ("file", "word", "count"), _row)
+    ``<parts>/attempt-<n>/part-*.csv`` (``file,word,count``); returns the rows written."""
+    writer = csv_writer(options.attempt(attempt), ("file", "word", "count"), _row)
     return (
-        stream.fan_out(ReadWords(bad_bytes), "read_words")
-        .map(CountWord(faults, attempt), "count_word")
-        .reduce_by_key(operator.add, partitions, "sum_counts")
+        stream.fan_out(ReadWords(options.bad_bytes), "read_words")
+        .map(CountWord(options.faults, attempt), "count_word")
+        .reduce_by_key(operator.add, options.partitions, "sum_counts")
         .sink(writer, "write_counts")
     )
 
 
 def run_rdd(
-    sc: SparkContext,
-    roots: Sequence[Root],
-    config: AckConfig | None,
-    *,
-    output: LocalOutput | S3Output,
-    parts: str,
-    run_id: str,
-    faults: FaultPlan | None,
-    max_attempts: int,
-    partitions: int,
-    bad_bytes: str,
-    after_flush: AfterFlush | None,
-    observer: RunObserver | None,
+    sc: SparkContext, roots: Sequence[Root], config: AckConfig | None, options: Options
 ) -> RunReport | None:
     """Run the job tracked (a report) or, with ``config`` None, untracked (None)."""
-    job = partial(
-        rdd_job, output=output, parts=parts, faults=faults, partitions=partitions, bad_bytes=bad_bytes
-    )
+    job = partial(rdd_job, options=options)
     slices = max(1, min(len(roots), sc.defaultParallelism * 2))
     if config is None:
         job(UntrackedRDD(sc.parallelize(list(roots), slices)), 1)
         return None
-    tracking = Tracking(sc, config, run_id=run_id, after_flush=after_flush)
+    tracking = RDDTracking(sc, config, run_id=options.run_id, after_flush=options.after_flush)
     return tracking.run(
         list(roots),
         operator.itemgetter(1),
         job,
-        max_attempts=max_attempts,
+        max_attempts=options.max_attempts,
         num_slices=slices,
-        observer=observer,
+        observer=options.observer,
     )
 
 
-def _part_rows(location: LocalOutput | S3Output, item: str) -> Iterator[tuple[int, str, int]]:
-    """The ``(file id, word, count)`` rows of one part file (on an executor)."""
-    if isinstance(location, S3Output):
-        client = location.client()
-        bucket, _, key = item.partition("/")
-        text = client.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8")
-    else:
-        with open(item, encoding="utf-8", newline="") as handle:
-            text = handle.read()
-    for row in csv.DictReader(io.StringIO(text, newline="")):
-        yield int(row["file"]), row["word"], int(row["count"])
-
-
-def _list_parts(location: LocalOutput | S3Output, sub: str) -> list[str]:
-    if isinstance(location, S3Output):
-        client = location.client()
-        prefix = location._key(sub).rstrip("/") + "/part-"
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket=location.bucket, Prefix=prefix)
-        return [f"{location.bucket}/{o['Key']}" for page in pages for o in page.get("Contents", [])]
-    return [str(p) for p in sorted((location.root / sub).glob("part-*.csv"))]
-
-
 def _acked_rows(
-    location: LocalOutput | S3Output, acked: dict[int, set[int]], item: tuple[int, str]
+    location: Location, acked: dict[int, set[int]], item: tuple[int, str]
 ) -> Iterator[tuple[str, int]]:
-    attempt, part = item
-    wanted = acked[attempt]
-    for file_id, word, count in _part_rows(location, part):
-        if file_id in wanted:
-            yield word, count
+    """The ``(word, count)`` rows of one part file (on an executor) whose file is one
+    its attempt acked."""
+    attempt, name = item
+    text = (location.get(name) or b"").decode("utf-8")
+    for row in csv.DictReader(io.StringIO(text, newline="")):
+        if int(row["file"]) in acked[attempt]:
+            yield row["word"], int(row["count"])
 
 
-def rdd_final_counts(
-    sc: SparkContext, location: LocalOutput | S3Output, parts: str, acked: dict[int, set[int]]
-) -> Counter[str]:
+def rdd_counts(sc: SparkContext, options: Options, acked: dict[int, set[int]]) -> Counter[str]:
     """Sum, per word, the rows each file's acked attempt wrote (``acked``: attempt ->
     file ids), in Spark: the part files are listed here and read and summed on the
     executors; only the distinct words come back."""
-    items = [(a, p) for a in sorted(acked) for p in _list_parts(location, f"{parts}/attempt-{a}")]
+    items = [
+        (a, f"attempt-{a}/{name}")
+        for a in sorted(acked)
+        for name in options.attempt(a).names("part-", ".csv")
+    ]
     if not items:
         return Counter()
     slices = max(1, min(len(items), sc.defaultParallelism * 2))
-    rows = sc.parallelize(items, slices).flatMap(partial(_acked_rows, location, acked))
+    rows = sc.parallelize(items, slices).flatMap(partial(_acked_rows, options.parts, acked))
     return Counter(dict(rows.reduceByKey(operator.add).collect()))

@@ -36,17 +36,18 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.accumulators import AccumulatorParam
 
-from ..errors import NotOwner, TagAcked, TagExists, TagNotFound
-from .edges import EdgeKey
-from .group import Group
-from .tags import TagScheme
+from ...errors import NotOwner, TagAcked, TagExists, TagNotFound
+from ..chains import connect, snapshot
+from ..edges import EdgeKey
+from ..group import Group
+from ..outcomes import failure_reason
+from ..tags import TagScheme
 
 if TYPE_CHECKING:
     from pyspark import Accumulator
 
-    from ..config import AckConfig
-    from ..interfaces import AckTracker
-    from ..stores.dynamodb.tracker import XorAckDynamoDB
+    from ...config import AckConfig
+    from ...stores.dynamodb.tracker import XorAckDynamoDB
 
 __all__ = [
     "RunSpec",
@@ -115,17 +116,9 @@ def executor_tracker(config: AckConfig) -> XorAckDynamoDB:
     with _TRACKERS_LOCK:
         tracker = _TRACKERS.get(config)
         if tracker is None:
-            from ..stores.dynamodb.tracker import XorAckDynamoDB
-
-            tracker = XorAckDynamoDB.from_config(config)
+            tracker = connect(config)
             _TRACKERS[config] = tracker
         return tracker
-
-
-def snapshot(tracker: AckTracker) -> Counter[str]:
-    """The tracker's counters so far (:meth:`RequestStats.snapshot`: ``requests``,
-    ``requests.<Operation>``, ``conflicts``, ``retries``, ``duplicates``)."""
-    return Counter(tracker.stats.snapshot())
 
 
 #: The note that marks a chain whose create met an existing item (see :func:`report_conflict`).
@@ -256,8 +249,6 @@ class Ledger:
 
     def fail(self, tags: Iterable[str], error: BaseException | str) -> None:
         """Fail these chains at the flush (the first reason per chain is kept)."""
-        from .outcomes import failure_reason
-
         reason = failure_reason(error)
         for tag in tags:
             self.failed.setdefault(tag, reason)

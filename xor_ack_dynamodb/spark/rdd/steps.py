@@ -24,7 +24,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..errors import TagExists
+from ...errors import TagExists
+from ..chains import snapshot
+from ..outcomes import failure_reason
 from .executor import (
     Anchor,
     Anchors,
@@ -36,11 +38,12 @@ from .executor import (
     executor_tracker,
     report,
     report_conflict,
-    snapshot,
 )
 
 __all__ = [
     "start_partition",
+    "create_root",
+    "Starter",
     "start_fan_out_partition",
     "fan_out_partition",
     "map_partition",
@@ -54,39 +57,49 @@ __all__ = [
 
 #: A reduce value on its way through the shuffle: (value, tag, anchor, error or None).
 Combined = tuple[Any, str | None, Anchor, str | None]
+#: What starting one root gives: a counter to add 1 to, the chain's tag, and the record
+#: to emit (None: the chain is not the run's to touch).
+StartedRoot = tuple[str, str, Record | None]
+#: ``start(spec, tracker, root)``: starts one root's chain on an executor.
+Starter = Callable[[RunSpec, Any, Any], StartedRoot]
 #: What a sink partition returns to the driver: (values written, pending stamp per chain,
 #: failure reason per chain).
 SinkResult = tuple[int, dict[str, int], dict[str, str]]
 
 
 def start_partition(
-    spec: RunSpec, step: str, key: Callable[[Any], Any], index: int, roots: Iterable[Any]
+    spec: RunSpec, step: str, start: Starter, index: int, roots: Iterable[Any]
 ) -> Iterator[Record]:
-    """Create one chain per root (tag ``spec.tag(key(root))``) and emit the root anchored
-    to it. The create carries the op id ``<run>/<step>/<tag>``: a retried task's create
-    is recognised as already applied."""
+    """The first step over the roots: ``start`` starts each root's chain (with a request
+    whose op id makes a retried task's copy a duplicate) and gives the record to emit;
+    a chain that is not the run's to touch is reported to the driver, its root dropped."""
     tracker = executor_tracker(spec.config)
     before = snapshot(tracker)
-    created = 0
-    value = spec.group.value
     counts: Counter[str] = Counter()
     for root in roots:
-        tag = spec.tag(key(root))
-        edge = spec.edges.root(tag)
-        try:
-            tracker.create(tag, value(edge), op_id=f"{spec.op_run}/{step}/{tag}", owner=spec.tags.owner)
-        except TagExists:
-            # Not ours (see Ledger._flush_one): never adopted, and nothing of the root
-            # goes on to stamp it.
+        counter, tag, record = start(spec, tracker, root)
+        counts[counter] += 1
+        if record is None:
             report_conflict(spec, tag)
-            counts["create_exists"] += 1
-            continue
-        created += 1
-        yield root, tag, edge
-    counts["chains_created"] += created
+        else:
+            yield record
     report(spec, tracker, before, counts)
     if spec.after_flush is not None:
         spec.after_flush(step, index)
+
+
+def create_root(step: str, key: Callable[[Any], Any], spec: RunSpec, tracker: Any, root: Any) -> StartedRoot:
+    """A :data:`Starter`: create one chain per root (tag ``spec.tag(key(root))``, op id
+    ``<run>/<step>/<tag>``) and emit the root anchored to it."""
+    tag = spec.tag(key(root))
+    edge = spec.edges.root(tag)
+    try:
+        tracker.create(
+            tag, spec.group.value(edge), op_id=f"{spec.op_run}/{step}/{tag}", owner=spec.tags.owner
+        )
+    except TagExists:  # not ours (see Ledger._flush_one): never adopted
+        return "create_exists", tag, None
+    return "chains_created", tag, (root, tag, edge)
 
 
 def _children(spec: RunSpec, parent: int, count: int) -> tuple[list[int], int]:
@@ -254,33 +267,24 @@ def combine(
     shuffle."""
     value_a, tag_a, anchor_a, error_a = a
     value_b, tag_b, anchor_b, error_b = b
-    if type(value_a) is Carry:  # never met (one carrier per key); merged if it were
-        merged_carry = _as_anchors(tag_a, anchor_a)
-        add_carry = merge or operator.xor
-        for chain, amount in _as_anchors(tag_b, anchor_b).items():
-            merged_carry[chain] = add_carry(merged_carry.get(chain, 0), amount)
-        return value_a, None, merged_carry, None
-    tag: str | None
+    tag: str | None = tag_a
     anchor: Anchor
-    if tag_a is not None and tag_a == tag_b:
-        if merge is None:
-            tag, anchor = tag_a, anchor_a ^ anchor_b  # type: ignore[operator]
-        else:
-            tag, anchor = tag_a, merge(anchor_a, anchor_b)  # type: ignore[arg-type]
+    if tag_a is not None and tag_a == tag_b and type(value_a) is not Carry:
+        anchor = anchor_a ^ anchor_b if merge is None else merge(anchor_a, anchor_b)  # type: ignore[operator, arg-type]
     else:
-        merged = _as_anchors(tag_a, anchor_a)
+        tag, merged = None, _as_anchors(tag_a, anchor_a)
         add = merge or operator.xor
-        for chain, edge in _as_anchors(tag_b, anchor_b).items():
-            merged[chain] = add(merged.get(chain, 0), edge)
-        tag, anchor = None, merged
+        for chain, amount in _as_anchors(tag_b, anchor_b).items():
+            merged[chain] = add(merged.get(chain, 0), amount)
+        anchor = merged
+    if type(value_a) is Carry:  # never met (one carrier per key); merged if it were
+        return value_a, None, anchor, None
     error = error_a or error_b
     value = None
     if error is None:
         try:
             value = fn(value_a, value_b)
         except Exception as exc:
-            from .outcomes import failure_reason
-
             error = failure_reason(exc)
     return value, tag, anchor, error
 

@@ -16,9 +16,9 @@ raw bytes, and accounts for every split it was given:
   (on the driver) gives split ``j`` of ``k`` a share ``s_j`` with ``s_0 ^ … ^ s_{k-1} =
   r`` (the root fans out per split); the task reading split ``j`` gives each line a
   derived edge (SplitMix64 stream of a seed keyed by the run key and ``s_j``: see
-  :mod:`.edges`) and ends the split with one ghost row whose edge makes the split's XOR
-  exactly ``s_j``. A split that was never read leaves its share in the chain: no false
-  ack for a file nobody read.
+  :mod:`~xor_ack_dynamodb.spark.edges`) and ends the split with one ghost row whose
+  edge makes the split's XOR exactly ``s_j``. A split that was never read leaves its
+  share in the chain: no false ack for a file nobody read.
 - **Bad bytes.** Each chunk is decoded as UTF-8. With ``bad_bytes=replace`` (default)
   invalid sequences become U+FFFD (which is not a letter) and the root gets a note
   (``bad bytes: N invalid UTF-8 sequence(s), first at byte B``); with ``fail``, the
@@ -29,9 +29,10 @@ raw bytes, and accounts for every split it was given:
   as is) one chunk at a time; a chunk ends at ``\\n``, after which no composition can
   reach back, so chunking does not change the result.
 
-Columns: ``path`` (the file name, escaped as :func:`~.tags.escape_key` does when it is
-not UTF-8), ``offset`` (the byte offset of the line in the file), ``line`` (without its
-``\\n``), and the tracking columns (see :mod:`.arrowxor`).
+Columns: ``path`` (the file name, escaped as
+:func:`~xor_ack_dynamodb.spark.tags.escape_key` does when it is not UTF-8), ``offset``
+(the byte offset of the line in the file), ``line`` (without its ``\\n``), and the
+tracking columns (see :mod:`.columns`).
 """
 
 from __future__ import annotations
@@ -45,15 +46,17 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from .arrowxor import TRACKING_DDL, to_signed
-from .edges import EdgeKey, mix64
-from .outcomes import PERMANENT
-from .tags import escape_key, unescape_key
+from ...errors import InvalidConfig
+from ..edges import EdgeKey, mix64
+from ..outcomes import PERMANENT
+from ..tags import escape_key, unescape_key
+from .columns import TRACKING_DDL, to_signed
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["TrackedTextSource", "TextRoot", "split_shares", "SPLIT_BYTES", "CHUNK_BYTES"]
+__all__ = ["TrackedTextSource", "TextRoot", "read_text", "split_shares", "SPLIT_BYTES", "CHUNK_BYTES"]
 
 SPLIT_BYTES = 32 << 20
 CHUNK_BYTES = 4 << 20
@@ -319,7 +322,8 @@ class TrackedTextSource(DataSource):
 
 
 def hook_option(hook: Callable[[str, int], None]) -> str:
-    """A test hook (e.g. :class:`~.faults.DieOnFirstAttempt`) as a data source option."""
+    """A test hook (e.g. :class:`~xor_ack_dynamodb.spark.faults.DieOnFirstAttempt`) as
+    a data source option."""
     import base64
 
     from pyspark import cloudpickle
@@ -337,8 +341,40 @@ def load_hook(text: str | None) -> Callable[[str, int], None] | None:
     return hook
 
 
-def roots_option(roots: Sequence[TextRoot]) -> str:
-    return json.dumps([r.to_json() for r in roots], ensure_ascii=False)
+def read_text(
+    spark: SparkSession,
+    roots: Sequence[TextRoot],
+    edge_key: bytes,
+    *,
+    split_bytes: int,
+    chunk_bytes: int,
+    partitions: int,
+    bad_bytes: str,
+    normalize: str,
+    after_flush: Callable[[str, int], None] | None = None,
+    track: bool = True,
+) -> DataFrame:
+    """The ``xor_ack_text`` source over ``roots`` (see the module doc; ``track=False``:
+    no edges, no balance rows). :class:`InvalidConfig` for a bad option."""
+    if bad_bytes not in ("replace", "fail"):
+        raise InvalidConfig(f"bad_bytes must be 'replace' or 'fail', got {bad_bytes!r}")
+    if normalize not in ("NFC", "none"):
+        raise InvalidConfig(f"normalize must be 'NFC' or 'none', got {normalize!r}")
+    if split_bytes < 1 or chunk_bytes < 1:
+        raise InvalidConfig("split_bytes and chunk_bytes must be positive")
+    reader = spark.read.format(TrackedTextSource.name()).options(
+        roots=json.dumps([r.to_json() for r in roots], ensure_ascii=False),
+        edge_key=edge_key.hex(),
+        split_bytes=str(split_bytes),
+        chunk_bytes=str(chunk_bytes),
+        partitions=str(partitions),
+        bad_bytes=bad_bytes,
+        normalize=normalize,
+        track=str(track).lower(),
+    )
+    if after_flush is not None:
+        reader = reader.option("after_flush", hook_option(after_flush))
+    return reader.load()
 
 
 def path_bytes(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bytes:

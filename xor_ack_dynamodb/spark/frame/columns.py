@@ -1,4 +1,4 @@
-"""Per-chain XORs of Arrow batches, vectorized (numpy), and the tracking columns.
+"""The tracking columns, and per-chain XORs of Arrow batches, vectorized (numpy).
 
 Every row of a :class:`~xor_ack_dynamodb.spark.frame.TrackedFrame` carries five hidden
 columns beside the user's:
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["CHAIN", "EDGE", "GHOST", "ERR", "NOTE", "TRACKING", "ChainSums", "to_signed", "to_unsigned"]
+__all__ = ["CHAIN", "EDGE", "GHOST", "ERR", "NOTE", "TRACKING", "ChainXors", "to_signed", "to_unsigned"]
 
 CHAIN = "_xa_chain"
 EDGE = "_xa_edge"
@@ -52,10 +52,11 @@ def to_unsigned(value: int) -> int:
 
 
 @dataclass
-class ChainSums:
-    """Per chain: the XOR of the edges seen, the first failure reason and note (by sort
-    order, so merging is commutative); and the rows of data (not ghosts) seen. Keys are
-    chain indexes while tasks fold batches, tags once :meth:`named`."""
+class ChainXors:
+    """Per chain: the XOR of the edges seen (in either chain mode: the rows keep the XOR
+    invariant, see :mod:`.tracked`), the first failure reason and note (by sort order,
+    so merging is commutative); and the rows of data (not ghosts) seen. Keys are chain
+    indexes while tasks fold batches, tags once :meth:`named`."""
 
     xors: dict[Any, int] = field(default_factory=dict)
     errors: dict[Any, str] = field(default_factory=dict)
@@ -90,7 +91,7 @@ class ChainSums:
                 if chain not in into or text < into[chain]:
                     into[chain] = text
 
-    def merge(self, other: ChainSums) -> None:
+    def merge(self, other: ChainXors) -> None:
         for key, value in other.xors.items():
             self.xors[key] = self.xors.get(key, 0) ^ value
         for mine, theirs in ((self.errors, other.errors), (self.notes, other.notes)):
@@ -99,10 +100,10 @@ class ChainSums:
                     mine[key] = text
         self.rows += other.rows
 
-    def named(self, tags: Sequence[str]) -> ChainSums:
+    def named(self, tags: Sequence[str]) -> ChainXors:
         """The same sums keyed by tag (chain ``i`` is ``tags[i]``; an index out of range,
         which only a row that lost its chain could carry, raises ``IndexError``)."""
-        return ChainSums(
+        return ChainXors(
             {tags[k]: v for k, v in self.xors.items()},
             {tags[k]: v for k, v in self.errors.items()},
             {tags[k]: v for k, v in self.notes.items()},
@@ -118,6 +119,6 @@ class ChainSums:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ChainSums:
+    def from_json(cls, data: dict[str, Any]) -> ChainXors:
         xors = {tag: int(value, 16) for tag, value in data["xors"].items()}
         return cls(xors, dict(data["errors"]), dict(data["notes"]), int(data["rows"]))

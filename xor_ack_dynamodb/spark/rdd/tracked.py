@@ -3,8 +3,8 @@
 A :class:`TrackedRDD` wraps an RDD of ``(value, tag, anchor)`` records. Its methods mirror the
 RDD methods a pipeline needs (``fan_out`` for ``flatMap``, ``map``, ``filter``,
 ``reduce_by_key``) and end in :meth:`TrackedRDD.sink`, which writes the output and then
-acks. :class:`UntrackedRDD` has the same methods over a plain RDD, so one job function
-can run with tracking and without (to measure what tracking costs).
+acks. :class:`Stream` names those methods, so that a job function can also run over an
+untracked twin (the word count's baseline does, to measure what tracking costs).
 
 No executor stamps: each step's per-partition XORs travel down the pipeline with the
 data as one carrier record per partition (see :mod:`.executor`), the sink returns them
@@ -26,7 +26,7 @@ from .executor import Noted, RunSpec
 if TYPE_CHECKING:
     from pyspark import RDD
 
-__all__ = ["TrackedRDD", "UntrackedRDD", "Stream", "PartitionWriter"]
+__all__ = ["TrackedRDD", "Stream", "PartitionWriter", "Acker"]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -37,13 +37,13 @@ U = TypeVar("U")
 PartitionWriter = Callable[[int, list[Any]], None]
 #: The driver's side of a sink: given the step name, the merged XOR per chain and the
 #: failure reason per chain of every partition, stamps and fails the chains; returns
-#: counts (``stamps``, ``chains_acked``, ...). Provided by :class:`Tracking`.
+#: counts (``stamps``, ``chains_acked``, ...). Provided by :class:`RDDTracking`.
 Acker = Callable[[str, dict[str, int], dict[str, str]], Counter[str]]
 
 
 class Stream(Protocol):
-    """What a job function may use: the methods :class:`TrackedRDD` and
-    :class:`UntrackedRDD` share."""
+    """What a job function may use: the methods of :class:`TrackedRDD`, which an
+    untracked twin over a plain RDD can share."""
 
     def fan_out(self, fn: Callable[[Any], Iterable[Any] | Noted], name: str = ...) -> Stream: ...
     def map(self, fn: Callable[[Any], Any], name: str = ...) -> Stream: ...
@@ -56,7 +56,7 @@ class Stream(Protocol):
 
 class TrackedRDD(Generic[T]):
     """An RDD of ``(value, tag, anchor)`` records of one tracked attempt (built by
-    :meth:`xor_ack_dynamodb.spark.Tracking.start`). Lazy like any RDD: nothing runs, and
+    :meth:`xor_ack_dynamodb.spark.RDDTracking.start`). Lazy like any RDD: nothing runs, and
     nothing is stamped, until :meth:`sink`.
 
     User functions run on the executors; when one raises, the record's chains fail (the
@@ -153,40 +153,3 @@ class TrackedRDD(Generic[T]):
                 failed.setdefault(tag, reason)
         self._acker(step, merged, failed)
         return written
-
-
-class UntrackedRDD(Generic[T]):
-    """The same methods as :class:`TrackedRDD` over a plain RDD of values, with no
-    tracking: no DynamoDB, and a user function that raises fails its task (and, past
-    ``spark.task.maxFailures``, the whole job), as in any Spark job."""
-
-    def __init__(self, rdd: RDD[T]) -> None:
-        self.rdd = rdd
-
-    def fan_out(self, fn: Callable[[T], Iterable[U] | Noted], name: str = "fan_out") -> UntrackedRDD[U]:
-        return UntrackedRDD(self.rdd.flatMap(partial(_items, fn)))
-
-    def map(self, fn: Callable[[T], U], name: str = "map") -> UntrackedRDD[U]:
-        return UntrackedRDD(self.rdd.map(fn))
-
-    def filter(self, pred: Callable[[T], bool], name: str = "filter") -> UntrackedRDD[T]:
-        return UntrackedRDD(self.rdd.filter(pred))
-
-    def reduce_by_key(
-        self, fn: Callable[[Any, Any], Any], num_partitions: int | None = None, name: str = "reduce_by_key"
-    ) -> UntrackedRDD[tuple[Any, Any]]:
-        return UntrackedRDD(self.rdd.reduceByKey(fn, num_partitions))  # type: ignore[misc]
-
-    def sink(self, writer: PartitionWriter, name: str = "sink") -> int:
-        return sum(self.rdd.mapPartitionsWithIndex(partial(_plain_sink, writer)).collect())
-
-
-def _items(fn: Callable[[Any], Iterable[Any] | Noted], value: Any) -> Iterable[Any]:
-    result = fn(value)
-    return result.items if isinstance(result, Noted) else result
-
-
-def _plain_sink(writer: PartitionWriter, index: int, values: Iterable[Any]) -> Iterable[int]:
-    rows = list(values)
-    writer(index, rows)
-    yield len(rows)

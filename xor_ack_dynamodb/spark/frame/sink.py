@@ -10,8 +10,9 @@ batches go by, and returns those XORs as its commit message. Spark calls
 exactly one message per partition (a retried or speculative task's duplicate is
 discarded); the commit merges them and writes the run's *ledger* (per chain: the XOR of
 everything written, the first failure reason and note), as one atomic file beside the
-data. The client of the run (:class:`~xor_ack_dynamodb.spark.frame.FrameTracking`) reads
-the ledger once the write has returned and stamps each chain once.
+data. The attempt (:class:`~xor_ack_dynamodb.spark.frame.FrameAttempt`) reads the ledger
+once the write has returned and stamps each chain once. Every file goes through
+:meth:`Location.open <xor_ack_dynamodb.spark.output.Location.open>`.
 
 So no executor sends a DynamoDB request on this path, and the writer needs no AWS
 credentials for DynamoDB: the commit only writes a file. It runs the same under Spark
@@ -25,116 +26,40 @@ in ``location``. A retried task rewrites the same name.
 
 from __future__ import annotations
 
-import io
 import json
-import os
-import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
-from .arrowxor import CHAIN, GHOST, TRACKING, ChainSums
+from ...errors import InvalidConfig
+from ..output import Location
+from .columns import CHAIN, GHOST, TRACKING, ChainXors
+from .text_source import hook_option, load_hook
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-__all__ = ["TrackedSinkSource", "TrackedSinkWriter", "SinkMessage", "PartStore", "SINK_FORMATS"]
+__all__ = [
+    "TrackedSinkSource",
+    "TrackedSinkWriter",
+    "SinkMessage",
+    "SINK_FORMATS",
+    "write_frame",
+    "read_ledger",
+]
 
 SINK_FORMATS = ("parquet", "csv")
 
 
-@dataclass(frozen=True)
-class PartStore:
-    """Where the parts and the ledger go: a directory (local, or shared by the cluster)
-    or ``s3://bucket/prefix``; picklable, and rebuilt from string options."""
-
-    location: str
-    s3_endpoint: str | None = None
-    s3_region: str | None = None
-
-    @property
-    def is_s3(self) -> bool:
-        return self.location.startswith("s3://")
-
-    def _bucket_key(self, name: str) -> tuple[str, str]:
-        bucket, _, prefix = self.location[len("s3://") :].partition("/")
-        prefix = prefix.strip("/")
-        return bucket, f"{prefix}/{name}" if prefix else name
-
-    def _s3(self) -> Any:
-        import boto3
-
-        return boto3.session.Session(region_name=self.s3_region).client("s3", endpoint_url=self.s3_endpoint)
-
-    @contextmanager
-    def open_part(self, name: str) -> Iterator[Any]:
-        """A binary file to write ``name`` into; on a clean exit it is made durable under
-        its final name (local: fsync, rename, fsync of the directory; S3: one put)."""
-        if self.is_s3:
-            buffer = io.BytesIO()
-            yield buffer
-            bucket, key = self._bucket_key(name)
-            self._s3().put_object(Bucket=bucket, Key=key, Body=buffer.getvalue())
-            return
-        directory = Path(self.location)
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                yield handle
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, directory / name)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
-        from .sink import _fsync_directory
-
-        _fsync_directory(directory)
-
-    def put(self, name: str, data: bytes) -> None:
-        with self.open_part(name) as handle:
-            handle.write(data)
-
-    def get(self, name: str) -> bytes | None:
-        """The bytes of ``name``, or None if it does not exist."""
-        if self.is_s3:
-            bucket, key = self._bucket_key(name)
-            client = self._s3()
-            try:
-                return bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
-            except client.exceptions.NoSuchKey:
-                return None
-        path = Path(self.location) / name
-        return path.read_bytes() if path.exists() else None
-
-    def uri(self) -> str:
-        """The location as Spark's readers take it (``s3a://`` for S3)."""
-        return "s3a://" + self.location[len("s3://") :] if self.is_s3 else str(Path(self.location).resolve())
-
-    def options(self) -> dict[str, str]:
-        out = {"location": self.location}
-        if self.s3_endpoint:
-            out["s3_endpoint"] = self.s3_endpoint
-        if self.s3_region:
-            out["s3_region"] = self.s3_region
-        return out
-
-    @classmethod
-    def from_options(cls, options: Any) -> PartStore:
-        return cls(options["location"], options.get("s3_endpoint"), options.get("s3_region"))
-
-
 class SinkMessage(WriterCommitMessage):
-    """One task's commit message: its partition and the :class:`ChainSums` of every row
+    """One task's commit message: its partition and the :class:`ChainXors` of every row
     it wrote (and every ghost it acked)."""
 
-    def __init__(self, partition: int, sums: ChainSums) -> None:
+    def __init__(self, partition: int, sums: ChainXors) -> None:
         self.partition = partition
         self.sums = sums
 
@@ -146,14 +71,12 @@ class TrackedSinkWriter(DataSourceArrowWriter):
     (``false``: write only, no sums: the untracked job's baseline)."""
 
     def __init__(self, options: Any) -> None:
-        self.store = PartStore.from_options(options)
+        self.location = Location.from_options(options)
         self.format = options.get("format", "parquet")
         self.tags: list[str] = json.loads(options["tags"])
         self.tag_column = options.get("tag_column", "xor_ack_tag")
         self.ledger = options["ledger"]
         self.track = options.get("track", "true") == "true"
-        from .frame_source import load_hook
-
         self.after_write = load_hook(options.get("after_flush"))
 
     def _data(self, batch: pa.RecordBatch, dictionary: pa.Array) -> pa.RecordBatch:
@@ -177,7 +100,7 @@ class TrackedSinkWriter(DataSourceArrowWriter):
 
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
-        sums = ChainSums()
+        sums = ChainXors()
         dictionary = pa.array(self.tags, pa.string())
         name = f"part-{partition:05d}.{'parquet' if self.format == 'parquet' else 'csv'}"
         with ExitStack() as stack:
@@ -187,7 +110,7 @@ class TrackedSinkWriter(DataSourceArrowWriter):
                     sums.add_batch(batch)
                 data = self._data(batch, dictionary)
                 if writer is None:
-                    handle = stack.enter_context(self.store.open_part(name))
+                    handle = stack.enter_context(self.location.open(name))
                     writer = self._open(handle, data.schema)
                     stack.callback(writer.close)
                 if data.num_rows:
@@ -207,14 +130,14 @@ class TrackedSinkWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Every task succeeded: merge their sums and write the ledger (atomically)."""
-        total = ChainSums()
+        total = ChainXors()
         partitions = 0
         for message in messages:
             if isinstance(message, SinkMessage):
                 total.merge(message.sums)
                 partitions += 1
         body = {"partitions": partitions, **total.named(self.tags).to_json()}
-        self.store.put(self.ledger, json.dumps(body, ensure_ascii=False).encode("utf-8"))
+        self.location.put(self.ledger, json.dumps(body, ensure_ascii=False).encode("utf-8"))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """The write failed: no ledger, so nothing is acked (the chains stay pending and
@@ -235,7 +158,36 @@ class TrackedSinkSource(DataSource):
         return TrackedSinkWriter(self.options)
 
 
-def read_ledger(store: PartStore, name: str) -> ChainSums | None:
+def write_frame(
+    df: DataFrame,
+    location: Location,
+    *,
+    format: str,
+    tags: Sequence[str],
+    tag_column: str,
+    ledger: str,
+    after_flush: Callable[[str, int], None] | None = None,
+    track: bool = True,
+) -> None:
+    """Write ``df`` (tracking columns included) with the ``xor_ack_sink`` source: the
+    rows of chain ``i`` tagged ``tags[i]`` in ``tag_column``, the ledger as ``ledger``
+    (``track=False``: no XORs). :class:`InvalidConfig` for a format not in
+    :data:`SINK_FORMATS`."""
+    if format not in SINK_FORMATS:
+        raise InvalidConfig(f"format must be one of {SINK_FORMATS}, got {format!r}")
+    writer = (
+        df.write.format(TrackedSinkSource.name())
+        .mode("append")
+        .options(**location.options())
+        .options(format=format, tag_column=tag_column, ledger=ledger, track=str(track).lower())
+        .option("tags", json.dumps(list(tags), ensure_ascii=False))
+    )
+    if after_flush is not None:
+        writer = writer.option("after_flush", hook_option(after_flush))
+    writer.save()
+
+
+def read_ledger(location: Location, name: str) -> ChainXors | None:
     """The ledger a committed write left, or None (the write did not commit)."""
-    data = store.get(name)
-    return None if data is None else ChainSums.from_json(json.loads(data.decode("utf-8")))
+    data = location.get(name)
+    return None if data is None else ChainXors.from_json(json.loads(data.decode("utf-8")))

@@ -1,0 +1,135 @@
+"""What both word-count pipelines share: the rule for words, the inputs, the injected
+faults and a run's options.
+
+Words: the text is put in Unicode normalization form NFC (so "é" written as "e" plus a
+combining accent counts as one letter), then split into maximal runs of letters, where a
+letter is a character for which ``str.isalpha()`` is true (Unicode categories Lu, Ll,
+Lt, Lm, Lo); each run is lower-cased with ``str.lower()``. Everything else splits words:
+digits, punctuation, apostrophes and hyphens, so "don't" is "don" and "t", "co-op" is
+"co" and "op", "mp3" is "mp". (The DataFrame pipeline applies the same rule in the JVM,
+see :mod:`.frame`.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...errors import InvalidConfig
+
+if TYPE_CHECKING:
+    from ...interfaces import AckTracker
+    from ...spark.outcomes import RunObserver
+    from ...spark.output import Location
+    from ...spark.rdd.executor import AfterFlush
+
+__all__ = ["tokenize", "find_inputs", "default_corpus", "FaultPlan", "InjectedFailure", "Options"]
+
+#: A fast first cut: runs of word characters that are not digits or "_" (a superset of
+#: letters: it also admits numerals like "²"; tokenize() splits those out).
+_CANDIDATE = re.compile(r"[^\W\d_]+")
+
+#: Where the bundled sample corpus lives in a source checkout.
+_CORPUS = Path(__file__).resolve().parents[3] / "examples" / "data"
+
+
+def tokenize(text: str) -> list[str]:
+    """The words of ``text``, in order (see the module doc for the rule)."""
+    words: list[str] = []
+    for run in _CANDIDATE.findall(unicodedata.normalize("NFC", text)):
+        if run.isalpha():
+            words.append(run.lower())
+        else:
+            words.extend(w.lower() for w in "".join(c if c.isalpha() else " " for c in run).split())
+    return words
+
+
+def default_corpus() -> Path:
+    """The bundled corpus, ``examples/data`` of the source checkout."""
+    if not _CORPUS.is_dir():
+        raise FileNotFoundError(f"the bundled corpus {_CORPUS} is missing: pass INPUT files or directories")
+    return _CORPUS
+
+
+def find_inputs(paths: Sequence[str | Path]) -> list[Path]:
+    """The input files: each path as given, directories expanded to the files under them
+    (hidden ones skipped), sorted and without repeats.
+
+    Raises ``FileNotFoundError`` for a path that does not exist and
+    :class:`InvalidConfig` when no file is found.
+    """
+    found: dict[Path, None] = {}
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and not any(
+                    part.startswith(".") for part in child.relative_to(path).parts
+                ):
+                    found[child.resolve()] = None
+        elif path.is_file():
+            found[path.resolve()] = None
+        else:
+            raise FileNotFoundError(f"no such file or directory: {path}")
+    if not found:
+        raise InvalidConfig("no input files found")
+    return list(found)
+
+
+class InjectedFailure(RuntimeError):
+    """A failure ``--fail-rate`` injected into a word's processing."""
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Which word records raise: a ``rate`` fraction of them in each of the first
+    ``attempts`` attempts (transient faults: replays after that run clean), chosen by
+    hashing the seed, the attempt, the file and the word's position, so a run is
+    reproducible and each attempt draws afresh."""
+
+    rate: float
+    seed: int = 0
+    attempts: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.rate < 1.0:
+            raise InvalidConfig(f"the fail rate must be in [0, 1), got {self.rate}")
+
+    def fails(self, attempt: int, file_id: int, position: int) -> bool:
+        if self.rate <= 0.0 or attempt > self.attempts:
+            return False
+        digest = hashlib.blake2b(
+            f"{self.seed}/{attempt}/{file_id}/{position}".encode(), digest_size=8
+        ).digest()
+        return int.from_bytes(digest, "big") < self.rate * 2**64
+
+
+@dataclass(frozen=True)
+class Options:
+    """How one word count runs, whichever pipeline (see
+    :func:`~.job.run_wordcount`). Attempt ``n`` writes its rows to :meth:`attempt`."""
+
+    output: Location
+    run_id: str
+    faults: FaultPlan | None = None
+    max_attempts: int = 3
+    partitions: int | None = None
+    bad_bytes: str = "replace"
+    split_bytes: int | None = None
+    after_flush: AfterFlush | None = None
+    observer: RunObserver | None = None
+    tracker: AckTracker | None = None
+    transactions: bool = False
+
+    @property
+    def parts(self) -> Location:
+        """Where the attempts' rows go: ``<output>/.parts/<run id>``."""
+        return self.output.child(f".parts/{self.run_id}")
+
+    def attempt(self, number: int) -> Location:
+        return self.parts.child(f"attempt-{number}")

@@ -1,0 +1,305 @@
+"""The driver's attempt loop: one for every tracked run, whatever its path.
+
+Every tracked Spark run goes through the same steps on the driver (or the Connect
+client), in :meth:`Driver.attempt`: **start** the attempt's chains, **run** its job
+inside a **heartbeat** (:mod:`.heartbeat`), **settle** how each chain ended
+(:func:`~.chains.settle`: read it, fail it if it can no longer complete), and count
+what it cost in :attr:`Driver.counts`, once. :meth:`Driver.run_attempts` adds the
+**replay**: attempt after attempt over the roots whose chains did not end acked. The
+paths differ only in the hooks of a :class:`Plan`:
+
+==================  ===============================  ===========  ============================
+path                start                            attempts     a chain still pending after
+                                                                  its job
+==================  ===============================  ===========  ============================
+RDD run             executors create the chains      replayed     failed (and replayed)
+DataFrame run       the driver creates them, in the  replayed     failed (and replayed)
+                    background while the job runs
+handed, DataFrame   one stamp continues each, before one          pending if the job's part is
+                    the job (refused: left out)                   done, else failed
+handed, RDD         executors continue them          one          pending, failed if the job
+                                                                  was aborted
+streaming batch     create or continue, background   one a batch  pending while its root is
+                                                                  open, else failed
+==================  ===============================  ===========  ============================
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidConfig, XorAckError
+from ..stamps import check_tag
+from .chains import (
+    STILL_PENDING,
+    Owners,
+    Started,
+    apply_acks,
+    connect,
+    refuse_delete_on_ack,
+    settle,
+    snapshot,
+)
+from .edges import EdgeKey
+from .group import Group, group_for
+from .heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_tracker
+from .outcomes import Attempt, RootOutcome, RunObserver, RunReport, record_attempt
+from .tags import TagScheme, escape_key
+
+if TYPE_CHECKING:
+    from ..config import AckConfig
+    from ..interfaces import AckTracker
+
+__all__ = ["Driver", "Plan", "DRIVER_THREADS", "new_run_id", "check_roots", "job_error"]
+
+log = logging.getLogger("xor_ack_dynamodb.spark")
+
+#: Chains the driver creates, stamps or fails at the same time (botocore keeps 10
+#: connections per client).
+DRIVER_THREADS = 10
+
+
+def new_run_id() -> str:
+    """A fresh run id: UTC time and 32 random bits (a readable name for a run; tags also
+    carry a random nonce per tracking object, so run ids need not be unique)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
+
+
+def check_roots(scheme: TagScheme, keys: Sequence[Any], max_attempts: int) -> list[str]:
+    """The escaped keys of the roots, after checking, before anything is written, that
+    no two roots share a key and that every tag up to ``max_attempts`` is valid.
+    Raises :class:`InvalidConfig` or :class:`~xor_ack_dynamodb.errors.InvalidTag`."""
+    if max_attempts < 1:
+        raise InvalidConfig(f"max_attempts must be at least 1, got {max_attempts}")
+    escaped = [escape_key(k) for k in keys]
+    if len(set(escaped)) != len(escaped):
+        raise InvalidConfig("the key function gives two roots the same key")
+    for key in escaped:
+        check_tag(scheme.escaped(key, max_attempts))
+    return escaped
+
+
+def job_error(exc: BaseException) -> str:
+    """How a job's error is reported: its type and the first line of its message."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else repr(exc)}"
+
+
+@dataclass
+class Plan:
+    """One attempt: its chains, its job, and the hooks of its path (defaults: a run's own
+    chains, see the module doc)."""
+
+    tags: list[str]
+    #: ``job(starting)`` runs the attempt's Spark job; ``starting`` resolves to what
+    #: :attr:`start` returned.
+    job: Callable[[Future[Started]], object]
+    #: How the log and the report name the attempt (``attempt 2``).
+    label: str
+    #: Who the chains belong to (named by every fail), one for all or per tag.
+    owner: Owners
+    #: The owner the heartbeat names (None: chains checked against their own owners).
+    beat_owner: str | None = None
+    #: Starts the chains on the driver; None when nothing does (the executors do).
+    start: Callable[[], Started] | None = None
+    #: Start before the job, which then runs over the started chains only (default: in
+    #: the background, while the job runs).
+    start_first: bool = False
+    #: Read after the job: chains the executors found refused (tag -> why), and notes.
+    refused: Callable[[], Mapping[str, str]] = dict
+    notes: Callable[[], Mapping[str, str]] = dict
+    #: Outcomes the job's own stamps and fails decided (not read again).
+    known: Mapping[str, Attempt] | None = None
+    #: How :func:`~.chains.settle` reports refused, still pending and missing chains.
+    refused_state: str = "failed"
+    pending: Callable[[str], str | None] = lambda tag: STILL_PENDING
+    missing: str = "the chain was never created"
+    #: Errors of the job that propagate (after the chains are settled, with
+    #: ``settle_raised``); any other error ends the attempt and is reported.
+    raises: tuple[type[BaseException], ...] = (XorAckError,)
+    settle_raised: bool = True
+    #: Told the error of a job that failed.
+    on_error: Callable[[str], None] | None = None
+
+
+class Driver:
+    """The driver's side of a tracked run (the base of
+    :class:`~xor_ack_dynamodb.spark.RDDTracking` and
+    :class:`~xor_ack_dynamodb.spark.FrameTracking`): its chains' tags, the driver's
+    tracker, the heartbeat, the counters, and the attempt loop (module doc).
+
+    :param config: the chains' table (picklable).
+    :param run_id: a readable name for the run in tags and op ids (default:
+        :func:`new_run_id`); tags also carry a random nonce drawn here (or ``nonce``),
+        so chains are never shared with another run, whatever its run id.
+    :param tracker: the driver's tracker (default: the one ``config`` describes).
+    :param heartbeat: keep the attempt's pending chains from expiring while its job runs
+        (``True``, default: every ``ttl / 3``), ``False``, or a
+        :class:`~xor_ack_dynamodb.spark.heartbeat.HeartbeatPolicy`.
+
+    Raises :class:`InvalidConfig` (before any request) for a tracker or config with
+    ``delete_on_ack``, a bad mode or edge size, or a bad heartbeat setting.
+    """
+
+    def __init__(
+        self,
+        config: AckConfig,
+        *,
+        run_id: str | None,
+        nonce: str | None,
+        tracker: AckTracker | None,
+        heartbeat: bool | HeartbeatPolicy,
+        threads: int,
+        edge_key: bytes | None = None,
+        edge_size: int = 8,
+        mode: str | None = None,
+    ) -> None:
+        self.heartbeat = HeartbeatPolicy.of(heartbeat)
+        self.config = config
+        self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
+        self.run_id = self.tags.run_id
+        self.tracker: AckTracker = tracker if tracker is not None else connect(config)
+        refuse_delete_on_ack(self.tracker, config)
+        self.group: Group = group_for(mode or self.tracker.mode, edge_size)
+        self.edges = EdgeKey(edge_key if edge_key is not None else secrets.token_bytes(32), edge_size)
+        self.threads = threads
+        self.counts: Counter[str] = Counter()
+
+    @property
+    def edge_size(self) -> int:
+        return self.edges.size
+
+    def requests(self) -> Counter[str]:
+        """What the driver did: creates, stamps, fails, reads (by operation), events, the
+        heartbeat's (a tracker without request statistics, such as ``MemoryAck``, adds
+        none)."""
+        total = Counter(self.counts)
+        total.update(snapshot(self.tracker))
+        return total
+
+    def stamp(
+        self,
+        stamps: Mapping[str, int],
+        failures: Mapping[str, str],
+        op_prefix: str,
+        *,
+        owner: Owners | None = None,
+        group: Group | Mapping[str, Group] | None = None,
+        known: dict[str, Attempt] | None = None,
+        transactions: bool = False,
+    ) -> Counter[str]:
+        """Stamp each chain once with what a job's committed output owes it and fail the
+        chains of ``failures`` (:func:`~.chains.apply_acks`: op ids
+        ``<op_prefix>/<tag>``, by default owned by the run and in its group); counted."""
+        clock = time.perf_counter()
+        counts = apply_acks(
+            self.tracker,
+            stamps,
+            failures,
+            group or self.group,
+            op_prefix,
+            owner=owner or self.tags.owner,
+            threads=self.threads,
+            known=known,
+            transactions=transactions,
+        )
+        self.counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
+        self.counts.update(counts)
+        return counts
+
+    def run_attempts(
+        self,
+        roots: Sequence[Any],
+        key: Callable[[Any], Any],
+        plan: Callable[[int, list[Any], list[Any], list[str]], Plan],
+        *,
+        max_attempts: int,
+        observer: RunObserver | None,
+    ) -> RunReport:
+        """Attempt after attempt (``plan(number, roots, keys, tags)`` of the roots still
+        to do), until every root's chain is acked, failed permanently or refused, or
+        ``max_attempts`` attempts were made. Raises :class:`InvalidConfig` before
+        anything is written if ``key`` gives two roots the same key, and
+        :class:`~xor_ack_dynamodb.errors.InvalidTag` if a tag would be too long."""
+        raw_keys = [key(root) for root in roots]
+        keys = check_roots(self.tags, raw_keys, max_attempts)
+        outcomes = [RootOutcome(root, k) for root, k in zip(roots, keys, strict=True)]
+        errors: list[str] = []
+        todo = list(range(len(roots)))
+        for number in range(1, max_attempts + 1):
+            if not todo:
+                break
+            if observer is not None:
+                observer.attempt_started(number, len(todo), self)
+            tags = [self.tags.escaped(keys[i], number) for i in todo]
+            settled, error = self.attempt(
+                plan(number, [roots[i] for i in todo], [raw_keys[i] for i in todo], tags)
+            )
+            if error is not None:
+                errors.append(f"attempt {number}: {error}")
+            retry = record_attempt(outcomes, todo, tags, settled)
+            if observer is not None:
+                observer.attempt_finished(number, [outcomes[i] for i in todo])
+            todo = retry
+        return RunReport(outcomes, self.requests(), errors)
+
+    def attempt(self, plan: Plan) -> tuple[dict[str, Attempt], str | None]:
+        """One attempt (module doc). Returns how each chain ended and the error of a
+        job that failed (None if it succeeded)."""
+        error: str | None = None
+        with ThreadPoolExecutor(1, thread_name_prefix="xor-ack-start") as background:
+            starting: Future[Started] = Future()
+            if plan.start is None:
+                starting.set_result((set(plan.tags), {}))
+            elif plan.start_first:
+                starting.set_result(plan.start())
+            else:
+                starting = background.submit(plan.start)
+            running = [t for t in plan.tags if not plan.start_first or t in starting.result()[0]]
+            if running:
+                beat = self._heartbeat(running, plan.beat_owner)
+                try:
+                    with beat:
+                        plan.job(starting)
+                except plan.raises:
+                    if plan.settle_raised:
+                        self._settle(plan, starting)
+                    raise
+                except Exception as exc:  # Py4JJavaError and friends: Spark aborted the job
+                    error = job_error(exc)
+                    log.warning("%s: the job failed: %s", plan.label, error)
+                    if plan.on_error is not None:
+                        plan.on_error(error)
+                finally:
+                    beat.add_to(self.counts, self.tracker)
+            return self._settle(plan, starting), error
+
+    def _heartbeat(self, tags: Sequence[str], owner: str | None) -> Heartbeat:
+        enabled = self.heartbeat.enabled
+        tracker = heartbeat_tracker(self.tracker, self.config) if enabled else self.tracker
+        return Heartbeat(tracker, tags, owner=owner, policy=self.heartbeat)
+
+    def _settle(self, plan: Plan, starting: Future[Started]) -> dict[str, Attempt]:
+        refused = {**starting.result()[1], **plan.refused()}
+        clock = time.perf_counter()
+        try:
+            return settle(
+                self.tracker,
+                plan.tags,
+                owner=plan.owner,
+                refused=refused,
+                notes=plan.notes(),
+                known=plan.known,
+                refused_state=plan.refused_state,
+                pending=plan.pending,
+                missing=plan.missing,
+            )
+        finally:
+            self.counts["time_ms.settle"] += round(1000 * (time.perf_counter() - clock))

@@ -1,0 +1,290 @@
+"""Tracked DataFrames: per-record bookkeeping in the JVM, one stamp per chain per job.
+
+A :class:`TrackedFrame` is a DataFrame with five hidden tracking columns (see
+:mod:`.columns`): the chain's tag, the row's 64-bit edge, a ghost flag, a failure
+reason and a note. Its operations keep one invariant, per chain: **the XOR of the edges
+of the chain's rows is the chain's outstanding root edge** (the value the chain was
+created with). Nothing is stamped along the way; the sink writes the data and its commit
+records, per chain, the XOR of everything written; the client of the run then stamps
+each chain once with it. The chain reads zero exactly when every row the chain's root
+became reached a committed write.
+
+How each operation keeps the invariant, with Spark SQL expressions only (no Python per
+record):
+
+``select``, ``with_column``, ``drop``
+    one row in, one row out, edge unchanged.
+``explode(array, alias)``
+    a row with edge ``e`` and an array of ``n`` elements becomes ``n`` rows (Spark's
+    ``posexplode_outer``); child ``i`` gets ``h(i) ^ h(i+1)`` where ``h(0) = e``,
+    ``h(n) = 0`` and otherwise ``h(i) = xxhash64(run key, e, i)``. The children's XOR
+    telescopes to ``e``; a child lost or written twice leaves a nonzero difference
+    (``h`` at the ends of the missing runs), like a lost tuple in Storm. A row with an
+    empty or null array becomes a ghost and keeps ``e``.
+``where(condition)``
+    a row that fails the condition becomes a ghost (it is finished: its edge still
+    reaches the sink and is acked there, but it is not written).
+``fail_when(condition, reason)``
+    the row becomes a ghost carrying the reason: its chain is failed instead of stamped
+    (and replayed, unless ``permanent``), the other chains are untouched.
+``group_by(*keys).agg(*exprs)``
+    groups per chain: the grouping keys are the chain's tag, the ghost flag and the
+    user's keys (ghosts of a chain collapse into one row); each group's edge is the
+    ``bit_xor`` of its rows' edges, so the per-chain XOR is unchanged. Groups never mix
+    chains: an aggregate across roots is made *after* the run, over the rows of the
+    attempts that ended acked (see :meth:`FrameTracking.acked_rows`), which is what keeps the
+    output exact under replay (a failed attempt's partial rows are never counted).
+``join(lookup, on, how)``
+    with an untracked DataFrame that has at most one row per key (checked): a left join
+    keeps every row once; an inner join turns rows without a match into ghosts. A join
+    that could repeat a row (duplicate keys) would double its edge and is refused.
+    Joining two tracked frames (rows of two chains in one) is not supported.
+``write(location)``
+    the ``xor_ack_sink`` data source (see :mod:`.sink`).
+
+The attempt's sources (:mod:`.attempt`): :meth:`FrameAttempt.read_text` (files, read in splits by
+:mod:`.text_source`, every split accounted for) and :meth:`FrameAttempt.start` (any
+DataFrame with a key column: rows get ``xxhash64(run key, tag, monotonically_increasing_id())``
+and a ``mapInArrow`` step balances them per partition with one ghost row per chain, in
+the same pass; each root also gets one ghost row holding its root edge, so a root with
+no rows is acked empty).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ...errors import InvalidConfig
+from ..outcomes import PERMANENT
+from ..output import Location
+from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+__all__ = ["TrackedFrame", "TrackedGroups", "WriteResult", "Writes"]
+
+_ARRAY = "_xa_arr"
+_COUNT = "_xa_n"
+_POS = "_xa_pos"
+_MATCH = "_xa_match"
+
+
+@dataclass
+class WriteResult:
+    """What a tracked write did: rows written (ghosts not counted), chains stamped,
+    acked and failed by the client, and the ledger's name in the location."""
+
+    rows: int
+    ledger: str
+    counts: Counter[str] = field(default_factory=Counter)
+
+
+class Writes(Protocol):
+    """What a tracked frame needs of its attempt (:class:`~.attempt.FrameAttempt`)."""
+
+    run_key: int
+
+    def write(
+        self,
+        frame: TrackedFrame,
+        location: str | os.PathLike[str] | Location,
+        *,
+        format: str,
+        tag_column: str,
+    ) -> WriteResult: ...
+
+
+class TrackedFrame:
+    """A DataFrame whose rows carry their chains; see the module doc. Lazy: nothing runs
+    until :meth:`write`."""
+
+    def __init__(self, df: DataFrame, attempt: Writes) -> None:
+        self._df = df
+        self._attempt = attempt
+
+    @property
+    def df(self) -> DataFrame:
+        """The DataFrame itself, tracking columns included (read-only use)."""
+        return self._df
+
+    @property
+    def columns(self) -> list[str]:
+        """The user's columns."""
+        return [c for c in self._df.columns if c not in TRACKING]
+
+    def _then(self, df: DataFrame) -> TrackedFrame:
+        return TrackedFrame(df, self._attempt)
+
+    def _run_key(self) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.lit(self._attempt.run_key).cast("bigint")
+
+    def select(self, *columns: str | Column) -> TrackedFrame:
+        """Like ``select``; the tracking columns come along (``"*"`` is the user's
+        columns)."""
+        chosen: list[Any] = []
+        for column in columns:
+            if isinstance(column, str) and column == "*":
+                chosen.extend(self.columns)
+            elif isinstance(column, str) and column in TRACKING:
+                raise InvalidConfig(f"{column} is a tracking column")
+            else:
+                chosen.append(column)
+        return self._then(self._df.select(*chosen, *TRACKING))
+
+    def with_column(self, name: str, column: Column) -> TrackedFrame:
+        """Like ``withColumn``."""
+        if name in TRACKING:
+            raise InvalidConfig(f"{name} is a tracking column")
+        return self._then(self._df.withColumn(name, column))
+
+    def drop(self, *names: str) -> TrackedFrame:
+        """Like ``drop`` (tracking columns cannot be dropped)."""
+        if set(names) & set(TRACKING):
+            raise InvalidConfig("tracking columns cannot be dropped")
+        return self._then(self._df.drop(*names))
+
+    def where(self, condition: Column) -> TrackedFrame:
+        """Rows for which ``condition`` is not true become ghosts (finished, not
+        written)."""
+        from pyspark.sql import functions as F
+
+        keep = F.coalesce(condition, F.lit(False))
+        return self._then(self._df.withColumn(GHOST, F.col(GHOST) | ~keep))
+
+    filter = where
+
+    def fail_when(self, condition: Column, reason: str | Column, *, permanent: bool = False) -> TrackedFrame:
+        """Rows for which ``condition`` is true fail their chain with ``reason`` (the
+        first reason by sort order is kept per chain) and are not written. With
+        ``permanent`` the root is not replayed."""
+        from pyspark.sql import functions as F
+
+        text = F.lit(reason) if isinstance(reason, str) else reason
+        if permanent:
+            text = F.concat(F.lit(PERMANENT), text)
+        hit = F.coalesce(condition, F.lit(False))
+        return self._then(
+            self._df.withColumns(
+                {
+                    ERR: F.coalesce(F.col(ERR), F.when(hit, text)),
+                    GHOST: F.col(GHOST) | hit,
+                }
+            )
+        )
+
+    def explode(self, array: str | Column, alias: str, *, position: str | None = None) -> TrackedFrame:
+        """One row per element of ``array`` (named ``alias``; its index as ``position``
+        if given); the other columns are kept. Edges telescope (module doc)."""
+        from pyspark.sql import functions as F
+
+        for name in (alias, position):
+            if name in TRACKING:
+                raise InvalidConfig(f"{name} is a tracking column")
+        values = F.col(array) if isinstance(array, str) else array
+        # The array's size is taken before the generator: referenced after it, it would
+        # make Spark carry the whole array into every child row.
+        base = self._df.withColumn(_ARRAY, F.when(~F.col(GHOST), values)).withColumn(_COUNT, F.size(_ARRAY))
+        kept = [c for c in base.columns if c != _ARRAY and c != alias and c != position]
+        exploded = base.select(*kept, F.posexplode_outer(_ARRAY).alias(_POS, alias))
+        edge, pos, count = F.col(EDGE), F.col(_POS), F.col(_COUNT)
+        run = self._run_key()
+        head = F.when(pos == 0, edge).otherwise(F.xxhash64(run, edge, pos))
+        tail = F.when(pos + 1 == count, F.lit(0).cast("bigint")).otherwise(F.xxhash64(run, edge, pos + 1))
+        out = exploded.withColumns(
+            {
+                EDGE: F.when(pos.isNull(), edge).otherwise(head.bitwiseXOR(tail)),
+                GHOST: F.col(GHOST) | pos.isNull(),
+            }
+        )
+        out = out.withColumnRenamed(_POS, position) if position else out.drop(_POS)
+        return self._then(out.drop(_COUNT))
+
+    def group_by(self, *keys: str) -> TrackedGroups:
+        """Group per chain and by ``keys`` (column names); see the module doc."""
+        for key in keys:
+            if not isinstance(key, str) or key in TRACKING:
+                raise InvalidConfig(f"group_by takes the names of user columns, got {key!r}")
+        return TrackedGroups(self, keys)
+
+    def join(
+        self, lookup: DataFrame, on: str | Sequence[str], how: str = "inner", *, check: bool = True
+    ) -> TrackedFrame:
+        """Join with an untracked ``lookup`` that has at most one row per ``on`` key.
+        ``how`` is ``inner`` (rows without a match become ghosts) or ``left``. With
+        ``check`` (default), a small job counts duplicate keys first and
+        :class:`InvalidConfig` is raised if there are any."""
+        from pyspark.sql import functions as F
+
+        if isinstance(lookup, TrackedFrame):  # type: ignore[unreachable]
+            raise InvalidConfig("joining two tracked frames would put two chains in one row; not supported")
+        if how not in ("inner", "left"):
+            raise InvalidConfig(f"how must be 'inner' or 'left', got {how!r}")
+        keys = [on] if isinstance(on, str) else list(on)
+        if set(lookup.columns) & set(TRACKING):
+            raise InvalidConfig("the lookup has tracking columns")
+        if check and lookup.groupBy(*keys).count().where(F.col("count") > 1).limit(1).count():
+            raise InvalidConfig(f"the lookup has more than one row for some key of {keys}")
+        joined = self._df.join(lookup.withColumn(_MATCH, F.lit(True)), on=keys, how="left")
+        if how == "inner":
+            joined = joined.withColumn(GHOST, F.col(GHOST) | F.col(_MATCH).isNull())
+        return self._then(joined.drop(_MATCH))
+
+    def transform(self, fn: Callable[[DataFrame], DataFrame]) -> TrackedFrame:
+        """Apply ``fn`` to the DataFrame itself, for operations this class lacks. ``fn``
+        must keep every row exactly once and the tracking columns unchanged (a map, not
+        a filter: use :meth:`where`)."""
+        out = fn(self._df)
+        missing = [c for c in TRACKING if c not in out.columns]
+        if missing:
+            raise InvalidConfig(f"transform dropped tracking columns {missing}")
+        return self._then(out)
+
+    def write(
+        self,
+        location: str | os.PathLike[str] | Location,
+        *,
+        format: str = "parquet",
+        tag_column: str = "xor_ack_tag",
+    ) -> WriteResult:
+        """Run the job: write the rows that are not ghosts (user columns and the chain's
+        tag as ``tag_column``) to ``location`` (a directory or ``s3://bucket/prefix``),
+        as Parquet or CSV; then ack. One tracked write per attempt."""
+        return self._attempt.write(self, location, format=format, tag_column=tag_column)
+
+
+class TrackedGroups:
+    """``TrackedFrame.group_by(...)``: call :meth:`agg`."""
+
+    def __init__(self, frame: TrackedFrame, keys: Sequence[str]) -> None:
+        self.frame = frame
+        self.keys = list(keys)
+
+    def agg(self, *exprs: Column) -> TrackedFrame:
+        """Aggregate per chain and key; the ghost rows of a chain collapse into one per
+        failure reason and note. The reason and note are grouping keys (null on every
+        row that is not failing or noted), not aggregates: a string aggregate (``max``)
+        would force Spark's sort-based aggregation over every row."""
+        from pyspark.sql import functions as F
+
+        ghost = F.col(GHOST)
+        grouping = [
+            F.col(CHAIN),
+            ghost,
+            *(F.when(~ghost, F.col(k)).alias(k) for k in self.keys),
+            F.col(ERR),
+            F.col(NOTE),
+        ]
+        out = self.frame.df.groupBy(*grouping).agg(*exprs, F.bit_xor(EDGE).alias(EDGE))
+        return self.frame._then(out)
+
+    def count(self, name: str = "count") -> TrackedFrame:
+        from pyspark.sql import functions as F
+
+        return self.agg(F.count(F.lit(1)).alias(name))

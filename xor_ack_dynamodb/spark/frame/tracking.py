@@ -1,0 +1,199 @@
+"""Tracked DataFrame runs: :class:`FrameTracking` runs a job attempt after attempt
+(the loop every path shares, :mod:`~xor_ack_dynamodb.spark.attempts`), creating each
+attempt's chains from the driver while the job runs; the job gets a
+:class:`~.attempt.FrameAttempt`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from ..attempts import DRIVER_THREADS, Driver, Plan
+from ..chains import Started, create_chains
+from ..heartbeat import HeartbeatPolicy
+from ..outcomes import RunObserver, RunReport
+from .attempt import Commit, FrameAttempt, FrameJob
+from .columns import to_signed
+from .sink import TrackedSinkSource
+from .text_source import TrackedTextSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ...config import AckConfig
+    from ...interfaces import AckTracker
+
+__all__ = ["FrameTracking", "is_connect", "register_sources", "default_parallelism"]
+
+
+def is_connect(spark: Any) -> bool:
+    """True for a Spark Connect session (no SparkContext, no RDDs)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def register_sources(spark: SparkSession) -> None:
+    """Register the ``xor_ack_text`` and ``xor_ack_sink`` data sources in ``spark`` (a
+    classic session that has them already is left alone: re-registering logs a warning)."""
+    for source in (TrackedTextSource, TrackedSinkSource):
+        if not is_connect(spark):
+            try:
+                manager = spark._jsparkSession.sessionState().dataSourceManager()
+                if manager.dataSourceExists(source.name()):
+                    continue
+            except Exception:  # an internal API: register anyway
+                pass
+        spark.dataSource.register(source)
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """Spark's default parallelism (classic), else ``spark.default.parallelism`` if set,
+    else 4 (a Connect client cannot ask the cluster)."""
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    try:
+        return int(spark.conf.get("spark.default.parallelism", "4") or 4)
+    except Exception:
+        return 4
+
+
+class FrameTracking(Driver):
+    """Tracked DataFrame runs on one SparkSession (classic or Spark Connect), with
+    chains in the table ``config`` names.
+
+    Chains are created and stamped by this process (the driver, or the Connect client),
+    never by executors: creates go out concurrently while the attempt's job runs (a
+    thread pool of ``threads``), the commit's merged XORs are stamped once per chain
+    after the write returned. Executors only compute.
+
+    Chains of either mode work (the tracker's ``mode``). Inside Spark the rows keep the
+    XOR invariant in both modes (bigint edges, ``bit_xor``: no overflow, no decimals);
+    a sum chain is created holding the root edge ``r`` (an int in ``[1, 2**64)``) and
+    stamped once with ``-x``, ``x`` the committed XOR, so it reads zero exactly when
+    ``x == r``: the same test as an xor chain's. Xor is the default (one conditional
+    ``PutItem`` per stamp: the driver created the chain, so it knows its value and
+    needs no read); a sum chain's completing stamp costs an ``UpdateItem`` and the
+    ``PutItem`` that stores ``acked``. See ``docs/spark.md``. Parameters as for
+    :class:`~xor_ack_dynamodb.spark.attempts.Driver`, and:
+
+    :param parallelism: how many read partitions to aim at (twice this); default
+        Spark's default parallelism (4 under Connect unless
+        ``spark.default.parallelism`` is set).
+    :param tracker: on this path only the driver talks to it, so any tracker with the
+        same methods works (a ``MemoryAck`` measures what tracking costs Spark itself,
+        with no backend).
+    :param edge_key: the 32-byte key edges derive from (default: random per object).
+    :param after_flush: a test hook (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`)
+        called as ``hook("read", partition)`` after a read task produced its rows and
+        ``hook("write", partition)`` after a sink task's part is durable.
+    :param transactions: send the creates and the stamps as ``create_many`` /
+        ``stamp_many`` (TransactWriteItems of up to 100 chains: one request per 100
+        roots each way instead of one per root, at twice the write units on DynamoDB;
+        the tracker must have those methods). Off by default: on moto a transaction
+        copies the table per item (slower than single writes); measure on your backend
+        (``benchmarks/driver_requests.py``).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: AckConfig,
+        *,
+        run_id: str | None = None,
+        tracker: AckTracker | None = None,
+        nonce: str | None = None,
+        threads: int = DRIVER_THREADS,
+        parallelism: int | None = None,
+        after_flush: Callable[[str, int], None] | None = None,
+        heartbeat: bool | HeartbeatPolicy = True,
+        edge_key: bytes | None = None,
+        transactions: bool = False,
+    ) -> None:
+        # A given key (32 bytes) makes edges reproducible: a re-run streaming micro-batch
+        # must send the very values its first run sent (see :mod:`..streaming`).
+        super().__init__(
+            config,
+            run_id=run_id,
+            nonce=nonce,
+            tracker=tracker,
+            heartbeat=heartbeat,
+            threads=threads,
+            edge_key=edge_key,
+        )
+        self.spark = spark
+        self.transactions = transactions
+        self.after_flush = after_flush
+        self.run_key = to_signed(int.from_bytes(self.edges.key[:8], "big"))
+        self.parallelism = parallelism or default_parallelism(spark)
+        register_sources(spark)
+
+    def run(
+        self,
+        roots: Sequence[Any],
+        key: Callable[[Any], Any],
+        job: FrameJob,
+        *,
+        max_attempts: int = 3,
+        observer: RunObserver | None = None,
+    ) -> RunReport:
+        """Run ``job(attempt)`` (a :class:`FrameAttempt`) until every root's chain is
+        acked, failed permanently, or ``max_attempts`` attempts were made; ``job`` reads
+        the attempt's roots (:meth:`FrameAttempt.read_text` or :meth:`FrameAttempt.start`)
+        and ends in one :meth:`TrackedFrame.write`.
+
+        Each attempt's chains are created in the background while its job runs. A job
+        that raises (Spark aborted it) ends its attempt: its chains are read like any
+        others. Chains still pending then can no longer complete; they are failed, so
+        that no late write can ack them, and replayed. Configuration errors of the
+        library (:class:`~xor_ack_dynamodb.errors.XorAckError`) propagate, after the
+        attempt's chains are failed.
+        """
+
+        def plan(number: int, todo: list[Any], keys: list[Any], tags: list[str]) -> Plan:
+            edges = {tag: self.edges.root(tag) for tag in tags}
+            commit = Commit()
+
+            def attempt(starting: Any) -> object:
+                return job(FrameAttempt(self, number, todo, keys, tags, edges, starting, commit))
+
+            return Plan(
+                tags,
+                attempt,
+                f"attempt {number}",
+                self.tags.owner,
+                beat_owner=self.tags.owner,
+                start=partial(self._create, edges, number),
+                notes=lambda: commit.notes,
+                known=commit.known,
+            )
+
+        return self.run_attempts(roots, key, plan, max_attempts=max_attempts, observer=observer)
+
+    def _create(self, edges: dict[str, int], attempt: int) -> Started:
+        clock = time.perf_counter()
+        try:
+            created, refused = create_chains(
+                self.tracker,
+                edges,
+                self.group,
+                f"{self.tags.owner}.{attempt}/create",
+                owner=self.tags.owner,
+                threads=self.threads,
+                transactions=self.transactions,
+            )
+        finally:
+            self.counts["time_ms.creates"] += round(1000 * (time.perf_counter() - clock))
+        self.counts["chains_created"] += len(created)
+        self.counts["chains_refused"] += len(refused)
+        return created, refused
+
+    def acked_rows(self, df: DataFrame, report: RunReport, tag_column: str = "xor_ack_tag") -> DataFrame:
+        """The rows of ``df`` (written by this run's attempts) whose chain ended acked:
+        what a cross-root aggregate must be computed over to stay exact under replay."""
+        from pyspark.sql import functions as F
+
+        acked = sorted(report.acked_tags())
+        tags = self.spark.createDataFrame([(t,) for t in acked], f"{tag_column} string")
+        return df.join(F.broadcast(tags), on=tag_column, how="left_semi")

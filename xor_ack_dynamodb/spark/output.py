@@ -1,0 +1,169 @@
+"""Where tracked output goes, and the one routine that writes a file of it durably.
+
+A sink may ack a record only once its output survives the task. :meth:`Location.open`
+is how every file of a tracked job is written (partition files of both APIs, the
+DataFrame sink's ledger, the word count's results): on a POSIX file system the bytes
+go to a temporary name, are flushed and fsync'd, renamed into place (``os.replace`` is
+atomic) and the directory is fsync'd, so the rename itself is durable; on S3 they are
+one ``PutObject``, durable and atomic when it returns. Readers see a whole file or none
+of it. A retried or speculative task writes the same partition to the same final name:
+whichever rename (or put) lands last wins, and both hold the same rows.
+
+(Replacing the final name is what a later commit protocol changes: attempt-unique
+temporary names, published by the driver for the committed task attempts only. Its
+place is here.)
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import InvalidConfig
+
+__all__ = ["Location"]
+
+
+@dataclass(frozen=True)
+class Location:
+    """A directory (local, or shared by the cluster's nodes: NFS, EFS, a FUSE mount) or
+    an ``s3://bucket/prefix``. Picklable: it travels to the executors, which build their
+    own S3 client (credentials from their role or environment); ``endpoint_url`` and
+    ``region`` None mean the environment's. Build one with :meth:`of`."""
+
+    url: str
+    endpoint_url: str | None = None
+    region: str | None = None
+
+    @classmethod
+    def of(cls, where: str | os.PathLike[str] | Location) -> Location:
+        """``where`` as a location: ``s3://bucket/prefix`` (endpoint and region read
+        here, from ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``, and ``AWS_REGION`` or
+        ``AWS_DEFAULT_REGION``) or a directory (made absolute). :class:`InvalidConfig`
+        for an S3 URL without a bucket."""
+        if isinstance(where, Location):
+            return where
+        text = os.fspath(where)
+        if not text.startswith("s3://"):
+            return cls(os.path.abspath(text))
+        if not text[len("s3://") :].split("/")[0]:
+            raise InvalidConfig(f"no bucket in {text!r}")
+        env = os.environ.get
+        endpoint = env("AWS_ENDPOINT_URL_S3") or env("AWS_ENDPOINT_URL")
+        return cls(text, endpoint, env("AWS_REGION") or env("AWS_DEFAULT_REGION"))
+
+    @property
+    def is_s3(self) -> bool:
+        return self.url.startswith("s3://")
+
+    def child(self, sub: str) -> Location:
+        """The location ``sub`` (a relative path) below this one."""
+        if self.is_s3:
+            return Location(f"{self.url.rstrip('/')}/{sub.strip('/')}", self.endpoint_url, self.region)
+        return Location(os.path.join(self.url, sub))
+
+    def key(self, name: str) -> tuple[str, str]:
+        """The S3 bucket and key of file ``name``."""
+        bucket, _, prefix = self.url[len("s3://") :].partition("/")
+        prefix = prefix.strip("/")
+        return bucket, f"{prefix}/{name}" if prefix else name
+
+    def client(self) -> Any:
+        """A new S3 client for this location."""
+        import boto3
+
+        return boto3.session.Session(region_name=self.region).client("s3", endpoint_url=self.endpoint_url)
+
+    @contextmanager
+    def open(self, name: str) -> Iterator[IO[bytes]]:
+        """A binary file to write ``name`` into: durable under its final name once the
+        block exits cleanly (see the module doc); a block that raises leaves nothing."""
+        if self.is_s3:
+            buffer = io.BytesIO()
+            yield buffer
+            bucket, key = self.key(name)
+            self.client().put_object(Bucket=bucket, Key=key, Body=buffer.getvalue())
+            return
+        directory = Path(self.url)
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, directory / name)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def put(self, name: str, data: bytes) -> None:
+        """Write ``name`` whole and durably (:meth:`open`)."""
+        with self.open(name) as handle:
+            handle.write(data)
+
+    def get(self, name: str, client: Any = None) -> bytes | None:
+        """The bytes of ``name``, or None if there is no such file."""
+        if not self.is_s3:
+            path = Path(self.url) / name
+            return path.read_bytes() if path.exists() else None
+        bucket, key = self.key(name)
+        client = client or self.client()
+        try:
+            return bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        except client.exceptions.NoSuchKey:
+            return None
+
+    def names(self, prefix: str = "part-", suffix: str = "", client: Any = None) -> list[str]:
+        """The files here whose names start with ``prefix`` and end with ``suffix``,
+        sorted (temporary files of unfinished writes start with a dot: never listed)."""
+        if not self.is_s3:
+            return sorted(p.name for p in Path(self.url).glob(f"{prefix}*{suffix}") if p.is_file())
+        bucket, start = self.key(prefix)
+        base = len(start) - len(prefix)
+        pages = (
+            (client or self.client()).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=start)
+        )
+        keys = (item["Key"] for page in pages for item in page.get("Contents", []))
+        return sorted(key[base:] for key in keys if key.endswith(suffix))
+
+    def remove(self) -> None:
+        """Delete everything here (a directory tree, or every object under the prefix)."""
+        if not self.is_s3:
+            shutil.rmtree(self.url, ignore_errors=True)
+            return
+        client = self.client()
+        bucket, prefix = self.key("")
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+            if keys:
+                client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+
+    def describe(self, name: str) -> str:
+        """File ``name`` as a path or an ``s3://`` URL."""
+        return "s3://{}/{}".format(*self.key(name)) if self.is_s3 else os.path.join(self.url, name)
+
+    def options(self) -> dict[str, str]:
+        """This location as string options (a data source's); :meth:`from_options`."""
+        out = {"location": self.url}
+        if self.endpoint_url:
+            out["s3_endpoint"] = self.endpoint_url
+        if self.region:
+            out["s3_region"] = self.region
+        return out
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> Location:
+        return cls(options["location"], options.get("s3_endpoint"), options.get("s3_region"))

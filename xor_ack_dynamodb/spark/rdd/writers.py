@@ -1,0 +1,112 @@
+"""Durable, idempotent partition writers for :meth:`TrackedRDD.sink`: CSV part files in a
+directory or under an S3 prefix, each written whole by :meth:`Location.open
+<xor_ack_dynamodb.spark.output.Location.open>` (temporary file, fsync, rename; or one
+``PutObject``), so the sink acks only what survives the task. A retried or speculative
+task writes the same partition to the same name.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..output import Location
+
+__all__ = ["CsvPartitionWriter", "S3PartitionWriter", "csv_writer", "read_csv_parts", "read_s3_parts"]
+
+
+def _write(
+    location: Location,
+    header: Sequence[str],
+    to_row: Callable[[Any], Sequence[Any]],
+    index: int,
+    values: list[Any],
+) -> None:
+    with location.open(f"part-{index:05d}.csv") as handle:
+        text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
+        writer = csv.writer(text)
+        writer.writerow(header)
+        writer.writerows(to_row(v) for v in values)
+        text.flush()
+        text.detach()
+
+
+@dataclass(frozen=True)
+class CsvPartitionWriter:
+    """Writes partition ``i`` as ``<directory>/part-<i>.csv`` (``header`` first, then
+    ``to_row(value)`` per value). Picklable; the directory must be on a file system the
+    executors share with whoever reads the output (local disk in local mode; NFS, EFS
+    or a FUSE mount of HDFS/S3 on a cluster)."""
+
+    directory: str
+    header: Sequence[str]
+    to_row: Callable[[Any], Sequence[Any]] = tuple
+
+    def path(self, index: int) -> Path:
+        return Path(self.directory) / f"part-{index:05d}.csv"
+
+    def location(self) -> Location:
+        return Location.of(self.directory)
+
+    def __call__(self, index: int, values: list[Any]) -> None:
+        _write(self.location(), self.header, self.to_row, index, values)
+
+
+@dataclass(frozen=True)
+class S3PartitionWriter:
+    """Writes partition ``i`` as one S3 object ``s3://<bucket>/<prefix>/part-<i>.csv``.
+
+    A ``PutObject`` that returned is durably stored, and readers see the whole object or
+    none of it, so a sink may ack once it returns; a retried or speculative task puts the
+    same content under the same key. Picklable: each call builds its client from these
+    fields (``endpoint_url`` and ``region`` default to the environment; credentials come
+    from the executor's role or environment, as for DynamoDB).
+    """
+
+    bucket: str
+    prefix: str
+    header: Sequence[str]
+    to_row: Callable[[Any], Sequence[Any]] = tuple
+    endpoint_url: str | None = None
+    region: str | None = None
+
+    def key(self, index: int) -> str:
+        return self.location().key(f"part-{index:05d}.csv")[1]
+
+    def location(self) -> Location:
+        return Location(f"s3://{self.bucket}/{self.prefix}", self.endpoint_url, self.region)
+
+    def __call__(self, index: int, values: list[Any]) -> None:
+        _write(self.location(), self.header, self.to_row, index, values)
+
+
+def csv_writer(
+    location: Location, header: Sequence[str], to_row: Callable[[Any], Sequence[Any]]
+) -> CsvPartitionWriter | S3PartitionWriter:
+    """The partition writer of CSV parts in ``location``."""
+    if not location.is_s3:
+        return CsvPartitionWriter(location.url, header, to_row)
+    bucket, prefix = location.key("")
+    return S3PartitionWriter(bucket, prefix, header, to_row, location.endpoint_url, location.region)
+
+
+def _rows(location: Location, client: Any = None) -> Iterable[dict[str, str]]:
+    for name in location.names("part-", ".csv", client):
+        body = location.get(name, client) or b""
+        yield from csv.DictReader(io.StringIO(body.decode("utf-8"), newline=""))
+
+
+def read_csv_parts(directory: str | Path) -> Iterable[dict[str, str]]:
+    """Every row of every committed ``part-*.csv`` in ``directory`` (temporary files of
+    unfinished writes are skipped)."""
+    return _rows(Location.of(directory))
+
+
+def read_s3_parts(client: Any, bucket: str, prefix: str) -> Iterable[dict[str, str]]:
+    """Every row of every ``part-*.csv`` object under ``prefix`` in ``bucket``
+    (``client``'s endpoint and region)."""
+    return _rows(Location(f"s3://{bucket}/{prefix}"), client)
