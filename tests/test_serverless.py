@@ -1,9 +1,11 @@
-"""xor_ack_dynamodb.serverless end to end on moto (S3, SQS, DynamoDB, EventBridge in one
-``mock_aws``), in both modes: the example's S3 -> SQS -> worker -> completion flow with
-every message delivered twice, a handler that raises after emitting its children, a
-poison message, malformed envelopes, completion exactly once, starts, ownership,
-S3-carried children and the replay listing. Worker processes racing on a moto server
-are in ``test_serverless_processes.py``."""
+"""xor_ack_dynamodb.serverless end to end on moto (S3, SQS, DynamoDB and its stream,
+EventBridge in one ``mock_aws``), in both modes: the example's S3 -> SQS -> worker ->
+stream -> completion flow with every message and stream batch delivered twice, a handler
+that raises after emitting its children, a poison message, malformed envelopes,
+completion exactly once, starts, ownership, S3-carried children and the replay listing.
+Worker processes racing on a moto server are in ``test_serverless_processes.py``;
+completions by other completers, the claim's clocks and permanent errors in
+``test_serverless_completion.py``."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from xor_ack_dynamodb.serverless import (
     decode_record,
     op_id,
     process_sqs_batch,
+    read_change,
     scan_unfinished,
     unfinished,
     unfinished_objects,
@@ -71,6 +74,12 @@ class World:
 
     def drain(self, handler: Any = None, **options: Any) -> int:
         delivered: int = self.local.poll(self.sqs, self.work, handler or self.fn.on_work, **options)
+        return delivered
+
+    def complete(self, twice: bool = False) -> int:
+        """Lambda's poller on the table's stream, handing batches to ``on_chain_stream``."""
+        poller = self.local.stream_poller(self.ddb, self.env["XOR_ACK_TABLE"], self.fn.on_chain_stream, twice=twice)
+        delivered: int = poller.drain()
         return delivered
 
     def tracker(self) -> XorAckDynamoDB:
@@ -122,6 +131,7 @@ def test_s3_to_completion_with_every_message_delivered_twice(
 
         world.drain(counting, twice=True)
         assert deliveries and min(deliveries.values()) >= 2  # every message at least twice
+        assert world.complete(twice=True) > 0  # and every stream batch twice
         completions = receive_all(world.sqs, world.done)
         assert Counter(c["tag"] for c in completions) == Counter(tags)  # exactly once per chain
         tracker = world.tracker()
@@ -130,7 +140,7 @@ def test_s3_to_completion_with_every_message_delivered_twice(
             assert status.state == "acked" and status.mode == mode
             assert status.version == clean  # nothing applied twice: as many writes as the clean run
         stats = world.pipeline.stats.events
-        assert stats["completions.fired"] == 2 and stats["completions.repeated"] >= 2
+        assert stats["completions.fired"] == 2 and stats["completions.repeated"] == 2  # the second copies
         world.fn.on_done({"Records": [{"body": json.dumps(c)} for c in completions]}, None)
         for tag, (_, expected) in zip(tags, inputs.values(), strict=True):
             assert summary(world.s3, world.env["OUTPUT_BUCKET"], tag) == {
@@ -153,6 +163,7 @@ def test_poison_message_fails_its_chain_and_the_rest_completes(world: World) -> 
         return world.fn.on_work(event, context)
 
     world.drain(watching)
+    world.complete()
     assert list(poison.values()) == [3]  # XOR_ACK_MAX_RECEIVES=3: retried, then failed its chain
     status = world.tracker().status(bad_tag)
     assert status.state == "failed" and status.reason is not None
@@ -172,7 +183,7 @@ def library_pipeline(mode: str, clock: Any = None, **options: Any) -> tuple[Pipe
     tracker = XorAckDynamoDB(
         f"t-{mode}", client=boto3.client("dynamodb", region_name=REGION), mode=mode, clock=clock
     )
-    tracker.create_table()
+    tracker.create_table(stream=True)
     s3 = boto3.client("s3", region_name=REGION)
     return Pipeline(tracker, queue_url=queue, sqs=sqs, s3=s3, clock=clock, **options), queue
 
@@ -186,9 +197,11 @@ def receive(pipeline: Pipeline, queue: str) -> list[dict[str, Any]]:
 
 
 def drain(pipeline: Pipeline, queue: str, handler: Any) -> None:
+    """The queue until it is empty, then the table's stream (the completions)."""
     example("run_local").poll(
         pipeline.sqs, queue, lambda e, c: process_sqs_batch(e, handler, pipeline=pipeline)
     )
+    pipeline.stream_poller().drain()
 
 
 @mock_aws
@@ -248,7 +261,7 @@ def test_malformed_and_missing_envelopes_never_reach_the_handler(
 
 
 @mock_aws
-def test_completion_fires_once_when_the_completing_op_comes_again(mode: str) -> None:
+def test_completion_fires_once_when_the_completing_op_and_its_stream_record_come_again(mode: str) -> None:
     fired: list[Completion] = []
     pipeline, queue = library_pipeline(mode, on_complete=[fired.append])
     pipeline.start("job-3", children=["only child"])
@@ -257,8 +270,11 @@ def test_completion_fires_once_when_the_completing_op_comes_again(mode: str) -> 
         assert process_sqs_batch({"Records": [record]}, lambda ctx: None, pipeline=pipeline) == {
             "batchItemFailures": []
         }
+    assert fired == []  # the worker fires nothing: the stream does
+    for _ in range(2):  # the stream read twice from its start: every record delivered twice
+        pipeline.stream_poller(twice=True).drain()
     assert [c.tag for c in fired] == ["job-3"]
-    assert pipeline.stats.events["completions.repeated"] == 2
+    assert pipeline.stats.events["completions.repeated"] == 3
     # Why a claim is needed: the tracker reports acked to every copy of the completing op.
     envelope = decode_record(record, mode).envelope
     again = pipeline.tracker.stamp(
@@ -279,15 +295,21 @@ def test_a_live_claim_defers_and_a_failed_target_is_retried(mode: str) -> None:
 
     pipeline, queue = library_pipeline(mode, on_complete=[flaky], completion_lease=60, clock=clock)
     pipeline.start("job-4", children=["x"])
-    [record] = receive(pipeline, queue)
-    batch = {"Records": [record]}
-    failure = {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
-    assert process_sqs_batch(batch, lambda ctx: None, pipeline=pipeline) == failure  # target failed
+    example("run_local").poll(pipeline.sqs, queue, lambda e, c: pipeline.process_sqs_batch(e, lambda ctx: None))
+    poller, events = pipeline.stream_poller(), pipeline.stats.events
+    assert poller.poll() > 0  # the stream: the completion's target fails, the claim is released
+    assert calls == ["job-4"] and pipeline.stats.events["completions.retried"] == 1
     assert pipeline.guard.claim("job-4", "someone-else", clock(), 60) == "claimed"  # released, so claimable
-    assert process_sqs_batch(batch, lambda ctx: None, pipeline=pipeline) == failure  # held: retry later
-    clock.advance(61)  # the other claimant died: its lease ran out
-    assert process_sqs_batch(batch, lambda ctx: None, pipeline=pipeline) == {"batchItemFailures": []}
-    assert process_sqs_batch(batch, lambda ctx: None, pipeline=pipeline) == {"batchItemFailures": []}
+    assert poller.poll() > 0  # Lambda retries from the failed record: held, retry later
+    clock.advance(60 + 5)  # the lease and the skew margin: not yet
+    assert poller.poll() > 0
+    events = pipeline.stats.events
+    assert calls == ["job-4"] and events["completions.retried"] == 3
+    clock.advance(1)  # the other claimant died: its lease ran out
+    poller.drain()
+    pipeline.stream_poller(twice=True).drain()  # everything again, twice: fires nothing more
+    events = pipeline.stats.events
+    assert (events["completions.fired"], events["completions.repeated"]) == (1, 2)
     assert calls == ["job-4", "job-4"]  # one failed call, one firing
 
 
@@ -357,6 +379,7 @@ def test_a_start_without_children_completes_once(mode: str) -> None:
     for _ in range(2):
         pipeline.start("empty", start_id="e-1")
     assert pipeline.tracker.status("empty").state == "acked"
+    pipeline.stream_poller(twice=True).drain()
     assert [c.tag for c in fired] == ["empty"]
 
 
@@ -378,6 +401,7 @@ def test_children_carried_by_s3_objects_continue_the_chain(mode: str) -> None:
         assert out == {"started": [], "continued": ["doc-1"], "skipped": []}
     assert seen == ["page-1.txt", "page-1.txt"]
     assert pipeline.tracker.status("doc-1").state == "acked"
+    pipeline.stream_poller().drain()
     assert [c.tag for c in fired] == ["doc-1"]
 
 
@@ -508,13 +532,15 @@ def test_the_completion_claim_on_every_backend(client: Any) -> None:
     tracker.create_table()
     guard = DynamoDBGuard(tracker)
     tracker.create("c", 5)
-    assert guard.claim("c", "a", 1000, 60) == "not-acked"  # pending: nothing to claim
+    assert guard.claim("c", "a", 1000, 60) == "gone"  # pending: nothing to claim
     tracker.stamp("c", finished=[5])
     assert guard.claim("c", "a", 1000, 60) == "claimed"
     assert guard.claim("c", "b", 1030, 60) == "held"
-    assert guard.claim("c", "b", 1061, 60) == "claimed"  # a's lease ran out
-    assert not guard.mark_fired("c", "a", 1062)  # a was overtaken
+    assert guard.claim("c", "b", 1065, 60) == "held"  # the lease (to 1060) plus the skew margin (5)
+    assert guard.claim("c", "b", 1066, 60) == "claimed"  # a's lease ran out
+    assert not guard.mark_fired("c", "a", 1067)  # a was overtaken
     guard.release("c", "a")  # not a's to release: nothing happens
-    assert guard.mark_fired("c", "b", 1062)
+    assert guard.mark_fired("c", "b", 1067)
     assert guard.claim("c", "d", 9999, 60) == "fired"
-    assert tracker.status("c").state == "acked"  # the chain itself is untouched
+    status = tracker.status("c")
+    assert (status.state, status.value) == ("acked", 0)  # the chain itself is as it was

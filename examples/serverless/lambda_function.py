@@ -1,8 +1,9 @@
-"""A tracked word count on S3 + SQS + Lambda: three functions on this file.
+"""A tracked word count on S3 + SQS + Lambda: four functions on this file.
 
-on_upload  S3 ObjectCreated (input bucket)   one chain per object; one message per chunk
-on_work    SQS (work queue, ReportBatchItemFailures)   split a big chunk, or count a leaf
-on_done    SQS (completion queue)            sum a finished object's counts into done/
+on_upload        S3 ObjectCreated (input bucket)      one chain per object; one message per chunk
+on_work          SQS (work queue, ReportBatchItemFailures)   split a big chunk, or count a leaf
+on_chain_stream  the chain table's DynamoDB stream    each completed chain -> completion queue, once
+on_done          SQS (completion queue)               sum a finished object's counts into done/
 
 Settings come from the environment (XOR_ACK_TABLE, XOR_ACK_QUEUE_URL,
 XOR_ACK_COMPLETION_QUEUE_URL, OUTPUT_BUCKET, ...); nothing is built at import time.
@@ -33,6 +34,10 @@ def on_upload(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def on_work(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return pipeline().process_sqs_batch(event, count_words, context)
+
+
+def on_chain_stream(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return pipeline().process_chain_stream(event, context)
 
 
 def split_object(ctx: Context) -> None:

@@ -1,13 +1,17 @@
-"""Run the serverless example end to end on this machine: S3, SQS and DynamoDB from moto.
+"""Run the serverless example end to end on this machine: S3, SQS, DynamoDB and its
+stream from moto.
 
     python examples/serverless/run_local.py [--mode sum|xor] [--objects N] [--lines N]
-                                            [--twice] [--poison]
+                                            [--twice] [--poison] [--metrics]
 
-It creates the buckets, queues and table, uploads the objects, hands their S3 events to
-``on_upload``, then plays Lambda's SQS poller (receive up to 10, invoke, delete what was
-not reported failed) on the work queue until it is empty, and on the completion queue.
-``--twice`` delivers every S3 event and every SQS message twice; ``--poison`` adds an
-object with a bad line. It prints each chain's end, and the requests per message.
+It creates the buckets, queues and table (with its stream), uploads the objects, hands
+their S3 events to ``on_upload``, then plays Lambda's SQS poller (receive up to 10,
+invoke, delete what was not reported failed) on the work queue until it is empty, then
+Lambda's stream poller on the table's stream (``on_chain_stream`` fires each completion),
+then the SQS poller on the completion queue (``on_done``). ``--twice`` delivers every S3
+event, every SQS message and every stream batch twice; ``--poison`` adds an object with
+a bad line; ``--metrics`` prints each batch's CloudWatch metrics (EMF). It prints each
+chain's end, and the requests per message.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ def setup(
     attributes = {"VisibilityTimeout": str(visibility)}
     work = sqs.create_queue(QueueName=f"xor-ack-work{suffix}", Attributes=attributes)["QueueUrl"]
     done = sqs.create_queue(QueueName=f"xor-ack-done{suffix}", Attributes=attributes)["QueueUrl"]
-    XorAckDynamoDB(TABLE + suffix, client=dynamodb).create_table()
+    XorAckDynamoDB(TABLE + suffix, client=dynamodb).create_table(stream=True)  # completions come from it
     return {
         "INPUT_BUCKET": INPUT_BUCKET + suffix,
         "XOR_ACK_TABLE": TABLE + suffix,
@@ -136,6 +140,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--lines", type=int, default=60)
     parser.add_argument("--twice", action="store_true", help="deliver every event and message twice")
     parser.add_argument("--poison", action="store_true", help="add an object with a bad line")
+    parser.add_argument("--metrics", action="store_true", help="print each batch's metrics (EMF)")
     args = parser.parse_args(argv)
 
     import boto3
@@ -144,9 +149,12 @@ def main(argv: list[str]) -> int:
     for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
         os.environ.setdefault(name, value)
     os.environ.setdefault("AWS_REGION", "us-east-1")
+    if not args.metrics:
+        os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
     with mock_aws():
         s3, sqs = boto3.client("s3", region_name="us-east-1"), boto3.client("sqs", region_name="us-east-1")
-        os.environ.update(setup(s3, sqs, boto3.client("dynamodb", region_name="us-east-1"), args.mode))
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        os.environ.update(setup(s3, sqs, dynamodb, args.mode))
         import lambda_function as fn
 
         fn.pipeline.cache_clear()
@@ -159,12 +167,25 @@ def main(argv: list[str]) -> int:
             for _ in range(2 if args.twice else 1):
                 tags += fn.on_upload(event, None)["started"]
         work = poll(sqs, os.environ["XOR_ACK_QUEUE_URL"], fn.on_work, twice=args.twice)
+        stream = stream_poller(dynamodb, os.environ["XOR_ACK_TABLE"], fn.on_chain_stream, twice=args.twice)
+        stream.drain()
         done = poll(sqs, os.environ["XOR_ACK_COMPLETION_QUEUE_URL"], fn.on_done)
-        report(fn.pipeline(), sorted(set(tags)), work, done)
+        report(fn.pipeline(), sorted(set(tags)), work, done, stream)
     return 0
 
 
-def report(pipeline: Any, tags: list[str], work: int, completions: int) -> None:
+def stream_poller(dynamodb: Any, table: str, handler: Any, *, twice: bool = False) -> Any:
+    """Lambda's event source on the table's stream, locally (``twice``: every batch
+    handed over twice)."""
+    import boto3
+
+    from xor_ack_dynamodb.serverless import StreamPoller
+
+    streams = boto3.client("dynamodbstreams", region_name=dynamodb.meta.region_name)
+    return StreamPoller.for_table(dynamodb, streams, table, handler, twice=twice)
+
+
+def report(pipeline: Any, tags: list[str], work: int, completions: int, stream: Any) -> None:
     statuses = pipeline.tracker.status_many(tags)
     for tag in tags:
         status = statuses[tag]
@@ -178,6 +199,7 @@ def report(pipeline: Any, tags: list[str], work: int, completions: int) -> None:
     )
     print(f"DynamoDB requests: {total} ({', '.join(f'{k} {v}' for k, v in sorted(dynamo.items()))})")
     print(f"DynamoDB requests per work message: {total / max(1, work):.2f}")
+    print(f"stream poller: {stream.delivered} records, requests {stream.stats.requests}")
     print(f"SQS/S3 requests by the library: {other}")
     print(f"records: { {k: v for k, v in pipeline.stats.events.items()} }")
 

@@ -1,14 +1,20 @@
-"""Completion: one firing per chain, guarded by a conditional claim on the chain's item.
+"""Completion: one firing per chain, whoever completed it, guarded by a conditional claim
+on the chain's item.
 
-Exactly one *op* completes a chain (its stamp returns ``acked``), but that op can arrive
-more than once: SQS redelivers its message, or a parent's redelivery re-sent it, and a
-redelivered completing op also returns ``acked`` (with ``duplicate`` True). So ``acked``
-alone would fire a completion once per copy. The guard makes the firing itself
-conditional:
+A completion belongs to the chain, not to the caller whose stamp happened to complete
+it: the trigger is the chain's own transition to acked, read from the table's DynamoDB
+stream (:mod:`.stream`), so a chain completed by a Lambda, a Spark job, the CLI or
+another language's writer fires the same way, and the record of the transition
+outlives a crash of its completer (the stream keeps it 24 hours and Lambda retries it).
+Stream records arrive at least once (a retried batch, the stream read twice), so the
+firing itself is conditional:
 
 1. **claim**: one ``UpdateItem`` on the chain's own item, conditioned on the chain
-   being stored ``acked`` and on no claim (or only a claim whose lease ran out):
-   ``SET cmpl = claimed, cmpl_by = :me, cmpl_until = :now + lease``;
+   being complete (stored ``acked``, or a sum-mode chain whose sum is zero while its
+   completer's ``acked`` write is still missing), on the lineage of the stream record
+   (same owner and create op: not a chain created again under the tag since), and on no
+   claim, or only a claim whose lease ran out:
+   ``SET state = acked, tok = <new>, cmpl = claimed, cmpl_by = :me, cmpl_until = ...``;
 2. **fire** the targets (a callback, an SQS queue, an EventBridge bus);
 3. **mark** it fired (``SET cmpl = fired``, conditioned on ``cmpl_by = :me``).
 
@@ -16,26 +22,46 @@ A copy that finds ``fired`` does nothing; one that finds a live claim is retried
 claimant may still die); one that finds a claim past its lease takes it over. If a
 target fails, the claim is released and the record retried. Race timelines::
 
-    A: stamp -> acked ─ claim ok ─ fire ─ mark fired
-    B: (copy) stamp -> acked, duplicate ─ claim: cmpl = fired ─> nothing to do
-    B': (copy, concurrent) ─ claim: cmpl = claimed, lease live ─> CompletionPending, retried
+    A: stream record (pending -> acked) ─ claim ok ─ fire ─ mark fired
+    B: (the record again) ─ claim: cmpl = fired ─> nothing to do
+    B': (the record again, concurrently) ─ claim: lease live ─> CompletionPending, retried
 
-    A: claim ok ─ fire ─ (Lambda times out before mark)
-    B: (A's record redelivered) ─ claim: lease ran out ─> takes over, fires again
+    A: claim ok ─ fire ─ (the function times out before the mark)
+    B: (the batch retried) ─ claim: lease ran out ─> takes over, fires again
+
+    C: ADD -> sum 0 ─────────────────── (crash: its acked write never happens)
+    A: record (sum 5 -> 0, pending) ─ claim stores acked, new tok ─ fire ─ mark
+    C': (C's redelivery) duplicate ─ chain stored acked ─> no write
+
+    C: ADD -> sum 0 ─ acked write (token-guarded Put) ─────────────
+    A: record (sum 5 -> 0) ──────────────── claim (item acked) ─ fire ─ mark
+    or A claims first: its new tok refuses C's Put, and C reads the chain acked
+
+Storing ``acked`` in the claim is what keeps the claim: the completer's ``acked`` write
+is a whole-item ``PutItem`` guarded by the token it read, so a claim that left the
+token alone would be overwritten by it. Storing ``acked`` on a zero sum changes nothing
+any reader sees (a zero sum reads ``acked`` already).
+
+**The lease, on two clocks.** A claim is taken over only when ``cmpl_until + skew <
+now`` on the taker's clock, with ``cmpl_until`` rounded up: so a claim lasts at least
+``lease`` real seconds as long as the claimants' clocks disagree by at most ``skew``
+seconds (the tracker's clock-skew margin, 5 by default). Past that bound a live
+claimant can be overtaken (``tests/test_serverless_completion.py`` shows both sides).
 
 So a completion fires **once**, except when its claimant dies after firing and before
-marking (the second timeline): then it fires again after the lease (at least once,
-never zero). Every firing of a chain carries the same :attr:`Completion.id`; the SQS
-target uses it as the FIFO deduplication id, and consumers of other targets can drop a
-repeat by it. Set the lease above the function timeout, so a live claimant is never
-overtaken.
+marking, or runs past its lease (the second timeline): then it fires again (at least
+once, never zero). Every firing of a chain carries the same :attr:`Completion.id`; the
+SQS target uses it as the FIFO deduplication id (SQS drops a repeat within five
+minutes), and a consumer of a standard queue or of EventBridge must drop a repeat by it
+(keep the ids it has handled, e.g. with a conditional put, for longer than the lease).
+Set the lease above the completion function's timeout.
 
-Why the chain's item: the claim is atomic with the chain's state (only an ``acked``
-chain can be claimed, in the same request) and is purged with the tombstone; no second
-table. After a chain is stored ``acked`` the tracker never writes its item again (it
-refuses every stamp, fail and touch; a create may overwrite it only after its
-retention), so nothing erases the claim. ``delete_on_ack`` trackers are refused (their
-tombstone is gone at once).
+Why the chain's item: the claim is atomic with the chain's state, and is purged with
+the tombstone; no second table. After a chain is stored ``acked`` the tracker never
+writes its item again (it refuses every stamp, fail and touch; a create may overwrite
+it only after its retention), so nothing erases the claim: keep the retention above
+the stream's 24 hours, so that every delivery of the record finds the claim.
+``delete_on_ack`` trackers are refused (their tombstone is gone at once).
 """
 
 from __future__ import annotations
@@ -43,6 +69,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import secrets
 import threading
 from collections.abc import Callable
@@ -52,6 +79,7 @@ from typing import Any, Literal, Protocol, cast
 from botocore.exceptions import ClientError
 
 from ..core.algebra import Mode
+from ..core.chain import new_token
 from ..errors import InvalidConfig
 from ..stats import RequestStats
 from .errors import CompletionPending, TargetFailed
@@ -60,17 +88,22 @@ __all__ = [
     "Completion",
     "CompletionGuard",
     "DynamoDBGuard",
+    "Lineage",
     "MemoryGuard",
     "SqsTarget",
     "EventBridgeTarget",
     "Target",
+    "FireOutcome",
     "fire_once",
     "guard_for",
 ]
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
-ClaimResult = Literal["claimed", "fired", "held", "not-acked"]
+ClaimResult = Literal["claimed", "fired", "held", "gone"]
+#: What :func:`fire_once` did: fired the targets, found them fired before, or found the
+#: chain gone (purged, or created again under its tag) before it could claim it.
+FireOutcome = Literal["fired", "repeated", "missed"]
 
 #: The claim's attributes on the chain's item.
 CLAIM, CLAIM_BY, CLAIM_UNTIL, FIRED_AT = "cmpl", "cmpl_by", "cmpl_until", "cmpl_at"
@@ -78,15 +111,14 @@ CLAIM, CLAIM_BY, CLAIM_UNTIL, FIRED_AT = "cmpl", "cmpl_by", "cmpl_until", "cmpl_
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """A chain that reached zero. ``id`` is the same for every firing of this chain
-    (a consumer deduplicates by it); ``message_id`` is the SQS message whose stamp
-    completed it (None for a start with no children)."""
+    """A chain that completed. ``id`` is the same for every firing of this chain (a
+    consumer deduplicates by it); ``completed_at`` is the epoch second of the chain's
+    completing write, as its writer's clock had it (the same on every firing)."""
 
     tag: str
     owner: str
     mode: Mode
     completed_at: float
-    message_id: str | None = None
 
     @property
     def id(self) -> str:
@@ -96,6 +128,16 @@ class Completion:
         return {**asdict(self), "id": self.id}
 
 
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """Which chain of a tag a stream record is about: its owner and its create op (the
+    key and payload hash a create stores for the chain's life). A claim names them, so a
+    late record of a chain cannot claim a chain created again under the same tag."""
+
+    owner: str | None
+    create_op: bytes | None
+
+
 #: A completion target: any callable taking the :class:`Completion` (raise to refuse).
 Target = Callable[[Completion], None]
 
@@ -103,55 +145,81 @@ Target = Callable[[Completion], None]
 class CompletionGuard(Protocol):
     """The claim protocol (see the module doc)."""
 
-    def claim(self, tag: str, claimant: str, now: float, lease: float) -> ClaimResult: ...
+    def claim(
+        self, tag: str, claimant: str, now: float, lease: float, lineage: Lineage | None = None
+    ) -> ClaimResult: ...
 
     def mark_fired(self, tag: str, claimant: str, now: float) -> bool: ...
 
     def release(self, tag: str, claimant: str) -> None: ...
 
 
+def _until(now: float, lease: float) -> int:
+    return math.ceil(now + lease)
+
+
 class DynamoDBGuard:
     """The claim on the chain's item in the tracker's table: one ``UpdateItem`` to claim,
-    one to mark (counted in the tracker's ``stats``)."""
+    one to mark (counted in the tracker's ``stats``). ``skew``: the clock-skew margin a
+    takeover waits past a lease (default: the tracker's)."""
 
-    def __init__(self, tracker: Any) -> None:
+    def __init__(self, tracker: Any, skew: float | None = None) -> None:
         if getattr(tracker, "delete_on_ack", False):
             raise InvalidConfig("completion needs the acked tombstone: use a tracker without delete_on_ack")
         self.client = tracker.client
         self.table: str = tracker.table
         self.partition_key: str = tracker.partition_key
         self.stats: RequestStats = tracker.stats
+        self.skew = _skew(tracker, skew)
 
-    def _update(self, operation: str, **kwargs: Any) -> dict[str, Any]:
+    def _call(self, operation: str, tag: str, **kwargs: Any) -> dict[str, Any]:
         self.stats.request(operation)
         method = self.client.update_item if operation == "UpdateItem" else self.client.get_item
         response: dict[str, Any] = method(
-            TableName=self.table, Key={self.partition_key: {"S": kwargs.pop("tag")}}, **kwargs
+            TableName=self.table, Key={self.partition_key: {"S": tag}}, **kwargs
         )
         return response
 
-    def claim(self, tag: str, claimant: str, now: float, lease: float) -> ClaimResult:
+    def claim(
+        self, tag: str, claimant: str, now: float, lease: float, lineage: Lineage | None = None
+    ) -> ClaimResult:
+        names = {
+            "#pk": self.partition_key,
+            "#c": CLAIM,
+            "#by": CLAIM_BY,
+            "#until": CLAIM_UNTIL,
+            "#st": "state",
+            "#sum": "sum",
+            "#tok": "tok",
+        }
+        values: dict[str, Any] = {
+            ":claimed": {"S": "claimed"},
+            ":me": {"S": claimant},
+            ":until": {"N": str(_until(now, lease))},
+            ":stale": {"N": str(math.floor(now) - self.skew)},
+            ":acked": {"S": "acked"},
+            ":pending": {"S": "pending"},
+            ":zero": {"N": "0"},
+            ":tok": {"B": new_token()},
+        }
+        condition = (
+            "attribute_exists(#pk) AND (#st = :acked OR (#st = :pending AND #sum = :zero)) "
+            "AND (attribute_not_exists(#c) OR (#c = :claimed AND #until < :stale))"
+        )
+        if lineage is not None and lineage.owner is not None:
+            condition += " AND #own = :own"
+            names["#own"], values[":own"] = "owner", {"S": lineage.owner}
+        if lineage is not None and lineage.create_op is not None:
+            condition += " AND #cop = :cop"
+            names["#cop"], values[":cop"] = "cop", {"B": lineage.create_op}
         try:
-            self._update(
+            self._call(
                 "UpdateItem",
-                tag=tag,
-                UpdateExpression="SET #c = :claimed, #by = :me, #until = :until",
-                ConditionExpression=(
-                    "#st = :acked AND (attribute_not_exists(#c) OR (#c = :claimed AND #until < :now))"
-                ),
-                ExpressionAttributeNames={
-                    "#c": CLAIM,
-                    "#by": CLAIM_BY,
-                    "#until": CLAIM_UNTIL,
-                    "#st": "state",
-                },
-                ExpressionAttributeValues={
-                    ":claimed": {"S": "claimed"},
-                    ":me": {"S": claimant},
-                    ":until": {"N": str(int(now + lease))},
-                    ":now": {"N": str(int(now))},
-                    ":acked": {"S": "acked"},
-                },
+                tag,
+                UpdateExpression="SET #st = :acked, #tok = :tok, #c = :claimed, #by = :me, #until = :until",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             return "claimed"
@@ -159,19 +227,22 @@ class DynamoDBGuard:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
             item: dict[str, Any] | None = cast("dict[str, Any] | None", exc.response.get("Item"))
-        if item is None:  # backends that do not return ALL_OLD (dynalite)
-            item = self._update("GetItem", tag=tag, ConsistentRead=True).get("Item") or {}
+        if item is None:  # backends that do not return ALL_OLD (dynalite), or no item
+            item = self._call("GetItem", tag, ConsistentRead=True).get("Item") or {}
+        if not item or not _same_lineage(item, lineage):
+            return "gone"
         if item.get(CLAIM, {}).get("S") == "fired":
             return "fired"
-        if item.get("state", {}).get("S") != "acked":
-            return "not-acked"
+        state, total = item.get("state", {}).get("S"), item.get("sum", {}).get("N")
+        if state != "acked" and not (state == "pending" and total == "0"):
+            return "gone"
         return "held"
 
     def mark_fired(self, tag: str, claimant: str, now: float) -> bool:
         try:
-            self._update(
+            self._call(
                 "UpdateItem",
-                tag=tag,
+                tag,
                 UpdateExpression="SET #c = :fired, #at = :now",
                 ConditionExpression="#by = :me",
                 ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#at": FIRED_AT},
@@ -189,9 +260,9 @@ class DynamoDBGuard:
 
     def release(self, tag: str, claimant: str) -> None:
         try:
-            self._update(
+            self._call(
                 "UpdateItem",
-                tag=tag,
+                tag,
                 UpdateExpression="REMOVE #c, #by, #until",
                 ConditionExpression="#by = :me AND #c = :claimed",
                 ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#until": CLAIM_UNTIL},
@@ -202,17 +273,41 @@ class DynamoDBGuard:
                 raise
 
 
+def _same_lineage(item: dict[str, Any], lineage: Lineage | None) -> bool:
+    if lineage is None:
+        return True
+    if lineage.owner is not None and item.get("owner", {}).get("S") != lineage.owner:
+        return False
+    if lineage.create_op is not None:
+        found = item.get("cop", {}).get("B")
+        return found is not None and bytes(found) == lineage.create_op
+    return True
+
+
+def _skew(tracker: Any, skew: float | None) -> int:
+    if skew is None:
+        rules = getattr(tracker, "rules", None)
+        skew = getattr(rules, "skew", 5)
+    if isinstance(skew, bool) or not isinstance(skew, (int, float)) or not 0 <= skew <= 3600:
+        raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {skew!r}")
+    return math.ceil(skew)
+
+
 class MemoryGuard:
-    """The same claim for a :class:`~xor_ack_dynamodb.MemoryAck` (one process, tests)."""
+    """The same claim for a :class:`~xor_ack_dynamodb.MemoryAck` (one process, one
+    clock, tests)."""
 
     def __init__(self, tracker: Any) -> None:
         self.tracker = tracker
         self._lock = threading.Lock()
         self._claims: dict[str, tuple[str, str, float]] = {}  # tag -> (state, claimant, until)
 
-    def claim(self, tag: str, claimant: str, now: float, lease: float) -> ClaimResult:
-        if self.tracker.status(tag).state != "acked":
-            return "not-acked"
+    def claim(
+        self, tag: str, claimant: str, now: float, lease: float, lineage: Lineage | None = None
+    ) -> ClaimResult:
+        status = self.tracker.status(tag)
+        if status.state != "acked" or (lineage is not None and lineage.owner not in (None, status.owner)):
+            return "gone"
         with self._lock:
             state, _, until = self._claims.get(tag, ("", "", 0.0))
             if state == "fired":
@@ -236,40 +331,51 @@ class MemoryGuard:
                 del self._claims[tag]
 
 
-def guard_for(tracker: Any) -> CompletionGuard:
+def guard_for(tracker: Any, skew: float | None = None) -> CompletionGuard:
     """The guard for ``tracker``: on its DynamoDB table, or in memory for a
     ``MemoryAck``. Raises :class:`InvalidConfig` for any other tracker (pass a guard)."""
     from ..stores.dynamodb.tracker import XorAckDynamoDB
     from ..stores.memory import MemoryAck
 
     if isinstance(tracker, XorAckDynamoDB):
-        return DynamoDBGuard(tracker)
+        return DynamoDBGuard(tracker, skew)
     if isinstance(tracker, MemoryAck):
         return MemoryGuard(tracker)
     raise InvalidConfig(f"no completion guard for a {type(tracker).__name__}: pass guard=")
 
 
 def fire_once(
-    guard: CompletionGuard, targets: list[Target], completion: Completion, *, now: float, lease: float
-) -> bool:
-    """Claim, fire every target in order, mark fired (see the module doc). Returns True
-    if this call fired, False if the completion had fired before. Raises
-    :class:`CompletionPending` (retry later) when another claim is live or the chain's
-    ``acked`` state is not stored yet, and re-raises a target's error after releasing
-    the claim."""
+    guard: CompletionGuard,
+    targets: list[Target],
+    completion: Completion,
+    *,
+    now: float,
+    lease: float,
+    lineage: Lineage | None = None,
+) -> FireOutcome:
+    """Claim, fire every target in order, mark fired (see the module doc). Returns
+    ``fired`` if this call fired, ``repeated`` if the completion had fired before,
+    ``missed`` if the chain of ``lineage`` is gone (logged as an error: purged, or
+    created again under its tag, before its record was handled). Raises
+    :class:`CompletionPending` (retry later) when another claim is live, and re-raises a
+    target's error after releasing the claim."""
     claimant = secrets.token_hex(8)
-    outcome = guard.claim(completion.tag, claimant, now, lease)
+    outcome = guard.claim(completion.tag, claimant, now, lease, lineage)
     if outcome == "fired":
         log.info("%s: completion already fired; this copy does nothing", completion.tag)
-        return False
+        return "repeated"
     if outcome == "held":
         raise CompletionPending(
             f"chain {completion.tag!r}: another delivery is firing its completion", tag=completion.tag
         )
-    if outcome == "not-acked":
-        raise CompletionPending(
-            f"chain {completion.tag!r}: its acked state is not stored yet", tag=completion.tag
+    if outcome == "gone":
+        log.error(
+            "%s: completion of owner %s NOT fired: the chain was purged or created again before "
+            "its stream record was handled (keep the retention above the stream's 24 hours)",
+            completion.tag,
+            completion.owner,
         )
+        return "missed"
     try:
         for target in targets:
             target(completion)
@@ -281,7 +387,7 @@ def fire_once(
             "%s: completion fired, but another delivery took the claim over meanwhile", completion.tag
         )
     log.info("%s: complete; completion fired", completion.tag)
-    return True
+    return "fired"
 
 
 class SqsTarget:

@@ -36,6 +36,7 @@ __all__ = [
     "owner_for",
     "new_incarnation",
     "edge_text",
+    "OWNER_PREFIX",
 ]
 
 #: An edge as the serverless layer handles it: bytes (xor mode) or an int (sum mode).
@@ -46,6 +47,10 @@ Edge = bytes | int
 EDGE_KEY = b"xor-ack-dynamodb/serverless/v1"
 
 _SUM_RANGE = 2**63 - 1
+
+#: How every owner :func:`owner_for` derives begins: the stream handler's default filter
+#: for "chains of a serverless pipeline".
+OWNER_PREFIX = "inc-"
 
 
 def _sum_edge(parent: bytes, label: bytes) -> int:
@@ -116,7 +121,7 @@ def owner_for(tag: str, incarnation: str) -> str:
     run again (a redelivered S3 event) names the same owner, while a new incarnation of
     the same tag (a replay after expiry) names another and its predecessor's late
     messages are refused (``NotOwner``)."""
-    return "inc-" + _seed(tag, "owner\x00" + incarnation, 12).hex()
+    return OWNER_PREFIX + _seed(tag, "owner\x00" + incarnation, 12).hex()
 
 
 def new_incarnation() -> str:

@@ -1,4 +1,4 @@
-"""What records, starts and completions use of a pipeline: :mod:`.records`, :mod:`.sqs`
+"""What records and starts use of a pipeline: :mod:`.records`, :mod:`.sqs`
 and :mod:`.starts` are written against this protocol, so that
 :class:`~xor_ack_dynamodb.serverless.Pipeline` composes them and none imports it back."""
 
@@ -9,22 +9,19 @@ from typing import Any, Protocol
 from ..core.algebra import Mode
 from ..interfaces import AckTracker
 from ..stats import RequestStats
-from .completion import CompletionGuard, Target
 
 __all__ = ["PipelineParts"]
 
 
 class PipelineParts(Protocol):
-    """The tracker, the settings, the completion's guard and targets, the clients."""
+    """The tracker, the settings, the clients. (Completions are not theirs: they fire
+    from the table's stream, :mod:`.stream`.)"""
 
     tracker: AckTracker
     mode: Mode
     queue_url: str | None
     max_receives: int
     edge_size: int
-    completion_lease: float
-    guard: CompletionGuard
-    targets: list[Target]
     stats: RequestStats
 
     def client(self, service: str) -> Any: ...  # "sqs", "s3", "events": built on first use

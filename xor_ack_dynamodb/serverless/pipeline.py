@@ -10,23 +10,38 @@ the retry budget).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import AckConfig, TrackerOptions
 from ..core.algebra import Mode
 from ..errors import InvalidConfig
 from ..interfaces import AckTracker
 from ..retry import RetryPolicy
 from ..stats import RequestStats
-from .completion import CompletionGuard, EventBridgeTarget, SqsTarget, Target, guard_for
+from .completion import (
+    Completion,
+    CompletionGuard,
+    EventBridgeTarget,
+    SqsTarget,
+    Target,
+    fire_once,
+    guard_for,
+)
+from .metrics import MetricsPublisher
+from .poller import StreamPoller
 from .records import Handler
 from .sqs import process_sqs_batch, record_function
 from .starts import Started, process_s3_event, start
+from .stream import ChainFilter, ItemReader, owned_by_pipelines, process_chain_stream
 
 __all__ = ["Pipeline", "PipelineConfig"]
+
+log = logging.getLogger("xor_ack_dynamodb.serverless")
 
 #: The default mode of a serverless pipeline: ``sum`` (each stamp one atomic ``ADD``
 #: that never loses a race, whatever the number of concurrent functions).
@@ -37,6 +52,12 @@ def _positive(value: float, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise InvalidConfig(f"{name} must be a positive number, got {value!r}")
     return float(value)
+
+
+def _receives(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidConfig(f"max_receives must be an int of at least 1, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -56,8 +77,17 @@ class PipelineConfig:
         ``maxReceiveCount`` above it, so that the chain is failed before the DLQ.
     :param completion_queue_url: send each completion to this SQS queue.
     :param completion_bus: put each completion on this EventBridge bus.
-    :param completion_lease_seconds: the completion claim's lease: above the function
-        timeout.
+    :param completion_lease_seconds: the completion claim's lease: above the completion
+        function's timeout.
+    :param max_ops, retention_seconds, skew_seconds, edge_size: the tracker's options of
+        the same names (:class:`~xor_ack_dynamodb.AckConfig`): the op-id window of the
+        chains the pipeline creates, how long a finished chain's tombstone stays (keep it
+        above the stream's 24 hours), the clock-skew margin (also the completion lease's),
+        the bytes of an xor-mode edge.
+    :param metrics_namespace: the CloudWatch namespace of the pipeline's EMF metrics
+        (None: none; see :mod:`.metrics`).
+
+    Raises :class:`InvalidConfig` for a value out of range, before anything is built.
     """
 
     table: str
@@ -71,42 +101,105 @@ class PipelineConfig:
     completion_queue_url: str | None = None
     completion_bus: str | None = None
     completion_lease_seconds: float = 300.0
+    max_ops: int = 32
+    retention_seconds: float = 86400.0
+    skew_seconds: float = 5.0
+    edge_size: int = 16
+    metrics_namespace: str | None = "xor-ack"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     aws_access_key_id: str | None = field(default=None, repr=False)
     aws_secret_access_key: str | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        if self.mode not in ("sum", "xor"):
+            raise InvalidConfig(f"mode must be 'sum' or 'xor', got {self.mode!r}")
+        _receives(self.max_receives)
+        _positive(self.completion_lease_seconds, "completion_lease_seconds")
+        options = self.ack_config().options()
+        TrackerOptions(**options).rules(deadline=True)  # every tracker option in range, now
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> PipelineConfig:
-        """From ``XOR_ACK_TABLE`` (required), ``XOR_ACK_QUEUE_URL``, ``XOR_ACK_MODE``,
-        ``XOR_ACK_PARTITION_KEY``, ``XOR_ACK_TTL_SECONDS``, ``XOR_ACK_MAX_RECEIVES``,
-        ``XOR_ACK_COMPLETION_QUEUE_URL``, ``XOR_ACK_COMPLETION_BUS``,
-        ``XOR_ACK_COMPLETION_LEASE_SECONDS``, read from ``env`` (default: the process
-        environment). Raises :class:`InvalidConfig` naming the variable that is missing
-        or unreadable."""
+        """From ``env`` (default: the process environment):
+
+        ==================================  =====================================
+        ``XOR_ACK_TABLE`` (required)        ``table``
+        ``XOR_ACK_QUEUE_URL``               ``queue_url``
+        ``XOR_ACK_MODE``                    ``mode`` (default ``sum``)
+        ``XOR_ACK_PARTITION_KEY``           ``partition_key``
+        ``XOR_ACK_TTL_SECONDS``             ``ttl_seconds``
+        ``XOR_ACK_MAX_RECEIVES``            ``max_receives``
+        ``XOR_ACK_MAX_OPS``                 ``max_ops`` (the op-id window)
+        ``XOR_ACK_RETENTION_SECONDS``       ``retention_seconds``
+        ``XOR_ACK_SKEW_SECONDS``            ``skew_seconds``
+        ``XOR_ACK_EDGE_SIZE``               ``edge_size``
+        ``XOR_ACK_COMPLETION_QUEUE_URL``    ``completion_queue_url``
+        ``XOR_ACK_COMPLETION_BUS``          ``completion_bus``
+        ``XOR_ACK_COMPLETION_LEASE_SECONDS`` ``completion_lease_seconds``
+        ``POWERTOOLS_METRICS_NAMESPACE``    ``metrics_namespace`` (default ``xor-ack``)
+        ==================================  =====================================
+
+        Raises :class:`InvalidConfig` naming the variable that is missing, unreadable or
+        out of range."""
         env = os.environ if env is None else env
         if not env.get("XOR_ACK_TABLE"):
             raise InvalidConfig("set XOR_ACK_TABLE to the chains table's name")
 
-        def number(name: str, default: float) -> float:
+        def number(name: str, default: float, kind: type[float] | type[int] = float) -> Any:
             text = env.get(name)
             try:
-                return float(text) if text else default
+                return kind(text) if text else default
             except ValueError:
-                raise InvalidConfig(f"{name} must be a number, got {text!r}") from None
+                what = "a whole number" if kind is int else "a number"
+                raise InvalidConfig(f"{name} must be {what}, got {text!r}") from None
 
         mode = env.get("XOR_ACK_MODE") or DEFAULT_MODE
         if mode not in ("sum", "xor"):
             raise InvalidConfig(f"XOR_ACK_MODE must be 'sum' or 'xor', got {mode!r}")
+        numbers = {  # field: (variable, default, type)
+            "max_receives": ("XOR_ACK_MAX_RECEIVES", 5, int),
+            "ttl_seconds": ("XOR_ACK_TTL_SECONDS", 3600.0, float),
+            "max_ops": ("XOR_ACK_MAX_OPS", 32, int),
+            "retention_seconds": ("XOR_ACK_RETENTION_SECONDS", 86400.0, float),
+            "skew_seconds": ("XOR_ACK_SKEW_SECONDS", 5.0, float),
+            "edge_size": ("XOR_ACK_EDGE_SIZE", 16, int),
+            "completion_lease_seconds": ("XOR_ACK_COMPLETION_LEASE_SECONDS", 300.0, float),
+        }
+        values = {key: number(name, default, kind) for key, (name, default, kind) in numbers.items()}
+        table = env["XOR_ACK_TABLE"]
+        for key, value in values.items():  # each alone, so that the error names its variable
+            try:
+                cls(table, **{key: value})
+            except InvalidConfig as exc:
+                raise InvalidConfig(f"{numbers[key][0]}: {exc}") from None
         return cls(
-            table=env["XOR_ACK_TABLE"],
+            table=table,
             queue_url=env.get("XOR_ACK_QUEUE_URL") or None,
             mode=mode,  # type: ignore[arg-type]
             partition_key=env.get("XOR_ACK_PARTITION_KEY") or "tagID",
-            ttl_seconds=number("XOR_ACK_TTL_SECONDS", 3600.0),
-            max_receives=int(number("XOR_ACK_MAX_RECEIVES", 5)),
             completion_queue_url=env.get("XOR_ACK_COMPLETION_QUEUE_URL") or None,
             completion_bus=env.get("XOR_ACK_COMPLETION_BUS") or None,
-            completion_lease_seconds=number("XOR_ACK_COMPLETION_LEASE_SECONDS", 300.0),
+            metrics_namespace=env.get("POWERTOOLS_METRICS_NAMESPACE") or "xor-ack",
+            **values,
+        )
+
+    def ack_config(self) -> AckConfig:
+        """The tracker's half of this config, as an :class:`~xor_ack_dynamodb.AckConfig`
+        (for a Spark job or any other process that continues the pipeline's chains)."""
+        return AckConfig(
+            table=self.table,
+            partition_key=self.partition_key,
+            region=self.region,
+            endpoint_url=self.endpoint_url,
+            ttl_seconds=self.ttl_seconds,
+            retention_seconds=self.retention_seconds,
+            max_ops=self.max_ops,
+            mode=self.mode,
+            skew_seconds=self.skew_seconds,
+            edge_size=self.edge_size,
+            retry=self.retry,
+            aws_access_key_id=self.aws_access_key_id,
+            aws_secret_access_key=self.aws_secret_access_key,
         )
 
     def client(self, service: str) -> Any:
@@ -123,17 +216,12 @@ class PipelineConfig:
         )
 
     def tracker(self, client: Any = None) -> AckTracker:
-        """The chains tracker (an :class:`~xor_ack_dynamodb.XorAckDynamoDB`)."""
+        """The chains tracker (an :class:`~xor_ack_dynamodb.XorAckDynamoDB` with this
+        config's options)."""
         from ..stores.dynamodb.tracker import XorAckDynamoDB
 
-        return XorAckDynamoDB(
-            self.table,
-            self.partition_key,
-            client=client if client is not None else self.client("dynamodb"),
-            mode=self.mode,
-            ttl=self.ttl_seconds,
-            retry=self.retry,
-        )
+        client = client if client is not None else self.client("dynamodb")
+        return XorAckDynamoDB.from_config(self.ack_config(), client=client)
 
     def build(
         self,
@@ -157,6 +245,9 @@ class PipelineConfig:
             completion_queue_url=self.completion_queue_url,
             completion_bus=self.completion_bus,
             completion_lease=self.completion_lease_seconds,
+            edge_size=self.edge_size,
+            skew=self.skew_seconds,
+            metrics_namespace=self.metrics_namespace,
             config=self,
             clock=clock,
         )
@@ -175,17 +266,30 @@ class Pipeline:
         (callbacks, :class:`SqsTarget`, :class:`EventBridgeTarget`), in order.
     :param completion_queue_url, completion_bus: add an :class:`SqsTarget` /
         :class:`EventBridgeTarget` for these.
-    :param completion_lease: seconds a completion claim is held (above the function
-        timeout).
+    :param completion_lease: seconds a completion claim is held (above the completion
+        function's timeout).
     :param guard: the completion guard (default: on the tracker's table).
+    :param chains: which chains of the table are this pipeline's to complete, called
+        with a tag and its owner (default: chains started by a serverless pipeline).
     :param edge_size: bytes of a start's edges in xor mode.
+    :param skew: the clock-skew margin of the completion lease (default: the tracker's).
+    :param metrics_namespace: CloudWatch namespace of the EMF metrics (None: none).
     :param clock: epoch seconds (tests move it).
+
+    Completions fire from the table's stream (:meth:`process_chain_stream`). With a
+    :class:`~xor_ack_dynamodb.MemoryAck` (unit tests), which has no stream, the
+    tracker's ``on_acked`` hook stands in for it: the completion fires when any caller's
+    stamp on that tracker completes the chain; a target that raises is logged and
+    left for :meth:`retry_completions`.
 
     ``stats`` counts the requests made to SQS, S3 and EventBridge (``sqs.SendMessageBatch``
     ...) and what happened to records (``records.done``, ``records.retried``,
-    ``records.dropped``, ``records.failed_chain``, ``records.malformed``,
-    ``completions.fired``, ``completions.repeated``); DynamoDB requests are in
-    ``tracker.stats`` (the completion claim's included).
+    ``records.dropped``, ``records.failed_chain``, ``records.poison``,
+    ``records.malformed``, ``stamps.applied``, ``stamps.duplicate``), stream records and
+    chains (``stream.records``, ``chains.failed``, ``chains.expired``) and completions
+    (``completions.fired``, ``completions.repeated``, ``completions.retried``,
+    ``completions.missed``); DynamoDB requests are in ``tracker.stats`` (the completion
+    claim's included). The counters are published as CloudWatch metrics (:mod:`.metrics`).
     """
 
     def __init__(
@@ -202,12 +306,14 @@ class Pipeline:
         completion_bus: str | None = None,
         completion_lease: float = 300.0,
         guard: CompletionGuard | None = None,
+        chains: ChainFilter = owned_by_pipelines,
         edge_size: int = 16,
+        skew: float | None = None,
+        metrics_namespace: str | None = "xor-ack",
         config: PipelineConfig | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if isinstance(max_receives, bool) or not isinstance(max_receives, int) or max_receives < 1:
-            raise InvalidConfig(f"max_receives must be an int of at least 1, got {max_receives!r}")
+        _receives(max_receives)
         if not isinstance(tracker, AckTracker):
             raise InvalidConfig(f"tracker must be an AckTracker, not {type(tracker).__name__}")
         self.tracker = tracker
@@ -215,17 +321,21 @@ class Pipeline:
         self.queue_url = queue_url
         self.max_receives = max_receives
         self.completion_lease = _positive(completion_lease, "completion_lease")
-        self.guard = guard if guard is not None else guard_for(tracker)
+        self.guard = guard if guard is not None else guard_for(tracker, skew)
+        self.chains = chains
         self.edge_size = edge_size
         self.config = config
         self.clock = clock
         self.stats = RequestStats()
+        self.metrics = MetricsPublisher(metrics_namespace)
+        self.unfired: list[str] = []
         self._clients: dict[str, Any] = {"sqs": sqs, "s3": s3, "events": events}
         self.targets: list[Target] = list(on_complete)
         if completion_queue_url:
             self.targets.append(SqsTarget(_Lazy(self, "sqs"), completion_queue_url, self.stats))
         if completion_bus:
             self.targets.append(EventBridgeTarget(_Lazy(self, "events"), completion_bus, stats=self.stats))
+        self._hook_memory_tracker()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **parts: Any) -> Pipeline:
@@ -234,7 +344,8 @@ class Pipeline:
         return PipelineConfig.from_env(env).build(**parts)
 
     def client(self, service: str) -> Any:
-        """The pipeline's ``sqs``, ``s3`` or ``events`` client (built on first use)."""
+        """The pipeline's ``sqs``, ``s3``, ``events`` or ``dynamodbstreams`` client (built
+        on first use)."""
         found = self._clients.get(service)
         if found is None:
             if self.config is not None:
@@ -265,8 +376,95 @@ class Pipeline:
     def process_sqs_batch(
         self, event: Mapping[str, Any], handler: Handler, lambda_context: Any = None
     ) -> dict[str, Any]:
-        """See :func:`xor_ack_dynamodb.serverless.process_sqs_batch`."""
-        return process_sqs_batch(event, handler, pipeline=self, lambda_context=lambda_context)
+        """See :func:`xor_ack_dynamodb.serverless.process_sqs_batch`; then publishes the
+        batch's metrics."""
+        try:
+            return process_sqs_batch(event, handler, pipeline=self, lambda_context=lambda_context)
+        finally:
+            self.publish_metrics()
+
+    def process_chain_stream(self, event: Mapping[str, Any], lambda_context: Any = None) -> dict[str, Any]:
+        """Fire the completions of this pipeline's chains that a batch of the table's
+        stream records shows completing; returns the partial batch response (see
+        :mod:`xor_ack_dynamodb.serverless.stream`); then publishes the batch's metrics."""
+        try:
+            return process_chain_stream(event, pipeline=self)
+        finally:
+            self.publish_metrics()
+
+    def owns(self, tag: str, owner: str | None) -> bool:
+        """Whether the chain ``tag`` (of ``owner``) is this pipeline's to complete."""
+        return self.chains(tag, owner)
+
+    def item_reader(self) -> ItemReader:
+        """How the tracker's items read (for stream images). Raises :class:`InvalidConfig`
+        for a tracker not on DynamoDB (it has no stream)."""
+        codec: ItemReader | None = getattr(self.tracker, "codec", None)
+        if codec is None:
+            raise InvalidConfig(f"a {type(self.tracker).__name__} has no stream to read completions from")
+        return codec
+
+    def create_table(self) -> bool:
+        """Create the tracker's table with the stream completions need (see
+        :meth:`XorAckDynamoDB.create_table`); True if it created it."""
+        create = getattr(self.tracker, "create_table", None)
+        if create is None:
+            raise InvalidConfig(f"a {type(self.tracker).__name__} has no table to create")
+        return bool(create(stream=True))
+
+    def stream_poller(self, streams: Any = None, **options: Any) -> StreamPoller:
+        """A :class:`~xor_ack_dynamodb.serverless.poller.StreamPoller` of the tracker's
+        table feeding :meth:`process_chain_stream` (``streams``: a ``dynamodbstreams``
+        client, default the pipeline's; ``options``: the poller's)."""
+        table: str = getattr(self.tracker, "table", "")
+        client = getattr(self.tracker, "client", None)
+        if not table or client is None:
+            raise InvalidConfig(f"a {type(self.tracker).__name__} has no stream to poll")
+        streams = streams if streams is not None else self.client("dynamodbstreams")
+        return StreamPoller.for_table(client, streams, table, self.process_chain_stream, **options)
+
+    def publish_metrics(self) -> dict[str, int]:
+        """Publish the counters gained since the last publication as CloudWatch EMF
+        (see :mod:`.metrics`); returns them by metric name."""
+        return self.metrics.publish(self.stats)
+
+    def _hook_memory_tracker(self) -> None:
+        from ..stores.memory import MemoryAck
+
+        tracker = self.tracker
+        if not isinstance(tracker, MemoryAck):
+            return
+        previous = tracker.on_acked
+
+        def acked(tag: str) -> None:
+            if previous is not None:
+                previous(tag)
+            self._fire_in_memory(tag)
+
+        tracker.on_acked = acked
+
+    def _fire_in_memory(self, tag: str) -> None:
+        status = self.tracker.status(tag)
+        if not self.owns(tag, status.owner):
+            return
+        completion = Completion(tag, status.owner or "", self.mode, self.now())
+        try:
+            outcome = fire_once(
+                self.guard, self.targets, completion, now=self.now(), lease=self.completion_lease
+            )
+        except Exception as exc:  # noqa: BLE001 - not the completing stamp's error: keep it for a retry
+            log.warning("%s: completion not fired (%r); retry_completions() fires it", tag, exc)
+            self.unfired.append(tag)
+            return
+        self.stats.add(f"completions.{outcome}")
+
+    def retry_completions(self) -> int:
+        """MemoryAck pipelines: fire the completions whose targets raised before; returns
+        how many are still left."""
+        tags, self.unfired = self.unfired, []
+        for tag in tags:
+            self._fire_in_memory(tag)
+        return len(self.unfired)
 
     def sqs_handler(self, handler: Handler) -> Callable[[Mapping[str, Any], Any], dict[str, Any]]:
         """Decorator: ``handler(ctx)`` as a Lambda handler for an SQS event source with
@@ -292,8 +490,12 @@ class Pipeline:
     def process_s3_event(
         self, event: Mapping[str, Any], handler: Handler, lambda_context: Any = None
     ) -> dict[str, Any]:
-        """See :func:`xor_ack_dynamodb.serverless.process_s3_event`."""
-        return process_s3_event(event, handler, pipeline=self, lambda_context=lambda_context)
+        """See :func:`xor_ack_dynamodb.serverless.process_s3_event`; then publishes the
+        event's metrics."""
+        try:
+            return process_s3_event(event, handler, pipeline=self, lambda_context=lambda_context)
+        finally:
+            self.publish_metrics()
 
 
 class _Lazy:

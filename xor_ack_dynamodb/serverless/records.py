@@ -17,8 +17,23 @@ For each record:
    derived from the record's edge and ``owner=`` the envelope's owner:
    ``stamp(tag, finished=[edge], started=[c1, c2...], op_id="edge:<edge>", owner=...)``.
 4. **Then send the children** (SQS ``SendMessageBatch``; S3 ``PutObject`` for objects).
-5. If the stamp returned ``acked``, fire the completion (once per chain, see
-   :mod:`.completion`).
+
+A stamp that completes the chain fires nothing here: the completion fires from the
+table's stream, whoever completed the chain (:mod:`.stream`).
+
+Errors the stamp raises, and what the record gets:
+
+* the chain is over (acked, failed, expired, missing, another owner's): dropped;
+* ``ChainModeMismatch``, ``BufferLengthsUnequal``, ``InvalidStamp``: the chain under the
+  tag can never take this record's stamp (it counts in the other mode, or its stamp has
+  another length, or the stamp is out of range), however often it is delivered: the
+  chain is failed **at once** with the error as the reason, and the record dropped;
+* ``CorruptItem``: the chain's item cannot be read (another writer wrote it wrongly; an
+  operator may repair it): retried until ``max_receives``, then the chain is failed, or,
+  when even that cannot be done (the item still unreadable), the record is dropped with
+  an ERROR log line naming the tag;
+* ``OpIdReused`` (handler not deterministic), ``OutcomeUnknown``: the chain is failed;
+* throttling, the network, races lost past the retry budget: retried.
 
 Why stamp before send, and what a crash between them does:
 
@@ -53,17 +68,27 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from ..core.algebra import Mode
-from ..errors import NotOwner, OpIdReused, OutcomeUnknown, TagAcked, TagExpired, TagFailed, TagNotFound
-from .completion import Completion, fire_once
+from ..errors import (
+    BufferLengthsUnequal,
+    ChainModeMismatch,
+    CorruptItem,
+    InvalidStamp,
+    NotOwner,
+    OpIdReused,
+    OutcomeUnknown,
+    TagAcked,
+    TagExpired,
+    TagFailed,
+    TagNotFound,
+)
 from .context import Context, S3Object
 from .edges import child_edge, op_id
 from .envelope import Message, decode_record
-from .errors import CompletionPending, EnvelopeError, FailChain
+from .errors import EnvelopeError, FailChain
 from .parts import PipelineParts
 from .sending import send_children
 
-__all__ = ["CHAIN_OVER", "Handler", "Outcome", "complete", "process_message", "process_record"]
+__all__ = ["CHAIN_OVER", "PERMANENT", "Handler", "Outcome", "process_message", "process_record"]
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
@@ -77,6 +102,9 @@ Outcome = Literal["done", "retry", "dropped", "failed", "malformed"]
 
 #: Errors that mean the record's chain takes no more stamps: the record is dropped.
 CHAIN_OVER = (TagAcked, TagFailed, TagExpired, TagNotFound, NotOwner)
+
+#: Errors no redelivery can cure: the record's chain is failed at once with the reason.
+PERMANENT = (ChainModeMismatch, BufferLengthsUnequal, InvalidStamp)
 
 
 def _receive_count(record: Mapping[str, Any]) -> int:
@@ -147,7 +175,10 @@ def _handler_failed(pipeline: PipelineParts, ctx: Context, exc: Exception) -> Ou
     what = f"{type(exc).__name__}: {exc}"
     if ctx.receive_count >= pipeline.max_receives:
         reason = f"poison message {ctx.message_id} (received {ctx.receive_count} times): {what}"
-        return _fail(pipeline, ctx, reason)
+        outcome = _fail(pipeline, ctx, reason)
+        if outcome == "failed":
+            pipeline.stats.add("records.poison")
+        return outcome
     try:
         status = pipeline.tracker.status(ctx.tag)  # only on the error path: skip retries of a dead chain
     except TagNotFound:
@@ -174,6 +205,16 @@ def _fail(pipeline: PipelineParts, ctx: Context, reason: str) -> Outcome:
         status = pipeline.tracker.fail(ctx.tag, reason, owner=ctx.owner)
     except CHAIN_OVER as exc:
         log.info("%s: message %s dropped (%s); not failing it: %s", ctx.tag, ctx.message_id, exc.code, reason)
+        return "dropped"
+    except CorruptItem as exc:
+        log.error(
+            "%s: message %s dropped: the chain's item cannot be read (%s), so it cannot be failed "
+            "either; repair or delete the item. The reason was: %s",
+            ctx.tag,
+            ctx.message_id,
+            exc,
+            reason,
+        )
         return "dropped"
     except Exception as exc:  # noqa: BLE001 - throttling, network: fail it on the next delivery
         log.warning(
@@ -215,11 +256,31 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context) -> Outcome:
         )
     except OutcomeUnknown as exc:
         return _fail(pipeline, ctx, f"message {ctx.message_id}: {exc}")
+    except PERMANENT as exc:
+        return _fail(pipeline, ctx, f"message {ctx.message_id} can never be applied: {exc.code}: {exc}")
+    except CorruptItem as exc:
+        if ctx.receive_count >= pipeline.max_receives:
+            return _fail(pipeline, ctx, f"message {ctx.message_id}: the chain's item cannot be read: {exc}")
+        log.warning(
+            "%s: the chain's item cannot be read (%s); message %s will be retried (receive %d of %d)",
+            ctx.tag,
+            exc,
+            ctx.message_id,
+            ctx.receive_count,
+            pipeline.max_receives,
+        )
+        return "retry"
     except Exception as exc:  # noqa: BLE001 - lost races past the budget, throttling, network
         log.warning("%s: stamp of message %s failed, will be retried: %r", ctx.tag, ctx.message_id, exc)
         return "retry"
+    pipeline.stats.add("stamps.duplicate" if result.duplicate else "stamps.applied")
     if result.acked:
-        return _complete(pipeline, ctx)
+        log.info(
+            "%s: message %s completed the chain (its completion fires from the stream)",
+            ctx.tag,
+            ctx.message_id,
+        )
+        return "done"
     if _is_zero(result):
         log.info("%s: message %s is a late copy; the chain is complete", ctx.tag, ctx.message_id)
         return "dropped"
@@ -244,31 +305,6 @@ def _is_zero(value: object) -> bool:
     return value == 0 if isinstance(value, int) else isinstance(value, bytes) and not any(value)
 
 
-def _complete(pipeline: PipelineParts, ctx: Context) -> Outcome:
-    try:
-        complete(pipeline, ctx.tag, ctx.owner, ctx.mode, ctx.message_id)
-    except CompletionPending as exc:
-        log.info("%s: %s; message %s will be retried", ctx.tag, exc, ctx.message_id)
-        return "retry"
-    except Exception as exc:  # noqa: BLE001 - a target refused: the claim was released
-        log.warning("%s: completion failed (%r); message %s will be retried", ctx.tag, exc, ctx.message_id)
-        return "retry"
-    return "done"
-
-
-def complete(
-    pipeline: PipelineParts, tag: str, owner: str, mode: Mode, message_id: str | None = None
-) -> bool:
-    """Fire the completion of the acked chain ``tag`` once (:func:`~.completion.fire_once`)
-    and count it; True if this call fired it. Raises what ``fire_once`` raises."""
-    completion = Completion(tag, owner, mode, pipeline.now(), message_id)
-    fired = fire_once(
-        pipeline.guard, pipeline.targets, completion, now=pipeline.now(), lease=pipeline.completion_lease
-    )
-    pipeline.stats.add("completions.fired" if fired else "completions.repeated")
-    return fired
-
-
 _EVENTS = {
     "done": "records.done",
     "retry": "records.retried",
@@ -281,4 +317,3 @@ _EVENTS = {
 def _count(pipeline: PipelineParts, outcome: Outcome) -> Outcome:
     pipeline.stats.add(_EVENTS[outcome])
     return outcome
-

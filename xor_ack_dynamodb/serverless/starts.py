@@ -17,7 +17,8 @@ children's edges (:func:`~.edges.start_edge`) and the create's op id
 Order: create, then send (a crash between them leaves a pending chain whose children
 were not sent: the retried start sends them; if it is never retried the chain expires
 and is reported, never acked). A start with no children creates its chain on a root
-edge and finishes it at once, so it completes (and fires its completion) like any other.
+edge and finishes it at once, so it completes like any other (its completion fires from
+the table's stream, :mod:`.stream`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from .edges import combine, new_incarnation, op_id, owner_for, root_edge, start_
 from .envelope import Message, decode_s3_metadata
 from .errors import EnvelopeError
 from .parts import PipelineParts
-from .records import CHAIN_OVER, Handler, complete, process_message
+from .records import CHAIN_OVER, Handler, process_message
 from .sending import send_children
 
 __all__ = ["Started", "start", "process_s3_event", "s3_objects"]
@@ -105,12 +106,10 @@ def _launch(pipeline: PipelineParts, ctx: Context, incarnation: str) -> Started:
         root = root_edge(pipeline.mode, tag, incarnation, pipeline.edge_size)
         created = tracker.create(tag, root, op_id=create_op, owner=owner)
         try:
-            result = tracker.stamp(tag, finished=[root], op_id=op_id(root), owner=owner)
+            tracker.stamp(tag, finished=[root], op_id=op_id(root), owner=owner)
         except CHAIN_OVER as exc:  # a duplicate start of a chain that failed or expired since
             log.info("%s: started before and now over (%s)", tag, exc.code)
             return Started(tag, owner, 0, False, False, tracker.status(tag).state)
-        if result.acked:
-            complete(pipeline, tag, owner, pipeline.mode)
         return Started(tag, owner, 0, not created.duplicate, False, "acked")
     value = combine(pipeline.mode, [c.edge for c in children])
     created = tracker.create(tag, value, op_id=create_op, owner=owner)

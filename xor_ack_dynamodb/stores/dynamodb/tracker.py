@@ -127,12 +127,14 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         client = client if client is not None else client_for(config)
         return cls(config.table, config.partition_key, client=client, **merged)
 
-    def create_table(self, *, wait: bool = True) -> bool:
+    def create_table(self, *, wait: bool = True, stream: bool = False) -> bool:
         """Create the table: on demand, String partition key, TTL on the expiry
-        attribute. Returns False, after making sure TTL is enabled, if it already exists
-        with that key. Raises :class:`~xor_ack_dynamodb.errors.TableSchemaMismatch` if
-        it exists with another key."""
-        return create_table(self.client, self.table, self.partition_key, self.codec.ttl_attribute, wait=wait)
+        attribute, and with ``stream`` a stream of new and old images (the serverless
+        completion's trigger). Returns False, after making sure TTL (and the stream) is
+        enabled, if it already exists with that key. Raises
+        :class:`~xor_ack_dynamodb.errors.TableSchemaMismatch` if it exists with another key."""
+        key, ttl = self.partition_key, self.codec.ttl_attribute
+        return create_table(self.client, self.table, key, ttl, wait=wait, stream=stream)
 
 
 class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
@@ -225,10 +227,10 @@ class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
     ) -> None:
         await self.close()
 
-    async def create_table(self, *, wait: bool = True) -> bool:
+    async def create_table(self, *, wait: bool = True, stream: bool = False) -> bool:
         """Create the table; see :meth:`XorAckDynamoDB.create_table`."""
-        client, key = await self.get_client(), self.partition_key
-        return await async_create_table(client, self.table, key, self.codec.ttl_attribute, wait=wait)
+        client, key, ttl = await self.get_client(), self.partition_key, self.codec.ttl_attribute
+        return await async_create_table(client, self.table, key, ttl, wait=wait, stream=stream)
 
 
 if TYPE_CHECKING:  # mypy proves each tracker satisfies its protocol, signatures included

@@ -13,7 +13,11 @@ from botocore.exceptions import ClientError
 from ....errors import InvalidConfig, TableNotFound, TableSchemaMismatch
 from ..codec import error_code, missing_table_message, table_key
 
-__all__ = ["create_table", "describe", "ensure_ttl"]
+__all__ = ["create_table", "describe", "ensure_ttl", "STREAM_VIEW"]
+
+#: The stream a table gets with ``create_table(stream=True)``: every change with the item
+#: before and after it (what the serverless layer's completion reads).
+STREAM_VIEW = "NEW_AND_OLD_IMAGES"
 
 log = logging.getLogger("xor_ack_dynamodb")
 
@@ -30,22 +34,32 @@ def describe(client: Any, table: str) -> dict[str, Any]:
 
 
 def create_table(
-    client: Any, table: str, partition_key: str, ttl_attribute: str, *, wait: bool = True
+    client: Any,
+    table: str,
+    partition_key: str,
+    ttl_attribute: str,
+    *,
+    wait: bool = True,
+    stream: bool = False,
 ) -> bool:
     """Create an on-demand table keyed by a String ``partition_key`` with TTL on
-    ``ttl_attribute``. Returns True if it created the table, False if it already existed
-    with that key (TTL is then enabled if it was not).
+    ``ttl_attribute`` and, with ``stream``, a DynamoDB stream of :data:`STREAM_VIEW`.
+    Returns True if it created the table, False if it already existed with that key (TTL
+    is then enabled if it was not, and so is the stream with ``stream``).
 
     Raises :class:`TableSchemaMismatch` if the table exists with another key schema,
-    :class:`InvalidConfig` if it has TTL on another attribute.
+    :class:`InvalidConfig` if it has TTL on another attribute or, with ``stream``, a
+    stream of another view type.
     """
     created = True
+    spec = {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": STREAM_VIEW}} if stream else {}
     try:
         client.create_table(
             TableName=table,
             AttributeDefinitions=[{"AttributeName": partition_key, "AttributeType": "S"}],
             KeySchema=[{"AttributeName": partition_key, "KeyType": "HASH"}],
             BillingMode="PAY_PER_REQUEST",
+            **spec,
         )
         log.info("created table %s", table)
     except ClientError as exc:
@@ -55,13 +69,23 @@ def create_table(
     if wait:
         waiter = client.get_waiter("table_exists")
         waiter.wait(TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 300})
-    key = table_key(describe(client, table))
+    description = describe(client, table)
+    key = table_key(description)
     if key != (partition_key, "S"):
         raise TableSchemaMismatch(
             f"table {table!r} exists with key schema {key!r}, not a String partition key "
             f"named {partition_key!r}"
         )
     ensure_ttl(client, table, ttl_attribute)
+    if stream:
+        found = description.get("StreamSpecification") or {}
+        if not found.get("StreamEnabled"):
+            client.update_table(TableName=table, **spec)
+            log.info("enabled the stream of %s", table)
+        elif found.get("StreamViewType") != STREAM_VIEW:
+            raise InvalidConfig(
+                f"table {table!r} has a {found.get('StreamViewType')} stream, not {STREAM_VIEW}"
+            )
     return created
 
 

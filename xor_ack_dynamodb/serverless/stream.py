@@ -1,0 +1,205 @@
+"""The chain table's DynamoDB stream: the one trigger of completions.
+
+Every write to a chain item produces a stream record with the item before and after it
+(``NEW_AND_OLD_IMAGES``). :func:`process_chain_stream` reads a batch of them (a Lambda
+event from the table's stream, or :class:`~.poller.StreamPoller`'s locally), finds the
+records where a chain of this pipeline *became* complete, and fires its completion once
+(:mod:`.completion`). Whoever wrote that transition (this layer's SQS handler, a Spark
+job's ``apply_acks``, ``xor-ack stamp``, a plain ``stamp`` call, another language) does
+not matter, and nothing is lost if the writer dies right after it: the stream keeps the
+record for 24 hours and Lambda retries it.
+
+What counts as the transition: the new image is complete and the old one was not (or
+belonged to another lineage of the tag). Complete means stored ``acked``, or, in sum
+mode, a sum of zero while the completer's follow-up ``acked`` write is still missing
+(its ``ADD`` is the transition; the ``acked`` write after it is not another one). The
+records of the claim's own writes are not transitions either (the chain was complete
+before them). A transition to ``failed`` is counted (``chains.failed``), and so is a
+pending chain removed by DynamoDB's TTL (``chains.expired``: a chain that never
+finished, purged after its retention).
+
+Chains "of this pipeline" are those whose owner its filter accepts (default: the owners
+:func:`~.edges.owner_for` derives, ``inc-...``); other chains sharing the table, and
+items that are not chains, are skipped.
+
+The answer is Lambda's partial batch response for stream sources: on the first record
+whose completion cannot fire yet (a live claim elsewhere, a target that failed),
+processing stops and that record's sequence number is returned, so Lambda retries the
+shard from it (set ``FunctionResponseTypes: [ReportBatchItemFailures]`` on the mapping).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from ..core.chain import Chain
+from ..errors import CorruptItem
+from .completion import Completion, CompletionGuard, Lineage, Target, fire_once
+from .edges import OWNER_PREFIX
+
+__all__ = [
+    "Change",
+    "ChainFilter",
+    "StreamParts",
+    "process_chain_stream",
+    "read_change",
+    "owned_by_pipelines",
+]
+
+log = logging.getLogger("xor_ack_dynamodb.serverless")
+
+#: Which chains a pipeline completes: called with a chain's tag and owner.
+ChainFilter = Callable[[str, "str | None"], bool]
+
+Kind = Literal["completed", "failed", "expired"]
+
+
+def owned_by_pipelines(tag: str, owner: str | None) -> bool:
+    """The default chain filter: chains started by a serverless pipeline (their owner is
+    :func:`~.edges.owner_for`'s ``inc-...``)."""
+    return owner is not None and owner.startswith(OWNER_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A stream record that matters: a chain completed, failed or expired."""
+
+    kind: Kind
+    chain: Chain
+    sequence: str
+
+    @property
+    def lineage(self) -> Lineage:
+        op = self.chain.create_op
+        return Lineage(self.chain.owner, None if op is None else op.key + op.digest)
+
+
+class ItemReader(Protocol):
+    """What reads an item's attributes into a :class:`Chain` (the tracker's item codec)."""
+
+    def parse(self, item: dict[str, Any], tag: str | None = None) -> Chain: ...
+
+
+class StreamParts(Protocol):
+    """What :func:`process_chain_stream` uses of a pipeline."""
+
+    guard: CompletionGuard
+    targets: list[Target]
+    completion_lease: float
+
+    @property
+    def stats(self) -> Any: ...
+
+    def owns(self, tag: str, owner: str | None) -> bool: ...
+
+    def item_reader(self) -> ItemReader: ...
+
+    def now(self) -> float: ...
+
+
+def _complete(chain: Chain | None) -> bool:
+    if chain is None:
+        return False
+    zero = not any(chain.value) if isinstance(chain.value, bytes) else chain.value == 0
+    return chain.state == "acked" or (chain.state == "pending" and zero)
+
+
+def _decoded(value: Any) -> Any:
+    """A stream image's attribute value with Binary as bytes: Lambda's events carry
+    base64 text (JSON), boto3's ``GetRecords`` bytes."""
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for kind, inner in value.items():
+            if kind == "B" and isinstance(inner, str):
+                out[kind] = base64.b64decode(inner)
+            elif kind == "BS":
+                out[kind] = [base64.b64decode(v) if isinstance(v, str) else v for v in inner]
+            elif kind == "L":
+                out[kind] = [_decoded(v) for v in inner]
+            elif kind == "M":
+                out[kind] = {k: _decoded(v) for k, v in inner.items()}
+            else:
+                out[kind] = inner
+        return out
+    return value
+
+
+def _image(reader: ItemReader, image: Any) -> Chain | None:
+    if not isinstance(image, Mapping) or not image:
+        return None
+    try:
+        return reader.parse({k: _decoded(v) for k, v in image.items()})
+    except CorruptItem:
+        return None  # not a chain item (another writer's item, a helper item): not ours to read
+
+
+def _by_ttl(record: Mapping[str, Any]) -> bool:
+    identity = record.get("userIdentity") or {}
+    return identity.get("type") == "Service" and identity.get("principalId") == "dynamodb.amazonaws.com"
+
+
+def read_change(record: Mapping[str, Any], reader: ItemReader) -> Change | None:
+    """The change a stream record shows, or None when it shows none that matters (see
+    the module doc). Raises ``ValueError`` for a record that is not a DynamoDB stream
+    record."""
+    data = record.get("dynamodb")
+    if not isinstance(data, Mapping):
+        raise ValueError("not a DynamoDB stream record: no 'dynamodb' object")
+    sequence = str(data.get("SequenceNumber", ""))
+    old, new = _image(reader, data.get("OldImage")), _image(reader, data.get("NewImage"))
+    if record.get("eventName") == "REMOVE":
+        if old is not None and old.state == "pending" and not _complete(old) and _by_ttl(record):
+            return Change("expired", old, sequence)
+        return None
+    if new is None:
+        return None
+    same = old is not None and old.create_op == new.create_op and old.owner == new.owner
+    if _complete(new) and not (same and _complete(old)):
+        return Change("completed", new, sequence)
+    if new.state == "failed" and not (same and old is not None and old.state == "failed"):
+        return Change("failed", new, sequence)
+    return None
+
+
+def process_chain_stream(event: Mapping[str, Any], *, pipeline: StreamParts) -> dict[str, Any]:
+    """Handle a batch of the chain table's stream records (see the module doc) and return
+    Lambda's partial batch response, ``{"batchItemFailures": [{"itemIdentifier":
+    <sequence number>}]}`` with at most the first record to retry. Never raises for one
+    record; raises ``ValueError`` for an event that is not a batch of stream records."""
+    records = event.get("Records")
+    if not isinstance(records, list):
+        raise ValueError("not a DynamoDB stream event: no 'Records' list")
+    reader, stats = pipeline.item_reader(), pipeline.stats
+    for record in records:
+        stats.add("stream.records")
+        try:
+            change = read_change(record, reader)
+        except ValueError as exc:
+            log.error("stream record %s skipped: %s", record.get("eventID"), exc)
+            continue
+        if change is None or not pipeline.owns(change.chain.tag, change.chain.owner):
+            continue
+        if change.kind != "completed":
+            stats.add(f"chains.{change.kind}")
+            continue
+        chain = change.chain
+        completion = Completion(chain.tag, chain.owner or "", chain.mode, float(chain.updated_at or 0))
+        try:
+            outcome = fire_once(
+                pipeline.guard,
+                pipeline.targets,
+                completion,
+                now=pipeline.now(),
+                lease=pipeline.completion_lease,
+                lineage=change.lineage,
+            )
+        except Exception as exc:  # noqa: BLE001 - a live claim, a target down: retry from this record
+            log.warning("%s: completion not fired yet (%r); the stream retries from here", chain.tag, exc)
+            stats.add("completions.retried")
+            return {"batchItemFailures": [{"itemIdentifier": change.sequence}]}
+        stats.add(f"completions.{outcome}")
+    return {"batchItemFailures": []}
