@@ -33,7 +33,6 @@ from xor_ack_dynamodb.serverless import (
     decode_record,
     op_id,
     process_sqs_batch,
-    read_change,
     scan_unfinished,
     unfinished,
     unfinished_objects,
@@ -78,7 +77,9 @@ class World:
 
     def complete(self, twice: bool = False) -> int:
         """Lambda's poller on the table's stream, handing batches to ``on_chain_stream``."""
-        poller = self.local.stream_poller(self.ddb, self.env["XOR_ACK_TABLE"], self.fn.on_chain_stream, twice=twice)
+        poller = self.local.stream_poller(
+            self.ddb, self.env["XOR_ACK_TABLE"], self.fn.on_chain_stream, twice=twice
+        )
         delivered: int = poller.drain()
         return delivered
 
@@ -295,7 +296,9 @@ def test_a_live_claim_defers_and_a_failed_target_is_retried(mode: str) -> None:
 
     pipeline, queue = library_pipeline(mode, on_complete=[flaky], completion_lease=60, clock=clock)
     pipeline.start("job-4", children=["x"])
-    example("run_local").poll(pipeline.sqs, queue, lambda e, c: pipeline.process_sqs_batch(e, lambda ctx: None))
+    example("run_local").poll(
+        pipeline.sqs, queue, lambda e, c: pipeline.process_sqs_batch(e, lambda ctx: None)
+    )
     poller, events = pipeline.stream_poller(), pipeline.stats.events
     assert poller.poll() > 0  # the stream: the completion's target fails, the claim is released
     assert calls == ["job-4"] and pipeline.stats.events["completions.retried"] == 1

@@ -1,5 +1,5 @@
-"""Operator commands: ``table create|describe``, ``status``, ``list``, ``fail``, ``touch``,
-``delete``.
+"""Operator commands: ``table create|describe``, ``status``, ``list``, ``stamp``, ``fail``,
+``touch``, ``delete``.
 
 They use the library itself (``XorAckDynamoDB``), so a chain reads the same here as in a
 pipeline: ``expired`` is decided from ``expires_at`` against this machine's clock, and
@@ -89,6 +89,22 @@ def register(subparsers: Any) -> None:
     listing.add_argument("--page-size", type=int, default=1000, help="items per Scan request (default 1000)")
     listing.set_defaults(func=list_cmd)
 
+    stamp = _add(
+        subparsers,
+        "stamp",
+        "finish (and start) edges of a chain: one stamp",
+        "Apply one stamp to a chain: the edges it finishes (--finish) and starts (--start), "
+        "hex digits in xor mode, decimal digits in sum mode, as envelopes carry them. With "
+        "--op-id the stamp is applied at most once for that id (the chain remembers it).",
+    )
+    stamp.add_argument("tag", metavar="TAG")
+    stamp.add_argument("--finish", action="append", default=[], metavar="EDGE", help="an edge it finishes")
+    stamp.add_argument("--start", action="append", default=[], metavar="EDGE", help="an edge it starts")
+    stamp.add_argument("--mode", choices=("xor", "sum"), default="xor", help="the chain's mode (default xor)")
+    stamp.add_argument("--op-id", help="the stamp's op id (default: a random one)")
+    stamp.add_argument("--owner", help="the chain's owner, if it has one: refused otherwise")
+    stamp.set_defaults(func=stamp_cmd)
+
     fail = _add(subparsers, "fail", "mark a pending or expired chain failed (kept as a tombstone)")
     fail.add_argument("tag", metavar="TAG")
     fail.add_argument("--reason", help="why (stored with the chain, up to 1024 characters)")
@@ -111,12 +127,19 @@ def _print_statuses(records: list[dict[str, Any]], title: str) -> None:
             r["state"],
             r["version"],
             _when(r["expires_at"]),
-            short_hex(bytes.fromhex(r["stamp"])),
+            _stamp_cell(r["stamp"], r["mode"]),
             r["reason"],
         )
         for r in records
     ]
     print_table(title, _STATUS_COLUMNS, rows)
+
+
+def _stamp_cell(stamp: str | None, mode: str | None) -> str | None:
+    """A chain's value for a table cell: hex (xor, shortened), decimal digits (sum)."""
+    if stamp is None or mode == "sum":
+        return stamp
+    return short_hex(bytes.fromhex(stamp))
 
 
 def _when(iso: str | None) -> str | None:
@@ -270,6 +293,31 @@ def _progress(console: Any) -> Any:
         transient=True,
         disable=console is None or not console.is_terminal,
     )
+
+
+def _edge(text: str, mode: str) -> bytes | int:
+    try:
+        return int(text, 10) if mode == "sum" else bytes.fromhex(text)
+    except ValueError:
+        raise UsageError(
+            f"{text!r} is not a {mode}-mode edge ({'decimal' if mode == 'sum' else 'hex'} digits)"
+        ) from None
+
+
+@handle_errors
+def stamp_cmd(args: argparse.Namespace) -> int:
+    if not args.finish and not args.start:
+        raise UsageError("give at least one --finish or --start edge")
+    finished = [_edge(e, args.mode) for e in args.finish]
+    started = [_edge(e, args.mode) for e in args.start]
+    ack = tracker(args, mode=args.mode)
+    result = ack.stamp(args.tag, finished=finished, started=started, op_id=args.op_id, owner=args.owner)
+    if args.json:
+        emit_json({"tag": args.tag, "acked": result.acked, "duplicate": result.duplicate})
+    else:
+        again = " (duplicate)" if result.duplicate else ""
+        print(f"{args.tag}: {'acked' if result.acked else 'stamped'}{again}")
+    return EXIT_OK
 
 
 @handle_errors

@@ -42,11 +42,12 @@ is a whole-item ``PutItem`` guarded by the token it read, so a claim that left t
 token alone would be overwritten by it. Storing ``acked`` on a zero sum changes nothing
 any reader sees (a zero sum reads ``acked`` already).
 
-**The lease, on two clocks.** A claim is taken over only when ``cmpl_until + skew <
-now`` on the taker's clock, with ``cmpl_until`` rounded up: so a claim lasts at least
-``lease`` real seconds as long as the claimants' clocks disagree by at most ``skew``
-seconds (the tracker's clock-skew margin, 5 by default). Past that bound a live
-claimant can be overtaken (``tests/test_serverless_completion.py`` shows both sides).
+**The lease, on two clocks.** ``cmpl_until`` is the claimant's clock plus the lease; a
+claim is taken over only when ``cmpl_until < now - skew`` on the taker's clock. So a
+claim lasts at least ``lease`` real seconds as long as the claimants' clocks disagree by
+at most ``skew`` seconds (the tracker's clock-skew margin, 5 by default): the bound the
+"once" below depends on. Past it, a live claimant can be overtaken
+(``tests/test_serverless_completion.py`` shows both sides of the bound).
 
 So a completion fires **once**, except when its claimant dies after firing and before
 marking, or runs past its lease (the second timeline): then it fires again (at least
@@ -69,7 +70,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import secrets
 import threading
 from collections.abc import Callable
@@ -154,8 +154,10 @@ class CompletionGuard(Protocol):
     def release(self, tag: str, claimant: str) -> None: ...
 
 
-def _until(now: float, lease: float) -> int:
-    return math.ceil(now + lease)
+def _number(value: float) -> dict[str, str]:
+    """A DynamoDB Number of epoch seconds, to the millisecond (no rounding that could
+    shorten a lease)."""
+    return {"N": f"{value:.3f}"}
 
 
 class DynamoDBGuard:
@@ -195,8 +197,8 @@ class DynamoDBGuard:
         values: dict[str, Any] = {
             ":claimed": {"S": "claimed"},
             ":me": {"S": claimant},
-            ":until": {"N": str(_until(now, lease))},
-            ":stale": {"N": str(math.floor(now) - self.skew)},
+            ":until": _number(now + lease),
+            ":stale": _number(now - self.skew),
             ":acked": {"S": "acked"},
             ":pending": {"S": "pending"},
             ":zero": {"N": "0"},
@@ -284,13 +286,13 @@ def _same_lineage(item: dict[str, Any], lineage: Lineage | None) -> bool:
     return True
 
 
-def _skew(tracker: Any, skew: float | None) -> int:
+def _skew(tracker: Any, skew: float | None) -> float:
     if skew is None:
         rules = getattr(tracker, "rules", None)
         skew = getattr(rules, "skew", 5)
     if isinstance(skew, bool) or not isinstance(skew, (int, float)) or not 0 <= skew <= 3600:
         raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {skew!r}")
-    return math.ceil(skew)
+    return float(skew)
 
 
 class MemoryGuard:
