@@ -49,7 +49,7 @@ def create_table(
 
     Raises :class:`TableSchemaMismatch` if the table exists with another key schema,
     :class:`InvalidConfig` if it has TTL on another attribute or, with ``stream``, a
-    stream of another view type.
+    stream of another view type, or the endpoint serves no streams (dynalite).
     """
     created = True
     spec = {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": STREAM_VIEW}} if stream else {}
@@ -80,6 +80,8 @@ def create_table(
     if stream:
         found = description.get("StreamSpecification") or {}
         if not found.get("StreamEnabled"):
+            if created:  # asked for at creation and ignored: dynalite
+                raise InvalidConfig(f"this endpoint serves no DynamoDB Streams: {table!r} has no stream")
             client.update_table(TableName=table, **spec)
             log.info("enabled the stream of %s", table)
         elif found.get("StreamViewType") != STREAM_VIEW:
