@@ -1,5 +1,6 @@
 """One worker process of the serverless process test: the example's ``on_work`` function
-pulling from the work queue of a moto server, as one Lambda instance would, until its
+pulling from the work queue of a moto server, as one Lambda instance would, or (argument
+``stream``) its ``on_chain_stream`` function reading the chain table's stream, until its
 parent writes ``stop`` (checked between batches). Configured by the environment
 (``AWS_ENDPOINT_URL``, ``XOR_ACK_*``); prints one JSON line of counters at the end."""
 
@@ -23,7 +24,35 @@ def stopped() -> bool:
     return bool(ready) and sys.stdin.readline().strip() in ("stop", "")
 
 
+def stream() -> None:
+    from xor_ack_dynamodb.serverless import StreamPoller
+
+    pipeline = fn.pipeline()
+    tracker = pipeline.tracker
+    poller = StreamPoller.for_table(
+        tracker.client, pipeline.client("dynamodbstreams"), tracker.table, fn.on_chain_stream
+    )
+    print(json.dumps({"ready": True}), flush=True)
+    while not stopped():
+        if not poller.poll():
+            time.sleep(0.05)
+    print(
+        json.dumps(
+            {
+                "delivered": poller.delivered,
+                "events": pipeline.stats.events,
+                "dynamodb": tracker.stats.requests,
+                "streams": poller.stats.requests,
+            }
+        ),
+        flush=True,
+    )
+
+
 def main() -> None:
+    if sys.argv[1:] == ["stream"]:
+        stream()
+        return
     pipeline = fn.pipeline()
     sqs, queue = pipeline.sqs, os.environ["XOR_ACK_QUEUE_URL"]
     delivered = 0

@@ -1,8 +1,10 @@
 """Worker processes racing on one queue: the example's ``on_work`` in three separate
 processes pulling concurrently from a moto server (S3, SQS and DynamoDB over HTTP, each
-request atomic: ``LocalDynamoDB`` serializes them), both modes. Every chain ends acked,
-or failed with its reason; each acked chain's completion fires exactly once; the
-objects' word counts are exact."""
+request atomic: ``LocalDynamoDB`` serializes them), both modes, while two processes run
+``on_chain_stream`` on the chain table's stream, each reading all of it (so every
+completion record reaches two firers at once). Every chain ends acked, or failed with its
+reason; each acked chain's completion fires exactly once; the objects' word counts are
+exact."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any
 
 import boto3
 import pytest
-from serverless_helpers import example, jsonl, receive_all, summary
+from serverless_helpers import example, jsonl, queue_depth, receive_all, summary
 
 from xor_ack_dynamodb import LocalDynamoDB
 
@@ -29,9 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class Worker:
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], *args: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(WORKER)],
+            [sys.executable, str(WORKER), *args],
             env=env,
             cwd=ROOT,
             stdin=subprocess.PIPE,
@@ -76,6 +78,7 @@ def test_worker_processes_pull_concurrently(
     fn.pipeline.cache_clear()
 
     workers = [Worker(dict(os.environ, PYTHONPATH=str(ROOT))) for _ in range(3)]
+    firers = [Worker(dict(os.environ, PYTHONPATH=str(ROOT)), "stream") for _ in range(2)]
     inputs = {f"in/{i}.jsonl": jsonl(10 + i, seed=i) for i in range(3)}
     bad, _ = jsonl(6, poison_at=5)
     tags: dict[str, Counter[str] | None] = {}
@@ -92,10 +95,14 @@ def test_worker_processes_pull_concurrently(
         if all(state != "pending" for state in states.values()):
             break
         time.sleep(0.5)
-    time.sleep(1)  # a completing worker fires after its stamp: let it finish its batch
     reports = [w.stop() for w in workers]
+    while time.monotonic() < deadline and queue_depth(sqs, env["XOR_ACK_COMPLETION_QUEUE_URL"]) < len(inputs):
+        time.sleep(0.5)
+    time.sleep(2)  # a second firing, were there one, would land now
+    fired = [w.stop() for w in firers]
 
     assert all(r["delivered"] > 0 for r in reports)  # all three took part
+    assert all(r["delivered"] > 0 for r in fired)  # and both firers read the stream
     completions = Counter(c["tag"] for c in receive_all(sqs, env["XOR_ACK_COMPLETION_QUEUE_URL"]))
     for tag, expected in tags.items():
         status = tracker.status(tag)
@@ -106,7 +113,8 @@ def test_worker_processes_pull_concurrently(
         else:
             assert status.state == "acked", (tag, status)
             assert completions[tag] == 1
-    assert sum(r["events"].get("completions.fired", 0) for r in reports) == len(inputs)
+    assert sum(r["events"].get("completions.fired", 0) for r in fired) == len(inputs)
+    assert sum(r["events"].get("completions.fired", 0) for r in reports) == 0  # workers fire nothing
     fn.on_done(
         {"Records": [{"body": json.dumps({"tag": t})} for t, e in tags.items() if e is not None]}, None
     )
@@ -121,7 +129,10 @@ def test_worker_processes_pull_concurrently(
     starts = {k: v for k, v in tracker.stats.requests.items() if k not in mine}
     requests = sum(sum(r["dynamodb"].values()) for r in reports) + sum(starts.values())
     conflicts = sum(r["conflicts"] for r in reports)
+    claims = sum(sum(r["dynamodb"].values()) for r in fired)  # two firers: every claim tried twice
+    streams = sum(sum(r["streams"].values()) for r in fired)
     per = requests / delivered
     print(
-        f"\n{mode}: {delivered} deliveries, {requests} DynamoDB requests ({per:.2f} each), {conflicts} races"
+        f"\n{mode}: {delivered} deliveries, {requests} DynamoDB requests ({per:.2f} each), {conflicts} races;"
+        f" firers: {claims} claim requests, {streams} stream requests"
     )
