@@ -125,11 +125,14 @@ class Options:
     observer: RunObserver | None = None
     tracker: AckTracker | None = None
     transactions: bool = False
+    #: Where the parts go instead of ``<output>/.parts`` (a directory, when Spark cannot
+    #: write where the output goes: ``s3://`` without an S3 file system).
+    parts_root: Location | None = None
 
     @property
     def parts(self) -> Location:
         """Where the attempts' rows go: ``<output>/.parts/<run id>``."""
-        return self.output.child(f".parts/{self.run_id}")
+        return (self.parts_root or self.output.child(".parts")).child(self.run_id)
 
     def attempt(self, number: int) -> Location:
         return self.parts.child(f"attempt-{number}")
