@@ -5,7 +5,6 @@ row lost or duplicated behind the tracker's back keeps its chain open."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any

@@ -322,7 +322,10 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
                 others_may_ack=True,
             )
             edges = {t: internal[t] for t in tags}
-            return job(FrameAttempt(tracking, 1, [h.key for h in going], tags, tags, edges, starting, commit))
+            every = [h.tag for h in handed]  # a refused chain's rows are left out, not refused
+            return job(
+                FrameAttempt(tracking, 1, [h.key for h in going], tags, tags, edges, starting, commit, every)
+            )
 
         # Started before the job (not in the background as a run's creates are): a
         # chain that refuses the hand-over is left out of the job, so none of its rows
