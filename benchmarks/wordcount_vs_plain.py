@@ -58,14 +58,23 @@ spark.stop()
 
 
 def debian_corpus(minimum: int = 700) -> list[str] | None:
-    """The UTF-8 ``/usr/share/doc/*/copyright`` files, or None if fewer than ``minimum``."""
+    """The UTF-8 ``/usr/share/doc/<package>/copyright`` files, copied to
+    ``benchmarks/.debian-corpus/<package>.txt`` (many packages share one notice through a
+    link: copies make them the distinct files a user would have), or None if fewer than
+    ``minimum``."""
+    root = HERE / ".debian-corpus"
     found = []
     for path in sorted(Path("/usr/share/doc").glob("*/copyright")):
         try:
-            path.read_bytes().decode("utf-8")
+            data = path.read_bytes()
+            data.decode("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        found.append(str(path.resolve()))
+        copy = root / f"{path.parent.name}.txt"
+        if not copy.exists() or copy.read_bytes() != data:
+            root.mkdir(exist_ok=True)
+            copy.write_bytes(data)
+        found.append(str(copy))
     return found if len(found) >= minimum else None
 
 

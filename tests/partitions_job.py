@@ -135,6 +135,7 @@ def run_frame(spark: Any, config: AckConfig, out: Path) -> dict[str, Any]:
     marks ``<partition>-<attempt>``), the last partition's first attempt a straggler
     until speculation copies it. Both attempts of that partition compute rows that
     differ; Spark's commit protocol writes one; the read-back stamps what it wrote."""
+    import pandas as pd
     from pyspark.sql import functions as F
 
     from xor_ack_dynamodb.spark import FrameTracking
@@ -145,7 +146,7 @@ def run_frame(spark: Any, config: AckConfig, out: Path) -> dict[str, Any]:
     straggler = out / "straggler"
 
     @F.pandas_udf("int")  # type: ignore[call-overload]
-    def attempt_number(keys: Any) -> Any:
+    def attempt_number(keys: pd.Series) -> pd.Series:
         import os
 
         from pyspark import TaskContext

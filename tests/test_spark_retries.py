@@ -122,6 +122,7 @@ def test_frame_write_tasks_dying_on_their_first_attempt(
     (a raised error, or its Python worker killed): Spark runs it again, its commit
     protocol keeps one attempt per partition, each chain gets one create and one stamp,
     and the published output is exact."""
+    import pandas as pd
     from pyspark.sql import functions as F
 
     from xor_ack_dynamodb.spark import FrameTracking
@@ -131,7 +132,7 @@ def test_frame_write_tasks_dying_on_their_first_attempt(
     out = tmp_path / "out"
 
     @F.pandas_udf("string")  # type: ignore[call-overload]
-    def dying(words: Any) -> Any:
+    def dying(words: pd.Series) -> pd.Series:
         import os
 
         from pyspark import TaskContext

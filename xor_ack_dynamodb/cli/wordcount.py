@@ -95,7 +95,8 @@ def register(subparsers: Any) -> None:
         "--split-size",
         type=_positive,
         metavar="BYTES",
-        help="read files in splits of this many bytes (DataFrame api; default 32 MiB)",
+        help="the size of Spark's file splits (DataFrame api: spark.sql.files.maxPartitionBytes, "
+        "default 128 MiB)",
     )
     # Own dests: the top-level --table/--endpoint-url/--region carry environment defaults
     # (AWS_REGION is set almost everywhere), which must not switch off the embedded default.

@@ -63,6 +63,17 @@ class Location:
         endpoint = env("AWS_ENDPOINT_URL_S3") or env("AWS_ENDPOINT_URL")
         return cls(text, endpoint, env("AWS_REGION") or env("AWS_DEFAULT_REGION"))
 
+    @classmethod
+    def s3_environment(cls) -> Location:
+        """An S3 location that only carries this process's S3 endpoint and region (from
+        the environment, as :meth:`of` reads them), for executors, whose environment may
+        not have them."""
+        return cls.of("s3://environment")
+
+    def at(self, url: str) -> Location:
+        """``url`` with this location's endpoint and region."""
+        return Location(url, self.endpoint_url, self.region)
+
     @property
     def is_s3(self) -> bool:
         return self.url.startswith("s3://")

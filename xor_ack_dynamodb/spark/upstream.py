@@ -319,13 +319,10 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
                 group={h.tag: Group("xor", len(h.edge)) for h in going},
                 before=committed,
                 known=None,
-                others_may_ack=True,
+                keep_unacked=True,
             )
             edges = {t: internal[t] for t in tags}
-            every = [h.tag for h in handed]  # a refused chain's rows are left out, not refused
-            return job(
-                FrameAttempt(tracking, 1, [h.key for h in going], tags, tags, edges, starting, commit, every)
-            )
+            return job(FrameAttempt(tracking, 1, [h.key for h in going], tags, tags, edges, starting, commit))
 
         # Started before the job (not in the background as a run's creates are): a
         # chain that refuses the hand-over is left out of the job, so none of its rows

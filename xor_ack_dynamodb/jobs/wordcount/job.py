@@ -202,10 +202,10 @@ def run_wordcount(
     ``"frame"`` (default with a session) or ``"rdd"`` (default with a SparkContext; not
     under Spark Connect). ``partitions``: the RDD job's reduce partitions (default half
     Spark's default parallelism, 1 to 8), or the DataFrame job's shuffle partitions
-    (default: Spark's, coalesced by adaptive execution). ``split_bytes``: the DataFrame
-    reader's split size (default 32 MiB); ``after_flush``: a test hook
-    (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`): after each RDD step's flush, or
-    after each DataFrame read task (``"read"``) and durable sink task (``"write"``).
+    (default: Spark's, coalesced by adaptive execution). ``split_bytes``: the size of
+    Spark's file splits on the DataFrame path (``spark.sql.files.maxPartitionBytes``,
+    default 128 MiB); ``after_flush``: a test hook of the RDD path
+    (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`), after each step's flush.
     ``tracker``: the DataFrame driver's tracker (default: the one ``config`` describes; only the
     driver talks to it on that path, so a ``MemoryAck`` measures Spark's own cost).
     ``transactions``: the DataFrame driver's creates and stamps as TransactWriteItems of

@@ -69,11 +69,9 @@ class Commit:
     group: Group | Mapping[str, Group] | None = None
     #: The write's id (default: a fresh one, :func:`.commit.new_write_id`).
     write_id: str | None = None
-    #: Chains not acked by this attempt's stamps may still be acked by others (handed
-    #: chains): publish only once every chain has ended (:func:`.commit.recover`).
-    others_may_ack: bool = False
-    #: Keep the staged rows of chains not acked yet (a stream's open roots, acked by a
-    #: later batch: :meth:`~xor_ack_dynamodb.spark.StreamTracking.acked_rows` reads them).
+    #: Chains not acked by this attempt's stamps may be acked later by others (handed
+    #: chains waiting on other holders, a stream's open roots): their staged rows are
+    #: kept, for a later publish round (:func:`.commit.recover`).
     keep_unacked: bool = False
     #: Told the committed XORs before the stamps go out.
     before: Callable[[ChainXors], None] | None = None
@@ -152,12 +150,15 @@ class FrameAttempt:
         )
         return TrackedFrame(df, self)
 
-    def start(self, df: DataFrame, key: str, *, others: str = "error") -> TrackedFrame:
+    def start(self, df: DataFrame, key: str, *, others: str | None = None) -> TrackedFrame:
         """Track the rows of ``df`` whose column ``key`` (as a string) is the key of one
         of this attempt's roots (the roots' keys must be ``str``). Rows of the run's
         other roots (acked in an earlier attempt) are left out; a row whose key is no
-        root of the run raises :class:`InvalidConfig` before the job (``others="skip"``:
-        left out too). See :mod:`.sources`."""
+        root of the run raises :class:`InvalidConfig` before the job (``others="error"``,
+        the default in :meth:`~.tracking.FrameTracking.run`) or is left out too
+        (``"skip"``, the default for handed chains, whose rows may hand chains to other
+        jobs). See :mod:`.sources`."""
+        others = others or ("error" if self.run_keys is not None else "skip")
         if others not in ("error", "skip"):
             raise InvalidConfig(f"others must be 'error' or 'skip', got {others!r}")
         if any(not isinstance(k, str) for k in self.keys):
@@ -165,9 +166,7 @@ class FrameAttempt:
         chains = [
             (k, i, self.root_edges[t]) for i, (k, t) in enumerate(zip(self.keys, self.tags, strict=True))
         ]
-        known = None
-        if others == "error":
-            known = [str(k) for k in (self.run_keys if self.run_keys is not None else self.keys)]
+        known = [str(k) for k in self.run_keys or self.keys] if others == "error" else None
         return TrackedFrame(start(df, key, chains, self.run_key, known=known), self)
 
     def write(
@@ -198,8 +197,8 @@ class FrameAttempt:
             counts = self._stamp(xors, write_id, known)
             acked = {t for t, a in known.items() if a.state == "acked"}
             mine = set(self.tags) & self._starting.result()[0]
-            if publish and not (self.commit.others_may_ack and acked != mine & set(xors.xors)):
-                keep = self.commit.keep_unacked and acked != set(self.tags)
+            if publish:
+                keep = self.commit.keep_unacked and acked != mine
                 protocol.publish(self.spark, staged, acked, keep_staging=keep)
             self.write_result = WriteResult(xors.rows, write_id, counts, staged.staging.url)
             return self.write_result

@@ -42,7 +42,7 @@ import logging
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..output import Location, OutputRefused
 from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors
@@ -179,27 +179,42 @@ def read_back(spark: SparkSession, staged: Staged) -> ChainXors:
     return out
 
 
+def _claims(staged: Staged) -> list[dict[str, Any]]:
+    """The publish rounds claimed so far (``<write id>.published``, ``.published.2``...)."""
+    meta = staged.meta
+    names = [n for n in meta.names(f"{staged.write_id}.published", "") if "/" not in n]
+    return [json.loads((meta.get(n) or b"{}").decode("utf-8")) for n in sorted(names, key=len)]
+
+
 def publish(spark: SparkSession, staged: Staged, acked: Iterable[str], *, keep_staging: bool = False) -> None:
-    """Step 5 of the module doc: the rows of the ``acked`` chains, published once (the
-    claim lists their tags); the staged rows are removed unless ``keep_staging``."""
+    """Step 5 of the module doc: the rows of the ``acked`` chains not published yet, in
+    one claimed round (the claim lists their tags); the staged rows are removed unless
+    ``keep_staging`` (chains not acked yet may be later: a later round publishes them)."""
     from pyspark.sql import functions as F
 
     meta = staged.meta
-    claim = f"{staged.write_id}.published"
-    chosen = sorted(set(acked))
-    source = f"{staged.write_id}.pub-{secrets.token_hex(4)}"
-    if chosen and meta.get(claim) is None:
-        keep = spark.createDataFrame([(t,) for t in chosen], f"{staged.tag_column} string")
-        rows = staged.read(spark).where(~F.col(GHOST)).join(F.broadcast(keep), staged.tag_column, "left_semi")
-        writer = rows.select(*staged.columns, staged.tag_column).write.mode("append")
-        writer.format(staged.format).options(**({"header": "true"} if staged.format == "csv" else {}))
-        writer.save(meta.child(source).url)
-    body = json.dumps({"from": source, "tags": chosen}, ensure_ascii=False).encode("utf-8")
-    if not meta.claim(claim, body):
-        (meta.child(source)).remove()
-        source = json.loads((meta.get(claim) or b"{}").decode("utf-8")).get("from", source)
-    _move(meta.child(source), staged.location)
-    meta.child(source).remove()
+    claims = _claims(staged)
+    done = {t for c in claims for t in c.get("tags", [])}
+    chosen = sorted(set(acked) - done)
+    if chosen or not claims:
+        claim = f"{staged.write_id}.published" + (f".{len(claims) + 1}" if claims else "")
+        source = f"{staged.write_id}.pub-{secrets.token_hex(4)}"
+        if chosen:
+            keep = spark.createDataFrame([(t,) for t in chosen], f"{staged.tag_column} string")
+            rows = (
+                staged.read(spark)
+                .where(~F.col(GHOST))
+                .join(F.broadcast(keep), staged.tag_column, "left_semi")
+            )
+            writer = rows.select(*staged.columns, staged.tag_column).write.mode("append")
+            writer.format(staged.format).options(**({"header": "true"} if staged.format == "csv" else {}))
+            writer.save(meta.child(source).url)
+        body = json.dumps({"from": source, "tags": chosen}, ensure_ascii=False).encode("utf-8")
+        if not meta.claim(claim, body):
+            meta.child(source).remove()
+            source = json.loads((meta.get(claim) or b"{}").decode("utf-8")).get("from", source)
+        _move(meta.child(source), staged.location)
+        meta.child(source).remove()
     if not keep_staging:
         staged.staging.remove()
 
@@ -211,10 +226,12 @@ def _move(source: Location, into: Location) -> None:
 
 
 def recover(spark: SparkSession, location: Location, tracker: AckTracker) -> int:
-    """Publish what earlier writes into ``location`` acked and did not publish (a crash
-    between the ack and the publish): every ledger without a finished publish whose
-    chains have all ended (a chain still pending may be acked by its run any moment: that
-    ledger is left for later). Returns how many writes were published."""
+    """Publish what earlier writes into ``location`` acked and did not publish: finish
+    the moves of a claimed round, publish a write whose run died between its acks and
+    its publish once its chains have all ended (a chain still pending may be acked by
+    its run any moment: that ledger is left for later), and publish the chains acked
+    since of a write that kept its staged rows (handed chains, open stream roots).
+    Returns how many rounds were published or finished."""
     meta = location.child(STAGING)
     done = 0
     for name in meta.names("", ".json"):
@@ -225,23 +242,27 @@ def recover(spark: SparkSession, location: Location, tracker: AckTracker) -> int
         if not ledger.get("columns") or ledger.get("publish") is False:
             continue
         staged = Staged(location, write_id, ledger["tag_column"], tuple(ledger["columns"]), ledger["format"])
-        claimed = meta.get(f"{write_id}.published")
-        if claimed is not None:
-            source = meta.child(json.loads(claimed.decode("utf-8"))["from"])
+        claims = _claims(staged)
+        for claim in claims:
+            source = meta.child(claim["from"])
             if source.names("part-"):
                 _move(source, location)
+                source.remove()
                 done += 1
+        if not staged.staging.names(""):
             continue
+        published = {t for c in claims for t in c.get("tags", [])}
         states = tracker.status_many(ledger["tags"]) if ledger["tags"] else {}
-        if any(s.state == "pending" for s in states.values()):
-            continue
-        acked = [t for t, s in states.items() if s.state == "acked"]
-        log.warning(
-            "publishing write %s of %s: %d acked chain(s) left unpublished",
-            write_id,
-            location.url,
-            len(acked),
-        )
-        publish(spark, staged, acked)
-        done += 1
+        pending = any(s.state == "pending" for s in states.values())
+        if pending and not claims:
+            continue  # its run may be acking it now: its first publish is the run's own
+        acked = {t for t, s in states.items() if s.state == "acked"}
+        if acked - published or not claims:
+            log.warning(
+                "publishing write %s of %s: %d chain(s)", write_id, location.url, len(acked - published)
+            )
+            publish(spark, staged, acked, keep_staging=pending)
+            done += 1
+        elif not pending:
+            staged.staging.remove()
     return done

@@ -175,7 +175,7 @@ def _fallback_lines(location: Location, batches: Iterable[pa.RecordBatch]) -> It
         ):
             try:
                 if path.startswith("s3://"):
-                    client = client or Location(path, location.endpoint_url, location.region).client()
+                    client = client or location.client()
                     bucket, _, key = path[len("s3://") :].partition("/")
                     data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
                 else:
@@ -247,8 +247,7 @@ def read_text(
         )
         parts.append(found.select(chain.alias(CHAIN), "value", F.lit(None).cast("string").alias(ERR)))
     if other:
-        s3_paths = [r.text for r in other if r.text.startswith("s3://")]
-        where = Location.of(s3_paths[0]) if s3_paths else Location(".")
+        where = Location.s3_environment()
         listed = spark.createDataFrame([(r.chain, r.text) for r in other], f"{CHAIN} int, path string")
         read = listed.repartition(max(1, min(len(other), partitions))).mapInArrow(
             partial(_fallback_lines, where), f"{CHAIN} int, value binary, error string"
