@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from xor_ack_dynamodb import AckConfig
 from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking, read_csv_parts
 
@@ -135,7 +137,6 @@ def run_frame(spark: Any, config: AckConfig, out: Path) -> dict[str, Any]:
     marks ``<partition>-<attempt>``), the last partition's first attempt a straggler
     until speculation copies it. Both attempts of that partition compute rows that
     differ; Spark's commit protocol writes one; the read-back stamps what it wrote."""
-    import pandas as pd
     from pyspark.sql import functions as F
 
     from xor_ack_dynamodb.spark import FrameTracking

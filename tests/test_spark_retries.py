@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from conftest import unique_table
 from pyspark import cloudpickle
@@ -122,7 +123,6 @@ def test_frame_write_tasks_dying_on_their_first_attempt(
     (a raised error, or its Python worker killed): Spark runs it again, its commit
     protocol keeps one attempt per partition, each chain gets one create and one stamp,
     and the published output is exact."""
-    import pandas as pd
     from pyspark.sql import functions as F
 
     from xor_ack_dynamodb.spark import FrameTracking

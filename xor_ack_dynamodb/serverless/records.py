@@ -281,4 +281,3 @@ _EVENTS = {
 def _count(pipeline: PipelineParts, outcome: Outcome) -> Outcome:
     pipeline.stats.add(_EVENTS[outcome])
     return outcome
-

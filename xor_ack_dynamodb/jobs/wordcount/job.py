@@ -242,8 +242,8 @@ def run_wordcount(
             "after_flush is a hook of the RDD path (the DataFrame path runs no Python per row)"
         )
     if api == "rdd":
-        if tracker is not None or transactions:
-            raise InvalidConfig("no tracker= or transactions= with api='rdd': its executors reach the table")
+        if tracker is not None:
+            raise InvalidConfig("no tracker= with api='rdd': its executors reach the table")
         if is_connect(spark):
             raise InvalidConfig(
                 "the RDD job cannot run under Spark Connect (it has no RDDs): use api='frame'"

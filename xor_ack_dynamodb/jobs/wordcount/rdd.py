@@ -122,7 +122,9 @@ def run_rdd(
     if config is None:
         job(UntrackedRDD(sc.parallelize(list(roots), slices)), 1)
         return None
-    tracking = RDDTracking(sc, config, run_id=options.run_id, after_flush=options.after_flush)
+    tracking = RDDTracking(
+        sc, config, run_id=options.run_id, after_flush=options.after_flush, transactions=options.transactions
+    )
     return tracking.run(
         list(roots),
         operator.itemgetter(1),
