@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CHAIN", "EDGE", "GHOST", "ERR", "NOTE", "TRACKING", "ChainXors", "to_signed", "to_unsigned"]
+__all__ = ["CHAIN", "EDGE", "GHOST", "ERR", "NOTE", "TRACKING", "ChainXors", "to_signed"]
 
 CHAIN = "_xa_chain"
 EDGE = "_xa_edge"
@@ -42,31 +42,16 @@ def to_signed(edge: int) -> int:
     return edge - _WORD if edge >= _SIGN else edge
 
 
-def to_unsigned(value: int) -> int:
-    """A Spark bigint as the unsigned 64-bit edge it stands for."""
-    return value + _WORD if value < 0 else value
-
-
 @dataclass
 class ChainXors:
     """Per chain (by tag): the XOR of the edges of its committed rows (in either chain
     mode: the rows keep the XOR invariant, see :mod:`.tracked`), the first failure reason
-    and note (by sort order, so merging is commutative); and the rows of data (not
-    ghosts) written."""
+    and note (by sort order); and the rows of data (not ghosts) written."""
 
     xors: dict[Any, int] = field(default_factory=dict)
     errors: dict[Any, str] = field(default_factory=dict)
     notes: dict[Any, str] = field(default_factory=dict)
     rows: int = 0
-
-    def merge(self, other: ChainXors) -> None:
-        for key, value in other.xors.items():
-            self.xors[key] = self.xors.get(key, 0) ^ value
-        for mine, theirs in ((self.errors, other.errors), (self.notes, other.notes)):
-            for key, text in theirs.items():
-                if key not in mine or text < mine[key]:
-                    mine[key] = text
-        self.rows += other.rows
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -75,8 +60,3 @@ class ChainXors:
             "notes": {str(k): v for k, v in sorted(self.notes.items())},
             "rows": self.rows,
         }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ChainXors:
-        xors = {tag: int(value, 16) for tag, value in data["xors"].items()}
-        return cls(xors, dict(data["errors"]), dict(data["notes"]), int(data["rows"]))
