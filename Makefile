@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test reliability bench bench-spark lint docs clean dynalite dynamodb-local unasync
+.PHONY: setup demo test reliability bench bench-spark bench-wordcount lint docs clean dynalite dynamodb-local unasync
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,13 @@ bench: $(BENCH_STAMP) dynamodb-local
 # writes benchmarks/spark_results.md (the README's Spark table), .png and .json.
 bench-spark: $(BENCH_STAMP)
 	$(PY) -m benchmarks.spark_scale
+
+# The tracked word count against the plain PySpark job a user would write instead, as
+# whole processes, alternating, on the Debian copyright notices of this machine (or a
+# built corpus of 710 files and 2.5M words), on local[*] and on a standalone cluster:
+# writes benchmarks/wordcount_vs_plain.{json,md,png}. Run it on a quiet machine.
+bench-wordcount: $(BENCH_STAMP)
+	$(PY) -m benchmarks.wordcount_vs_plain --pairs 3 --masters local,cluster
 
 # The sync twins of the hand-written asyncio sources (every xor_ack_dynamodb/**/_async/
 # package): regenerate them after editing a source. The test suite runs the --check.

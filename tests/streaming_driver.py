@@ -2,10 +2,10 @@
 cluster test runs: a classic driver cannot switch masters inside the test process).
 
 ``python tests/streaming_driver.py MASTER WORKDIR`` lands four files, runs a file-source
-query whose first run fails in the sink (every sink task raises after its part is
-durable), restarts it from the checkpoint, and prints one JSON line: the files, the keys
-each batch report acked, each chain's state and writes, and whether the written rows
-equal the files' lines exactly.
+query whose first run fails in the write (every write task raises), restarts it from
+the checkpoint, and prints one JSON line: the files, the keys each batch report acked,
+each chain's state and writes, and whether the written rows equal the files' lines
+exactly.
 """
 
 from __future__ import annotations
@@ -40,17 +40,17 @@ def main(master: str, workdir: Path) -> dict[str, Any]:
     def job(frame: TrackedFrame, batch_id: int) -> TrackedFrame:
         return frame.select("path", "value")
 
-    def fail_every_sink_task(step: str, partition: int) -> None:
-        if step == "write":
-            raise RuntimeError(f"injected sink failure in partition {partition}")
+    def failing(frame: TrackedFrame, batch_id: int) -> TrackedFrame:  # every write task raises
+        fail = F.when(F.col("value").isNotNull(), F.raise_error(F.lit("injected sink failure")))
+        return frame.select("path", F.coalesce(fail.cast("string"), F.col("value")).alias("value"))
 
     spark, _ = get_session(master, conf={"spark.task.maxFailures": "2"})
     with LocalDynamoDB() as dynamodb:
         config = dynamodb.config("stream-cluster")
         XorAckDynamoDB.from_config(config).create_table()
 
-        def run(**options: Any) -> StreamTracking:
-            tracking = StreamTracking(config, job, stream_id="cluster", location=out, key="path", **options)
+        def run(batch_job: Any = job) -> StreamTracking:
+            tracking = StreamTracking(config, batch_job, stream_id="cluster", location=out, key="path")
             lines = (
                 spark.readStream.format("text")
                 .option("maxFilesPerTrigger", 2)
@@ -67,7 +67,7 @@ def main(master: str, workdir: Path) -> dict[str, Any]:
             return tracking
 
         try:
-            run(after_flush=fail_every_sink_task)
+            run(failing)
             first_failed = False
         except StreamingQueryException:
             first_failed = True

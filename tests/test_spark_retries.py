@@ -1,9 +1,9 @@
 """Spark task retries: tasks die on their first attempt right after their stamps landed
-(RDD path) or right after their output became durable (DataFrame path: reader and sink
-tasks), Spark runs them again (local[2,4]: up to 4 attempts per task), and every chain
-must still end exactly acked: each write applied once (a retry's copy recognised by its
-op id, or never sent twice: the DataFrame sink's commit gets one message per partition),
-no chain reopened, none acked before all its output was written."""
+(RDD path) or in the write stage (DataFrame path), Spark runs them again (local[2,4]: up
+to 4 attempts per task), and every chain must still end exactly acked: each write
+applied once (a retry's copy recognised by its op id, or never sent twice: Spark's
+commit protocol keeps one attempt per partition and the driver reads back what
+committed), no chain reopened, none acked before all its output was written."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from conftest import unique_table
 from pyspark import cloudpickle
@@ -115,30 +116,53 @@ def test_rdd_python_workers_crashing_after_their_flush(spark: Any, config: AckCo
 
 
 @pytest.mark.parametrize("exit_process", [False, True], ids=["task-fails", "worker-killed"])
-def test_frame_tasks_dying_after_their_output(
+def test_frame_write_tasks_dying_on_their_first_attempt(
     spark: Any, config: AckConfig, tmp_path: Path, exit_process: bool
 ) -> None:
-    """Reader tasks die after producing their rows, sink tasks after their part is
-    durable (a raised error, or the Python worker killed): the retries rewrite the same
-    rows and parts, and each chain still gets one create and one stamp."""
+    """Every task of the write stage dies on its first attempt, after computing its rows
+    (a raised error, or its Python worker killed): Spark runs it again, its commit
+    protocol keeps one attempt per partition, each chain gets one create and one stamp,
+    and the published output is exact."""
+    from pyspark.sql import functions as F
+
+    from xor_ack_dynamodb.spark import FrameTracking
+
     marks = tmp_path / "marks"
     marks.mkdir()
-    hook = RecordingDie(steps=("read", "write"), exit_process=exit_process, marks=str(marks))
-    output = tmp_path / "out"
-    report = run_wordcount(
-        spark,
-        find_inputs([CORPUS]),
-        output,
-        config,
-        api="frame",
-        after_flush=hook,
-        keep_parts=True,
-        partitions=3,
-    )
-    assert _killed(marks) == {"read", "write"}
-    _check_exactly_acked(report, config, output)
-    written = output / ".parts" / report.run_id / "attempt-1"
-    assert list(written.glob("part-*.parquet")) and not list(written.glob(".*.tmp"))
+    out = tmp_path / "out"
+
+    @F.pandas_udf("string")  # type: ignore[call-overload]
+    def dying(words: pd.Series) -> pd.Series:
+        import os
+
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is not None and context.attemptNumber() == 0:
+            Path(marks, str(context.partitionId())).touch()
+            if exit_process:
+                os._exit(1)
+            raise RuntimeError("the task dies")
+        return words
+
+    def job(attempt: Any) -> Any:
+        lines = attempt.read_text()
+        words = lines.explode(F.split("line", r"[^\p{L}]+"), "word").where(F.col("word") != "")
+        counts = words.with_column("word", F.lower("word")).group_by("word").count()
+        return counts.with_column("word", dying(F.col("word"))).write(out)
+
+    files = [str(p) for p in corpus_files()]
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    try:
+        report = FrameTracking(spark, config).run(files, lambda p: p, job, max_attempts=1)
+    finally:
+        spark.conf.unset("spark.sql.shuffle.partitions")
+    assert len(list(marks.iterdir())) >= 2
+    assert {o.state for o in report.outcomes} == {"acked"}
+    totals = spark.read.parquet(str(out)).groupBy("word").agg(F.sum("count").alias("n")).collect()
+    assert {r["word"]: r["n"] for r in totals} == plain_count(corpus_files())
+    statuses = XorAckDynamoDB.from_config(config).status_many(o.tag for o in report.outcomes)
+    assert {(s.state, s.version) for s in statuses.values()} == {("acked", 2)}
 
 
 def test_a_flush_sent_twice_is_applied_once(sc: Any, config: AckConfig) -> None:

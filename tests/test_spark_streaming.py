@@ -68,6 +68,14 @@ def _job(frame: TrackedFrame, batch_id: int) -> TrackedFrame:
     return frame.select("path", "value")
 
 
+def _failing_job(frame: TrackedFrame, batch_id: int) -> TrackedFrame:
+    """Every write task raises, on every attempt (Spark gives up on the write)."""
+    from pyspark.sql import functions as F
+
+    failing = F.when(F.col("value").isNotNull(), F.raise_error(F.lit("injected sink failure")))
+    return frame.select("path", F.coalesce(failing.cast("string"), F.col("value")).alias("value"))
+
+
 class FailOnce:
     """A batch hook that fails ``batch`` at ``phase`` the first time only."""
 
@@ -95,20 +103,14 @@ def test_failed_batches_rerun_from_the_checkpoint_ack_every_file_once(
     def tracking(**options: Any) -> StreamTracking:
         return StreamTracking(config, _job, stream_id="files", location=out, key="path", **options)
 
-    def fail_every_sink_task(step: str, partition: int) -> None:
-        """After a sink task's part is durable: raise, on every attempt (Spark gives up
-        on the write; the micro-batch fails with parts left behind). Local, so that
-        cloudpickle ships it by value to the Python workers."""
-        if step == "write":
-            raise RuntimeError(f"injected sink failure in partition {partition}")
-
     started = time.perf_counter()
-    # Run 1: batch 0's sink tasks write their parts and then fail on every attempt: the
-    # write aborts, nothing is stamped, the query dies.
-    first = tracking(after_flush=fail_every_sink_task)
+    # Run 1: batch 0's write tasks fail on every attempt: Spark aborts the write (its
+    # commit protocol leaves nothing committed), nothing is stamped, the query dies.
+    first = StreamTracking(config, _failing_job, stream_id="files", location=out, key="path")
     with pytest.raises(StreamingQueryException, match="injected sink failure"):
         _query(spark, inbox, checkpoint, first).awaitTermination()
-    assert list((out / "batch-00000000").glob("part-*")), "the failed write left parts behind"
+    assert not list((out / "batch-00000000").glob("part-*"))
+    assert not list((out / "batch-00000000" / "_xor_ack").glob("*.json")), "no ledger: nothing committed"
     assert first.reports() == []
 
     # Run 2, from the checkpoint: batch 0 again (same op ids: the creates are duplicates),
@@ -350,16 +352,18 @@ def test_streaming_under_spark_connect(remote: Any, config: AckConfig, tmp_path:
     def job(frame: TrackedFrame, batch_id: int) -> TrackedFrame:  # local: pickled by value
         return frame.select("path", "value")
 
-    def fail_every_sink_task(step: str, partition: int) -> None:
-        if step == "write":
-            raise RuntimeError(f"injected sink failure in partition {partition}")
+    def failing(frame: TrackedFrame, batch_id: int) -> TrackedFrame:  # every write task raises
+        from pyspark.sql import functions as F
 
-    def tracking(**options: Any) -> StreamTracking:
-        return StreamTracking(config, job, stream_id="connect", location=out, key="path", **options)
+        fail = F.when(F.col("value").isNotNull(), F.raise_error(F.lit("injected sink failure")))
+        return frame.select("path", F.coalesce(fail.cast("string"), F.col("value")).alias("value"))
+
+    def tracking(job: Any) -> StreamTracking:
+        return StreamTracking(config, job, stream_id="connect", location=out, key="path")
 
     with pytest.raises(StreamingQueryException, match="injected sink failure"):
-        _query(remote, inbox, checkpoint, tracking(after_flush=fail_every_sink_task)).awaitTermination()
-    again = tracking()
+        _query(remote, inbox, checkpoint, tracking(failing)).awaitTermination()
+    again = tracking(job)
     _query(remote, inbox, checkpoint, again).awaitTermination()
     reports = again.reports()
     assert [r.batch_id for r in reports] == [0, 1]

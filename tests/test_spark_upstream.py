@@ -144,12 +144,18 @@ def test_handed_chains_completed_by_a_dataframe_job(spark: Any, config: AckConfi
         ("refused", "not adopted: this edge was already finished by another job")
     ]
     assert up.tracker.status("up/b").version == version
-    _check(up, report, untouched)
-    written = sorted(
-        (r["chain"], r["word"], r["count"]) for r in spark.read.parquet(str(tmp_path / "out")).collect()
-    )
+    def written() -> list[tuple[str, str, int]]:
+        rows = spark.read.parquet(str(tmp_path / "out")).collect()
+        return sorted((r["chain"], r["word"], r["count"]) for r in rows)
+
+    # Published: the acked chain's rows only; up/b's part is done but its chain waits on
+    # the edge the Lambda kept, so its rows stay staged.
+    assert written() == [("up/a", "apple", 2), ("up/a", "banana", 1)]
+    _check(up, report, untouched)  # the Lambda finishes up/b: acked
+    assert tracking.publish_pending(tmp_path / "out") == 1
     # Only the continued chains' rows are written; refused chains' rows are not processed.
-    assert written == [("up/a", "apple", 2), ("up/a", "banana", 1), ("up/b", "cherry", 1)]
+    assert written() == [("up/a", "apple", 2), ("up/a", "banana", 1), ("up/b", "cherry", 1)]
+    assert tracking.publish_pending(tmp_path / "out") == 0
     # Two writes per continued chain (finish the handed edge + start the job's, then the
     # commit's XOR), one read for all to refuse, one to report.
     print(f"\nhanded, DataFrame path: {len(handed)} handed, 3 continued: {dict(report.counters)}")
@@ -271,6 +277,7 @@ def test_handed_chains_completed_under_spark_connect(remote: Any, config: AckCon
         "up/acked": "refused",
     }
     assert up.tracker.stamp("up/b", up.kept["up/b"], owner=OWNER).acked
+    assert tracking.publish_pending(tmp_path / "out") == 1  # up/b's rows, now acked
     written = sorted(
         (r["chain"], r["word"], r["count"]) for r in remote.read.parquet(str(tmp_path / "out")).collect()
     )

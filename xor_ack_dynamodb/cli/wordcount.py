@@ -15,6 +15,7 @@ import argparse
 import logging
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,7 +96,8 @@ def register(subparsers: Any) -> None:
         "--split-size",
         type=_positive,
         metavar="BYTES",
-        help="read files in splits of this many bytes (DataFrame api; default 32 MiB)",
+        help="the size of Spark's file splits (DataFrame api: spark.sql.files.maxPartitionBytes, "
+        "default 128 MiB)",
     )
     # Own dests: the top-level --table/--endpoint-url/--region carry environment defaults
     # (AWS_REGION is set almost everywhere), which must not switch off the embedded default.
@@ -145,6 +147,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--keep-parts", action="store_true", help="keep the per-attempt partition files under OUTPUT/.parts"
     )
+    parser.add_argument(
+        "--single-writes",
+        action="store_true",
+        help="one request per create and per stamp, instead of TransactWriteItems of up to 100 chains "
+        "(default: transactions, which cost twice the write units per item on DynamoDB)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.set_defaults(func=run)
 
@@ -174,11 +182,9 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         config: AckConfig | None = None
         where = "no tracking"
-        if not args.no_tracking:
-            config, where = _backend(args, real, stack)
-            from ..stores.dynamodb.tracker import XorAckDynamoDB
-
-            XorAckDynamoDB.from_config(config).create_table()
+        # The backend (an embedded moto server, the table) gets ready while Spark starts.
+        background = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="xor-ack-backend"))
+        backend = None if args.no_tracking else background.submit(_backend, args, real, stack)
         spark: Any
         if args.api == "rdd":
             spark, created = get_context(args.master, app_name="xor-ack wordcount")
@@ -190,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
             spark_name = args.remote if args.remote else spark.sparkContext.master
         if created:
             stack.callback(spark.stop)
+        if backend is not None:
+            config, where = backend.result()
         err.print(
             f"[bold]xor-ack wordcount[/]: {len(inputs)} files, Spark {spark_name}, {args.api} api, {where}"
         )
@@ -211,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
                     api=args.api,
                     bad_bytes=args.bad_bytes,
                     split_bytes=args.split_size,
+                    transactions=not args.single_writes,
                 )
         except Exception as exc:
             if config is not None:
@@ -227,6 +236,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _backend(args: argparse.Namespace, real: bool, stack: ExitStack) -> tuple[AckConfig, str]:
+    """The table (created if missing) and how to name it."""
+    config, where = _where(args, real, stack)
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
+
+    XorAckDynamoDB.from_config(config).create_table()
+    return config, where
+
+
+def _where(args: argparse.Namespace, real: bool, stack: ExitStack) -> tuple[AckConfig, str]:
     from ..config import AckConfig
     from ..testing.moto_server import LocalDynamoDB
 

@@ -29,7 +29,7 @@ from .faults import DieOnFirstAttempt
 from .frame import FrameAttempt, FrameTracking, TrackedFrame, WriteResult
 from .heartbeat import HeartbeatPolicy
 from .outcomes import Attempt, PermanentFailure, RootOutcome, RunObserver, RunReport
-from .output import Location
+from .output import Location, OutputRefused
 from .rdd import (
     CsvPartitionWriter,
     PartitionWriter,
@@ -58,6 +58,7 @@ __all__ = [
     "HeartbeatPolicy",
     "Handed",
     "Location",
+    "OutputRefused",
     "PartitionWriter",
     "PermanentFailure",
     "RDDTracking",

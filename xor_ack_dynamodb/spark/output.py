@@ -6,12 +6,9 @@ DataFrame sink's ledger, the word count's results): on a POSIX file system the b
 go to a temporary name, are flushed and fsync'd, renamed into place (``os.replace`` is
 atomic) and the directory is fsync'd, so the rename itself is durable; on S3 they are
 one ``PutObject``, durable and atomic when it returns. Readers see a whole file or none
-of it. A retried or speculative task writes the same partition to the same final name:
-whichever rename (or put) lands last wins, and both hold the same rows.
-
-(Replacing the final name is what a later commit protocol changes: attempt-unique
-temporary names, published by the driver for the committed task attempts only. Its
-place is here.)
+of it. (The tracked DataFrame write goes through Spark's own writers and file commit
+protocol instead, then publishes with :meth:`Location.claim` and :meth:`Location.move`:
+see :mod:`.frame.commit`.)
 """
 
 from __future__ import annotations
@@ -28,7 +25,14 @@ from typing import IO, Any
 
 from ..errors import InvalidConfig
 
-__all__ = ["Location"]
+__all__ = ["Location", "OutputRefused"]
+
+
+class OutputRefused(InvalidConfig):
+    """A tracked write that cannot be done as asked, refused before any task runs and
+    before anything is written: a column named like the tag column, a format the sink
+    does not write, a location Spark has no file system for, a file where a directory
+    should be."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,17 @@ class Location:
         env = os.environ.get
         endpoint = env("AWS_ENDPOINT_URL_S3") or env("AWS_ENDPOINT_URL")
         return cls(text, endpoint, env("AWS_REGION") or env("AWS_DEFAULT_REGION"))
+
+    @classmethod
+    def s3_environment(cls) -> Location:
+        """An S3 location that only carries this process's S3 endpoint and region (from
+        the environment, as :meth:`of` reads them), for executors, whose environment may
+        not have them."""
+        return cls.of("s3://environment")
+
+    def at(self, url: str) -> Location:
+        """``url`` with this location's endpoint and region."""
+        return Location(url, self.endpoint_url, self.region)
 
     @property
     def is_s3(self) -> bool:
@@ -150,6 +165,56 @@ class Location:
             keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
             if keys:
                 client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+
+    def claim(self, name: str, data: bytes) -> bool:
+        """Create file ``name`` holding ``data`` unless it exists; True if this call
+        created it (``O_EXCL`` on a file system, a conditional ``PutObject`` on S3): of
+        concurrent claims of one name exactly one wins."""
+        if self.is_s3:
+            bucket, key = self.key(name)
+            client = self.client()
+            try:
+                client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            except client.exceptions.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in (
+                    "PreconditionFailed",
+                    "ConditionalRequestConflict",
+                ):
+                    return False
+                raise
+            return True
+        Path(self.url).mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(Path(self.url) / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return True
+
+    def move(self, name: str, into: Location) -> None:
+        """Move file ``name`` from here into ``into`` under the same name (a rename on a
+        file system; copy then delete on S3). A file already moved is left alone, so an
+        interrupted series of moves can be run again."""
+        if self.is_s3:
+            client = self.client()
+            bucket, key = self.key(name)
+            target_bucket, target = into.key(name)
+            try:
+                client.copy_object(
+                    Bucket=target_bucket, Key=target, CopySource={"Bucket": bucket, "Key": key}
+                )
+            except client.exceptions.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                    return
+                raise
+            client.delete_object(Bucket=bucket, Key=key)
+            return
+        source = Path(self.url) / name
+        if source.exists():
+            os.replace(source, Path(into.url) / name)
 
     def describe(self, name: str) -> str:
         """File ``name`` as a path or an ``s3://`` URL."""

@@ -94,7 +94,7 @@ from ..errors import (
 from .attempts import DRIVER_THREADS, Plan
 from .chains import Started, connect, create_chains, refuse_delete_on_ack, snapshot
 from .frame import Commit, FrameAttempt, FrameTracking, TrackedFrame
-from .frame.sink import SINK_FORMATS
+from .frame.commit import SINK_FORMATS, STAGING
 from .group import Group
 from .outcomes import CONFLICT, Attempt
 from .output import Location
@@ -182,9 +182,11 @@ class StreamTracking:
     :param format: ``parquet`` (default) or ``csv``.
     :param tracker: the tracker to use on the classic driver (default: the one
         ``config`` describes, built where the batch function runs).
-    :param hook: a test hook (:data:`BatchHook`).
-    :param after_flush: a test hook run in the reader's and the sink's tasks (see
-        :class:`~xor_ack_dynamodb.spark.frame.FrameTracking`).
+    :param hook: a test hook (:data:`BatchHook`): ``hook(batch_id, phase)`` is called
+        on the driver once the batch's write committed (``"written"``, nothing stamped)
+        and once its stamps went out (``"stamped"``); raising there fails the batch, as
+        a crash would (its restart runs the batch again). That is how a test makes a
+        batch fail: ``StreamTracking(..., hook=fail_batch_1_once)``.
 
     Raises :class:`InvalidConfig` here for a bad argument (nothing is sent).
     """
@@ -201,7 +203,6 @@ class StreamTracking:
         format: str = "parquet",
         tracker: AckTracker | None = None,
         hook: BatchHook | None = None,
-        after_flush: Callable[[str, int], None] | None = None,
         threads: int = DRIVER_THREADS,
     ) -> None:
         if not isinstance(stream_id, str) or not stream_id:
@@ -225,7 +226,6 @@ class StreamTracking:
         self.closes = closes
         self.format = format
         self.hook = hook
-        self.after_flush = after_flush
         self.threads = threads
         self._tracker = tracker
         digest = hashlib.blake2b(
@@ -288,7 +288,6 @@ class StreamTracking:
             tracker=self.tracker,
             threads=self.threads,
             edge_key=self.edge_key,
-            after_flush=self.after_flush,
         )
         if tracking.group.is_sum:
             raise InvalidConfig(
@@ -300,14 +299,15 @@ class StreamTracking:
         commit = Commit(
             op_prefix=f"{self.stream_id}/{batch_id}/sink",
             owner=self.owner,
-            ledger="_xor_ack_ledger.json",
+            write_id="batch",
+            keep_unacked=True,
             before=lambda xors: self.hook(batch_id, "written") if self.hook is not None else None,
             known=None,
         )
 
         def job(starting: Future[Started]) -> None:
             attempt = FrameAttempt(tracking, batch_id + 1, keys, keys, tags, edges, starting, commit)
-            frame = self.job(attempt.start(df, self.key), batch_id)
+            frame = self.job(attempt.start(df, self.key, others="skip"), batch_id)
             if not isinstance(frame, TrackedFrame):
                 raise InvalidConfig(
                     f"the stream's job must return a TrackedFrame, not {type(frame).__name__}"
@@ -430,15 +430,46 @@ class StreamTracking:
         return out
 
     def acked_rows(self, spark: SparkSession, tag_column: str = "xor_ack_tag") -> DataFrame:
-        """The written rows (every batch's output) whose chains read acked now."""
+        """The written rows of every chain that reads acked now: what each batch
+        published (the chains its stamps acked) and, for a root acked by a later batch,
+        the rows its earlier batches kept staged."""
         from pyspark.sql import functions as F
+
+        from .frame.columns import GHOST
 
         tags = sorted({t for b in self.reports() for k, t in b.tags.items() if k not in b.refused})
         found = self.tracker.status_many(tags) if tags else {}
-        acked = [(t,) for t, s in found.items() if s.state == "acked" and s.owner == self.owner]
+        acked = {t for t, s in found.items() if s.state == "acked" and s.owner == self.owner}
         reader = spark.read.format(self.format)
         if self.format == "csv":
             reader = reader.option("header", "true")
-        written = reader.load(str(self.location / "batch-*"))
-        keep = spark.createDataFrame(acked, f"{tag_column} string")
-        return written.join(F.broadcast(keep), on=tag_column, how="left_semi")
+        batches = sorted(self.location.glob("batch-*"))
+        published = [str(b) for b in batches if any(b.glob("part-*"))]
+        written = reader.load(published) if published else None
+        late: list[tuple[str, list[str]]] = []
+        for batch in batches:
+            claim = Location(str(batch / STAGING)).get("batch.published")
+            if (batch / STAGING / "batch").is_dir():
+                done = set(json.loads(claim)["tags"]) if claim else set()
+                late.append((str(batch / STAGING / "batch"), sorted(acked - done)))
+        for staged, wanted in late:
+            if not wanted:
+                continue
+            keep = spark.createDataFrame([(t,) for t in wanted], f"{tag_column} string")
+            rows = (
+                spark.read.parquet(staged)
+                .where(~F.col(GHOST))
+                .join(F.broadcast(keep), tag_column, "left_semi")
+            )
+            rows = rows.select(
+                *(
+                    written.columns
+                    if written is not None
+                    else [c for c in rows.columns if not c.startswith("_xa_")]
+                )
+            )
+            written = rows if written is None else written.unionByName(rows)
+        if written is None:
+            return spark.createDataFrame([], f"{tag_column} string")
+        keep_all = spark.createDataFrame([(t,) for t in sorted(acked)], f"{tag_column} string")
+        return written.join(F.broadcast(keep_all), on=tag_column, how="left_semi")

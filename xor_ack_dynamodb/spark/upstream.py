@@ -319,6 +319,7 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
                 group={h.tag: Group("xor", len(h.edge)) for h in going},
                 before=committed,
                 known=None,
+                keep_unacked=True,
             )
             edges = {t: internal[t] for t in tags}
             return job(FrameAttempt(tracking, 1, [h.key for h in going], tags, tags, edges, starting, commit))

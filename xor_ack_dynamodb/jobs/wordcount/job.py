@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -39,11 +40,12 @@ from typing import TYPE_CHECKING, Any
 from ...errors import InvalidConfig
 from ...spark.attempts import new_run_id
 from ...spark.frame import is_connect
+from ...spark.frame.commit import can_write
 from ...spark.outcomes import RunObserver, RunReport
 from ...spark.output import Location
 from ...spark.rdd.executor import AfterFlush
 from ...spark.tags import escape_key
-from .frame import frame_counts, run_frame
+from .frame import frame_counts, plain_counts, run_frame
 from .rdd import rdd_counts, run_rdd
 from .words import FaultPlan, InjectedFailure, Options, default_corpus, find_inputs, tokenize
 
@@ -200,10 +202,10 @@ def run_wordcount(
     ``"frame"`` (default with a session) or ``"rdd"`` (default with a SparkContext; not
     under Spark Connect). ``partitions``: the RDD job's reduce partitions (default half
     Spark's default parallelism, 1 to 8), or the DataFrame job's shuffle partitions
-    (default: Spark's, coalesced by adaptive execution). ``split_bytes``: the DataFrame
-    reader's split size (default 32 MiB); ``after_flush``: a test hook
-    (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`): after each RDD step's flush, or
-    after each DataFrame read task (``"read"``) and durable sink task (``"write"``).
+    (default: Spark's, coalesced by adaptive execution). ``split_bytes``: the size of
+    Spark's file splits on the DataFrame path (``spark.sql.files.maxPartitionBytes``,
+    default 128 MiB); ``after_flush``: a test hook of the RDD path
+    (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`), after each step's flush.
     ``tracker``: the DataFrame driver's tracker (default: the one ``config`` describes; only the
     driver talks to it on that path, so a ``MemoryAck`` measures Spark's own cost).
     ``transactions``: the DataFrame driver's creates and stamps as TransactWriteItems of
@@ -235,9 +237,13 @@ def run_wordcount(
     )
     phases: dict[str, float] = {}
     clock = time.perf_counter()
+    if api == "frame" and after_flush is not None:
+        raise InvalidConfig(
+            "after_flush is a hook of the RDD path (the DataFrame path runs no Python per row)"
+        )
     if api == "rdd":
-        if tracker is not None or transactions:
-            raise InvalidConfig("no tracker= or transactions= with api='rdd': its executors reach the table")
+        if tracker is not None:
+            raise InvalidConfig("no tracker= with api='rdd': its executors reach the table")
         if is_connect(spark):
             raise InvalidConfig(
                 "the RDD job cannot run under Spark Connect (it has no RDDs): use api='frame'"
@@ -254,17 +260,32 @@ def run_wordcount(
         from pyspark.sql import SparkSession
 
         session = spark if not isinstance(spark, SparkContext) else SparkSession.builder.getOrCreate()
-        previous = session.conf.get("spark.sql.shuffle.partitions", None) if partitions else None
-        if partitions:
-            session.conf.set("spark.sql.shuffle.partitions", str(partitions))
+        settings = {
+            "spark.sql.shuffle.partitions": partitions,
+            "spark.sql.files.maxPartitionBytes": split_bytes,
+        }
+        previous = {k: session.conf.get(k, None) for k, v in settings.items() if v}
+        for name, value in settings.items():
+            if value:
+                session.conf.set(name, str(value))
+        if options.output.is_s3 and not can_write(session, options.output):
+            temp = tempfile.mkdtemp(prefix="xor-ack-parts-")
+            options = dataclasses.replace(options, parts_root=Location(temp))
         try:
-            report = run_frame(session, roots, config, options)
-            phases["job"] = time.perf_counter() - clock
-            clock = time.perf_counter()
-            counts = frame_counts(session, options, report)
+            if config is None:
+                report, counts = None, plain_counts(session, roots, faults)
+                phases["job"] = time.perf_counter() - clock
+            else:
+                report = run_frame(session, roots, config, options)
+                phases["job"] = time.perf_counter() - clock
+                clock = time.perf_counter()
+                counts = frame_counts(session, options, report)
         finally:
-            if partitions and previous is not None:
-                session.conf.set("spark.sql.shuffle.partitions", previous)
+            for name, old in previous.items():
+                if old is not None:
+                    session.conf.set(name, old)
+            if options.parts_root is not None and not keep_parts:
+                options.parts_root.remove()
     phases["final_count"] = time.perf_counter() - clock
     if report is None:
         files = [FileResult(escape_key(p), "", "untracked", 1, None, acked_attempt=1) for _, p in roots]

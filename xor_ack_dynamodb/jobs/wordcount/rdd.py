@@ -59,14 +59,23 @@ def decode(data: bytes, bad_bytes: str, label: str) -> tuple[str, str | None]:
 @dataclass(frozen=True)
 class ReadWords:
     """A file's words as ``(file id, position, word)`` (see :func:`~.words.tokenize`),
-    with a note when bad bytes were replaced."""
+    with a note when bad bytes were replaced. ``s3://`` objects are read with boto3
+    (``s3``: the endpoint and region the driver found)."""
 
     bad_bytes: str = "replace"
+    s3: Location | None = None
 
     def __call__(self, root: Root) -> Noted | list[tuple[int, int, str]]:
         file_id, path = root
-        with open(path, "rb") as handle:
-            data = handle.read()
+        if path.startswith("s3://"):
+            folder, _, name = path.rpartition("/")
+            found = (self.s3 or Location.s3_environment()).at(folder).get(name)
+            if found is None:
+                raise FileNotFoundError(f"no such object: {path}")
+            data = found
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read()
         text, note = decode(data, self.bad_bytes, escape_key(path))
         words = [(file_id, position, word) for position, word in enumerate(tokenize(text))]
         return Noted(words, note) if note else words
@@ -97,7 +106,7 @@ def rdd_job(stream: Stream, attempt: int, options: Options) -> int:
     ``<parts>/attempt-<n>/part-*.csv`` (``file,word,count``); returns the rows written."""
     writer = csv_writer(options.attempt(attempt), ("file", "word", "count"), _row)
     return (
-        stream.fan_out(ReadWords(options.bad_bytes), "read_words")
+        stream.fan_out(ReadWords(options.bad_bytes, Location.s3_environment()), "read_words")
         .map(CountWord(options.faults, attempt), "count_word")
         .reduce_by_key(operator.add, options.partitions, "sum_counts")
         .sink(writer, "write_counts")
@@ -113,7 +122,9 @@ def run_rdd(
     if config is None:
         job(UntrackedRDD(sc.parallelize(list(roots), slices)), 1)
         return None
-    tracking = RDDTracking(sc, config, run_id=options.run_id, after_flush=options.after_flush)
+    tracking = RDDTracking(
+        sc, config, run_id=options.run_id, after_flush=options.after_flush, transactions=options.transactions
+    )
     return tracking.run(
         list(roots),
         operator.itemgetter(1),

@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidConfig
 
@@ -56,15 +56,30 @@ def default_corpus() -> Path:
     return _CORPUS
 
 
-def find_inputs(paths: Sequence[str | Path]) -> list[Path]:
+def _objects(url: str) -> list[str]:
+    """An ``s3://`` input: the object itself, or every object under a prefix ending in
+    ``/`` (endpoint and region from the environment)."""
+    from ...spark.output import Location
+
+    if not url.endswith("/"):
+        return [url]
+    where = Location.of(url)
+    return [f"{url}{name}" for name in where.names("") if not name.endswith("/")]
+
+
+def find_inputs(paths: Sequence[str | Path]) -> list[Any]:
     """The input files: each path as given, directories expanded to the files under them
-    (hidden ones skipped), sorted and without repeats.
+    (hidden ones skipped), sorted and without repeats; ``s3://bucket/key`` as given,
+    ``s3://bucket/prefix/`` expanded to the objects under it.
 
     Raises ``FileNotFoundError`` for a path that does not exist and
     :class:`InvalidConfig` when no file is found.
     """
-    found: dict[Path, None] = {}
+    found: dict[Any, None] = {}
     for raw in paths:
+        if str(raw).startswith("s3://"):
+            found.update(dict.fromkeys(_objects(str(raw))))
+            continue
         path = Path(raw)
         if path.is_dir():
             for child in sorted(path.rglob("*")):
@@ -125,11 +140,14 @@ class Options:
     observer: RunObserver | None = None
     tracker: AckTracker | None = None
     transactions: bool = False
+    #: Where the parts go instead of ``<output>/.parts`` (a directory, when Spark cannot
+    #: write where the output goes: ``s3://`` without an S3 file system).
+    parts_root: Location | None = None
 
     @property
     def parts(self) -> Location:
         """Where the attempts' rows go: ``<output>/.parts/<run id>``."""
-        return self.output.child(f".parts/{self.run_id}")
+        return (self.parts_root or self.output.child(".parts")).child(self.run_id)
 
     def attempt(self, number: int) -> Location:
         return self.parts.child(f"attempt-{number}")

@@ -5,13 +5,14 @@ stamp per chain per job.
   invariant);
 - :mod:`.attempt`: :class:`FrameAttempt`, one attempt's sources and its tracked write;
 - :mod:`.tracking`: :class:`FrameTracking`, the run (attempts, replays);
-- :mod:`.text_source` and :mod:`.sink`: the ``xor_ack_text`` and ``xor_ack_sink`` data
-  sources; :mod:`.columns`: the hidden tracking columns and their per-chain XORs.
+- :mod:`.sources`: files through Spark's text reader and keyed rows, with their edges;
+  :mod:`.commit`: Spark's writer, the ledger and the publish of acked rows;
+  :mod:`.columns`: the hidden tracking columns and what a write owes each chain.
 """
 
 from .attempt import Commit, FrameAttempt, FrameJob
 from .tracked import TrackedFrame, TrackedGroups, WriteResult
-from .tracking import FrameTracking, default_parallelism, is_connect, register_sources
+from .tracking import FrameTracking, default_parallelism, is_connect
 
 __all__ = [
     "Commit",
@@ -23,5 +24,4 @@ __all__ = [
     "WriteResult",
     "default_parallelism",
     "is_connect",
-    "register_sources",
 ]

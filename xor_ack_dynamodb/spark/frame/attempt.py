@@ -1,7 +1,7 @@
 """One attempt of a tracked DataFrame run, as its job sees it: the attempt's roots, the
 sources that start their chains' rows (:meth:`FrameAttempt.read_text`,
-:meth:`FrameAttempt.start`), and the one tracked write whose commit stamps them
-(:meth:`FrameAttempt.write`, the ``xor_ack_sink`` source of :mod:`.sink`).
+:meth:`FrameAttempt.start`, :mod:`.sources`), and the one tracked write whose committed
+output stamps them (:meth:`FrameAttempt.write`, the commit protocol of :mod:`.commit`).
 
 The attempt loop around it (creating the chains, the heartbeat, settling, replaying) is
 the one every path shares (:mod:`~xor_ack_dynamodb.spark.attempts`); a :class:`Commit`
@@ -11,11 +11,10 @@ says how the committed chains are stamped.
 from __future__ import annotations
 
 import os
-import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -27,19 +26,17 @@ from ..group import Group
 from ..outcomes import Attempt
 from ..output import Location
 from ..tags import TagScheme
-from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, to_signed
-from .sink import read_ledger, write_frame
-from .text_source import CHUNK_BYTES, SPLIT_BYTES, TextRoot, path_bytes, read_text
+from . import commit as protocol
+from .columns import ChainXors
+from .sources import TextRoot, read_text, start
 from .tracked import TrackedFrame, WriteResult
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["FrameAttempt", "FrameRun", "Commit", "FrameJob"]
+    from ...interfaces import AckTracker
 
-_KEY = "_xa_key"
-_ROOT = "_xa_root"
+__all__ = ["FrameAttempt", "FrameRun", "Commit", "FrameJob"]
 
 
 class FrameRun(Protocol):
@@ -49,8 +46,8 @@ class FrameRun(Protocol):
     edges: EdgeKey
     run_key: int
     parallelism: int
-    after_flush: Callable[[str, int], None] | None
     transactions: bool
+    tracker: AckTracker
     tags: TagScheme
     group: Group
     counts: Counter[str]
@@ -65,47 +62,23 @@ class Commit:
     run's own chains; a stream's batch and chains handed over from upstream name, own
     and stamp theirs under op ids of their own."""
 
-    #: Op ids ``<op_prefix>/<tag>`` (default: ``<run owner>.<attempt>/<ledger name>``).
+    #: Op ids ``<op_prefix>/<tag>`` (default: ``<run owner>.<attempt>/<write id>``).
     op_prefix: str | None = None
     #: Who each chain belongs to, and its group (default: the run's).
     owner: Owners | None = None
     group: Group | Mapping[str, Group] | None = None
-    #: The ledger's file name (default: a fresh random name).
-    ledger: str | None = None
+    #: The write's id (default: a fresh one, :func:`.commit.new_write_id`).
+    write_id: str | None = None
+    #: Chains not acked by this attempt's stamps may be acked later by others (handed
+    #: chains waiting on other holders, a stream's open roots): their staged rows are
+    #: kept, for a later publish round (:func:`.commit.recover`).
+    keep_unacked: bool = False
     #: Told the committed XORs before the stamps go out.
     before: Callable[[ChainXors], None] | None = None
     #: Receives the outcomes the stamps decided (None: not kept), for the settle.
     known: dict[str, Attempt] | None = field(default_factory=dict)
     #: Receives the notes of the committed rows, per chain.
     notes: dict[str, str] = field(default_factory=dict)
-
-
-def _balance(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` step of :meth:`FrameAttempt.start`: pass the rows through, then add
-    one ghost row per chain seen in this partition whose edge cancels the XOR of that
-    chain's rows here."""
-    import pyarrow as pa
-
-    xors = ChainXors()
-    schema = None
-    for batch in batches:
-        schema = batch.schema
-        xors.add_batch(batch)
-        yield batch
-    if schema is None or not xors.xors:
-        return
-    chains = sorted(xors.xors)
-    columns = []
-    for name, kind in zip(schema.names, schema.types, strict=True):
-        if name == CHAIN:
-            columns.append(pa.array(chains, kind))
-        elif name == EDGE:
-            columns.append(pa.array([to_signed(xors.xors[c]) for c in chains], kind))
-        elif name == GHOST:
-            columns.append(pa.array([True] * len(chains), kind))
-        else:
-            columns.append(pa.nulls(len(chains), kind))
-    yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 class FrameAttempt:
@@ -127,6 +100,7 @@ class FrameAttempt:
         edges: dict[str, int],
         starting: Future[Started],
         commit: Commit | None = None,
+        run_keys: Sequence[Any] | None = None,
     ) -> None:
         self.tracking = tracking
         self.number = number
@@ -136,6 +110,7 @@ class FrameAttempt:
         self.root_edges = edges
         self._starting = starting
         self.commit = commit or Commit()
+        self.run_keys = list(run_keys) if run_keys is not None else None
         self.run_key = tracking.run_key
         self.write_result: WriteResult | None = None
         self._lock = threading.Lock()
@@ -148,72 +123,51 @@ class FrameAttempt:
         self,
         path: Callable[[Any], str | bytes | os.PathLike[str]] | None = None,
         *,
-        split_bytes: int = SPLIT_BYTES,
-        chunk_bytes: int = CHUNK_BYTES,
-        partitions: int | None = None,
         bad_bytes: str = "replace",
         normalize: str = "NFC",
     ) -> TrackedFrame:
-        """The lines of each root's file (``path(root)``, default the root itself), in
-        splits; columns ``path``, ``offset``, ``line``. See :mod:`.text_source`."""
+        """The lines of each root's file (``path(root)``, default the root itself: a
+        local path or a URI Spark reads, ``s3://`` included); columns ``path`` and
+        ``line``. See :mod:`.sources`."""
         locate = path or (lambda root: root)
-        roots = [
-            TextRoot(chain, path_bytes(locate(root)), self.root_edges[tag])
-            for chain, (root, tag) in enumerate(zip(self.roots, self.tags, strict=True))
-        ]
+        roots = []
+        for chain, (root, tag) in enumerate(zip(self.roots, self.tags, strict=True)):
+            where = locate(root)
+            roots.append(
+                TextRoot(
+                    chain,
+                    where if isinstance(where, (str, bytes)) else os.fspath(where),
+                    self.root_edges[tag],
+                )
+            )
         df = read_text(
             self.spark,
             roots,
-            self.tracking.edges.key,
-            split_bytes=split_bytes,
-            chunk_bytes=chunk_bytes,
-            partitions=partitions or 2 * self.tracking.parallelism,
+            self.run_key,
             bad_bytes=bad_bytes,
             normalize=normalize,
-            after_flush=self.tracking.after_flush,
+            partitions=2 * self.tracking.parallelism,
         )
         return TrackedFrame(df, self)
 
-    def start(self, df: DataFrame, key: str) -> TrackedFrame:
-        """Track the rows of ``df`` whose column ``key`` (cast to string) equals the key
-        of one of this attempt's roots (the roots' keys must be ``str``); other rows are
-        left out. See the module doc for how the rows are balanced."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import StructField, StructType
-
-        if set(df.columns) & set(TRACKING):
-            raise InvalidConfig("the DataFrame already has tracking columns")
+    def start(self, df: DataFrame, key: str, *, others: str | None = None) -> TrackedFrame:
+        """Track the rows of ``df`` whose column ``key`` (as a string) is the key of one
+        of this attempt's roots (the roots' keys must be ``str``). Rows of the run's
+        other roots (acked in an earlier attempt) are left out; a row whose key is no
+        root of the run raises :class:`InvalidConfig` before the job (``others="error"``,
+        the default in :meth:`~.tracking.FrameTracking.run`) or is left out too
+        (``"skip"``, the default for handed chains, whose rows may hand chains to other
+        jobs). See :mod:`.sources`."""
+        others = others or ("error" if self.run_keys is not None else "skip")
+        if others not in ("error", "skip"):
+            raise InvalidConfig(f"others must be 'error' or 'skip', got {others!r}")
         if any(not isinstance(k, str) for k in self.keys):
             raise InvalidConfig("start() matches str keys; read files with read_text()")
-        rows = [
-            (k, chain, to_signed(self.root_edges[t]))
-            for chain, (k, t) in enumerate(zip(self.keys, self.tags, strict=True))
+        chains = [
+            (k, i, self.root_edges[t]) for i, (k, t) in enumerate(zip(self.keys, self.tags, strict=True))
         ]
-        roots = self.spark.createDataFrame(rows, f"{_KEY} string, {CHAIN} int, {_ROOT} bigint")
-        match = F.col(key).cast("string") == F.col(_KEY)
-        joined = df.join(F.broadcast(roots.select(_KEY, CHAIN)), match, "inner")
-        run = F.lit(self.run_key).cast("bigint")
-        tracked = joined.drop(_KEY).withColumns(
-            {
-                EDGE: F.xxhash64(run, F.col(CHAIN), F.monotonically_increasing_id()),
-                GHOST: F.lit(False),
-                ERR: F.lit(None).cast("string"),
-                NOTE: F.lit(None).cast("string"),
-            }
-        )
-        # The balancing ghosts have nulls in every user column: a column Spark knows to
-        # be non-null (a streaming file source's ``_metadata.file_path``) must be
-        # declared nullable, or the rows after ``mapInArrow`` break Spark's projections.
-        nullable = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in tracked.schema])
-        balanced = tracked.mapInArrow(_balance, nullable)
-        ghosts = roots.select(
-            F.col(CHAIN),
-            F.col(_ROOT).alias(EDGE),
-            F.lit(True).alias(GHOST),
-            F.lit(None).cast("string").alias(ERR),
-            F.lit(None).cast("string").alias(NOTE),
-        )
-        return TrackedFrame(balanced.unionByName(ghosts, allowMissingColumns=True), self)
+        known = [str(k) for k in self.run_keys or self.keys] if others == "error" else None
+        return TrackedFrame(start(df, key, chains, self.run_key, known=known), self)
 
     def write(
         self,
@@ -222,32 +176,37 @@ class FrameAttempt:
         *,
         format: str,
         tag_column: str,
+        publish: bool = True,
     ) -> WriteResult:
-        """The attempt's one tracked write (:meth:`TrackedFrame.write`), then its stamps."""
+        """The attempt's one tracked write (:meth:`TrackedFrame.write`): stage, read back,
+        ledger, stamps, publish (:mod:`.commit`). Raises
+        :class:`~xor_ack_dynamodb.spark.output.OutputRefused` before any task for a write
+        that cannot be done."""
         with self._lock:
             if self.write_result is not None:
                 raise InvalidConfig("one tracked write per attempt: its commit acks the chains")
             store = Location.of(location)
-            ledger = self.commit.ledger or f"_xor_ack_ledger-{self.number}-{secrets.token_hex(6)}.json"
-            write_frame(
-                frame.df,
-                store,
-                format=format,
-                tags=self.tags,
-                tag_column=tag_column,
-                ledger=ledger,
-                after_flush=self.tracking.after_flush,
-            )
-            xors = read_ledger(store, ledger)
-            if xors is None:
-                raise RuntimeError(f"the write returned but left no ledger {ledger} in {store.url}")
-            counts = self._stamp(xors, ledger)
-            self.write_result = WriteResult(xors.rows, ledger, counts)
+            protocol.check_write(self.spark, frame.columns, store, format, tag_column)
+            if publish:
+                protocol.recover(self.spark, store, self.tracking.tracker)
+            owner = self.tracking.tags.owner
+            write_id = self.commit.write_id or protocol.new_write_id(owner, self.number)
+            staged = protocol.Staged(store, write_id, tag_column, tuple(frame.columns), format)
+            xors = protocol.stage(frame.df, staged, self.tags, publish=publish)
+            known: dict[str, Attempt] = {}
+            counts = self._stamp(xors, write_id, known)
+            acked = {t for t, a in known.items() if a.state == "acked"}
+            mine = set(self.tags) & self._starting.result()[0]
+            if publish:
+                keep = self.commit.keep_unacked and acked != mine
+                protocol.publish(self.spark, staged, acked, keep_staging=keep)
+            self.write_result = WriteResult(xors.rows, write_id, counts, staged.staging.url)
             return self.write_result
 
-    def _stamp(self, xors: ChainXors, ledger: str) -> Counter[str]:
+    def _stamp(self, xors: ChainXors, write_id: str, acked: dict[str, Attempt]) -> Counter[str]:
         """Stamp or fail each chain this attempt started, once, with what the write
-        committed. Chains it did not start are left alone."""
+        committed (``acked`` receives the chains the stamps completed). Chains it did
+        not start are left alone."""
         commit = self.commit
         if commit.before is not None:
             commit.before(xors)
@@ -260,15 +219,18 @@ class FrameAttempt:
         # the root edge r) the stamp that finishes the committed XOR x is -x, which
         # brings the chain to zero exactly when x == r.
         finished = self.tracking.group.finished
-        return self.tracking.stamp(
+        counts = self.tracking.stamp(
             {tag: finished(value) for tag, value in xors.xors.items() if tag in mine},
             {tag: reason for tag, reason in xors.errors.items() if tag in mine},
-            commit.op_prefix or f"{self.tracking.tags.owner}.{self.number}/{ledger}",
+            commit.op_prefix or f"{self.tracking.tags.owner}.{self.number}/{write_id}",
             owner=commit.owner,
             group=commit.group,
-            known=commit.known,
+            known=acked,
             transactions=self.tracking.transactions,
         )
+        if commit.known is not None:
+            commit.known.update(acked)
+        return counts
 
 
 FrameJob = Callable[[FrameAttempt], Any]

@@ -1,4 +1,4 @@
-"""The tracking columns, and per-chain XORs of Arrow batches, vectorized (numpy).
+"""The tracking columns, and what a committed write owes each chain (:class:`ChainXors`).
 
 Every row of a :class:`~xor_ack_dynamodb.spark.frame.TrackedFrame` carries five hidden
 columns beside the user's:
@@ -20,14 +20,10 @@ columns beside the user's:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-__all__ = ["CHAIN", "EDGE", "GHOST", "ERR", "NOTE", "TRACKING", "ChainXors", "to_signed", "to_unsigned"]
+__all__ = ["CHAIN", "EDGE", "GHOST", "ERR", "NOTE", "TRACKING", "ChainXors", "to_signed"]
 
 CHAIN = "_xa_chain"
 EDGE = "_xa_edge"
@@ -46,69 +42,16 @@ def to_signed(edge: int) -> int:
     return edge - _WORD if edge >= _SIGN else edge
 
 
-def to_unsigned(value: int) -> int:
-    """A Spark bigint as the unsigned 64-bit edge it stands for."""
-    return value + _WORD if value < 0 else value
-
-
 @dataclass
 class ChainXors:
-    """Per chain: the XOR of the edges seen (in either chain mode: the rows keep the XOR
-    invariant, see :mod:`.tracked`), the first failure reason and note (by sort order,
-    so merging is commutative); and the rows of data (not ghosts) seen. Keys are chain
-    indexes while tasks fold batches, tags once :meth:`named`."""
+    """Per chain (by tag): the XOR of the edges of its committed rows (in either chain
+    mode: the rows keep the XOR invariant, see :mod:`.tracked`), the first failure reason
+    and note (by sort order); and the rows of data (not ghosts) written."""
 
     xors: dict[Any, int] = field(default_factory=dict)
     errors: dict[Any, str] = field(default_factory=dict)
     notes: dict[Any, str] = field(default_factory=dict)
     rows: int = 0
-
-    def add_batch(self, batch: pa.RecordBatch) -> None:
-        """Fold one batch with the tracking columns in (numpy, no Python per row)."""
-        import numpy as np
-        import pyarrow.compute as pc
-
-        if batch.num_rows == 0:
-            return
-        chains = batch.column(CHAIN).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        edges = batch.column(EDGE).fill_null(0).to_numpy(zero_copy_only=False)
-        edges = edges.astype(np.int64).view(np.uint64)
-        keys, inverse = np.unique(chains, return_inverse=True)
-        sums = np.zeros(len(keys), dtype=np.uint64)
-        np.bitwise_xor.at(sums, inverse, edges)
-        xors = self.xors
-        for chain, value in zip(keys.tolist(), sums.tolist(), strict=True):
-            xors[chain] = xors.get(chain, 0) ^ value
-        ghosts = pc.sum(batch.column(GHOST).fill_null(False).cast("int64")).as_py() or 0
-        self.rows += batch.num_rows - ghosts
-        for column, into in ((ERR, self.errors), (NOTE, self.notes)):
-            values = batch.column(column)
-            if values.null_count == len(values):
-                continue
-            present = pc.is_valid(values)
-            where = pc.filter(batch.column(CHAIN), present).to_pylist()
-            for chain, text in zip(where, pc.filter(values, present).to_pylist(), strict=True):
-                if chain not in into or text < into[chain]:
-                    into[chain] = text
-
-    def merge(self, other: ChainXors) -> None:
-        for key, value in other.xors.items():
-            self.xors[key] = self.xors.get(key, 0) ^ value
-        for mine, theirs in ((self.errors, other.errors), (self.notes, other.notes)):
-            for key, text in theirs.items():
-                if key not in mine or text < mine[key]:
-                    mine[key] = text
-        self.rows += other.rows
-
-    def named(self, tags: Sequence[str]) -> ChainXors:
-        """The same sums keyed by tag (chain ``i`` is ``tags[i]``; an index out of range,
-        which only a row that lost its chain could carry, raises ``IndexError``)."""
-        return ChainXors(
-            {tags[k]: v for k, v in self.xors.items()},
-            {tags[k]: v for k, v in self.errors.items()},
-            {tags[k]: v for k, v in self.notes.items()},
-            self.rows,
-        )
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -117,8 +60,3 @@ class ChainXors:
             "notes": {str(k): v for k, v in sorted(self.notes.items())},
             "rows": self.rows,
         }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ChainXors:
-        xors = {tag: int(value, 16) for tag, value in data["xors"].items()}
-        return cls(xors, dict(data["errors"]), dict(data["notes"]), int(data["rows"]))

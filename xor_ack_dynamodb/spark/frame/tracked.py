@@ -40,14 +40,13 @@ record):
     that could repeat a row (duplicate keys) would double its edge and is refused.
     Joining two tracked frames (rows of two chains in one) is not supported.
 ``write(location)``
-    the ``xor_ack_sink`` data source (see :mod:`.sink`).
+    Spark's own writer and commit protocol, then the acked rows published (see
+    :mod:`.commit`).
 
-The attempt's sources (:mod:`.attempt`): :meth:`FrameAttempt.read_text` (files, read in splits by
-:mod:`.text_source`, every split accounted for) and :meth:`FrameAttempt.start` (any
-DataFrame with a key column: rows get ``xxhash64(run key, tag, monotonically_increasing_id())``
-and a ``mapInArrow`` step balances them per partition with one ghost row per chain, in
-the same pass; each root also gets one ghost row holding its root edge, so a root with
-no rows is acked empty).
+The attempt's sources (:mod:`.sources`): :meth:`FrameAttempt.read_text` (files, by
+Spark's text reader) and :meth:`FrameAttempt.start` (any DataFrame with a key column):
+each row gets an edge and a ghost copy carrying it, each root a ghost holding its root
+edge, so a root with no rows is acked empty.
 """
 
 from __future__ import annotations
@@ -76,12 +75,14 @@ _MATCH = "_xa_match"
 
 @dataclass
 class WriteResult:
-    """What a tracked write did: rows written (ghosts not counted), chains stamped,
-    acked and failed by the client, and the ledger's name in the location."""
+    """What a tracked write did: rows written (ghosts not counted), its write id (its
+    ledger is ``<location>/_xor_ack/<write id>.json``), chains stamped, acked and failed
+    by the client, and where its rows were staged (removed once published)."""
 
     rows: int
-    ledger: str
+    write_id: str
     counts: Counter[str] = field(default_factory=Counter)
+    staged: str = ""
 
 
 class Writes(Protocol):
@@ -96,6 +97,7 @@ class Writes(Protocol):
         *,
         format: str,
         tag_column: str,
+        publish: bool = True,
     ) -> WriteResult: ...
 
 
@@ -116,6 +118,11 @@ class TrackedFrame:
     def columns(self) -> list[str]:
         """The user's columns."""
         return [c for c in self._df.columns if c not in TRACKING]
+
+    @property
+    def attempt(self) -> Writes:
+        """The attempt these rows belong to (:class:`~.attempt.FrameAttempt`)."""
+        return self._attempt
 
     def _then(self, df: DataFrame) -> TrackedFrame:
         return TrackedFrame(df, self._attempt)
@@ -181,7 +188,10 @@ class TrackedFrame:
 
     def explode(self, array: str | Column, alias: str, *, position: str | None = None) -> TrackedFrame:
         """One row per element of ``array`` (named ``alias``; its index as ``position``
-        if given); the other columns are kept. Edges telescope (module doc)."""
+        if given). The other columns are kept, except ``array`` itself when it is given
+        as a column name (as ``select(explode(...))`` would not repeat it on every
+        child: select it under another name first to keep it). Edges telescope (module
+        doc)."""
         from pyspark.sql import functions as F
 
         for name in (alias, position):
@@ -191,7 +201,8 @@ class TrackedFrame:
         # The array's size is taken before the generator: referenced after it, it would
         # make Spark carry the whole array into every child row.
         base = self._df.withColumn(_ARRAY, F.when(~F.col(GHOST), values)).withColumn(_COUNT, F.size(_ARRAY))
-        kept = [c for c in base.columns if c != _ARRAY and c != alias and c != position]
+        dropped = {_ARRAY, alias, position, array if isinstance(array, str) else None}
+        kept = [c for c in base.columns if c not in dropped]
         exploded = base.select(*kept, F.posexplode_outer(_ARRAY).alias(_POS, alias))
         edge, pos, count = F.col(EDGE), F.col(_POS), F.col(_COUNT)
         run = self._run_key()
@@ -252,11 +263,18 @@ class TrackedFrame:
         *,
         format: str = "parquet",
         tag_column: str = "xor_ack_tag",
+        publish: bool = True,
     ) -> WriteResult:
         """Run the job: write the rows that are not ghosts (user columns and the chain's
-        tag as ``tag_column``) to ``location`` (a directory or ``s3://bucket/prefix``),
-        as Parquet or CSV; then ack. One tracked write per attempt."""
-        return self._attempt.write(self, location, format=format, tag_column=tag_column)
+        tag as ``tag_column``) to ``location`` (a directory, or ``s3://`` where Spark has
+        an S3 file system), as Parquet or CSV, through Spark's writer and its commit
+        protocol; ack; publish the acked chains' rows into ``location`` (see
+        :mod:`.commit`; ``publish=False`` leaves them staged, for a job that reads them
+        there). One tracked write per attempt. Raises
+        :class:`~xor_ack_dynamodb.spark.output.OutputRefused` before any task for a
+        write that cannot be done (a user column named ``tag_column``, another format, a
+        location Spark cannot write)."""
+        return self._attempt.write(self, location, format=format, tag_column=tag_column, publish=publish)
 
 
 class TrackedGroups:

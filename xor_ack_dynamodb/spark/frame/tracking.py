@@ -11,14 +11,16 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ...errors import InvalidConfig
 from ..attempts import DRIVER_THREADS, Driver, Plan
 from ..chains import Started, create_chains
 from ..heartbeat import HeartbeatPolicy
 from ..outcomes import RunObserver, RunReport
+from ..output import Location
+from . import commit as protocol
 from .attempt import Commit, FrameAttempt, FrameJob
 from .columns import to_signed
-from .sink import TrackedSinkSource
-from .text_source import TrackedTextSource
+from .tracked import TrackedFrame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -26,26 +28,12 @@ if TYPE_CHECKING:
     from ...config import AckConfig
     from ...interfaces import AckTracker
 
-__all__ = ["FrameTracking", "is_connect", "register_sources", "default_parallelism"]
+__all__ = ["FrameTracking", "is_connect", "default_parallelism"]
 
 
 def is_connect(spark: Any) -> bool:
     """True for a Spark Connect session (no SparkContext, no RDDs)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
-def register_sources(spark: SparkSession) -> None:
-    """Register the ``xor_ack_text`` and ``xor_ack_sink`` data sources in ``spark`` (a
-    classic session that has them already is left alone: re-registering logs a warning)."""
-    for source in (TrackedTextSource, TrackedSinkSource):
-        if not is_connect(spark):
-            try:
-                manager = spark._jsparkSession.sessionState().dataSourceManager()
-                if manager.dataSourceExists(source.name()):
-                    continue
-            except Exception:  # an internal API: register anyway
-                pass
-        spark.dataSource.register(source)
 
 
 def default_parallelism(spark: SparkSession) -> int:
@@ -81,13 +69,11 @@ class FrameTracking(Driver):
     :param parallelism: how many read partitions to aim at (twice this); default
         Spark's default parallelism (4 under Connect unless
         ``spark.default.parallelism`` is set).
-    :param tracker: on this path only the driver talks to it, so any tracker with the
+    :param tracker: your own tracker (or client: ``XorAckDynamoDB.from_config(config,
+        client)``); on this path only the driver talks to it, so any tracker with the
         same methods works (a ``MemoryAck`` measures what tracking costs Spark itself,
         with no backend).
     :param edge_key: the 32-byte key edges derive from (default: random per object).
-    :param after_flush: a test hook (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`)
-        called as ``hook("read", partition)`` after a read task produced its rows and
-        ``hook("write", partition)`` after a sink task's part is durable.
     :param transactions: send the creates and the stamps as ``create_many`` /
         ``stamp_many`` (TransactWriteItems of up to 100 chains: one request per 100
         roots each way instead of one per root, at twice the write units on DynamoDB;
@@ -106,7 +92,6 @@ class FrameTracking(Driver):
         nonce: str | None = None,
         threads: int = DRIVER_THREADS,
         parallelism: int | None = None,
-        after_flush: Callable[[str, int], None] | None = None,
         heartbeat: bool | HeartbeatPolicy = True,
         edge_key: bytes | None = None,
         transactions: bool = False,
@@ -124,10 +109,8 @@ class FrameTracking(Driver):
         )
         self.spark = spark
         self.transactions = transactions
-        self.after_flush = after_flush
         self.run_key = to_signed(int.from_bytes(self.edges.key[:8], "big"))
         self.parallelism = parallelism or default_parallelism(spark)
-        register_sources(spark)
 
     def run(
         self,
@@ -151,12 +134,14 @@ class FrameTracking(Driver):
         attempt's chains are failed.
         """
 
+        run_keys = [key(root) for root in roots]
+
         def plan(number: int, todo: list[Any], keys: list[Any], tags: list[str]) -> Plan:
             edges = {tag: self.edges.root(tag) for tag in tags}
             commit = Commit()
 
             def attempt(starting: Any) -> object:
-                return job(FrameAttempt(self, number, todo, keys, tags, edges, starting, commit))
+                return job(FrameAttempt(self, number, todo, keys, tags, edges, starting, commit, run_keys))
 
             return Plan(
                 tags,
@@ -170,6 +155,42 @@ class FrameTracking(Driver):
             )
 
         return self.run_attempts(roots, key, plan, max_attempts=max_attempts, observer=observer)
+
+    def run_rows(
+        self,
+        df: DataFrame,
+        key: str,
+        job: Callable[[TrackedFrame], Any],
+        *,
+        max_attempts: int = 3,
+        observer: RunObserver | None = None,
+    ) -> RunReport:
+        """Roots from the data: one root per distinct value of column ``key`` of ``df``
+        (as a string; found by one small Spark job), tracked through ``job(frame)``,
+        where ``frame`` holds the rows of the attempt's roots (an attempt after the
+        first, only those of the roots it replays) and ``job`` ends in one
+        :meth:`TrackedFrame.write`. Every attempt may write to the same location.
+        :class:`InvalidConfig` before any request if a row has no key."""
+        from pyspark.sql import functions as F
+
+        found = df.select(F.col(key).cast("string").alias("k")).distinct().collect()
+        keys = sorted(row[0] for row in found if row[0] is not None)
+        if len(keys) != len(found):
+            raise InvalidConfig(f"rows without a key in column {key!r}: every row needs a root")
+        return self.run(
+            keys,
+            lambda k: k,
+            lambda attempt: job(attempt.start(df, key, others="skip")),
+            max_attempts=max_attempts,
+            observer=observer,
+        )
+
+    def publish_pending(self, location: str | Location) -> int:
+        """Publish the acked rows that earlier writes into ``location`` staged and did
+        not publish (a run that died between its acks and its publish); see
+        :func:`.commit.recover`, which every tracked write runs first. Returns how many
+        writes were published."""
+        return protocol.recover(self.spark, Location.of(location), self.tracker)
 
     def _create(self, edges: dict[str, int], attempt: int) -> Started:
         clock = time.perf_counter()
@@ -191,7 +212,9 @@ class FrameTracking(Driver):
 
     def acked_rows(self, df: DataFrame, report: RunReport, tag_column: str = "xor_ack_tag") -> DataFrame:
         """The rows of ``df`` (written by this run's attempts) whose chain ended acked:
-        what a cross-root aggregate must be computed over to stay exact under replay."""
+        what a cross-root aggregate must be computed over to stay exact under replay.
+        (A published location holds only such rows already: this is for rows read
+        where they were staged, or written before.)"""
         from pyspark.sql import functions as F
 
         acked = sorted(report.acked_tags())

@@ -186,6 +186,8 @@ class RunSpec:
     owners: Mapping[str, str] | None = None
     #: How anchors combine and stamps are sent (xor or sum chains).
     group: Group = Group("xor")
+    #: Send a partition's creates as ``create_many`` (TransactWriteItems of up to 100).
+    transactions: bool = False
 
     @property
     def edge_size(self) -> int:
@@ -280,7 +282,17 @@ class Ledger:
             tracker = executor_tracker(self.spec.config)
             before = snapshot(tracker)
             counts: Counter[str] = Counter()
-            if len(tags) == 1:
+            batched = self._create_many(tracker, tags) if self.spec.transactions else {}
+            tags = [t for t in tags if t not in batched]
+            for tag, (result, carried) in batched.items():
+                counts.update(result)
+                if carried:
+                    pending[tag] = carried
+                else:
+                    pending.pop(tag, None)
+            if not tags:
+                results = []
+            elif len(tags) == 1:
                 results = [self._flush_one(tracker, tags[0])]
             else:
                 with ThreadPoolExecutor(
@@ -299,6 +311,36 @@ class Ledger:
         if not pending:
             return []
         return [(Carry(self.step, self.partition), None, pending)]
+
+    def _create_many(self, tracker: XorAckDynamoDB, tags: list[str]) -> dict[str, tuple[Counter[str], int]]:
+        """The creates of chains that need nothing else (no fail), as ``create_many``
+        per owner; returns what :meth:`_flush_one` would for each."""
+        group = self.group
+        values = {
+            t: group.merge(self.creates[t], self.pending.get(t, 0))
+            for t in tags
+            if t in self.creates and t not in self.failed
+        }
+        out: dict[str, tuple[Counter[str], int]] = {}
+        for owner in sorted({self.spec.owner(t) for t in values}):
+            mine = {t: v for t, v in values.items() if self.spec.owner(t) == owner}
+            results = tracker.create_many(
+                {t: group.value(v or self.creates[t]) for t, v in mine.items()},
+                op_ids={t: self.op_id(t) + "/create" for t in mine},
+                owner=owner,
+            )
+            for tag, result in results.items():
+                counts: Counter[str] = Counter()
+                if isinstance(result, TagExists):
+                    report_conflict(self.spec, tag)
+                    counts["create_exists"] += 1
+                    out[tag] = (counts, 0)
+                elif isinstance(result, Exception):
+                    raise result
+                else:
+                    counts["chains_created"] += 1
+                    out[tag] = (counts, group.finished(self.creates[tag]) if mine[tag] == 0 else 0)
+        return out
 
     def _flush_one(self, tracker: XorAckDynamoDB, tag: str) -> tuple[Counter[str], int]:
         """Create and/or fail chain ``tag``; returns counts, and for a created chain the

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,10 @@ class CsvPartitionWriter:
     directory: str
     header: Sequence[str]
     to_row: Callable[[Any], Sequence[Any]] = tuple
+
+    def __post_init__(self) -> None:
+        # A relative directory means the driver's: executors run elsewhere.
+        object.__setattr__(self, "directory", os.path.abspath(self.directory))
 
     def path(self, index: int) -> Path:
         return Path(self.directory) / f"part-{index:05d}.csv"

@@ -1,0 +1,326 @@
+"""The tracked word count against the plain PySpark job a user would write instead, as
+whole processes, as a user starts them.
+
+    .venv/bin/python -m benchmarks.wordcount_vs_plain [--pairs 3] [--masters local,cluster]
+        [--corpus DIR] [--out DIR]
+
+Three commands per round, in rotating order: (a) the plain PySpark DataFrame word count
+(:data:`PLAIN`: ``spark.read.text``, ``split`` on ``[^\\p{L}]+``, lower-case, empties
+dropped, ``explode``, ``groupBy("word").count()``, CSV write), (b) ``xor-ack wordcount``
+(tracked, DataFrame path) and (c) ``xor-ack wordcount --api rdd`` (tracked, RDD path),
+both on the embedded default backend (the moto server the command starts itself). Each
+round's ratios b/a and c/a are a pair; the report gives the median of at least three.
+The counts of (b) and (c) must equal (a)'s exactly and every file must end acked.
+
+Corpus: the UTF-8 ``copyright`` files under ``/usr/share/doc`` (the Debian packages'
+notices: 710 files and 2,555,041 words on the machine the issue was measured on);
+where there are fewer than 700, a reproducible corpus of 710 real-looking files and
+2.5 million words is built (:mod:`benchmarks.corpus`). Peak memory: the largest peak
+resident set of the driver's JVM, the driver's Python process and any Python worker,
+sampled from ``/proc``. Also on a standalone cluster (``--masters cluster``, started
+from the pyspark package).
+
+Writes ``wordcount_vs_plain.{json,md,png}`` beside this file (or into ``--out``). Exit
+status 1 if any run was not exact or left a file not acked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+PYTHON = sys.executable
+XOR_ACK = str(Path(PYTHON).with_name("xor-ack"))
+
+#: The job a user would write without tracking (run as ``python -c PLAIN MASTER OUT FILE...``).
+PLAIN = """
+import sys
+from pyspark.sql import SparkSession, functions as F
+master, out, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+spark = SparkSession.builder.master(master).appName("plain wordcount").getOrCreate()
+words = spark.read.text(files).select(F.explode(F.split("value", r"[^\\p{L}]+")).alias("word"))
+counts = words.where(F.col("word") != "").select(F.lower("word").alias("word")).groupBy("word").count()
+counts.write.mode("overwrite").option("header", "true").csv(out)
+spark.stop()
+"""
+
+
+def debian_corpus(minimum: int = 700) -> list[str] | None:
+    """The UTF-8 ``/usr/share/doc/<package>/copyright`` files, copied to
+    ``benchmarks/.debian-corpus/<package>.txt`` (many packages share one notice through a
+    link: copies make them the distinct files a user would have), or None if fewer than
+    ``minimum``."""
+    root = HERE / ".debian-corpus"
+    found = []
+    for path in sorted(Path("/usr/share/doc").glob("*/copyright")):
+        try:
+            data = path.read_bytes()
+            data.decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        copy = root / f"{path.parent.name}.txt"
+        if not copy.exists() or copy.read_bytes() != data:
+            root.mkdir(exist_ok=True)
+            copy.write_bytes(data)
+        found.append(str(copy))
+    return found if len(found) >= minimum else None
+
+
+def built_corpus() -> list[str]:
+    from .corpus import CorpusSpec, build_corpus
+
+    root = HERE / ".corpus-plain"
+    build_corpus(root, CorpusSpec(files=710, words=2_500_000))
+    return sorted(str(p) for p in root.rglob("*") if p.is_file())
+
+
+def _kind(root: bool, cmdline: bytes) -> str | None:
+    """Which peak a process counts in: the JVM, a Python worker, or the driver."""
+    if b"java" in cmdline.split(b"\0")[0]:
+        return "jvm"
+    if b"pyspark.daemon" in cmdline or b"pyspark.worker" in cmdline or b"pyspark/daemon.py" in cmdline:
+        return "workers"
+    return "driver" if root else None
+
+
+class PeakMemory:
+    """Peak resident set (MiB) of a process tree's JVM, driver Python and Python
+    workers, polled from ``/proc`` while a command runs."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.peaks: dict[str, int] = {"jvm": 0, "driver": 0, "workers": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _tree(self) -> list[tuple[int, bytes]]:
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                    parent = int(stat.rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+                children.setdefault(parent, []).append(int(entry.name))
+        out, todo = [], [self.root]
+        while todo:
+            pid = todo.pop()
+            try:
+                out.append((pid, Path(f"/proc/{pid}/cmdline").read_bytes()))
+            except OSError:
+                continue
+            todo += children.get(pid, [])
+        return out
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.1):
+            for pid, cmdline in self._tree():
+                kind = _kind(pid == self.root, cmdline)
+                if kind is None:
+                    continue
+                try:
+                    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                        if line.startswith("VmHWM:"):
+                            self.peaks[kind] = max(self.peaks[kind], int(line.split()[1]))
+                except (OSError, ValueError):
+                    pass
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def mib(self) -> dict[str, float]:
+        return {k: round(v / 1024, 1) for k, v in self.peaks.items()}
+
+
+def run(command: list[str], env: dict[str, str]) -> tuple[float, dict[str, float], str]:
+    clock = time.perf_counter()
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    with PeakMemory(process.pid) as memory:
+        output, _ = process.communicate()
+    seconds = time.perf_counter() - clock
+    if process.returncode != 0:
+        raise RuntimeError(
+            f"{command[:3]} exited {process.returncode}:\n{output.decode(errors='replace')[-3000:]}"
+        )
+    return seconds, memory.mib(), output.decode(errors="replace")
+
+
+def read_plain(out: Path) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for part in out.glob("part-*.csv"):
+        with open(part, newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                counts[row["word"]] += int(row["count"])
+    return counts
+
+
+def read_tracked(out: Path) -> tuple[Counter[str], dict[str, Any]]:
+    with open(out / "counts.csv", newline="", encoding="utf-8") as handle:
+        counts = Counter({r["word"]: int(r["count"]) for r in csv.DictReader(handle)})
+    return counts, json.loads((out / "report.json").read_text())
+
+
+def one_master(master: str, files: list[str], pairs: int, work: Path, env: dict[str, str]) -> dict[str, Any]:
+    commands = {
+        "plain": lambda out: [PYTHON, "-c", PLAIN, master, str(out), *files],
+        "frame": lambda out: [
+            XOR_ACK,
+            "wordcount",
+            "--master",
+            master,
+            "--output",
+            str(out),
+            "--quiet",
+            *files,
+        ],
+        "rdd": lambda out: [
+            XOR_ACK,
+            "wordcount",
+            "--api",
+            "rdd",
+            "--master",
+            master,
+            "--output",
+            str(out),
+            "--quiet",
+            *files,
+        ],
+    }
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
+    reference: Counter[str] | None = None
+    exact = True
+    order = list(commands)
+    for round_ in range(pairs):
+        for name in order[round_ % 3 :] + order[: round_ % 3]:
+            out = work / f"{name}-{round_}"
+            seconds, memory, _ = run(commands[name](out), env)
+            entry: dict[str, Any] = {"seconds": round(seconds, 2), "memory_mib": memory}
+            if name == "plain":
+                counts = read_plain(out)
+            else:
+                counts, report = read_tracked(out)
+                totals = report["totals"]
+                entry.update(
+                    acked=totals["acked"] == totals["files"] == len(files),
+                    requests=totals["dynamodb_requests"],
+                    requests_per_word=totals["requests_per_word"],
+                    phases=report.get("phases", {}),
+                )
+                exact &= entry["acked"]
+            reference = reference if reference is not None else counts
+            entry["exact"] = counts == reference
+            exact &= entry["exact"]
+            runs[name].append(entry)
+            print(f"{master} round {round_}: {name} {seconds:.1f} s {memory}", flush=True)
+    ratios = {
+        name: [runs[name][i]["seconds"] / runs["plain"][i]["seconds"] for i in range(pairs)]
+        for name in ("frame", "rdd")
+    }
+    words = sum(reference.values()) if reference else 0
+    return {
+        "master": master,
+        "files": len(files),
+        "words": words,
+        "runs": runs,
+        "ratios": {k: [round(r, 3) for r in v] for k, v in ratios.items()},
+        "median_ratio": {k: round(statistics.median(v), 3) for k, v in ratios.items()},
+        "exact": exact,
+    }
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = [
+        "| master | job | median wall s | median ratio to plain | requests per word "
+        "| peak MiB (JVM / driver / worker) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        for name in ("plain", "frame", "rdd"):
+            runs = result["runs"][name]
+            wall = statistics.median(r["seconds"] for r in runs)
+            ratio = "1" if name == "plain" else f"{result['median_ratio'][name]:.2f}"
+            rpw = "-" if name == "plain" else f"{runs[-1]['requests_per_word']:.5f}"
+            memory = max(runs, key=lambda r: r["memory_mib"]["jvm"])["memory_mib"]
+            label = {
+                "plain": "plain PySpark",
+                "frame": "xor-ack wordcount",
+                "rdd": "xor-ack wordcount --api rdd",
+            }[name]
+            lines.append(
+                f"| {result['master']} | {label} | {wall:.1f} | {ratio} | {rpw} | "
+                f"{memory['jvm']:.0f} / {memory['driver']:.0f} / {memory['workers']:.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 3.6), squeeze=False)
+    for ax, result in zip(axes[0], results, strict=True):
+        names = ["plain", "frame", "rdd"]
+        values = [[r["seconds"] for r in result["runs"][n]] for n in names]
+        ax.boxplot(values, labels=["plain PySpark", "tracked frame", "tracked rdd"])
+        ax.set_title(f"{result['master']}: {result['files']} files, {result['words']:,} words")
+        ax.set_ylabel("wall seconds (whole process)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--masters", default="local")
+    parser.add_argument("--corpus", help="a directory of text files instead of the Debian notices")
+    parser.add_argument("--limit", type=int, help="use only the first N files (development runs)")
+    parser.add_argument("--out", type=Path, default=HERE)
+    args = parser.parse_args(argv)
+    if args.corpus:
+        files = sorted(str(p) for p in Path(args.corpus).rglob("*") if p.is_file())
+    else:
+        files = debian_corpus() or built_corpus()
+    files = files[: args.limit] if args.limit else files
+    env = {**os.environ, "PYSPARK_PYTHON": PYTHON}
+    results = []
+    with tempfile.TemporaryDirectory(prefix="wc-vs-plain-") as temp:
+        for master in args.masters.split(","):
+            if master == "cluster":
+                from xor_ack_dynamodb.testing.spark_servers import standalone_cluster
+
+                with standalone_cluster(Path(temp) / "cluster", cores=2, memory="2g") as url:
+                    result = one_master(url, files, args.pairs, Path(temp) / "cluster-runs", env)
+                result["master"] = "standalone cluster"
+            else:
+                result = one_master("local[*]", files, args.pairs, Path(temp) / "local-runs", env)
+            results.append(result)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "wordcount_vs_plain.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.out / "wordcount_vs_plain.md").write_text(table(results))
+    plot(results, args.out / "wordcount_vs_plain.png")
+    print(table(results))
+    return 0 if all(r["exact"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""The embedded moto server's TransactWriteItems (``testing/moto_server.py``): moto
+deep-copies the whole table once per item of a transaction; the server snapshots only
+the items a transaction names, once. All or nothing still holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+
+from xor_ack_dynamodb import LocalDynamoDB
+
+pytestmark = pytest.mark.server
+
+
+def _put(key: str, value: str, new: bool = True) -> dict[str, Any]:
+    put: dict[str, Any] = {"TableName": "tx", "Item": {"k": {"S": key}, "v": {"S": value}}}
+    if new:
+        put["ConditionExpression"] = "attribute_not_exists(k)"
+    return {"Put": put}
+
+
+def test_a_cancelled_transaction_changes_nothing_and_tables_are_not_copied() -> None:
+    from moto.dynamodb import models
+
+    with LocalDynamoDB() as server:
+        client = boto3.client(
+            "dynamodb",
+            endpoint_url=server.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id="x",
+            aws_secret_access_key="x",
+        )
+        client.create_table(
+            TableName="tx",
+            KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        client.transact_write_items(TransactItems=[_put(f"old{i}", "a") for i in range(100)])
+        update = {
+            "Update": {
+                "TableName": "tx",
+                "Key": {"k": {"S": "old1"}},
+                "UpdateExpression": "SET v = :b",
+                "ExpressionAttributeValues": {":b": {"S": "b"}},
+            }
+        }
+        items = [_put(f"new{i}", "n") for i in range(50)] + [update, _put("old0", "x")]  # the last one fails
+        with pytest.raises(client.exceptions.TransactionCanceledException):
+            client.transact_write_items(TransactItems=items)
+        keys = {item["k"]["S"]: item["v"]["S"] for item in client.scan(TableName="tx")["Items"]}
+        assert keys == {f"old{i}": "a" for i in range(100)}  # no new item, old1 and old0 unchanged
+        client.transact_write_items(TransactItems=[_put("new0", "n"), update])
+        assert client.get_item(TableName="tx", Key={"k": {"S": "old1"}})["Item"]["v"]["S"] == "b"
+        table = object.__new__(models.Table)
+        assert models.copy.deepcopy(table) is table  # type: ignore[attr-defined]

@@ -1,0 +1,308 @@
+"""Where a tracked frame's rows come from: files (:func:`read_text`) or the rows of any
+DataFrame keyed by a column (:func:`start`), in the JVM, with no Python per row.
+
+**Edges.** Each source row gets an edge ``e = xxhash64(run key, chain, row id)`` and a
+*ghost copy* of itself (the same edge, no data), so the source's rows of a chain XOR to
+zero wherever Spark puts them; each root adds one ghost holding its root edge ``r``
+(so a root without rows is acked empty). Per chain the rows then XOR to ``r``, the
+invariant every operation keeps (:mod:`.tracked`). A row's descendants (explode's
+children, the group it lands in) carry ``e`` between them and its ghost copy carries
+``e`` on its own: lose or repeat a descendant and the chain does not reach zero. The
+copy comes out of the same evaluation as the row (``explode`` of a two-element array),
+so the pair agrees even when the plan is nondeterministic.
+
+**Files** are read by Spark's own text reader (``spark.read.text``): every file system
+Spark has (local, HDFS, ``s3://`` on EMR), Spark's own splits of big files, lines ending
+at ``\\n``, ``\\r\\n`` or ``\\r``; ``_metadata.file_path`` names each line's file, which is
+mapped to its root (a line that matches no root aborts the job: never dropped). As in
+any Spark job the reader is trusted to read every line of every file it is given; a
+local file already missing when the attempt starts fails its root (replayed).
+Where Spark has no file system (``s3://`` from the pip package, which has no S3A or
+EMRFS) or cannot name a file (a name that is not UTF-8, or holds ``:`` or glob
+characters), those roots are read by a small Arrow reader on the executors instead
+(``mapInArrow`` over the roots, one file or object per task: boto3 for ``s3://``,
+``open`` for files), with the same line rule; the JVM does the rest.
+
+**Bad bytes.** Spark keeps a line's bytes as they are; ``is_valid_utf8`` finds invalid
+UTF-8. With ``bad_bytes="replace"`` (default) the line is decoded with U+FFFD where it
+is invalid (as every string function of Spark does) and its root gets a note; with
+``"fail"`` the line is not processed and its root fails permanently (a replay would
+read the same bytes). **Normalization** to NFC (default) uses ICU4J's ``Normalizer``,
+which Spark ships, through ``reflect``, on lines that are not plain ASCII only.
+
+Columns of :func:`read_text`: ``path`` (the root's path as given) and ``line``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from ...errors import InvalidConfig
+from ..outcomes import PERMANENT
+from ..output import Location
+from ..tags import escape_key, unescape_key
+from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, to_signed
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = ["TextRoot", "read_text", "start", "has_filesystem", "BAD_BYTES_NOTE", "nfc"]
+
+BAD_BYTES_NOTE = "bad bytes: invalid UTF-8 replaced by U+FFFD"
+_KEY = "_xa_key"
+_ROOT = "_xa_root"
+_COPY = "_xa_copy"
+#: Characters a Hadoop path cannot carry as they are (a scheme separator, glob syntax).
+_UNSAFE = set(":*?[]{}\\")
+
+
+@dataclass(frozen=True)
+class TextRoot:
+    """One file to read: its chain (index in the attempt's tags), its path (a local
+    path, ``str`` or ``bytes``, or a URI such as ``s3://bucket/key``) and root edge."""
+
+    chain: int
+    path: str | bytes
+    edge: int
+
+    @property
+    def text(self) -> str:
+        """The path as text (escaped where it is not UTF-8)."""
+        return escape_key(self.path)
+
+    @property
+    def uri(self) -> str | None:
+        """The path as Spark names it in ``_metadata.file_path`` once decoded, or None
+        when Spark's reader cannot name it (then the Arrow reader reads it)."""
+        if isinstance(self.path, str) and "://" in self.path:
+            return self.path
+        raw = os.fsencode(self.path)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return None if _UNSAFE & set(text) else "file:" + os.path.abspath(text)
+
+
+def has_filesystem(spark: SparkSession, scheme: str) -> bool:
+    """Whether Spark has a Hadoop file system for ``scheme`` (``s3`` on EMR: yes; from
+    the pip package: no). Classic: asked of Hadoop; Spark Connect: a probe read."""
+    from .tracking import is_connect
+
+    if not is_connect(spark):
+        session: Any = spark
+        try:
+            hadoop = session._jsc.hadoopConfiguration()
+            session._jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, hadoop)
+        except Exception:
+            return False
+        return True
+    try:
+        _ = spark.read.text(f"{scheme}://xor-ack-probe/none").schema
+    except Exception as exc:
+        return "No FileSystem for scheme" not in str(exc)
+    return True
+
+
+def nfc(column: str) -> Column:
+    """Column ``column`` in Unicode NFC (ICU4J through ``reflect``; ASCII lines as they
+    are, without the call)."""
+    from pyspark.sql import functions as F
+
+    composed = F.expr(f"reflect('com.ibm.icu.text.Normalizer', 'compose', `{column}`, false)")
+    return F.when(F.col(column).rlike("[^\\x00-\\x7F]"), composed).otherwise(F.col(column))
+
+
+def _edges(df: DataFrame, run_key: int) -> DataFrame:
+    """Give each row an edge and a ghost copy with it (module doc). ``df`` has ``CHAIN``
+    and may have ``ERR``/``NOTE`` for the copies; user columns are nulled on copies."""
+    from pyspark.sql import functions as F
+
+    run = F.lit(run_key).cast("bigint")
+    users = [c for c in df.columns if c not in TRACKING and c != _COPY]
+    edged = df.withColumn(EDGE, F.xxhash64(run, F.col(CHAIN), F.monotonically_increasing_id()))
+    doubled = edged.withColumn(_COPY, F.explode(F.array(F.lit(False), F.lit(True))))
+    copy = F.col(_COPY)
+    err = F.col(ERR) if ERR in df.columns else F.lit(None).cast("string")
+    note = F.col(NOTE) if NOTE in df.columns else F.lit(None).cast("string")
+    ghost = F.col(GHOST) if GHOST in df.columns else F.lit(False)
+    return doubled.select(
+        *(F.when(~copy & ~ghost, F.col(c)).alias(c) for c in users),
+        F.col(CHAIN),
+        F.col(EDGE),
+        (copy | ghost).alias(GHOST),
+        F.when(copy, err).alias(ERR),
+        F.when(copy, note).alias(NOTE),
+    )
+
+
+def _root_ghosts(
+    spark: SparkSession, edges: Sequence[tuple[int, int, str | None]], users: Sequence[str], schema: Any
+) -> DataFrame:
+    """One ghost per root holding its root edge (and a failure reason, if any)."""
+    from pyspark.sql import functions as F
+
+    rows = spark.createDataFrame(
+        [(chain, to_signed(edge), error) for chain, edge, error in edges],
+        f"{CHAIN} int, {EDGE} bigint, {ERR} string",
+    )
+    kinds = {f.name: f.dataType for f in schema}
+    return rows.select(
+        *(F.lit(None).cast(kinds[c]).alias(c) for c in users),
+        F.col(CHAIN),
+        F.col(EDGE),
+        F.lit(True).alias(GHOST),
+        F.col(ERR),
+        F.lit(None).cast("string").alias(NOTE),
+    )
+
+
+def _fallback_lines(location: Location, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``: the lines (bytes) of each root (``chain``, escaped ``path``), one
+    whole file or object at a time; an unreadable one yields its error instead."""
+    import pyarrow as pa
+
+    schema = pa.schema([(CHAIN, pa.int32()), ("value", pa.binary()), ("error", pa.string())])
+    client = None
+    for batch in batches:
+        for chain, path in zip(
+            batch.column(CHAIN).to_pylist(), batch.column("path").to_pylist(), strict=True
+        ):
+            try:
+                if path.startswith("s3://"):
+                    client = client or location.client()
+                    bucket, _, key = path[len("s3://") :].partition("/")
+                    data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+                else:
+                    with open(unescape_key(path), "rb") as handle:
+                        data = handle.read()
+            except Exception as exc:
+                why = getattr(exc, "strerror", None) or str(exc)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array([chain], pa.int32()),
+                        pa.nulls(1, pa.binary()),
+                        pa.array([f"{type(exc).__name__}: {why}"]),
+                    ],
+                    schema=schema,
+                )
+                continue
+            lines = data.splitlines()
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array([chain] * len(lines), pa.int32()),
+                    pa.array(lines, pa.binary()),
+                    pa.nulls(len(lines), pa.string()),
+                ],
+                schema=schema,
+            )
+
+
+def read_text(
+    spark: SparkSession,
+    roots: Sequence[TextRoot],
+    run_key: int,
+    *,
+    bad_bytes: str = "replace",
+    normalize: str = "NFC",
+    partitions: int = 8,
+) -> DataFrame:
+    """The lines of ``roots`` as tracked rows (module doc): columns ``path``, ``line``
+    and the tracking columns (``partitions``: tasks of the Arrow reader, if it is
+    needed). :class:`InvalidConfig` for a bad option."""
+    from pyspark.sql import functions as F
+
+    if bad_bytes not in ("replace", "fail"):
+        raise InvalidConfig(f"bad_bytes must be 'replace' or 'fail', got {bad_bytes!r}")
+    if normalize not in ("NFC", "none"):
+        raise InvalidConfig(f"normalize must be 'NFC' or 'none', got {normalize!r}")
+    native: list[TextRoot] = []
+    other: list[TextRoot] = []
+    missing: dict[int, str] = {}
+    s3 = None
+    for root in roots:
+        uri = root.uri
+        if uri is None or (
+            uri.startswith("s3://") and not (s3 if s3 is not None else (s3 := has_filesystem(spark, "s3")))
+        ):
+            other.append(root)
+        elif uri.startswith("file:") and not os.path.exists(uri[len("file:") :]):
+            missing[root.chain] = f"FileNotFoundError: no such file: {root.text}"
+        else:
+            native.append(root)
+    parts: list[DataFrame] = []
+    names = spark.createDataFrame([(r.chain, r.text) for r in roots], f"{CHAIN} int, path string")
+    if native:
+        keys = spark.createDataFrame([(r.uri, r.chain) for r in native], f"{_KEY} string, {CHAIN} int")
+        decoded = F.url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
+        lines = spark.read.text([r.uri or "" for r in native]).select(F.col("value"), decoded.alias(_KEY))
+        found = lines.join(F.broadcast(keys), _KEY, "left")
+        chain = F.coalesce(
+            F.col(CHAIN), F.raise_error(F.concat(F.lit("a line of no root: "), F.col(_KEY))).cast("int")
+        )
+        parts.append(found.select(chain.alias(CHAIN), "value", F.lit(None).cast("string").alias(ERR)))
+    if other:
+        where = Location.s3_environment()
+        listed = spark.createDataFrame([(r.chain, r.text) for r in other], f"{CHAIN} int, path string")
+        read = listed.repartition(max(1, min(len(other), partitions))).mapInArrow(
+            partial(_fallback_lines, where), f"{CHAIN} int, value binary, error string"
+        )
+        parts.append(
+            read.select(CHAIN, F.col("value").cast("string").alias("value"), F.col("error").alias(ERR))
+        )
+    strict = bad_bytes == "fail"
+    root_errors = [(r.chain, r.edge, missing.get(r.chain)) for r in roots]
+    if not parts:
+        return _root_ghosts(spark, root_errors, ["path", "line"], names.schema.add("line", "string"))
+    lines = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    valid = F.coalesce(F.is_valid_utf8("value"), F.lit(True))
+    unreadable = F.col(ERR).isNotNull()
+    bad = F.concat(F.lit(f"{PERMANENT}bad bytes: invalid UTF-8 in "), F.col("path"))
+    marked = lines.join(F.broadcast(names), CHAIN).select(
+        "path",
+        F.col("value").alias(_ROOT),
+        CHAIN,
+        (unreadable | (~valid & F.lit(strict))).alias(GHOST),
+        F.coalesce(F.col(ERR), F.when(~valid & F.lit(strict), bad)).alias(ERR),
+        F.when(~valid & F.lit(not strict), F.lit(BAD_BYTES_NOTE)).alias(NOTE),
+    )
+    text = nfc(_ROOT) if normalize == "NFC" else F.col(_ROOT)
+    rows = _edges(marked.withColumn("line", text).drop(_ROOT), run_key)
+    return rows.unionByName(_root_ghosts(spark, root_errors, ["path", "line"], rows.schema))
+
+
+def start(
+    df: DataFrame,
+    key: str,
+    chains: Sequence[tuple[str, int, int]],
+    run_key: int,
+    *,
+    known: Sequence[str] | None = None,
+) -> DataFrame:
+    """The rows of ``df`` whose column ``key`` (as a string) is the key of one of
+    ``chains`` (``(key, chain, root edge)``), tracked (module doc), plus each root's
+    ghost. Rows of other keys are left out; with ``known`` (every key of the run), a row
+    whose key is not in it raises :class:`InvalidConfig` first (one small Spark job),
+    and so does a row without a key: nothing is dropped silently."""
+    from pyspark.sql import functions as F
+
+    if set(df.columns) & set(TRACKING):
+        raise InvalidConfig("the DataFrame already has tracking columns")
+    spark = df.sparkSession
+    value = F.col(key).cast("string")
+    if known is not None:
+        listed = spark.createDataFrame([(k,) for k in known], f"{_KEY} string")
+        stray = df.select(value.alias(_KEY)).join(F.broadcast(listed), _KEY, "left_anti").limit(1).collect()
+        if stray:
+            raise InvalidConfig(f"a row's {key!r} is {stray[0][0]!r}, not the key of any root of the run")
+    roots = spark.createDataFrame([(k, c) for k, c, _ in chains], f"{_KEY} string, {CHAIN} int")
+    joined = df.join(F.broadcast(roots), value == F.col(_KEY), "inner").drop(_KEY)
+    rows = _edges(joined, run_key)
+    return rows.unionByName(
+        _root_ghosts(spark, [(c, e, None) for _, c, e in chains], [c for c in df.columns], rows.schema)
+    )
