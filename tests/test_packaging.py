@@ -14,8 +14,9 @@
   keeps the archive at about 130 MB. A probe shows that the workers' Python cannot import
   the package without the archive and imports it from the archive with it.
 
-These tests install from pip's usual cache and index: the packages are the ones
-``make setup`` installed into the test venv in the same run.
+The clean venvs are installed by the test venv's pip (``pip --python``) from the index
+the machine's pip uses, through pip's own cache when it has the files (most of them
+``make setup`` fetched in the same run); nothing else outside the repository is needed.
 """
 
 from __future__ import annotations
