@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test reliability bench bench-spark bench-wordcount lint docs clean dynalite dynamodb-local unasync
+.PHONY: setup demo test reliability bench bench-spark bench-wordcount lint docs dist clean dynalite dynamodb-local unasync
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -108,5 +108,13 @@ docs: $(STAMP)
 	done; \
 	echo "pdoc -o build/api $$modules"; $(PY) -m pdoc -o build/api $$modules
 
+# The sdist and the wheel a release uploads, in dist/, checked by `twine check --strict`.
+# `make test` builds and checks them too (tests/test_packaging.py, in a temporary
+# directory), then installs the wheel into clean virtualenvs.
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
+
 clean:
-	rm -rf $(VENV) .dynalite .dynamodb-local out build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .dynalite .dynamodb-local out build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -41,7 +41,7 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 #: Connect session sets process-wide state the classic modules expect to find restored).
 #: The standalone cluster, a module fixture of its own run through subprocesses, runs on
 #: another worker meanwhile.
-XDIST_GROUPS = {"test_spark_cluster.py": "spark-cluster"}
+XDIST_GROUPS = {"test_spark_cluster.py": "spark-cluster", "test_packaging.py": "packaging"}
 
 
 def xdist_group(module: str) -> str | None:

@@ -50,6 +50,7 @@ from .chains import (
 from .edges import EdgeKey
 from .group import Group, group_for
 from .heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_tracker
+from .metrics import RunMetrics
 from .outcomes import Attempt, RootOutcome, RunObserver, RunReport, record_attempt
 from .tags import TagScheme, escape_key
 
@@ -227,7 +228,22 @@ class Driver:
         to do), until every root's chain is acked, failed permanently or refused, or
         ``max_attempts`` attempts were made. Raises :class:`InvalidConfig` before
         anything is written if ``key`` gives two roots the same key, and
-        :class:`~xor_ack_dynamodb.errors.InvalidTag` if a tag would be too long."""
+        :class:`~xor_ack_dynamodb.errors.InvalidTag` if a tag would be too long. The
+        run's progress and figures are published to Spark (:mod:`.metrics`)."""
+        with RunMetrics.of(self) as metrics:
+            report = self._attempts(roots, key, plan, max_attempts, observer, metrics)
+            metrics.finished(report)
+            return report
+
+    def _attempts(
+        self,
+        roots: Sequence[Any],
+        key: Callable[[Any], Any],
+        plan: Callable[[int, list[Any], list[Any], list[str]], Plan],
+        max_attempts: int,
+        observer: RunObserver | None,
+        metrics: RunMetrics,
+    ) -> RunReport:
         raw_keys = [key(root) for root in roots]
         keys = check_roots(self.tags, raw_keys, max_attempts)
         outcomes = [RootOutcome(root, k) for root, k in zip(roots, keys, strict=True)]
@@ -238,6 +254,7 @@ class Driver:
                 break
             if observer is not None:
                 observer.attempt_started(number, len(todo), self)
+            metrics.attempt_started(number, len(todo))
             tags = [self.tags.escaped(keys[i], number) for i in todo]
             settled, error = self.attempt(
                 plan(number, [roots[i] for i in todo], [raw_keys[i] for i in todo], tags)

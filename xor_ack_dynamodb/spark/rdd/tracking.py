@@ -207,7 +207,6 @@ class RDDTracking(Driver):
         def plan(number: int, todo: list[Any], keys: list[Any], tags: list[str]) -> Plan:
             slices = max(1, min(len(todo), num_slices or self.sc.defaultParallelism))
             rdd = self.sc.parallelize(todo, slices)
-            self.sc.setJobDescription(f"xor-ack run {self.run_id} attempt {number}")
             return Plan(
                 tags,
                 lambda _: job(self.start(rdd, key, attempt=number), number),

@@ -1,0 +1,338 @@
+"""The package as a user gets it.
+
+- The sdist and the wheel that ``python -m build`` makes pass ``twine check --strict`` and
+  hold every module, the metadata and the entry points (one build serves this module).
+- The wheel with the ``spark`` extra, installed into a clean virtualenv (nothing of this
+  repository or the test venv on its path), gives a working ``xor-ack``: ``--help`` and a
+  tracked word count (the embedded moto server, Spark ``local[*]``).
+- The README's EMR recipe, run as written (its ``spark-submit`` command is read from the
+  README), on a Spark standalone cluster whose workers' Python has no copy of the
+  package: a venv with the wheel and the ``cluster`` extra, packed by venv-pack, shipped
+  with ``--archives``. The cluster's own PySpark (``pyspark.zip`` of the pyspark package
+  that started it, as ``/usr/lib/spark/python/lib/pyspark.zip`` on EMR) is on the
+  workers' path, so the archive carries no PySpark: that is what EMR does too, and it
+  keeps the archive at about 130 MB. A probe shows that the workers' Python cannot import
+  the package without the archive and imports it from the archive with it.
+
+The clean venvs are installed by the test venv's pip (``pip --python``) from the index
+the machine's pip uses, through pip's own cache when it has the files (most of them
+``make setup`` fetched in the same run); nothing else outside the repository is needed.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tarfile
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import REPO, corpus_files, plain_count, read_counts
+
+import xor_ack_dynamodb
+from xor_ack_dynamodb import XorAckDynamoDB
+from xor_ack_dynamodb.testing.spark_servers import spark_home, standalone_cluster
+
+pytestmark = pytest.mark.spark
+
+
+def _test_site_packages() -> list[Path]:
+    """The test venv's site-packages: nothing the clean environments run may import from it."""
+    import site
+
+    return [Path(p).resolve() for p in site.getsitepackages()]
+
+
+def clean_environment(**extra: str) -> dict[str, str]:
+    """This process's environment without what would point a Python at this repository
+    or the test venv (``PYTHONPATH``, ``VIRTUAL_ENV``, ``PYSPARK_*``, the venv's ``bin``
+    on ``PATH``), with fake AWS credentials and a region (an instance profile's part)."""
+    dropped = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in dropped and not k.startswith("PYSPARK_") and not k.startswith("AWS_PROFILE")
+    }
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
+    env.update(
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_REGION="us-east-1",
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
+    env.update(extra)
+    return env
+
+
+def run(command: list[str], *, timeout: float = 300, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
+    assert result.returncode == 0, f"{command[:4]}...: {result.stdout[-3000:]}{result.stderr[-3000:]}"
+    return result
+
+
+def new_venv(path: Path, *requirements: str) -> Path:
+    """A virtualenv at ``path`` (no pip of its own: the test venv's pip installs into it,
+    ``pip --python``) with ``requirements``; returns its ``bin`` directory."""
+    run([sys.executable, "-m", "venv", "--without-pip", str(path)])
+    if requirements:
+        pip = [sys.executable, "-m", "pip", "--python", str(path / "bin" / "python"), "install"]
+        run(pip + ["--quiet", "--disable-pip-version-check", *requirements], timeout=600)
+    return path / "bin"
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The sdist and the wheel of this checkout, built once (``python -m build``: the wheel
+    is built from the sdist, so a file the sdist lacks is missing from the wheel too)."""
+    out = tmp_path_factory.mktemp("dist")
+    run([sys.executable, "-m", "build", "--outdir", str(out), str(REPO)], timeout=600)
+    (wheel,) = out.glob("*.whl")
+    (sdist,) = out.glob("*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}
+
+
+def test_the_sdist_and_the_wheel_pass_twine_check(dist: dict[str, Path]) -> None:
+    result = run([sys.executable, "-m", "twine", "check", "--strict", str(dist["sdist"]), str(dist["wheel"])])
+    assert result.stdout.count("PASSED") == 2, result.stdout
+
+
+def test_the_wheel_holds_every_module_its_metadata_and_entry_points(dist: dict[str, Path]) -> None:
+    version = xor_ack_dynamodb.__version__
+    assert dist["wheel"].name == f"xor_ack_dynamodb-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(dist["wheel"]) as wheel:
+        names = set(wheel.namelist())
+        info = f"xor_ack_dynamodb-{version}.dist-info"
+        metadata = email.parser.Parser().parsestr(wheel.read(f"{info}/METADATA").decode())
+        entry_points = wheel.read(f"{info}/entry_points.txt").decode()
+    package = REPO / "xor_ack_dynamodb"
+    modules = {p.relative_to(REPO).as_posix() for p in package.rglob("*.py") if "__pycache__" not in p.parts}
+    assert modules - names == set(), "modules missing from the wheel"
+    assert "xor_ack_dynamodb/py.typed" in names
+    assert metadata["Version"] == version
+    assert metadata["Requires-Python"] == ">=3.11"
+    assert metadata["License-Expression"] == "MIT"
+    extras = set(metadata.get_all("Provides-Extra") or [])
+    assert {"spark", "cluster", "async", "test", "bench"} <= extras
+    cluster = [r for r in metadata.get_all("Requires-Dist") or [] if 'extra == "cluster"' in r]
+    assert not any(r.startswith("pyspark") for r in cluster), "the cluster's own PySpark is used"
+    assert "Typing :: Typed" in (metadata.get_all("Classifier") or [])
+    assert metadata.get_all("Project-URL")
+    assert "xor-ack = xor_ack_dynamodb.cli:main" in entry_points
+    assert "xor_ack_dynamodb = xor_ack_dynamodb.testing.plugin" in entry_points
+    with tarfile.open(dist["sdist"]) as sdist:
+        members = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
+    assert {"README.md", "CHANGELOG.md", "pyproject.toml", "examples/spark_submit.py"} <= members
+    assert not any(m.startswith("tests/") for m in members), "a partial test suite in the sdist"
+
+
+def test_the_changelog_has_an_entry_for_this_version() -> None:
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    assert re.search(rf"^## \[{re.escape(xor_ack_dynamodb.__version__)}\]", changelog, re.MULTILINE)
+
+
+def test_a_clean_venv_with_the_spark_extra_runs_xor_ack(dist: dict[str, Path], tmp_path: Path) -> None:
+    """``pip install 'xor-ack-dynamodb[spark]'`` into a clean virtualenv (the built wheel
+    instead of PyPI's) gives a working ``xor-ack``: its help, and a tracked word count on
+    the embedded default, run from a directory outside the repository."""
+    bin_dir = new_venv(tmp_path / "venv", f"{dist['wheel']}[spark]")
+    env = clean_environment()
+    where = run(
+        [
+            str(bin_dir / "python"),
+            "-c",
+            "import json, importlib.metadata as m, xor_ack_dynamodb as x; "
+            "print(json.dumps([x.__file__, x.__version__, m.version('xor-ack-dynamodb')]))",
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
+    module, version, installed = json.loads(where.stdout)
+    assert Path(module).is_relative_to(tmp_path / "venv"), module
+    assert version == installed == xor_ack_dynamodb.__version__
+    help_text = run([str(bin_dir / "xor-ack"), "--help"], cwd=tmp_path, env=env).stdout
+    assert "wordcount" in help_text
+    inputs = [p.name for p in corpus_files()[:3]]
+    (tmp_path / "corpus").mkdir()
+    for path in corpus_files()[:3]:
+        (tmp_path / "corpus" / path.name).write_bytes(path.read_bytes())
+    # The RDD pipeline: the shorter cold start (the DataFrame one runs on the cluster below).
+    wordcount = ["wordcount", "corpus", "--api", "rdd", "--output", "out", "--quiet"]
+    run([str(bin_dir / "xor-ack"), *wordcount], cwd=tmp_path, env=env)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["totals"]["acked"] == report["totals"]["files"] == len(inputs)
+    assert read_counts(tmp_path / "out" / "counts.csv") == plain_count(
+        tmp_path / "corpus" / n for n in inputs
+    )
+
+
+# The README's recipe, on a standalone cluster -------------------------------------------
+
+
+def readme_recipe() -> list[list[str]]:
+    """The commands of the README's EMR recipe (its first ``sh`` block under "On EMR"),
+    continuation lines joined, each split as the shell would."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### On EMR against real DynamoDB") :]
+    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    assert block is not None
+    return [shlex.split(line) for line in block.group(1).replace("\\\n", " ").splitlines() if line.strip()]
+
+
+#: What the test changes in the README's spark-submit command, and nothing else: the
+#: master, the archive's place, the inputs, the region and the output (and it adds the
+#: moto server's endpoint).
+README_PLACES = (
+    "yarn",
+    "s3://my-bucket/env.tar.gz#env",
+    "/mnt/efs/corpus",
+    "eu-west-1",
+    "s3://my-bucket/wordcount",
+)
+
+
+@pytest.fixture(scope="module")
+def packed(dist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The README's first commands in a fresh directory: a venv ``env`` with the wheel and
+    the ``cluster`` extra, packed by venv-pack into ``env.tar.gz``; returns the directory
+    (the one to submit from)."""
+    commands = readme_recipe()
+    assert ["python3.11", "-m", "venv", "env"] in commands
+    assert ["env/bin/pip", "install", "xor-ack-dynamodb[cluster]"] in commands
+    assert ["venv-pack", "-p", "env", "-o", "env.tar.gz"] in commands
+    here = tmp_path_factory.mktemp("submit")
+    new_venv(here / "env", f"{dist['wheel']}[cluster]")
+    venv_pack = Path(sys.executable).parent / "venv-pack"
+    run([str(venv_pack), "-p", "env", "-o", "env.tar.gz"], cwd=here)
+    assert not list((here / "env").glob("lib/python*/site-packages/pyspark")), "PySpark is the cluster's"
+    return here
+
+
+@pytest.fixture(scope="module")
+def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
+    """A standalone cluster whose workers' Python is a bare venv (no packages) and whose
+    environment has nothing of this repository or the test venv; yields its master URL,
+    that Python and the cluster's work directory."""
+    workdir = tmp_path_factory.mktemp("bare-cluster")
+    bare = new_venv(workdir / "bare") / "python"
+    env = clean_environment(PYSPARK_PYTHON=str(bare))
+    env["PYTHONPATH"] = ""  # standalone_cluster starts from this process's environment
+    with standalone_cluster(workdir, env=env) as master:
+        yield master, bare, workdir / "work"
+
+
+def spark_submit(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``spark-submit`` of the cluster's Spark (the pyspark package), run in ``cwd``."""
+    command = [str(spark_home() / "bin" / "spark-submit"), *args]
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        env=clean_environment(SPARK_HOME=str(spark_home()), **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def probe(master: str, cwd: Path, *conf: str) -> dict[str, Any]:
+    result = spark_submit(["--master", master, *conf, str(REPO / "tests" / "packaged_probe.py")], cwd)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith("PROBE ")]
+    answer: dict[str, Any] = json.loads(line.removeprefix("PROBE "))
+    return answer
+
+
+def foreign(path: list[str], cwd: str) -> list[str]:
+    """Entries of an executor's ``sys.path`` (relative ones taken in its directory
+    ``cwd``) that reach this repository or the test venv's site-packages; the cluster's
+    ``pyspark.zip``, py4j zip and jars are allowed: they are the cluster's PySpark, as on
+    EMR."""
+    spark_python = spark_home() / "python" / "lib"
+    bad = []
+    for entry in path:
+        resolved = (Path(cwd) / entry).resolve()
+        if resolved.parent == spark_python or resolved.suffix == ".jar":
+            continue
+        if resolved.is_relative_to(REPO) or any(resolved.is_relative_to(s) for s in _test_site_packages()):
+            bad.append(entry)
+    return bad
+
+
+def test_without_the_archive_the_workers_cannot_import_the_package(
+    bare_cluster: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    master, bare, _ = bare_cluster
+    answer = probe(master, tmp_path, "--conf", f"spark.pyspark.python={bare}")
+    assert answer["executable"] == str(bare)
+    assert answer["error"] == "ModuleNotFoundError: No module named 'xor_ack_dynamodb'"
+    assert foreign(answer["path"], answer["cwd"]) == []
+
+
+def test_with_the_archive_the_workers_import_it_from_the_archive(
+    bare_cluster: tuple[str, Path, Path], packed: Path
+) -> None:
+    master, _, work = bare_cluster
+    answer = probe(
+        master,
+        packed,
+        "--archives",
+        "env.tar.gz#env",
+        "--conf",
+        "spark.pyspark.python=./env/bin/python",
+    )
+    assert answer["error"] is None
+    executor_dir = Path(answer["cwd"])
+    assert executor_dir.is_relative_to(work)  # an executor's directory on the worker
+    assert Path(answer["module"]).is_relative_to(executor_dir / "env" / "lib")
+    assert answer["version"] == xor_ack_dynamodb.__version__
+    assert foreign(answer["path"], answer["cwd"]) == []
+
+
+def test_the_readme_emr_recipe_runs_the_word_count(
+    bare_cluster: tuple[str, Path, Path], packed: Path, moto_server: Any
+) -> None:
+    """The README's spark-submit command, with only its places changed (README_PLACES),
+    from the directory that holds ``env``: tracked, exact and acked, on executors that got
+    the package from the archive."""
+    master, _, work = bare_cluster
+    (submit,) = [c for c in readme_recipe() if c[0] == "spark-submit"]
+    text = " ".join(submit)
+    for place in README_PLACES:
+        assert place in text, f"the README's command no longer has {place!r}"
+    inputs = corpus_files()[:4]
+    (packed / "corpus").mkdir()
+    for path in inputs:
+        (packed / "corpus" / path.name).write_bytes(path.read_bytes())
+    (packed / "spark_submit.py").write_bytes((REPO / "examples" / "spark_submit.py").read_bytes())
+    places: Mapping[str, str] = {
+        "yarn": master,
+        "s3://my-bucket/env.tar.gz#env": "env.tar.gz#env",
+        "/mnt/efs/corpus": "corpus",
+        "eu-west-1": "us-east-1",
+        "s3://my-bucket/wordcount": "out",
+    }
+    args = [places.get(arg, arg) for arg in submit[1:]] + ["--endpoint-url", moto_server.endpoint_url]
+    apps_before = set(work.glob("app-*"))
+    result = spark_submit(args, packed)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"Spark {master}, frame api" in result.stdout
+    report = json.loads((packed / "out" / "report.json").read_text())
+    assert report["totals"]["acked"] == report["totals"]["files"] == len(inputs)
+    assert read_counts(packed / "out" / "counts.csv") == plain_count(
+        packed / "corpus" / p.name for p in inputs
+    )
+    tracker = XorAckDynamoDB(table="xor-ack-wordcount", client=moto_server.client())
+    states = tracker.status_many([f["tag"] for f in report["files"]])
+    assert {s.state for s in states.values()} == {"acked"}
+    # The executors ran on the worker, from the unpacked archive.
+    (app,) = set(work.glob("app-*")) - apps_before
+    assert list(app.glob("*/env/bin/python"))

@@ -1,0 +1,157 @@
+"""A tracked run's figures where a Spark user looks: the Spark UI's Jobs page.
+
+:class:`RunMetrics` wraps the attempt loop of :meth:`~.attempts.Driver.run_attempts`
+(RDD and DataFrame runs). On classic Spark:
+
+- every job of the run carries the **job tag** ``xor-ack-run-<run id>``
+  (``SparkContext.addJobTag``: the UI shows it, ``sc.cancelJobsWithTag`` cancels the run);
+- every job of an attempt carries the **description** ``xor-ack run <run id> attempt <n>:
+  <k> roots`` (``setJobDescription``), shown on the Jobs page instead of a call site;
+- when the run's counters are final, a job with no partitions (no task runs; Spark still
+  lists it) carries the run's figures as its description, ``xor-ack run <run id>:
+  roots=24 roots_acked=24 ...`` (:data:`METRICS` says what each is; :func:`parse_summary`
+  reads them back).
+
+The thread's own description and tags are restored when the run ends, however it ends.
+
+Under **Spark Connect** the client has no ``SparkContext``: no job descriptions, no
+accumulators and no job without a query. The run's operations carry the tag
+``xor-ack-run-<run id>`` and, per attempt, ``xor-ack-run-<run id>-attempt-<n>``
+(``SparkSession.addTag``: the Connect server adds them to the jobs it runs for them);
+the figures are in the run's report only.
+
+Named accumulators are not used: PySpark's accumulators have no name (they never show
+in the UI), and a named JVM accumulator shows on a stage's page only with the updates
+that stage's tasks made, while these counters are the driver's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .outcomes import RunReport
+
+__all__ = ["METRICS", "RunMetrics", "figures", "parse_summary", "summary", "run_tag"]
+
+#: The figures of a run, by name, and what each counts.
+METRICS: dict[str, str] = {
+    "roots": "roots the run was given",
+    "roots_acked": "roots whose chain ended acked",
+    "roots_failed": "roots whose last attempt's chain ended failed (a record or the job "
+    "failed, a permanent failure, another run's chain under the tag)",
+    "roots_expired": "roots whose last attempt's chain expired",
+    "roots_missing": "roots whose last attempt's chain was never created",
+    "replays": "attempts beyond each root's first",
+    "requests": "DynamoDB requests of the run: the driver's, the heartbeat's and, on the "
+    "RDD path, the executors' (botocore's resends included)",
+    "stamps": "stamps the driver sent",
+    "heartbeats": "beats of the heartbeat (each touches the attempt's pending chains)",
+    "retries": "requests the library sent again (a lost race, throttling, a lost response)",
+}
+
+_DESCRIPTION = "spark.job.description"
+_SUMMARY = re.compile(r"^xor-ack run (?P<run>\S+): (?P<pairs>(?:\w+=\d+ ?)+)$")
+
+
+def figures(report: RunReport) -> dict[str, int]:
+    """The :data:`METRICS` of a finished run, from its report."""
+    states = Counter(outcome.state for outcome in report.outcomes)
+    counters = report.counters
+    return {
+        "roots": len(report.outcomes),
+        "roots_acked": states["acked"],
+        "roots_failed": states["failed"],
+        "roots_expired": states["expired"],
+        "roots_missing": states["missing"],
+        "replays": report.replays,
+        "requests": counters["requests"],
+        "stamps": counters["stamps"],
+        "heartbeats": counters["heartbeat.beats"],
+        "retries": counters["retries"],
+    }
+
+
+def summary(run_id: str, values: dict[str, int]) -> str:
+    """The description of the run's summary job: ``xor-ack run <run id>: name=value ...``."""
+    return f"xor-ack run {run_id}: " + " ".join(f"{name}={value}" for name, value in values.items())
+
+
+def parse_summary(description: str) -> tuple[str, dict[str, int]] | None:
+    """The run id and figures of a summary job's description (None for any other)."""
+    match = _SUMMARY.match(description)
+    if match is None:
+        return None
+    pairs = (pair.split("=") for pair in match["pairs"].split())
+    return match["run"], {name: int(value) for name, value in pairs}
+
+
+def run_tag(run_id: str) -> str:
+    """The job tag of a run's jobs (Spark refuses a tag with a comma)."""
+    return "xor-ack-run-" + run_id.replace(",", "_")
+
+
+def _is_connect(session: Any) -> bool:
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+class RunMetrics:
+    """Publishes one run's progress and figures to Spark (module doc); a context manager
+    around the run's attempts, which restores the thread's description and tags."""
+
+    def __init__(self, run_id: str, spark: Any = None) -> None:
+        """``spark``: the run's SparkContext (RDD runs) or SparkSession (DataFrame runs,
+        classic or Connect); None publishes nothing."""
+        self.run_id = run_id
+        self.tag = run_tag(run_id)
+        self.values: dict[str, int] | None = None
+        self._session = spark if spark is not None and _is_connect(spark) else None
+        self._context = None if spark is None or self._session else getattr(spark, "sparkContext", spark)
+        self._saved: str | None = None
+        self._attempt_tag: str | None = None
+
+    @classmethod
+    def of(cls, driver: Any) -> RunMetrics:
+        """For a driver of :mod:`.attempts`: its ``spark`` (a DataFrame run's session) or
+        ``sc`` (an RDD run's context)."""
+        return cls(driver.run_id, getattr(driver, "spark", None) or getattr(driver, "sc", None))
+
+    def __enter__(self) -> RunMetrics:
+        if self._context is not None:
+            self._saved = self._context.getLocalProperty(_DESCRIPTION)
+            self._context.addJobTag(self.tag)
+        elif self._session is not None:
+            self._session.addTag(self.tag)
+        return self
+
+    def attempt_started(self, attempt: int, roots: int) -> None:
+        """Label the attempt's jobs (before it starts)."""
+        if self._context is not None:
+            self._context.setJobDescription(f"xor-ack run {self.run_id} attempt {attempt}: {roots} roots")
+        elif self._session is not None:
+            if self._attempt_tag is not None:
+                self._session.removeTag(self._attempt_tag)
+            self._attempt_tag = f"{self.tag}-attempt-{attempt}"
+            self._session.addTag(self._attempt_tag)
+
+    def finished(self, report: RunReport) -> None:
+        """Publish the run's final figures (:attr:`values`): on classic Spark as the
+        description of a job with no partitions."""
+        self.values = figures(report)
+        if self._context is not None:
+            self._context.setJobDescription(summary(self.run_id, self.values))
+            self._context._jsc.emptyRDD().count()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._context is not None:
+            self._context.setLocalProperty(_DESCRIPTION, self._saved)
+            self._context.removeJobTag(self.tag)
+        elif self._session is not None:
+            for tag in (self._attempt_tag, self.tag):
+                if tag is not None:
+                    self._session.removeTag(tag)
