@@ -14,7 +14,12 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-__all__ = ["get_context", "get_session", "under_spark_submit"]
+__all__ = ["get_context", "get_session", "is_connect", "under_spark_submit"]
+
+def is_connect(spark: object) -> bool:
+    """True for a Spark Connect session (no SparkContext, no RDDs)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
 
 #: Settings for a small, quiet context: our own progress display replaces Spark's
 #: console bar, the UI is not needed, and Python workers are reused between tasks (so

@@ -32,6 +32,8 @@ from collections import Counter
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .context import is_connect
+
 if TYPE_CHECKING:
     from .outcomes import RunReport
 
@@ -94,10 +96,6 @@ def run_tag(run_id: str) -> str:
     return "xor-ack-run-" + run_id.replace(",", "_")
 
 
-def _is_connect(session: Any) -> bool:
-    return type(session).__module__.startswith("pyspark.sql.connect")
-
-
 class RunMetrics:
     """Publishes one run's progress and figures to Spark (module doc); a context manager
     around the run's attempts, which restores the thread's description and tags."""
@@ -108,7 +106,7 @@ class RunMetrics:
         self.run_id = run_id
         self.tag = run_tag(run_id)
         self.values: dict[str, int] | None = None
-        self._session = spark if spark is not None and _is_connect(spark) else None
+        self._session = spark if spark is not None and is_connect(spark) else None
         self._context = None if spark is None or self._session else getattr(spark, "sparkContext", spark)
         self._saved: str | None = None
         self._attempt_tag: str | None = None

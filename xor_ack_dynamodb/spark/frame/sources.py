@@ -92,7 +92,7 @@ class TextRoot:
 def has_filesystem(spark: SparkSession, scheme: str) -> bool:
     """Whether Spark has a Hadoop file system for ``scheme`` (``s3`` on EMR: yes; from
     the pip package: no). Classic: asked of Hadoop; Spark Connect: a probe read."""
-    from .tracking import is_connect
+    from ..context import is_connect
 
     if not is_connect(spark):
         session: Any = spark

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import InvalidConfig
 from ..attempts import DRIVER_THREADS, Driver, Plan
 from ..chains import Started, create_chains
+from ..context import is_connect
 from ..heartbeat import HeartbeatPolicy
 from ..outcomes import RunObserver, RunReport
 from ..output import Location
@@ -29,11 +30,6 @@ if TYPE_CHECKING:
     from ...interfaces import AckTracker
 
 __all__ = ["FrameTracking", "is_connect", "default_parallelism"]
-
-
-def is_connect(spark: Any) -> bool:
-    """True for a Spark Connect session (no SparkContext, no RDDs)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def default_parallelism(spark: SparkSession) -> int:
