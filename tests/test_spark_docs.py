@@ -44,10 +44,17 @@ def test_every_python_example_of_docs_spark_md_runs(
     local = hadoop.FileSystem.getLocal(spark._jsc.hadoopConfiguration())
     before = local.getWorkingDirectory()
     local.setWorkingDirectory(hadoop.Path(str(tmp_path)))
+    # Structured Streaming resolves a relative checkpoint against the JVM's own
+    # directory (FileContext), not the file system's working directory.
+    system = spark._jvm.java.lang.System
+    user_dir = system.getProperty("user.dir")
+    system.setProperty("user.dir", str(tmp_path))
     try:
         _run_examples(spark, moto_server, tmp_path)
     finally:
         local.setWorkingDirectory(before)
+        system.setProperty("user.dir", user_dir)
+    assert (tmp_path / "checkpoint").is_dir()
 
 
 def _run_examples(spark: Any, moto_server: LocalDynamoDB, tmp_path: Path) -> None:
