@@ -275,7 +275,9 @@ def test_a_timed_out_chain_stays_readable_for_the_retention(moto_server: LocalDy
 # -- sum mode: a resend after its op was trimmed out ----------------------------------------
 
 
-def test_a_sum_stamp_lost_then_trimmed_out_is_applied_exactly_once(moto_server: LocalDynamoDB, table: str) -> None:
+def test_a_sum_stamp_lost_then_trimmed_out_is_applied_exactly_once(
+    moto_server: LocalDynamoDB, table: str
+) -> None:
     """A sum stamp lands, its response is lost, and before the retry other writers push
     it out of the op list (its block moves to history). The retry's NOT contains(ops,
     :op) can no longer see it. Issue 10 made the retry refuse (OutcomeUnknown); issue 18

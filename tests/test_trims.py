@@ -93,7 +93,9 @@ def test_racing_trims_remove_each_block_once_and_never_cut_into_the_window(sum_a
     assert isinstance(store.execute(first), Rejected)  # the same block again: refused
     assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=40, lineage=b"another1")), Rejected)
     assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=40, lineage=LINEAGE, adopt=True)), Rejected)
-    assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=40, lineage=LINEAGE)), Rejected)  # 60 < 40 + 32
+    assert isinstance(
+        store.execute(Trim(TAG, BLOCK, WINDOW, cut=40, lineage=LINEAGE)), Rejected
+    )  # 60 < 40 + 32
     kept = store.execute(Read(TAG))
     assert [op.key for op in kept.ops] == [op.key for op in ops[BLOCK:]]
     assert [op.digest for op in kept.ops] == [op.digest for op in ops[BLOCK:]]
