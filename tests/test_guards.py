@@ -17,6 +17,7 @@ expired root, is ``test_spark_wordcount.py::test_a_root_that_reads_expired_is_re
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -30,7 +31,7 @@ from moto import mock_aws
 from scripted import Script
 from serverless_helpers import example, queue_depth
 
-from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, XorAckDynamoDB, errors, xor
+from xor_ack_dynamodb import CombiningTracker, LocalDynamoDB, MemoryAck, XorAckDynamoDB, errors, xor
 from xor_ack_dynamodb.core.chain import random_op
 from xor_ack_dynamodb.core.messages import Add, Written
 from xor_ack_dynamodb.retry import RetryPolicy
@@ -177,6 +178,61 @@ def test_an_xor_stamp_with_a_random_op_id_lost_and_outrun_is_applied_once(moto_s
     assert ack.stats.events["history_reads"] >= 1  # found in the history, not the window
 
 
+def test_a_combined_write_lost_and_outrun_is_found_by_its_marker(moto_server: LocalDynamoDB) -> None:
+    """A ``CombiningTracker`` write carrying 8 stamps without op ids (random ones: only
+    the write's own copies can exist) lands, its response is lost, 60 other stamps push
+    its ops out of the window (``max_ops=4``) and botocore's resends fail. The retry
+    must find the write's marker in the history (docs/concepts.md: a combined write is
+    recognised by its marker) and not apply the 8 again, which would cancel them."""
+    table = unique_table("guards")
+    retry = RetryPolicy(max_attempts=10, initial_wait=0.001, max_wait=0.01)
+    raw = _client(moto_server)
+    plain = XorAckDynamoDB(table, client=raw, retry=retry, max_ops=4)
+    plain.create_table()
+    other = XorAckDynamoDB(table, client=_client(moto_server), retry=retry, max_ops=4)
+    combiner = CombiningTracker(plain)
+    root = plain.new_edge()
+    kids = [plain.new_edge() for _ in range(9 + 60)]
+    plain.create(TAG, root)
+    plain.stamp(TAG, xor(root, *kids), op_id="root")
+    holding, queued = threading.Event(), threading.Event()
+
+    def hold_the_leader() -> None:  # the leader's write waits until 8 stamps queue behind it
+        holding.set()
+        deadline = time.monotonic() + 10
+        while combiner.waiting(TAG) < 8 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        queued.set()
+
+    def crowd() -> None:
+        for i, kid in enumerate(kids[9:]):
+            other.stamp(TAG, kid, op_id=f"other-{i}")
+
+    script = Script(raw)
+    script.before("PutItem", hold_the_leader)
+    script.lose("PutItem", after=crowd).fail("PutItem", times=2)  # the combined write: lost
+    results: dict[int, Any] = {}
+
+    def stamp(i: int) -> None:
+        try:
+            results[i] = combiner.stamp(TAG, kids[i])
+        except Exception as exc:  # recorded, asserted below
+            results[i] = exc
+
+    leader = threading.Thread(target=stamp, args=(0,))
+    leader.start()
+    assert holding.wait(10)
+    followers = [threading.Thread(target=stamp, args=(i,)) for i in range(1, 9)]
+    for t in followers:
+        t.start()
+    for t in [leader, *followers]:
+        t.join(60)
+    assert queued.is_set() and script.pending == 0
+    assert all(not isinstance(r, Exception) for r in results.values()), results
+    assert other.status(TAG).state == "acked"  # every kid applied exactly once
+    assert plain.stats.events["history_reads"] >= 1
+
+
 # -- sum mode: the ADD's sum <> 0 ---------------------------------------------------------------
 
 
@@ -190,7 +246,8 @@ def test_a_zero_sum_whose_acked_write_is_missing_refuses_a_stamp(
     sum reads acked whether or not that write landed. A further stamp (a new op) must
     be refused by the ``ADD``'s own condition, ``sum <> 0``: ``state = pending`` does
     not refuse it here. Without it the stamp reopens a chain whose completer already
-    returned ``acked``."""
+    returned ``acked``. The same holds for ``fail`` and ``touch`` (their condition's
+    ``sum <> 0``)."""
     if backend == "memory":
         ack: Any = MemoryAck(mode="sum", ttl=3600)
     else:
@@ -208,6 +265,10 @@ def test_a_zero_sum_whose_acked_write_is_missing_refuses_a_stamp(
     assert ack.status(TAG).state == "acked"
     with pytest.raises(errors.TagAcked):
         ack.stamp(TAG, finished=[5], started=[9], op_id="late")
+    with pytest.raises(errors.TagAcked):  # nor may it be failed or touched (_LIVE's sum <> 0)
+        ack.fail(TAG, "too late")
+    with pytest.raises(errors.TagAcked):
+        ack.touch(TAG)
     status = ack.status(TAG)
     assert (status.state, status.value) == ("acked", 0)
 
@@ -299,3 +360,22 @@ def test_create_without_replace_expired_keeps_a_timed_out_chain() -> None:
     assert ack.status(TAG).state == "expired"
     fresh = ack.new_edge()
     assert ack.create(TAG, fresh) == fresh  # the default replaces it
+
+
+def test_settle_never_reports_a_chain_of_another_owner_acked() -> None:
+    """spark.md: a root is reported ``acked`` only when its chain was made by the run;
+    a chain another writer put under one of the run's tags (here acked by it) is
+    reported ``failed`` with the reason ``conflict`` and left alone. The executors'
+    creates usually see such a chain first (``TagExists``); settle's owner check is
+    what holds when the chain was replaced after the run's create (it expired and a
+    foreign writer took the tag over). The driver side only: no Spark needed."""
+    from xor_ack_dynamodb.spark.chains import settle
+    from xor_ack_dynamodb.spark.outcomes import CONFLICT
+
+    ack = MemoryAck(ttl=3600)
+    root = ack.new_edge()
+    ack.create(TAG, root, owner="intruder")
+    assert ack.stamp(TAG, root, owner="intruder").acked
+    [attempt] = settle(ack, [TAG], owner="run-1").values()
+    assert (attempt.state, attempt.reason) == ("failed", CONFLICT)
+    assert ack.status(TAG).state == "acked"  # left as it is
