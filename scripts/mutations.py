@@ -255,6 +255,14 @@ MUTANTS: list[Mutant] = [
         ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[inproc]",),
     ),
     Mutant(
+        "first-trim-without-cut",
+        "the same guard for a chain's first block (cutn not yet written)",
+        "stores/dynamodb/codec.py",
+        '            at = "(attribute_not_exists(#cn) OR #cn = :cut)"',
+        '            at = "(attribute_not_exists(#cn) OR #cn = :cut OR #cn <> :cut)"',
+        ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[inproc]",),
+    ),
+    Mutant(
         "trim-without-cut-memory",
         "the same guard in the memory store's predicate (core/blind.py trim_allowed)",
         "core/blind.py",

@@ -108,15 +108,16 @@ def test_a_trim_sent_again_over_a_long_list_removes_its_block_once(sum_ack: Any)
     on a hot chain) while the list still holds more than two blocks past the window:
     ``size(ops)`` would let the second one through, so only ``cutn = :cut`` keeps it
     from removing the next block, whose history nobody has written yet."""
-    ops = _ops(2 * BLOCK + WINDOW + 10)
+    ops = _ops(3 * BLOCK + WINDOW + 10)
     _seed(sum_ack, ops, 777)
     store = sum_ack.store
-    trim = Trim(TAG, BLOCK, WINDOW, cut=0, lineage=LINEAGE)
-    assert isinstance(store.execute(trim), Written)
-    assert isinstance(store.execute(trim), Rejected)
+    for cut in (0, BLOCK):  # the first block (no cutn yet) and the next
+        trim = Trim(TAG, BLOCK, WINDOW, cut=cut, lineage=LINEAGE)
+        assert isinstance(store.execute(trim), Written)
+        assert isinstance(store.execute(trim), Rejected)
     kept = store.execute(Read(TAG))
-    assert [op.key for op in kept.ops] == [op.key for op in ops[BLOCK:]]
-    assert (kept.trims, kept.cut_seq) == (1, BLOCK)
+    assert [op.key for op in kept.ops] == [op.key for op in ops[2 * BLOCK :]]
+    assert (kept.trims, kept.cut_seq) == (2, 2 * BLOCK)
 
 
 def test_a_trim_adopts_a_chain_an_older_version_wrote(sum_ack: Any) -> None:
