@@ -263,6 +263,22 @@ MUTANTS: list[Mutant] = [
         ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[inproc]",),
     ),
     Mutant(
+        "trim-without-lineage",
+        "issue 18: a trim removes a block only on its own lineage (lin = :lin)",
+        "stores/dynamodb/codec.py",
+        '            condition = f"#lin = :lin AND {at} AND size(#ops) >= :n"',
+        '            condition = f"(#lin = :lin OR #lin <> :lin) AND {at} AND size(#ops) >= :n"',
+        ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[inproc]",),
+    ),
+    Mutant(
+        "trim-without-lineage-memory",
+        "the same guard in the memory store's predicate (core/blind.py trim_allowed)",
+        "core/blind.py",
+        "        return chain.lineage is None if trim.adopt else chain.line == trim.lineage",
+        "        return chain.lineage is None if trim.adopt else True",
+        ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[memory]",),
+    ),
+    Mutant(
         "trim-without-cut-memory",
         "the same guard in the memory store's predicate (core/blind.py trim_allowed)",
         "core/blind.py",

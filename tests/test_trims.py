@@ -107,7 +107,8 @@ def test_a_trim_sent_again_over_a_long_list_removes_its_block_once(sum_ack: Any)
     """The same trim twice (botocore's resend, or two writers that own the same block
     on a hot chain) while the list still holds more than two blocks past the window:
     ``size(ops)`` would let the second one through, so only ``cutn = :cut`` keeps it
-    from removing the next block, whose history nobody has written yet."""
+    from removing the next block, whose history nobody has written yet; and only
+    ``lin = :lin`` keeps a trim of another lineage out."""
     ops = _ops(3 * BLOCK + WINDOW + 10)
     _seed(sum_ack, ops, 777)
     store = sum_ack.store
@@ -115,6 +116,9 @@ def test_a_trim_sent_again_over_a_long_list_removes_its_block_once(sum_ack: Any)
         trim = Trim(TAG, BLOCK, WINDOW, cut=cut, lineage=LINEAGE)
         assert isinstance(store.execute(trim), Written)
         assert isinstance(store.execute(trim), Rejected)
+    # A trim of another lineage (a writer that saw the chain before it was created
+    # again under the tag) at the right place, with ops enough: only lin = :lin refuses it.
+    assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=2 * BLOCK, lineage=b"another1")), Rejected)
     kept = store.execute(Read(TAG))
     assert [op.key for op in kept.ops] == [op.key for op in ops[2 * BLOCK :]]
     assert (kept.trims, kept.cut_seq) == (2, 2 * BLOCK)
