@@ -57,7 +57,7 @@ reliability: $(STAMP) dynalite dynamodb-local
 
 # The mutation check of the guards the docs promise (scripts/mutations.py): each guard
 # removed in turn, its named tests run, one table of killed and survived. Not in CI
-# (about ten minutes); run it before calling work on a guard done. See docs/testing.md.
+# (about a quarter of an hour); run it before calling work on a guard done. See docs/testing.md.
 mutations: $(STAMP) dynalite dynamodb-local
 	$(PY) scripts/mutations.py
 
