@@ -52,6 +52,8 @@ def test_a_history_block_outlives_its_chain_and_is_keyed_apart(ack: XorAckDynamo
     assert set(block) == {"tagID", "hist", "expires_at"}
     assert len(block["hist"]["B"]) == 40 * 12
     assert int(block["expires_at"]["N"]) == int(item["expires_at"]["N"]) + ack.rules.retention
+    ack.touch(TAG, ttl=7200)  # the chain lives longer; blocks already written are not rewritten
+    assert ack.client.get_item(TableName=ack.table, Key=key)["Item"] == block
     with pytest.raises(errors.InvalidTag):
         ack.create(key["tagID"]["S"], ack.new_edge())
 

@@ -69,9 +69,11 @@ def test_a_node_create_is_refused_on_any_python_item(ack: XorAckDynamoDB) -> Non
         node_create(ack.client, ack.table, TAG, new_stamp())
 
 
-def test_a_node_write_keeps_two_attributes_and_leaves_the_history_items(ack: XorAckDynamoDB) -> None:
+def test_node_writes_keep_two_attributes_and_leave_the_history_items(ack: XorAckDynamoDB) -> None:
     """A Node stamp replaces the item with ``{tag, stamp}``: the op list, lineage and
-    the rest are gone; the history items beside it (other keys) are not touched."""
+    the rest are gone; the history items beside it (other keys) are not touched, by
+    that stamp nor by a Node delete. The next Python write starts a lineage marked
+    adopted."""
     _, kids = fan(ack, 70)
     for i, kid in enumerate(kids[:60]):
         ack.stamp(TAG, kid, op_id=f"kid-{i}", first=True)
@@ -87,6 +89,13 @@ def test_a_node_write_keeps_two_attributes_and_leaves_the_history_items(ack: Xor
     assert again["Item"] == block["Item"]
     status = ack.status(TAG)
     assert status.state == "pending" and status.expires_at is None
+    ack.stamp(TAG, kids[61], op_id="after-node")  # a new lineage, adopted over the Node item
+    adopted = item(ack)
+    assert adopted is not None and adopted["adp"] == {"N": "1"} and adopted["lin"]["B"] != lineage
+    node_delete(ack.client, ack.table, TAG)  # Node's delete: the chain goes, its history stays
+    assert item(ack) is None
+    left = ack.client.get_item(TableName=ack.table, Key=ItemCodec("tagID").history_key(TAG, lineage, 0))
+    assert left["Item"] == block["Item"]
 
 
 def test_a_bare_op_id_sent_again_after_a_node_write_is_applied_again(ack: XorAckDynamoDB) -> None:

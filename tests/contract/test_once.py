@@ -110,9 +110,15 @@ def test_every_op_of_a_long_chain_is_still_known(long_harness: Harness) -> None:
 
 def test_a_first_delivery_pays_nothing(harness: Harness) -> None:
     """``first=True`` (no earlier copy can exist): the stamp is checked against the
-    item's own list only. Without it, an op not in the item costs one history read."""
+    item's own list only. Without it (the whole life), nothing more while no op has
+    left the item; after that, an op not in the item costs one history read."""
     ack = harness.make()
     kids = fan(ack, 60)
+    requests = requests_of(ack)
+    ack.stamp(TAG, finished=[kids[55]], op_id="before-any-move")  # whole life, nothing moved yet
+    assert events(ack, "history_reads") == 0
+    if harness.mode == "sum":
+        assert requests_of(ack) - requests == 1
     finish(ack, kids[:50])
     assert stored(harness, ack).cut_seq > 0  # the chain has history
     reads, requests = events(ack, "history_reads"), requests_of(ack)
@@ -120,8 +126,11 @@ def test_a_first_delivery_pays_nothing(harness: Harness) -> None:
     assert events(ack, "history_reads") == reads
     if harness.mode == "sum":
         assert requests_of(ack) - requests == 1  # one ADD
+    requests = requests_of(ack)
     ack.stamp(TAG, finished=[kids[51]], op_id="new-2")  # the whole life: one history read
     assert events(ack, "history_reads") == reads + 1
+    if harness.mode == "sum":  # the guarded ADD refused, the read, the ADD again
+        assert requests_of(ack) - requests == 3
 
 
 def test_a_redelivery_that_knows_its_parents_position_reads_from_there(harness: Harness) -> None:
