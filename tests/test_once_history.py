@@ -9,10 +9,13 @@ import subprocess
 import sys
 from typing import Any
 
+import boto3
 import pytest
+from botocore.config import Config
 from conftest import unique_table
+from scripted import Script
 
-from xor_ack_dynamodb import LocalDynamoDB, XorAckDynamoDB, errors
+from xor_ack_dynamodb import LocalDynamoDB, RetryPolicy, XorAckDynamoDB, errors
 from xor_ack_dynamodb.serverless.replay import scan_unfinished
 from xor_ack_dynamodb.stamps import RESERVED_PREFIX
 from xor_ack_dynamodb.stores.dynamodb.item import ItemCodec
@@ -78,3 +81,64 @@ def test_nothing_that_lists_chains_lists_history(ack: XorAckDynamoDB, moto_serve
     assert proc.returncode == 0, proc.stderr
     assert [r["tag"] for r in json.loads(proc.stdout)] == [TAG]
     assert "CorruptItem" not in proc.stderr
+
+
+def test_an_xor_write_retried_after_an_error_does_not_write_its_history_block_again(
+    moto_server: LocalDynamoDB,
+) -> None:
+    """The xor stamp whose write moves block 0 writes the block first, then its chain
+    write fails (HTTP 500, botocore's three attempts): the call's next attempt moves the
+    same block again, and does not write it again (a block's content is fixed by its
+    place)."""
+    client = boto3.client(
+        "dynamodb",
+        endpoint_url=moto_server.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"mode": "standard", "total_max_attempts": 3}),
+    )
+    ack = XorAckDynamoDB(
+        unique_table("hist"), client=client, retry=RetryPolicy(initial_wait=0.001, max_wait=0.01)
+    )
+    ack.create_table()
+    root = ack.new_edge()
+    ack.create(TAG, root)
+    kids = [ack.new_edge() for _ in range(60)]
+    ack.stamp(TAG, finished=[root], started=kids, op_id="fan")
+    for i, kid in enumerate(kids[:46]):  # positions 2..47: the list holds 47 op ids
+        ack.stamp(TAG, finished=[kid], op_id=f"kid-{i}", first=True)
+    script = Script(client).before("PutItem", lambda: None).fail("PutItem", times=3)
+    ack.stamp(TAG, finished=[kids[46]], op_id="crossing", first=True)  # position 48: moves block 0
+    assert script.pending == 0
+    assert ack.stats.events["history_writes"] == 1
+    item = client.get_item(TableName=ack.table, Key={"tagID": {"S": TAG}})["Item"]
+    assert item["cutn"] == {"N": "40"} and len(item["ops"]["L"]) == 8
+
+
+@pytest.mark.parametrize("backend", ["memory", "server"])
+def test_a_trim_sent_twice_removes_its_block_once_however_long_the_list(
+    backend: str, moto_server: LocalDynamoDB
+) -> None:
+    """A block's trim resent (botocore) or raced by the next owner, on a list long
+    enough that the length check alone would let it pass: ``cutn = :cut`` refuses it."""
+    from test_trims import LINEAGE, _ops, _seed
+    from test_trims import TAG as SEEDED
+
+    from xor_ack_dynamodb import MemoryAck
+    from xor_ack_dynamodb.core.chain import BLOCK
+    from xor_ack_dynamodb.core.messages import Read, Rejected, Trim, Written
+
+    if backend == "memory":
+        tracker: Any = MemoryAck(mode="sum", ttl=3600)
+    else:
+        tracker = XorAckDynamoDB(unique_table("hist"), client=moto_server.client(), mode="sum")
+        tracker.create_table()
+    ops = _ops(200)
+    _seed(tracker, ops, 777)
+    trim = Trim(SEEDED, BLOCK, 32, cut=0, lineage=LINEAGE)
+    assert isinstance(tracker.store.execute(trim), Written)
+    assert isinstance(tracker.store.execute(trim), Rejected)
+    kept = tracker.store.execute(Read(SEEDED))
+    assert (kept.cut_seq, kept.trims, len(kept.ops)) == (BLOCK, 1, 200 - BLOCK)
+    assert [op.key for op in kept.ops] == [op.key for op in ops[BLOCK:]]

@@ -158,6 +158,9 @@ class StampCall(_History[Plan]):
         self.base: Chain | None = None  # what the write with an unknown outcome was based on
         self.sent_at: Position | None = None  # where that write's ops would have landed after
         self.searched = Searched()
+        # History blocks this call wrote: a block's content is fixed by its place, so an
+        # attempt after a lost race need not write it again.
+        self.moved: set[tuple[bytes, int]] = set()
 
     def round(self, now: int) -> Round[Plan]:
         chain, fresh = self.known, self.fresh
@@ -192,8 +195,10 @@ class StampCall(_History[Plan]):
             self.events["duplicates"] += plan.duplicates
             yield from self._finish_tombstone(chain)
             return plan
-        if plan.moved:
-            yield from self._write_history(plan.new, plan.moved)
+        unwritten = [b for b in plan.moved if (plan.new.line, b.index) not in self.moved]
+        if unwritten:
+            yield from self._write_history(plan.new, unwritten)
+            self.moved.update((plan.new.line, b.index) for b in unwritten)
         if marker is not None:
             self.sent[marker.key] = plan
         if not self.unknown:
