@@ -142,3 +142,41 @@ def test_a_trim_sent_twice_removes_its_block_once_however_long_the_list(
     kept = tracker.store.execute(Read(SEEDED))
     assert (kept.cut_seq, kept.trims, len(kept.ops)) == (BLOCK, 1, 200 - BLOCK)
     assert [op.key for op in kept.ops] == [op.key for op in ops[BLOCK:]]
+
+
+@pytest.mark.parametrize("backend", ["memory", "server"])
+def test_a_late_owner_moving_the_block_before_ours_does_not_stop_our_move(
+    backend: str, moto_server: LocalDynamoDB
+) -> None:
+    """Sum mode, writers racing: the owner of block 1 finds block 0 still in the list
+    (its owner is late), writes both blocks' history and trims block 0; the late owner's
+    trim of block 0 lands first. Ours is refused, and the list it returns shows block 0
+    just removed: we go on and remove block 1 (before, we stopped, and the list grew by
+    another 40 op ids until the next owner came)."""
+    from test_trims import LINEAGE, _ops, _seed
+    from test_trims import TAG as SEEDED
+
+    from xor_ack_dynamodb import MemoryAck
+    from xor_ack_dynamodb.core.chain import BLOCK
+    from xor_ack_dynamodb.core.messages import Read, Trim
+
+    if backend == "memory":
+        tracker: Any = MemoryAck(mode="sum", ttl=3600)
+    else:
+        tracker = XorAckDynamoDB(unique_table("hist"), client=moto_server.client(), mode="sum")
+        tracker.create_table()
+    _seed(tracker, _ops(111), 10**6)  # window 32: the op at 112 owns block 1 (41..80)
+    store = tracker.store
+    original = store.execute
+    late: list[Any] = []
+
+    def execute(request: Any) -> Any:
+        if isinstance(request, Trim) and not late:  # block 0's owner, late, lands first
+            late.append(original(Trim(SEEDED, BLOCK, 32, request.now, 0, LINEAGE)))
+        return original(request)
+
+    store.execute = execute
+    tracker.stamp(SEEDED, finished=[1], op_id="owner-of-block-1", first=True)
+    kept = original(Read(SEEDED))
+    assert late and (kept.cut_seq, kept.trims, len(kept.ops)) == (2 * BLOCK, 2, 112 - 2 * BLOCK)
+    assert tracker.stats.events["trims_skipped"] == 1 and tracker.stats.events["trims"] == 1

@@ -430,11 +430,16 @@ class AddCall(_History[Stamp | Sum]):
             for i, _ in enumerate(blocks):
                 trim = Trim(self.tag, BLOCK, window, now, cut, view.line, adopt and i == 0)
                 reply = yield trim
-                if not isinstance(reply, Written):
-                    self.events["trims_skipped"] += 1
-                    return
-                self.events["trims"] += 1
                 cut += BLOCK
+                if isinstance(reply, Written):
+                    self.events["trims"] += 1
+                    continue
+                self.events["trims_skipped"] += 1
+                # Refused: go on with the next block only if another writer (the owner of
+                # this one, late) has just removed exactly this one.
+                current = reply.current if isinstance(reply, Rejected) else None
+                if current is None or current.line != view.line or current.cut_seq != cut:
+                    return
         except Transient:
             self.events["trims_lost"] += 1
         except Exception as exc:  # noqa: BLE001 - a failed move must not fail the applied stamp
