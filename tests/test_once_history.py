@@ -121,7 +121,8 @@ def test_a_trim_sent_twice_removes_its_block_once_however_long_the_list(
     backend: str, moto_server: LocalDynamoDB
 ) -> None:
     """A block's trim resent (botocore) or raced by the next owner, on a list long
-    enough that the length check alone would let it pass: ``cutn = :cut`` refuses it."""
+    enough that the length check alone would let it pass: ``cutn = :cut`` refuses it;
+    a trim of the next block naming another lineage: ``lin = :lin`` refuses it."""
     from test_trims import LINEAGE, _ops, _seed
     from test_trims import TAG as SEEDED
 
@@ -139,6 +140,8 @@ def test_a_trim_sent_twice_removes_its_block_once_however_long_the_list(
     trim = Trim(SEEDED, BLOCK, 32, cut=0, lineage=LINEAGE)
     assert isinstance(tracker.store.execute(trim), Written)
     assert isinstance(tracker.store.execute(trim), Rejected)
+    other_lineage = Trim(SEEDED, BLOCK, 32, cut=BLOCK, lineage=b"another1")  # the next block, elsewhere
+    assert isinstance(tracker.store.execute(other_lineage), Rejected)
     kept = tracker.store.execute(Read(SEEDED))
     assert (kept.cut_seq, kept.trims, len(kept.ops)) == (BLOCK, 1, 200 - BLOCK)
     assert [op.key for op in kept.ops] == [op.key for op in ops[BLOCK:]]
