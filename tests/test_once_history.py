@@ -183,3 +183,18 @@ def test_a_late_owner_moving_the_block_before_ours_does_not_stop_our_move(
     kept = original(Read(SEEDED))
     assert late and (kept.cut_seq, kept.trims, len(kept.ops)) == (2 * BLOCK, 2, 112 - 2 * BLOCK)
     assert tracker.stats.events["trims_skipped"] == 1 and tracker.stats.events["trims"] == 1
+
+
+def test_a_child_finished_before_its_start_landed_fails_a_sum_chain() -> None:
+    """Sum mode's negative-sum rule assumes a child is finished only after the stamp
+    that started it landed: a finish that races ahead of its start takes the sum below
+    zero, and the chain fails (stamps must be ordered, as a child message sent after its
+    parent's stamp returned is)."""
+    from xor_ack_dynamodb import MemoryAck
+
+    ack = MemoryAck(mode="sum", ttl=3600)
+    ack.create("ordered", 100)
+    with pytest.raises(errors.TagFailed) as info:
+        ack.stamp("ordered", finished=[100, 7], op_id="child-first")  # 7 not started yet
+    assert "negative" in (info.value.reason or "")
+    assert ack.status("ordered").state == "failed"
