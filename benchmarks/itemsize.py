@@ -85,7 +85,11 @@ class ItemMeter:
     def _count(self, http_response: Any, parsed: dict[str, Any], model: Any, context: Any, **_: Any) -> None:
         if http_response.status_code >= 300:
             return
-        units = float((parsed.get("ConsumedCapacity") or {}).get("CapacityUnits") or 0.0)
+        consumed = parsed.get("ConsumedCapacity") or {}
+        if isinstance(consumed, list):  # BatchGetItem, BatchWriteItem, transactions: one per table
+            units = sum(float(c.get("CapacityUnits") or 0.0) for c in consumed)
+        else:
+            units = float(consumed.get("CapacityUnits") or 0.0)
         if model.name in WRITES:
             self.write_units += units
             self.writes_ok += 1

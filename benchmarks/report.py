@@ -114,7 +114,7 @@ def other_rows(r: Results) -> list[list[str]]:
     )
     for s in r.sizes:
         what = (
-            f"{s['mode']} chain item at its largest: the ADD that crossed window + slack, before its trim"
+            f"{s['mode']} chain item at its largest: the ADD that crossed max_ops + 40, before its move"
             if s.get("largest")
             else f"{s['mode']} chain item after {s['stamps']} stamps"
         )
@@ -226,10 +226,13 @@ def markdown(r: Results, environment: str) -> str:
                 f"Measured in one run: {environment}. Ratios and requests per stamp are the figures "
                 "that travel between machines; absolute rates and latencies are this machine's.",
                 _md(_MAIN_HEADER, main_rows(r)),
-                f"One chain finished by N processes, {r.process_stamps} stamps each (spawned processes, "
-                "each with its own client and tracker, released together by a barrier). *requests/stamp* "
-                "counts every request the processes made (botocore's resends, sum mode's trims and its "
-                "completion write included); *WCU/stamp* is what DynamoDB Local reported for the "
+                f"One chain finished by N processes, {r.process_stamps} stamps each (one process: "
+                f"{r.process_stamps * 32} stamps, one writer; spawned processes, "
+                "each with its own client and tracker, released together by a barrier; every stamp a "
+                "first delivery, `first=True`). *requests/stamp* "
+                "counts every request the processes made (botocore's resends, sum mode's history "
+                "writes, trims and its completion write included); *WCU/stamp* is what DynamoDB Local "
+                "reported with `ReturnConsumedCapacity` for the "
                 "successful writes (computed from item sizes, as AWS does), plus one unit for each "
                 "refused write (a lost race, a refused trim: AWS bills those too, at least a unit); "
                 "*largest item* is the chain's item after a write, sized by AWS's rules; *budget "

@@ -320,20 +320,22 @@ def memory_ack_peak(chains: int) -> dict[str, float]:
     }
 
 
-def item_sizes(client: Any, table: str, tag: str, mode: str, max_ops: int = 32) -> list[dict[str, Any]]:
+def item_sizes(client: Any, table: str, tag: str, mode: str) -> list[dict[str, Any]]:
     """The billed size of one chain's item as stamps land on it, read back after 0, 1,
-    ``max_ops`` and ``4 * max_ops`` stamps (and, in sum mode, after ``max_ops + slack -
-    1``). An xor chain stops growing once its op list holds ``max_ops`` keys. A sum chain
-    appends without reading and trims back to ``max_ops`` once the list holds ``max_ops +
-    slack``: its largest item is the one the crossing stamp's ``ADD`` wrote, just before
-    that stamp's trim, taken from the ``ALL_NEW`` answer (``largest``). Stamps come from
-    one writer; under concurrent writers the list runs further past the threshold
-    before the trim lands (see the process runs)."""
+    ``max_ops`` (the default window, 8) and 128 stamps (and, in sum mode, after
+    ``max_ops + 39``). An xor chain's write that would hold ``max_ops + 40`` op ids
+    moves the oldest 40 to a history item instead, so its item stops at ``max_ops +
+    39``. A sum chain appends without reading; the stamp whose ``ADD`` takes the list
+    to ``max_ops + 40`` moves a block of 40 out: its largest item is the one that
+    ``ADD`` wrote, taken from the ``ALL_NEW`` answer (``largest``). Stamps come from one
+    writer; under concurrent writers the list runs further past the threshold before
+    the move lands (see the process runs)."""
     metered = make_client(client.meta.endpoint_url)
     meter = ItemMeter(metered)
-    tracker = XorAckDynamoDB(table, client=metered, max_ops=max_ops, mode=mode)  # type: ignore[arg-type]
+    tracker = XorAckDynamoDB(table, client=metered, mode=mode)  # type: ignore[arg-type]
+    max_ops = tracker.max_ops
     root = tracker.new_edge()
-    edges = [tracker.new_edge() for _ in range(4 * max_ops)]
+    edges = [tracker.new_edge() for _ in range(128)]
     tracker.create(tag, root)
 
     def size(stamps: int, largest: bool = False) -> dict[str, Any]:
@@ -357,7 +359,7 @@ def item_sizes(client: Any, table: str, tag: str, mode: str, max_ops: int = 32) 
     tracker.stamp(tag, finished=[root], started=edges)
     sizes.append(size(1))
     slack = tracker.rules.slack
-    points = (max_ops, max_ops + slack - 1, 4 * max_ops) if mode == "sum" else (max_ops, 4 * max_ops)
+    points = (max_ops, max_ops + slack - 1, 128) if mode == "sum" else (max_ops, 128)
     done = 1
     for target in points:
         while done < target:

@@ -91,7 +91,9 @@ def test_64_tasks_on_one_chain_ack_exactly_once(endpoint: str, table: str, mode:
         kids = await tree(ack, 64)
         ack.stats.reset()
         results = await asyncio.gather(
-            *(ack.stamp(TAG, finished=[kid], op_id=f"kid-{i}") for i, kid in enumerate(kids))
+            # First deliveries: with op ids alone, the stamps still in flight when block 0
+            # moves to history would pay the whole-life check (a refused ADD, a read).
+            *(ack.stamp(TAG, finished=[kid], op_id=f"kid-{i}", first=True) for i, kid in enumerate(kids))
         )
         assert sorted(r.acked for r in results) == [False] * 63 + [True]
         assert not any(r.duplicate for r in results)
@@ -102,12 +104,15 @@ def test_64_tasks_on_one_chain_ack_exactly_once(endpoint: str, table: str, mode:
         if mode == "xor":
             # The tasks really raced: writes lost to others' and were planned again.
             assert events.get("conflicts", 0) > 0
-            assert requests.get("PutItem", 0) == 64 + events["conflicts"]
+            # (and the write that moves block 0 to history wrote it first: one PutItem
+            # each; 65 ops move one block)
+            assert requests.get("PutItem", 0) == 64 + events["conflicts"] + events.get("history_writes", 0)
         else:
             # Sum mode never loses a race: one ADD a stamp, one write storing acked.
             assert events.get("conflicts", 0) == 0
             assert requests["UpdateItem"] == 64 + events.get("trims", 0) + events.get("trims_skipped", 0)
-            assert requests["PutItem"] == 1 and events["completions"] == 1
+            assert requests["PutItem"] == 1 + events.get("history_writes", 0) and events["completions"] == 1
+            assert events.get("history_writes", 0) == events.get("trims", 0) == 1  # block 0, once
 
     run(endpoint, table, body, mode=mode, retry=PATIENT)
 
@@ -349,7 +354,10 @@ def test_every_request_type_survives_every_fault_kind(
         else:
             assert (await fresh.status_many([TAG, "absent"]))[TAG].state == "pending"
         assert script.pending == 0
-        assert (fresh.stats.events.get("retries", 0) > 0) is beyond_botocore
+        # A sum ADD whose response was lost is never resent by botocore (resend.py): the
+        # library's guarded retry takes over at once.
+        library_retries = beyond_botocore or (kind == "lose" and operation == "UpdateItem")
+        assert (fresh.stats.events.get("retries", 0) > 0) is library_retries
 
     run(str(moto_server.endpoint_url), table, body, http_attempts=2, mode=mode)
 

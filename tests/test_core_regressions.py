@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import boto3
+import node_package
 import pytest
 from botocore.config import Config
 from conftest import Clock, unique_table
@@ -50,10 +51,10 @@ def tracker(server: LocalDynamoDB, table: str, **options: Any) -> XorAckDynamoDB
 
 
 def node_stamp(raw: Any, table: str, edge: bytes) -> None:
-    """What the Node package does: a consistent read, then a PutItem of ``{tag, stamp}``
-    (no condition on anything it does not know about; every other attribute is dropped)."""
-    item = raw.get_item(TableName=table, Key={"tagID": {"S": TAG}}, ConsistentRead=True)["Item"]
-    raw.put_item(TableName=table, Item={"tagID": {"S": TAG}, "stamp": {"B": xor(item["stamp"]["B"], edge)}})
+    """What the Node package does (``node_package``): a consistent read, then a PutItem
+    of ``{tag, stamp}`` conditioned on the stamp it read (every other attribute is
+    dropped)."""
+    node_package.node_stamp(raw, table, TAG, edge)
 
 
 # -- CombiningTracker ------------------------------------------------------------------------

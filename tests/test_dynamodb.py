@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from conftest import Clock, expect, h
+from node_package import node_create, node_stamp
 
 from xor_ack_dynamodb import ChainStatus, RetryPolicy, Stamp, XorAckDynamoDB, errors, new_stamp, xor
 from xor_ack_dynamodb.stamps import MAX_STAMP_BYTES, MAX_TAG_BYTES
@@ -670,7 +671,7 @@ def test_largest_tag_and_stamp_are_accepted(ack: XorAckDynamoDB) -> None:
 def test_node_package_item_can_be_stamped(make_ack: Any, clock: Clock) -> None:
     """An item with only {tagID: S, stamp: B}, as the Node package writes it."""
     ack = make_ack(clock=clock)
-    ack.client.put_item(TableName=ack.table, Item={"tagID": {"S": TAG}, "stamp": {"B": h("29")}})
+    node_create(ack.client, ack.table, TAG, h("29"))
     status = ack.status(TAG)
     assert status == ChainStatus(TAG, "pending", Stamp(h("29")), None, None, 0)
     clock.advance(10 * 365 * 86400)  # it never expires
@@ -687,11 +688,12 @@ def test_node_package_item_can_be_stamped(make_ack: Any, clock: Clock) -> None:
 
 
 def test_node_item_and_a_node_write_in_between(ack: XorAckDynamoDB) -> None:
-    """A Node writer (unconditional put of {tagID, stamp}) between two stamps of ours:
-    our cached value is stale and the next stamp must still be right."""
-    ack.client.put_item(TableName=ack.table, Item={"tagID": {"S": TAG}, "stamp": {"B": h("29")}})
+    """A Node writer (a read, then a put of {tagID, stamp} conditioned on the stamp it
+    read) between two stamps of ours: our cached value is stale and the next stamp must
+    still be right."""
+    node_create(ack.client, ack.table, TAG, h("29"))
     assert ack.stamp(TAG, h("4c")) == h("65")
-    ack.client.put_item(TableName=ack.table, Item={"tagID": {"S": TAG}, "stamp": {"B": h("40")}})
+    assert node_stamp(ack.client, ack.table, TAG, h("25")) == h("40")
     assert ack.stamp(TAG, h("a9")) == h("e9")
     assert ack.stamp(TAG, h("e9")).acked
 

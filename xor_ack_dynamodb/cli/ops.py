@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 
 from ..core.chain import Chain
 from ..errors import CorruptItem, TableNotFound, TagNotFound
+from ..stamps import RESERVED_PREFIX
 from ..stores.dynamodb.item import ItemCodec
 from ..stores.dynamodb.table import describe, missing_table_message, table_key
 from .common import (
@@ -243,6 +244,8 @@ def list_cmd(args: argparse.Namespace) -> int:
             pages += 1
             scanned += int(page.get("ScannedCount", 0))
             for item in page.get("Items", []):
+                if item.get(ack.partition_key, {}).get("S", "").startswith(RESERVED_PREFIX):
+                    continue  # a chain's op history, not a chain
                 try:
                     chain = codec.parse(item)
                 except CorruptItem as exc:

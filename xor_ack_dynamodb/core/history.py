@@ -110,6 +110,11 @@ class Lookup:
     lineage: bytes
     indexes: tuple[int, ...]
     exhaustive: bool = True
+    base: int = 0
+
+    def position(self, index: int, offset: int) -> int:
+        """The position of the ``offset``-th op of block ``index``."""
+        return self.base + index * BLOCK + offset + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,21 +163,24 @@ def _since(chain: Chain, p: int) -> Scope:
             f"its ops up to position {chain.base} were dropped without history (an older version)"
         )
     first, last = block_index(chain, p + 1), block_index(chain, chain.cut_seq)
-    return Lookup(chain.line, tuple(range(first, last + 1)))
+    return Lookup(chain.line, tuple(range(first, last + 1)), base=chain.base)
 
 
-def search(lookup: Lookup, blocks: dict[int, tuple[Op, ...]], key: bytes) -> Op | None | Unknowable:
-    """The op with ``key`` in the blocks a lookup read; None when it is in none of them
-    and they were all there (exhaustive); :class:`Unknowable` otherwise."""
+def search(
+    lookup: Lookup, blocks: dict[int, tuple[Op, ...]], key: bytes
+) -> tuple[Op, int] | None | Unknowable:
+    """The op with ``key`` in the blocks a lookup read, and its position; None when it
+    is in none of them and they were all there (exhaustive); :class:`Unknowable`
+    otherwise."""
     for index in lookup.indexes:
         ops = blocks.get(index)
         if ops is None:
             if lookup.exhaustive:
                 return Unknowable(f"its history block {index} is missing")
             break
-        for op in ops:
+        for offset, op in enumerate(ops):
             if op.key == key:
-                return op
+                return op, lookup.position(index, offset)
     if lookup.exhaustive:
         return None
     return Unknowable("a writer without history (the Node package) replaced the item since")

@@ -324,7 +324,7 @@ class ChainRules(BlindWrites):
             if isinstance(hit, Unknowable):
                 return Reject(self._unknowable(chain, hit))
             if hit is not None:
-                return self._known(chain, hit, op, now, None)
+                return self._known(chain, hit[0], op, now, hit[1] if found.lineage == chain.line else None)
         return APPLY
 
     def _known(self, chain: Chain, seen: Op, op: Op, now: int, position: int | None) -> Verdict:

@@ -158,6 +158,9 @@ class StampCall(_History[Plan]):
         self.base: Chain | None = None  # what the write with an unknown outcome was based on
         self.sent_at: Position | None = None  # where that write's ops would have landed after
         self.searched = Searched()
+        # History blocks this call wrote: a block's content is fixed by its place, so an
+        # attempt after a lost race need not write it again.
+        self.moved: set[tuple[bytes, int]] = set()
 
     def round(self, now: int) -> Round[Plan]:
         chain, fresh = self.known, self.fresh
@@ -192,8 +195,10 @@ class StampCall(_History[Plan]):
             self.events["duplicates"] += plan.duplicates
             yield from self._finish_tombstone(chain)
             return plan
-        if plan.moved:
-            yield from self._write_history(plan.new, plan.moved)
+        unwritten = [b for b in plan.moved if (plan.new.line, b.index) not in self.moved]
+        if unwritten:
+            yield from self._write_history(plan.new, unwritten)
+            self.moved.update((plan.new.line, b.index) for b in unwritten)
         if marker is not None:
             self.sent[marker.key] = plan
         if not self.unknown:
@@ -425,11 +430,16 @@ class AddCall(_History[Stamp | Sum]):
             for i, _ in enumerate(blocks):
                 trim = Trim(self.tag, BLOCK, window, now, cut, view.line, adopt and i == 0)
                 reply = yield trim
-                if not isinstance(reply, Written):
-                    self.events["trims_skipped"] += 1
-                    return
-                self.events["trims"] += 1
                 cut += BLOCK
+                if isinstance(reply, Written):
+                    self.events["trims"] += 1
+                    continue
+                self.events["trims_skipped"] += 1
+                # Refused: go on with the next block only if another writer (the owner of
+                # this one, late) has just removed exactly this one.
+                current = reply.current if isinstance(reply, Rejected) else None
+                if current is None or current.line != view.line or current.cut_seq != cut:
+                    return
         except Transient:
             self.events["trims_lost"] += 1
         except Exception as exc:  # noqa: BLE001 - a failed move must not fail the applied stamp

@@ -96,7 +96,7 @@ class Searched:
         for i in indexes:
             self.blocks[(lineage, i)] = found.get(i)
 
-    def find(self, lookup: Lookup, key: bytes) -> Op | None | Unknowable:
+    def find(self, lookup: Lookup, key: bytes) -> tuple[Op, int] | None | Unknowable:
         """:func:`~.history.search` over what was read for ``lookup`` (all of it)."""
         read = {
             i: ops for (line, i), ops in self.blocks.items() if line == lookup.lineage and ops is not None

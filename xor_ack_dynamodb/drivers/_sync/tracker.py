@@ -142,15 +142,20 @@ class SyncTracker:
         * neither (the default with an ``op_id``): the whole life of the chain. Free
           while the chain's item still holds every op since its start (its first 40 +
           ``max_ops`` stamps); after that, one history read (a BatchGetItem of up to
-          100 blocks of 40 ops) for a stamp whose op is not among the recent ones.
+          100 blocks of 40 ops) for a stamp whose op is not among the recent ones (in
+          sum mode the guarded ADD is refused first and sent again after the read:
+          three requests; in xor mode the read comes before the write).
 
-        Foreign writers: a write by the Node package (a PutItem of ``{tag, stamp}``)
-        drops the item's op list and lineage. A stamp sent again after that with the
-        same op id cannot be recognised from the item: with ``after`` (or after this
-        library's own lost response) of the lineage before the reset, its history is
-        searched and the stamp is refused with :class:`OutcomeUnknown` if it is not
-        found there; a bare op id is checked from the reset on only, so a stamp applied
-        before a Node write and sent again after it is applied twice.
+        Foreign writers: a stamp by the Node package replaces the item with ``{tag,
+        stamp}`` (a PutItem), dropping its op list and lineage, or deletes it when its
+        XOR reaches zero (then this call raises :class:`TagNotFound`). A stamp sent again
+        after such a write with the same op id cannot be recognised from the item: with
+        ``after`` a position of the lineage before the reset (or after this library's own
+        lost response), that lineage's history is searched: found there, it is a
+        duplicate; not found (it was among the recent ops the Node write dropped), the
+        stamp raises :class:`OutcomeUnknown` and writes nothing. A bare op id is checked
+        from the reset on only, so a stamp applied before a Node write and sent again
+        after it with only its op id is applied twice.
 
         Cost: xor mode reads and writes conditionally (one request when this tracker
         knows the chain's last value, two otherwise; a lost race costs another round;

@@ -400,6 +400,7 @@ class RequestCodec:
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             ),
         )
 
@@ -439,12 +440,11 @@ class RequestCodec:
     def old_item(self, exc: ClientError, request: Request) -> Chain | None | object:
         """The item a failed condition saw (``ALL_OLD``, free), or :data:`MISSING`
         when the backend did not return it (dynalite, older DynamoDB Local): the caller
-        then reads it (strongly consistent). A rejected Trim needs no item."""
-        if isinstance(request, Trim):
-            return None
+        then reads it (strongly consistent). A rejected Trim is not worth a read: None
+        when the backend did not return the item."""
         item = cast("Item | None", exc.response.get("Item"))
         if item is None:
-            return MISSING
+            return None if isinstance(request, Trim) else MISSING
         return self.items.parse(item, tag_of(request))
 
     def batch_request(self, tags: list[str]) -> dict[str, Any]:
