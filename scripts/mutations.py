@@ -309,8 +309,8 @@ MUTANTS: list[Mutant] = [
         "duplicate-in-history-applied",
         "issue 18: an op that left the window is found in the chain's history: not applied again",
         "core/rules.py",
-        "            if hit is not None:\n                return self._known(chain, hit, op, now, None)",
-        "            if False:\n                return self._known(chain, hit, op, now, None)",
+        "            if hit is not None:\n                return self._known(chain, hit[0], op, now,",
+        "            if False:\n                return self._known(chain, hit[0], op, now,",
         (
             f"{MEMORY}::test_a_duplicate_is_caught_past_the_window",
             f"{DYNAMODB}::test_a_duplicate_is_caught_past_the_window",
@@ -475,8 +475,8 @@ MUTANTS: list[Mutant] = [
         "xor-history-not-written",
         "issue 18: an xor write writes the blocks it moves out of the window first",
         "core/stamping.py",
-        "        if plan.moved:\n            yield from self._write_history(plan.new, plan.moved)",
-        "        if False:\n            yield from self._write_history(plan.new, plan.moved)",
+        "        if unwritten:\n            yield from self._write_history(plan.new, unwritten)",
+        "        if False:\n            yield from self._write_history(plan.new, unwritten)",
         (f"{ONCE}::test_an_xor_stamp_lost_and_outrun_by_other_stamps_is_decided_exactly",),
     ),
     # -- memory store ----------------------------------------------------------------------
