@@ -15,7 +15,9 @@ poller is played three ways:
   deliveries; the copy is deleted;
 * ``twice+late``: as ``twice``, but a ``late`` share of the second deliveries is held
   back until every other message was processed (the chain has moved hundreds of ops on:
-  their first copies are in its history, not its item).
+  their first copies are in its history, not its item). So that they find their chain
+  still pending (a copy that finds it acked is refused whatever its history), each
+  object's last child is held back until after them (and delivered once, at the end).
 
 Each run ends with every chain acked and its completion fired once (from the table's
 stream). DynamoDB's figures are counted on the tracker's client: requests by operation,
@@ -28,6 +30,7 @@ Request counts do not depend on the machine's load; no timing is reported.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import uuid
@@ -146,6 +149,10 @@ def run(
         started = pipeline.start(f"object-{n}", [{"i": i} for i in range(children)], start_id=f"upload-{n}")
         out.tags.append(started.tag)
     held: list[str] = []
+    closers: list[str] = []
+
+    def hold(handle: str) -> None:
+        sqs.change_message_visibility(QueueUrl=queue, ReceiptHandle=handle, VisibilityTimeout=3600)
 
     def drain() -> None:
         while True:
@@ -154,7 +161,16 @@ def run(
             ).get("Messages", [])
             if not got:
                 return
-            records = lambda_records(got)
+            records = []
+            for record in lambda_records(got):
+                first = record["attributes"]["ApproximateReceiveCount"] == "1"
+                if delivery == "twice+late" and first and json.loads(record["body"])["i"] == children - 1:
+                    closers.append(record["receiptHandle"])  # unprocessed until the late copies are in
+                    hold(record["receiptHandle"])
+                else:
+                    records.append(record)
+            if not records:
+                continue
             result = pipeline.process_sqs_batch({"Records": records}, leaf)
             assert result["batchItemFailures"] == [], result
             out.deliveries += len(records)
@@ -165,18 +181,17 @@ def run(
                     delete.append({"Id": str(len(delete)), "ReceiptHandle": handle})
                 elif delivery == "twice+late" and pick.random() < late:
                     held.append(handle)  # invisible until every other message was processed
-                    sqs.change_message_visibility(
-                        QueueUrl=queue, ReceiptHandle=handle, VisibilityTimeout=3600
-                    )
+                    hold(handle)
                 else:  # the function "timed out": visible again at once, received again later
                     sqs.change_message_visibility(QueueUrl=queue, ReceiptHandle=handle, VisibilityTimeout=0)
             if delete:
                 sqs.delete_message_batch(QueueUrl=queue, Entries=delete)
 
     drain()
-    for handle in held:
-        sqs.change_message_visibility(QueueUrl=queue, ReceiptHandle=handle, VisibilityTimeout=0)
-    drain()
+    for batch in (held, closers):
+        for handle in batch:
+            sqs.change_message_visibility(QueueUrl=queue, ReceiptHandle=handle, VisibilityTimeout=0)
+        drain()
     after = meter.snapshot()
     out.requests = Counter(meter.requests) - before_requests
     out.write_units, out.read_units, out.refused = (
