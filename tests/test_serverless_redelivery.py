@@ -33,6 +33,7 @@ from serverless_helpers import example
 
 from xor_ack_dynamodb import XorAckDynamoDB
 from xor_ack_dynamodb.serverless import Context, Pipeline, decode_record
+from xor_ack_dynamodb.serverless.starts import start
 
 REGION = "us-east-1"
 Route = Literal["process", "keep", "hold", "drop"]
@@ -69,8 +70,8 @@ class Stalled:
     def release(self, pick: Callable[[dict[str, Any]], bool] = lambda body: True) -> int:
         go = [(q, e) for q, e in self.held if pick(json.loads(e["MessageBody"]))]
         self.held = [(q, e) for q, e in self.held if not pick(json.loads(e["MessageBody"]))]
-        for start in range(0, len(go), 10):
-            batch = [dict(e, Id=str(i)) for i, (_, e) in enumerate(go[start : start + 10])]
+        for first in range(0, len(go), 10):
+            batch = [dict(e, Id=str(i)) for i, (_, e) in enumerate(go[first : first + 10])]
             assert not self.sqs.send_message_batch(QueueUrl=go[0][0], Entries=batch).get("Failed")
         return len(go)
 
@@ -323,4 +324,39 @@ def test_an_envelope_of_an_older_version_is_checked_on_its_first_receive(dynamod
     flow.release()
     flow.pump()
     status = flow.tracker.status("order-3")
+    assert status.state == "acked", status
+
+
+@pytest.mark.parametrize("dynamodb", ["inproc"], indirect=True)
+def test_an_s3_carried_child_whose_event_comes_again_late_is_applied_once(dynamodb: Any, mode: str) -> None:
+    """An object written as a child (``ctx.emit_object``) continues its chain from its
+    upload event; S3 and Lambda's asynchronous retries can deliver that event again with
+    no receive count to tell, so its stamp is always checked."""
+    flow = Flow(dynamodb, mode)
+    flow.s3.create_bucket(Bucket="redeliver-objects")
+
+    def fan(ctx: Context) -> None:
+        ctx.emit_object("redeliver-objects", "part-0.txt", "x")
+        for i in range(1, OTHERS + 2):
+            ctx.emit({"i": i})
+
+    start("order-4", pipeline=flow.pipeline, start_id="s4", handler=fan)
+    obj = {"key": "part-0.txt", "eTag": "e", "sequencer": "0A"}
+    event = {
+        "Records": [
+            {
+                "eventSource": "aws:s3",
+                "eventName": "ObjectCreated:Put",
+                "s3": {"bucket": {"name": "redeliver-objects"}, "object": obj},
+            }
+        ]
+    }
+    assert flow.pipeline.process_s3_event(event, lambda ctx: None)["continued"] == ["order-4"]
+    last = OTHERS + 1
+    assert flow.pump(lambda b, r: "hold" if b["i"] == last else "process") == OTHERS
+    assert flow.pipeline.process_s3_event(event, lambda ctx: None)["continued"] == ["order-4"]  # again
+    assert flow.events()["stamps.duplicate"] == 1
+    flow.release()
+    flow.pump()
+    status = flow.tracker.status("order-4")
     assert status.state == "acked", status
