@@ -244,9 +244,7 @@ def _fail(pipeline: PipelineParts, ctx: Context, reason: str) -> Outcome:
     return "failed"
 
 
-def _stamp_and_send(
-    pipeline: PipelineParts, ctx: Context, options: dict[str, Any], env: Envelope
-) -> Outcome:
+def _stamp_and_send(pipeline: PipelineParts, ctx: Context, options: dict[str, Any], env: Envelope) -> Outcome:
     assert ctx.edge is not None
     children = ctx.children
     own = op_id(ctx.edge)
