@@ -263,14 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
     modes = ["sum", "xor"] if args.mode == "both" else [args.mode]
-    results = []
-    with mock_aws():
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        if args.dynamodb == "inproc":
-            dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-            streams = boto3.client("dynamodbstreams", region_name="us-east-1")
-            results = [
-                run(
+    results: list[Result] = []
+
+    def runs(dynamodb: Any, streams: Any, sqs: Any) -> None:
+        for m in modes:
+            for d in DELIVERIES:
+                found = run(
                     dynamodb,
                     streams,
                     sqs,
@@ -280,16 +278,23 @@ def main(argv: list[str] | None = None) -> int:
                     children=args.children,
                     late=args.late,
                 )
-                for m in modes
-                for d in DELIVERIES
-            ]
+                results.append(found)
+                print(table([found]).splitlines()[-1], flush=True)  # a row as soon as it is known
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        if args.dynamodb == "inproc":
+            runs(
+                boto3.client("dynamodb", region_name="us-east-1"),
+                boto3.client("dynamodbstreams", region_name="us-east-1"),
+                sqs,
+            )
         else:
             from xor_ack_dynamodb import DynamoDBLocal
             from xor_ack_dynamodb.stores.dynamodb.clients import aws_client
             from xor_ack_dynamodb.testing.endpoint import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
 
             with DynamoDBLocal() as server:
-                dynamodb = server.client()
                 streams = aws_client(
                     "dynamodbstreams",
                     region=LOCAL_REGION,
@@ -297,21 +302,8 @@ def main(argv: list[str] | None = None) -> int:
                     aws_access_key_id=LOCAL_KEY_ID,
                     aws_secret_access_key=LOCAL_SECRET,
                 )
-                results = [
-                    run(
-                        dynamodb,
-                        streams,
-                        sqs,
-                        mode=m,
-                        delivery=d,
-                        objects=args.objects,
-                        children=args.children,
-                        late=args.late,
-                    )
-                    for m in modes
-                    for d in DELIVERIES
-                ]
-    print(f"DynamoDB: {args.dynamodb}; SQS: moto in-process")
+                runs(server.client(), streams, sqs)
+    print(f"\nDynamoDB: {args.dynamodb}; SQS: moto in-process")
     print(table(results))
     return 0 if all(r.exact for r in results) else 1
 
