@@ -23,6 +23,8 @@ A parent whose own stamp came back ``duplicate`` cannot know which of its childr
 earlier attempt sent: it marks itself re-sent on the chain (``mark_resent``) *before*
 sending them again, flagged ``rs``. A start whose create came back ``duplicate`` (a
 redelivered S3 event, a retried ``start_id``) does the same under its create's op id.
+The mark alone keeps every copy exact (a copy names its parent, which is marked before
+it exists); the flag spares a sum-mode copy its first write, which the mark would refuse.
 
 Why an older envelope (no ``parent``) is checked even on its first receive: the parent
 that sent it ran a version that neither marked itself nor flagged what it re-sent, so a
