@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test reliability mutations bench bench-spark bench-wordcount lint docs dist clean dynalite dynamodb-local unasync
+.PHONY: setup demo test reliability mutations bench bench-fanout bench-spark bench-wordcount lint docs dist clean dynalite dynamodb-local unasync
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,13 @@ $(BENCH_STAMP): pyproject.toml $(STAMP)
 
 bench: $(BENCH_STAMP) dynamodb-local
 	$(PY) -m benchmarks
+
+# Issue 18's serverless fan-out (a few minutes): 3 objects of 500 children through moto's
+# SQS and DynamoDB Local, every message delivered once, twice, and twice with 10% of the
+# copies after all the rest; prints DynamoDB requests and WCU per message (counts, not
+# timings: any machine will do). Fails unless every chain ends acked, completed once.
+bench-fanout: $(STAMP) dynamodb-local
+	$(PY) -m benchmarks.fanout
 
 # The Spark word count at scale (several minutes): a reproducible corpus of 520 files and
 # a million words (built into benchmarks/.corpus/), both pipelines, tracked and

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,20 +19,27 @@ from xor_ack_dynamodb.serverless import (
     child_edge,
     decode_record,
     decode_s3_metadata,
+    from_json,
     op_id,
     owner_for,
     start_edge,
 )
+from xor_ack_dynamodb.serverless.copies import stamp_options
+from xor_ack_dynamodb.stamps import Position
 
 XOR = Envelope("s3://in/a.jsonl@etag:1f", bytes.fromhex("00ff" * 8), "inc-1", "xor")
 SUM = Envelope("orders/2024-06-01", 2**63 + 5, "inc-2", "sum")
+#: With what its stamp checks for earlier copies: its parent, the parent's position, re-sent.
+FULL = Envelope(
+    "orders/2024-06-02", 7, "inc-3", "sum", parent="edge:12", after=Position(b"\x01" * 8, 41), resent=True
+)
 
 
 def sqs_record(body: str, attributes: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"messageId": "m-1", "body": body, "messageAttributes": attributes or {}, "attributes": {}}
 
 
-@pytest.mark.parametrize("env", [XOR, SUM], ids=["xor", "sum"])
+@pytest.mark.parametrize("env", [XOR, SUM, FULL], ids=["xor", "sum", "copy"])
 def test_every_carrier_round_trips(env: Envelope) -> None:
     lambda_attrs = {"xor-ack": {"stringValue": env.to_json(), "dataType": "String"}}
     boto_record = {"MessageId": "m", "Body": "payload", "MessageAttributes": env.sqs_attributes()}
@@ -87,6 +95,12 @@ def good(**changes: Any) -> str:
         (sqs_record("x", attr(good(edge=str(2**64)))), MalformedEnvelope),
         (sqs_record("x", attr(good(owner=None))), MalformedEnvelope),
         (sqs_record("x", attr(good(mode="product"))), MalformedEnvelope),
+        (sqs_record("x", attr(good(parent=""))), MalformedEnvelope),
+        (sqs_record("x", attr(good(parent=7))), MalformedEnvelope),
+        (sqs_record("x", attr(good(after="0101:1"))), MalformedEnvelope),
+        (sqs_record("x", attr(good(after=41))), MalformedEnvelope),
+        (sqs_record("x", attr(good(rs=2))), MalformedEnvelope),
+        (sqs_record("x", attr(good(rs=True))), MalformedEnvelope),
         (sqs_record("x", attr(XOR.to_json())), EnvelopeModeMismatch),
         (sqs_record("x", {"xor-ack": {"dataType": "Binary", "binaryValue": "AA=="}}), MalformedEnvelope),
         (sqs_record(json.dumps({"xor-ack": {"v": 1}, "body": 1})), MalformedEnvelope),
@@ -123,3 +137,18 @@ def test_edges_are_derived_deterministically() -> None:
     assert len(start_edge("xor", "t", "inc", 3, 8)) == 8  # type: ignore[arg-type]
     assert op_id(7) == "edge:7" and op_id(b"\x01\x02") == "edge:0102"
     assert owner_for("t", "a") == owner_for("t", "a") != owner_for("t", "b")
+
+
+def test_what_a_stamp_checks_follows_what_the_message_knows() -> None:
+    """A first delivery naming its parent is trusted unless the chain marked that parent;
+    a redelivery, a re-sent copy, an S3-carried child and an older envelope (no parent,
+    no position: the whole lineage) are checked."""
+    at = Position(b"\x02" * 8, 9)
+    first = Envelope("t", 5, "inc-1", "sum", parent="edge:3", after=at)
+    assert stamp_options(first, 1) == {"first": True, "parent": "edge:3", "after": at}
+    assert stamp_options(first, 2) == {"after": at}
+    assert stamp_options(first, 1, counted=False) == {"after": at}
+    assert stamp_options(replace(first, resent=True), 1) == {"after": at}
+    older = from_json(json.dumps({"v": 1, "tag": "t", "mode": "sum", "edge": "5", "owner": "inc-1"}))
+    assert (older.parent, older.after, older.resent) == (None, None, False)
+    assert stamp_options(older, 1) == {"after": None}

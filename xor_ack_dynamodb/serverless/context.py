@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.algebra import Mode
+from ..stamps import Position
 from .edges import Edge, edge_text
 from .envelope import Envelope
 
@@ -101,6 +102,7 @@ class Context:
         receive_count: int = 1,
         source: S3Object | None = None,
         lambda_context: Any = None,
+        parent: str | None = None,
     ) -> None:
         self.tag = tag
         self.owner = owner
@@ -113,6 +115,7 @@ class Context:
         self.source = source
         self.lambda_context = lambda_context
         self._derive = derive
+        self._parent = parent
         self._default_queue = default_queue
         self._children: list[Child] = []
 
@@ -132,7 +135,9 @@ class Context:
         return json.loads(self.body)
 
     def _envelope(self) -> Envelope:
-        return Envelope(self.tag, self._derive(len(self._children)), self.owner, self.mode)
+        return Envelope(
+            self.tag, self._derive(len(self._children)), self.owner, self.mode, parent=self._parent
+        )
 
     def emit(
         self,
@@ -179,6 +184,9 @@ class Context:
         child = Child(
             envelope=self._envelope(), bucket=bucket, key=key, data=payload, content_type=content_type
         )
-        child.envelope.s3_metadata()  # too long a tag for S3 metadata: refuse now, not after the stamp
+        # Too long a tag for S3 metadata: refuse now, not after the stamp (which adds the
+        # parent's position and maybe the re-sent flag: checked at their longest).
+        longest = Position(b"\xff" * 8, 2**63)
+        replace(child.envelope, after=longest, resent=True).s3_metadata()
         self._children.append(child)
         return child

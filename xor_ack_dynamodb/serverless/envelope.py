@@ -3,11 +3,25 @@
 One JSON object, version 1::
 
     {"v": 1, "tag": "s3://in/a.csv@etag:9b2c...", "mode": "sum",
-     "edge": "6141899315462453321", "owner": "inc-3f0c..."}
+     "edge": "6141899315462453321", "owner": "inc-3f0c...",
+     "parent": "edge:8034...", "after": "5f1c0e9a2b3d4c6e:41", "rs": 1}
 
-``edge`` is decimal digits in sum mode, hex digits in xor mode. A reader of version 1
-ignores fields it does not know (a later 1.x writer may add some); any other ``v`` is
-:class:`UnsupportedEnvelopeVersion`. Carriers:
+``edge`` is decimal digits in sum mode, hex digits in xor mode. The last three fields
+(added within version 1; a reader of version 1 ignores fields it does not know) say what
+the message's stamp must check for earlier copies of itself (:mod:`.records`):
+
+* ``parent``: the op id of the stamp that sent this message (``edge:<edge>`` of a
+  record, ``start:<incarnation>`` of a start): the parent the chain may have marked
+  re-sent (:meth:`~xor_ack_dynamodb.drivers.SyncTracker.mark_resent`);
+* ``after``: the position (:class:`~xor_ack_dynamodb.stamps.Position`) where that
+  parent's op landed: no copy of this message can have landed before it;
+* ``rs``: present (1) when the parent sent this message again (its own stamp was a
+  duplicate): this copy may be a duplicate.
+
+An envelope written before these fields existed carries none of them: it is read as a
+message that may be a duplicate, checked against the chain's whole history (see
+:mod:`.records` for why). Any other ``v`` is :class:`UnsupportedEnvelopeVersion`.
+Carriers:
 
 * **SQS message attributes** (the default): one String attribute named ``xor-ack``
   holding the JSON (one attribute of SQS's ten; the body stays the user's).
@@ -32,8 +46,8 @@ from typing import Any
 
 from ..core.algebra import Mode
 from ..core.factory import MAX_OWNER
-from ..errors import InvalidTag
-from ..stamps import check_tag
+from ..errors import InvalidConfig, InvalidTag
+from ..stamps import Position, check_tag
 from .edges import Edge, edge_text
 from .errors import EnvelopeModeMismatch, MalformedEnvelope, MissingEnvelope, UnsupportedEnvelopeVersion
 
@@ -55,6 +69,8 @@ ATTRIBUTE = "xor-ack"
 VERSION = 1
 #: S3 keeps at most 2 KB of user metadata per object (names and values).
 S3_METADATA_LIMIT = 2048
+#: The longest ``parent`` op id an envelope carries (a start's incarnation is the user's).
+MAX_PARENT = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,21 +78,33 @@ class Envelope:
     """What a tracked message carries: the chain's ``tag``, the ``edge`` this message
     finishes (bytes in xor mode, an int in sum mode) and the chain's ``owner`` (the
     incarnation that created it: stamps pass it, so a late message of an older chain of
-    the same tag is refused). Immutable and picklable."""
+    the same tag is refused). ``parent``, ``after`` and ``resent``: what its stamp must
+    check for earlier copies of it (see the module doc); None/False in an envelope of an
+    older writer. Immutable and picklable."""
 
     tag: str
     edge: Edge
     owner: str
     mode: Mode
+    parent: str | None = None
+    after: Position | None = None
+    resent: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "v": VERSION,
             "tag": self.tag,
             "mode": self.mode,
             "edge": edge_text(self.edge),
             "owner": self.owner,
         }
+        if self.parent is not None:
+            out["parent"] = self.parent
+        if self.after is not None:
+            out["after"] = str(self.after)
+        if self.resent:
+            out["rs"] = 1
+        return out
 
     def to_json(self) -> str:
         """The envelope as compact ASCII JSON (ASCII so that S3 metadata can carry it)."""
@@ -160,7 +188,31 @@ def from_dict(data: object, mode: Mode | None = None) -> Envelope:
         raise MalformedEnvelope(
             f"the envelope's 'owner' must be a str of 1 to {MAX_OWNER} characters", tag=tag
         )
-    return Envelope(tag=tag, edge=_edge(data.get("edge"), found, tag), owner=owner, mode=found)
+    parent = data.get("parent")
+    if parent is not None and (not isinstance(parent, str) or not 1 <= len(parent) <= MAX_PARENT):
+        raise MalformedEnvelope(
+            f"the envelope's 'parent' must be a str of 1 to {MAX_PARENT} characters", tag=tag
+        )
+    after = data.get("after")
+    if after is not None:
+        try:
+            after = Position.parse(after) if isinstance(after, str) else None
+        except InvalidConfig:
+            after = None
+        if after is None:
+            raise MalformedEnvelope("the envelope's 'after' must be a chain position", tag=tag)
+    resent = data.get("rs", 0)
+    if resent not in (0, 1) or isinstance(resent, bool):
+        raise MalformedEnvelope("the envelope's 'rs' must be 0 or 1", tag=tag)
+    return Envelope(
+        tag=tag,
+        edge=_edge(data.get("edge"), found, tag),
+        owner=owner,
+        mode=found,
+        parent=parent,
+        after=after,
+        resent=resent == 1,
+    )
 
 
 def _edge(text: object, mode: str, tag: str) -> Edge:

@@ -15,8 +15,14 @@ For each record:
    ``raise FailChain(reason)`` fails the chain without retrying.
 3. **One stamp** finishes the record's edge and starts its children's, with the op id
    derived from the record's edge and ``owner=`` the envelope's owner:
-   ``stamp(tag, finished=[edge], started=[c1, c2...], op_id="edge:<edge>", owner=...)``.
-4. **Then send the children** (SQS ``SendMessageBatch``; S3 ``PutObject`` for objects).
+   ``stamp(tag, finished=[edge], started=[c1, c2...], op_id="edge:<edge>", owner=...)``,
+   and what it must check for an earlier copy of itself (:mod:`.copies`): nothing
+   beyond the item for a first delivery (``first=True``, its parent named), the history
+   since its parent's position for a redelivery or a re-sent copy.
+4. **Then send the children** (SQS ``SendMessageBatch``; S3 ``PutObject`` for objects),
+   their envelopes naming this record's op as their parent and where it landed. A
+   record whose stamp was a duplicate first marks itself re-sent on the chain
+   (``mark_resent``), then sends its children flagged re-sent (:mod:`.copies`).
 
 A stamp that completes the chain fires nothing here: the completion fires from the
 table's stream, whoever completed the chain (:mod:`.stream`).
@@ -52,7 +58,8 @@ Why stamp before send, and what a crash between them does:
 
 A redelivered record whose stamp is a duplicate re-sends its children, because it cannot
 know whether its first attempt's sends completed: copies of a child are applied once
-(same edge, same op id) but their handlers do run again: make handlers idempotent, as
+(same edge, same op id, however long after the original: the chain's history is
+searched since the parent's position) but their handlers do run again: make handlers idempotent, as
 any SQS consumer must. Records of a chain that is acked, failed, expired, missing or of
 another owner are dropped with an INFO log line.
 
@@ -82,8 +89,9 @@ from ..errors import (
     TagNotFound,
 )
 from .context import Context, S3Object
+from .copies import as_sent, stamp_options
 from .edges import child_edge, op_id
-from .envelope import Message, decode_record
+from .envelope import Envelope, Message, decode_record
 from .errors import EnvelopeError, FailChain
 from .parts import PipelineParts
 from .sending import send_children
@@ -143,9 +151,11 @@ def process_message(
     record: Mapping[str, Any] | None = None,
     source: S3Object | None = None,
     lambda_context: Any = None,
+    counted: bool = True,
 ) -> Outcome:
     """One decoded message (an SQS record, or an S3 object that carries an envelope):
-    handler, one stamp, sends, completion. Returns its outcome."""
+    handler, one stamp, sends. ``counted`` False: ``receive_count`` says nothing (an S3
+    event), so the message may be a copy whatever it is. Returns its outcome."""
     env = message.envelope
     parent = env.edge
     ctx = Context(
@@ -161,6 +171,7 @@ def process_message(
         receive_count=receive_count,
         source=source,
         lambda_context=lambda_context,
+        parent=op_id(parent),
     )
     try:
         handler(ctx)
@@ -168,7 +179,7 @@ def process_message(
         return _count(pipeline, _fail(pipeline, ctx, f"message {message_id}: {exc.reason}"))
     except Exception as exc:
         return _count(pipeline, _handler_failed(pipeline, ctx, exc))
-    return _count(pipeline, _stamp_and_send(pipeline, ctx))
+    return _count(pipeline, _stamp_and_send(pipeline, ctx, stamp_options(env, receive_count, counted), env))
 
 
 def _handler_failed(pipeline: PipelineParts, ctx: Context, exc: Exception) -> Outcome:
@@ -233,17 +244,21 @@ def _fail(pipeline: PipelineParts, ctx: Context, reason: str) -> Outcome:
     return "failed"
 
 
-def _stamp_and_send(pipeline: PipelineParts, ctx: Context) -> Outcome:
+def _stamp_and_send(pipeline: PipelineParts, ctx: Context, options: dict[str, Any], env: Envelope) -> Outcome:
     assert ctx.edge is not None
     children = ctx.children
+    own = op_id(ctx.edge)
     try:
         result = pipeline.tracker.stamp(
             ctx.tag,
             finished=[ctx.edge],
             started=[c.edge for c in children],
-            op_id=op_id(ctx.edge),
+            op_id=own,
             owner=ctx.owner,
+            **options,
         )
+        if result.duplicate and children and not _is_zero(result):
+            pipeline.tracker.mark_resent(ctx.tag, own)  # before the copies go: see .copies
     except CHAIN_OVER as exc:
         log.info("%s: message %s dropped: %s: %s", ctx.tag, ctx.message_id, exc.code, exc)
         return "dropped"
@@ -284,8 +299,13 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context) -> Outcome:
     if _is_zero(result):
         log.info("%s: message %s is a late copy; the chain is complete", ctx.tag, ctx.message_id)
         return "dropped"
+    # No copy of a child lands before this op did: where it landed (a duplicate found in
+    # history names none; this record's own bound is then theirs too).
+    after = result.position if result.position is not None else env.after
     try:
-        send_children(children, client=pipeline.client, stats=pipeline.stats)
+        send_children(
+            as_sent(children, after, result.duplicate), client=pipeline.client, stats=pipeline.stats
+        )
     except Exception as exc:  # noqa: BLE001 - the redelivery's duplicate stamp re-sends them
         log.warning(
             "%s: children of message %s not all sent, will be retried: %r", ctx.tag, ctx.message_id, exc

@@ -9,8 +9,10 @@ children's edges (:func:`~.edges.start_edge`) and the create's op id
 
 * the same start run again (a redelivered S3 event, a retried caller passing the same
   ``start_id``) derives the same value; its create is a duplicate (the chain remembers
-  its create op for life) and, if the chain is still pending, the children are sent
-  again (their copies are applied once), else nothing is sent;
+  its create op for life) and, if the chain is still pending, the start marks itself
+  re-sent on the chain and sends the children again, flagged re-sent (their copies, and
+  originals that arrive after the mark, are checked against the chain's history and
+  applied once: :mod:`.copies`), else nothing is sent;
 * a new incarnation of the same tag (a replay after the old chain expired) stores a new
   owner, so the old incarnation's late messages are refused (``NotOwner``) and dropped.
 
@@ -32,6 +34,7 @@ from typing import Any
 from ..errors import TagExists, XorAckError
 from ..status import State
 from .context import Context, S3Object
+from .copies import as_sent
 from .edges import combine, new_incarnation, op_id, owner_for, root_edge, start_edge
 from .envelope import Message, decode_s3_metadata
 from .errors import EnvelopeError
@@ -90,6 +93,7 @@ def start(
         derive=lambda i: start_edge(mode, tag, incarnation, i, size),
         default_queue=pipeline.queue_url,
         source=source,
+        parent=f"start:{incarnation}",
     )
     for body in children:
         ctx.emit(body)
@@ -106,7 +110,7 @@ def _launch(pipeline: PipelineParts, ctx: Context, incarnation: str) -> Started:
         root = root_edge(pipeline.mode, tag, incarnation, pipeline.edge_size)
         created = tracker.create(tag, root, op_id=create_op, owner=owner)
         try:
-            tracker.stamp(tag, finished=[root], op_id=op_id(root), owner=owner)
+            tracker.stamp(tag, finished=[root], op_id=op_id(root), owner=owner, after=created.position)
         except CHAIN_OVER as exc:  # a duplicate start of a chain that failed or expired since
             log.info("%s: started before and now over (%s)", tag, exc.code)
             return Started(tag, owner, 0, False, False, tracker.status(tag).state)
@@ -119,7 +123,9 @@ def _launch(pipeline: PipelineParts, ctx: Context, incarnation: str) -> Started:
             log.info("%s: started before and now %s; its children are not sent again", tag, state)
             return Started(tag, owner, len(children), False, False, state)
         log.info("%s: started before and still pending; sending its %d children again", tag, len(children))
-    send_children(children, client=pipeline.client, stats=pipeline.stats)
+        tracker.mark_resent(tag, create_op)  # before the copies go: see .copies
+    sent = as_sent(children, created.position, created.duplicate)
+    send_children(sent, client=pipeline.client, stats=pipeline.stats)
     if not created.duplicate:
         log.info("%s: started with %d children", tag, len(children))
     return Started(tag, owner, len(children), not created.duplicate, True, "pending")
@@ -198,6 +204,7 @@ def process_s3_event(
                     pipeline=pipeline,
                     source=obj,
                     lambda_context=lambda_context,
+                    counted=False,
                 )
                 if outcome == "retry":
                     raise _Retry(f"object s3://{obj.bucket}/{obj.key} is to be handled again")
