@@ -179,10 +179,10 @@ def test_a_clean_venv_with_the_spark_extra_runs_xor_ack(dist: dict[str, Path], t
 
 
 def readme_recipe() -> list[list[str]]:
-    """The commands of the README's EMR recipe (its first ``sh`` block under "On EMR"),
-    continuation lines joined, each split as the shell would."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### On EMR against real DynamoDB") :]
+    """The commands of the EMR recipe (docs/wordcount.md: its first ``sh`` block under "On
+    EMR"), continuation lines joined, each split as the shell would."""
+    readme = (REPO / "docs" / "wordcount.md").read_text()
+    section = readme[readme.index("## On EMR against real DynamoDB") :]
     block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
     assert block is not None
     return [shlex.split(line) for line in block.group(1).replace("\\\n", " ").splitlines() if line.strip()]
