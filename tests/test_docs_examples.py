@@ -197,10 +197,12 @@ def _spark_here(directory: Path) -> Iterator[None]:
     local = hadoop.FileSystem.getLocal(session._jsc.hadoopConfiguration())
     before = local.getWorkingDirectory()
     local.setWorkingDirectory(hadoop.Path(str(directory)))
+    partitions = session.conf.get("spark.sql.shuffle.partitions")  # the page sets it: restored
     try:
         yield
     finally:
         local.setWorkingDirectory(before)
+        session.conf.set("spark.sql.shuffle.partitions", partitions)
 
 
 def _exec(page: Page, block: Block, namespace: dict[str, Any]) -> None:
