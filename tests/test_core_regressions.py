@@ -275,28 +275,31 @@ def test_a_timed_out_chain_stays_readable_for_the_retention(moto_server: LocalDy
 # -- sum mode: a resend after its op was trimmed out ----------------------------------------
 
 
-def test_a_sum_stamp_lost_then_trimmed_out_is_never_applied_twice(
+def test_a_sum_stamp_lost_then_trimmed_out_is_applied_exactly_once(
     moto_server: LocalDynamoDB, table: str
 ) -> None:
     """A sum stamp lands, its response is lost, and before the retry other writers push
-    it out of the op list (a trim). The retry's NOT contains(ops, :op) can no longer see
-    it: the retry must refuse (OutcomeUnknown) instead of applying the stamp again."""
+    it out of the op list (its block moves to history). The retry's NOT contains(ops,
+    :op) can no longer see it. Issue 10 made the retry refuse (OutcomeUnknown); issue 18
+    decides exactly: the retry's guard fails, the history block is read, the op is
+    found there, and the call returns it as a duplicate: applied once."""
     raw = client(moto_server)
-    ack = tracker(moto_server, table, client=raw, mode="sum", max_ops=4)
-    other = tracker(moto_server, table, mode="sum", max_ops=4)
+    ack = tracker(moto_server, table, client=raw, mode="sum")
+    other = tracker(moto_server, table, mode="sum")
     root = ack.new_edge()
-    kids = [ack.new_edge() for _ in range(40)]
+    kids = [ack.new_edge() for _ in range(80)]
     ack.create(TAG, root)
     ack.stamp(TAG, finished=[root], started=kids, op_id="root")
 
-    def crowd() -> None:  # 30 other stamps: the op list is trimmed back to its window
-        for i, kid in enumerate(kids[1:31]):
+    def crowd() -> None:  # 60 other stamps: the block holding "mine" moves to history
+        for i, kid in enumerate(kids[1:61]):
             other.stamp(TAG, finished=[kid], op_id=f"other-{i}")
 
     script = Script(raw)
     script.lose("UpdateItem", after=crowd).fail("UpdateItem", times=2)
-    with pytest.raises(errors.OutcomeUnknown):
-        ack.stamp(TAG, finished=[kids[0]], op_id="mine")
+    result = ack.stamp(TAG, finished=[kids[0]], op_id="mine")
+    assert result.duplicate and not result.acked
     assert script.pending == 0
-    expected = sum(kids) - sum(kids[:31])  # kids[0] applied exactly once, by the lost copy
-    assert other.status(TAG).value == expected
+    assert ack.stats.events.get("history_reads") == 1
+    expected = sum(kids) - sum(kids[:61])  # kids[0] applied exactly once, by the lost copy
+    assert other.status(TAG).value == expected == result

@@ -198,9 +198,15 @@ def _spark_here(directory: Path) -> Iterator[None]:
     before = local.getWorkingDirectory()
     local.setWorkingDirectory(hadoop.Path(str(directory)))
     partitions = session.conf.get("spark.sql.shuffle.partitions")  # the page sets it: restored
+    # Structured Streaming resolves a relative checkpoint against the JVM's own directory
+    # (FileContext), not the file system's working directory.
+    system = session._jvm.java.lang.System  # type: ignore[union-attr]
+    user_dir = system.getProperty("user.dir")
+    system.setProperty("user.dir", str(directory))
     try:
         yield
     finally:
+        system.setProperty("user.dir", user_dir)
         local.setWorkingDirectory(before)
         session.conf.set("spark.sql.shuffle.partitions", partitions)
 

@@ -90,7 +90,9 @@ def test_create_writes_the_item_with_its_ttl(make_ack: Any, clock: Clock) -> Non
     assert item["expires_at"] == {"N": str(now + 600 + 5 + 86400)}
     assert item["state"] == {"S": "pending"}
     assert item["version"] == {"N": "1"}
-    assert item["seq"] == {"N": "0"} and item["win"] == {"N": "32"} and item["trims"] == {"N": "0"}
+    assert item["seq"] == {"N": "0"} and item["win"] == {"N": "8"} and "trims" not in item
+    assert len(item["lin"]["B"]) == 8  # the lineage: history items are keyed by it
+    assert "cutn" not in item and "hb" not in item and "rs" not in item
     assert item["created_at"] == item["updated_at"] == {"N": str(now)}
     # The create's op lives in cop (key + payload hash) for the chain's life, not in ops.
     assert item["ops"] == {"L": []} and item["oph"] == {"L": []}
@@ -331,26 +333,30 @@ def test_aba_stale_writer_cannot_drop_other_op_ids(ack: XorAckDynamoDB, make_ack
 
 
 @pytest.mark.parametrize("max_ops", [1, 4])
-def test_op_id_window_boundary(make_ack: Any, max_ops: int) -> None:
-    """The guarantee: a duplicate is caught while fewer than ``max_ops`` other ops have
-    landed on the chain since; after ``max_ops`` others it is applied again."""
+def test_a_duplicate_is_caught_past_the_window(make_ack: Any, max_ops: int) -> None:
+    """The guarantee (issue 18): a duplicate is caught however many other ops landed
+    since. Before, the ``max_ops``-th other op pushed X out of the item and X was
+    applied a second time; now the item keeps ``max_ops`` to ``max_ops + 40`` op ids
+    and a block of 40 moves to a history item before it leaves, where X is found."""
     ack = make_ack(max_ops=max_ops)
     root, edge = new_stamp(), new_stamp()
     ack.create(TAG, root)
     value = ack.stamp(TAG, edge, op_id="X")
     for _ in range(max_ops - 1):
         value = ack.stamp(TAG, new_stamp())
-    # max_ops - 1 other ops since X: still caught, from a fresh read too.
+    # max_ops - 1 other ops since X: caught in the item, from a fresh read too.
     assert ack.stamp(TAG, edge, op_id="X") == value
     assert make_ack().stamp(TAG, edge, op_id="X") == value
     assert ack.status(TAG).stamp == value
-    other = new_stamp()
-    value = ack.stamp(TAG, other)  # the max_ops-th other op pushes X out
-    again = ack.stamp(TAG, edge, op_id="X")
-    assert again == xor(value, edge)  # applied a second time
-    assert ack.status(TAG).stamp == again
+    for _ in range(max_ops + 40):
+        value = ack.stamp(TAG, new_stamp())
     item = raw(ack, TAG)
-    assert item is not None and len(item["ops"]["L"]) == max_ops
+    assert item is not None and max_ops <= len(item["ops"]["L"]) < max_ops + 40
+    assert int(item["cutn"]["N"]) == 40  # X's block moved out
+    for tracker in (ack, make_ack()):  # the cached value, and a fresh read
+        again = tracker.stamp(TAG, edge, op_id="X")
+        assert again == value and again.duplicate  # found in the history: not applied again
+    assert ack.status(TAG).stamp == value
 
 
 # -- stamp: completion -------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 from conftest import expect, h
 
 from xor_ack_dynamodb import ChainStatus, CombiningTracker, MemoryAck, Stamp, errors, new_stamp, xor
+from xor_ack_dynamodb.core.chain import op_key
 from xor_ack_dynamodb.stamps import MAX_STAMP_BYTES, MAX_TAG_BYTES
 
 TAG = "database/file13"
@@ -233,16 +234,24 @@ def test_op_id_idempotency(events: Events) -> None:
     assert events.acked == [TAG]  # reported once
 
 
-def test_op_id_window_boundary() -> None:
+def test_a_duplicate_is_caught_past_the_window() -> None:
+    """Issue 18: the window no longer bounds the guarantee. Before, the 3rd other op
+    pushed X out of a window of 3 and X was applied again; now X's op moves to the
+    chain's history with its block and is found there."""
     ack = MemoryAck(max_ops=3)
     root, edge = new_stamp(), new_stamp()
     ack.create(TAG, root)
     value = ack.stamp(TAG, edge, op_id="X")
     for _ in range(2):
         value = ack.stamp(TAG, new_stamp())
-    assert ack.stamp(TAG, edge, op_id="X") == value  # 2 < 3 others since: caught
-    value = ack.stamp(TAG, new_stamp())
-    assert ack.stamp(TAG, edge, op_id="X") == xor(value, edge)  # 3 others: applied again
+    assert ack.stamp(TAG, edge, op_id="X") == value  # 2 < 3 others since: in the window
+    for _ in range(3 + 2 * 40):
+        value = ack.stamp(TAG, new_stamp())
+    stored = ack.store.peek(TAG)
+    assert stored is not None and stored.find(op_key("X", "stamp")) is None  # moved out
+    again = ack.stamp(TAG, edge, op_id="X")
+    assert again == value and again.duplicate  # found in history: not applied again
+    assert ack.status(TAG).stamp == value
 
 
 def test_status_many_and_delete() -> None:

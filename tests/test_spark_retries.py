@@ -152,11 +152,15 @@ def test_frame_write_tasks_dying_on_their_first_attempt(
         return counts.with_column("word", dying(F.col("word"))).write(out)
 
     files = [str(p) for p in corpus_files()]
-    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    # Three write tasks, kept apart (adaptive execution would coalesce them into one).
+    settings = {"spark.sql.shuffle.partitions": "3", "spark.sql.adaptive.coalescePartitions.enabled": "false"}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         report = FrameTracking(spark, config).run(files, lambda p: p, job, max_attempts=1)
     finally:
-        spark.conf.unset("spark.sql.shuffle.partitions")
+        for key in settings:
+            spark.conf.unset(key)
     assert len(list(marks.iterdir())) >= 2
     assert {o.state for o in report.outcomes} == {"acked"}
     totals = spark.read.parquet(str(out)).groupBy("word").agg(F.sum("count").alias("n")).collect()

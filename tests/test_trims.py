@@ -1,10 +1,12 @@
-"""Sum mode's op-list trims (issue 10): a trim never cuts into the window, however many
-trims race; a list far past its threshold is trimmed in requests DynamoDB accepts; and a
-trim that fails never turns the stamp it follows (already applied) into an error.
+"""Sum mode's op-list trims (issues 10 and 18): a trim removes exactly one history
+block, at its fixed place, once, however many trims race or are resent, and never cuts
+into the window; a list far past its threshold is moved out in requests DynamoDB
+accepts, its history written first; and a move that fails never turns the stamp it
+follows (already applied) into an error.
 
 The store-level tests run on every DynamoDB backend and in memory: the trim's condition
-(``size(ops) >= count + window``) and its ``REMOVE`` of indexes are exactly where the
-backends differ (dynalite removes list indexes one by one).
+(``cutn = :cut AND lin = :lin AND size(ops) >= count + window``) and its ``REMOVE`` of
+indexes are exactly where the backends differ (dynalite removes list indexes one by one).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,9 +24,11 @@ from conftest import unique_table
 
 from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, XorAckDynamoDB
 from xor_ack_dynamodb.core.algebra import SumAlgebra
-from xor_ack_dynamodb.core.chain import Chain, Op
-from xor_ack_dynamodb.core.messages import Read, Rejected, Trim, Written
+from xor_ack_dynamodb.core.chain import BLOCK, UNKNOWN_DIGEST, Chain, Op, op_key
+from xor_ack_dynamodb.core.messages import Read, ReadHistory, Rejected, Trim, Written
 from xor_ack_dynamodb.core.rules import MAX_TRIM, ChainRules
+from xor_ack_dynamodb.stores.dynamodb.codec import RequestCodec
+from xor_ack_dynamodb.stores.dynamodb.item import ItemCodec
 
 TAG = "fan-out/part-0001"
 WINDOW = 32
@@ -33,7 +38,10 @@ def _ops(n: int) -> tuple[Op, ...]:
     return tuple(Op(secrets.token_bytes(8), secrets.token_bytes(4)) for _ in range(n))
 
 
-def _chain(ops: tuple[Op, ...], value: int) -> Chain:
+LINEAGE = b"lineage1"
+
+
+def _chain(ops: tuple[Op, ...], value: int, lineage: bytes | None = LINEAGE) -> Chain:
     now = int(time.time())
     return Chain(
         tag=TAG,
@@ -46,6 +54,7 @@ def _chain(ops: tuple[Op, ...], value: int) -> Chain:
         seq=len(ops),
         ops=ops,
         window=WINDOW,
+        lineage=lineage,
         create_op=Op(secrets.token_bytes(8), secrets.token_bytes(4)),
         created_at=now,
         updated_at=now,
@@ -63,55 +72,81 @@ def sum_ack(request: pytest.FixtureRequest) -> Any:
     return tracker
 
 
-def _seed(ack: Any, ops: tuple[Op, ...], value: int) -> None:
+def _seed(ack: Any, ops: tuple[Op, ...], value: int, lineage: bytes | None = LINEAGE) -> None:
     """Store a pending chain holding ``ops`` (as if that many stamps had landed)."""
-    chain = _chain(ops, value)
+    chain = _chain(ops, value, lineage)
     if isinstance(ack, MemoryAck):
         ack.store._chains[TAG] = chain  # noqa: SLF001 - the store's own record, as a create leaves it
     else:
         ack.client.put_item(TableName=ack.table, Item=ack.codec.encode(chain))
 
 
-def test_racing_trims_never_cut_into_the_window(sum_ack: Any) -> None:
-    """Two writers crossed thresholds before either trim landed (or botocore resent one):
-    every trim that still finds count + window ops applies, the rest are refused, and the
-    window's most recent ops always stay, in order."""
-    ops = _ops(60)
+def test_racing_trims_remove_each_block_once_and_never_cut_into_the_window(sum_ack: Any) -> None:
+    """Two writers moved the same block (or botocore resent a trim): the block is
+    removed once, by whichever lands first (the others find ``cutn`` moved on); a trim
+    naming another lineage, or one that would cut into the window, is refused."""
+    ops = _ops(100)
     _seed(sum_ack, ops, 12345)
     store = sum_ack.store
-    assert isinstance(store.execute(Trim(TAG, 20, WINDOW)), Written)  # 60 -> 40
-    assert isinstance(store.execute(Trim(TAG, 20, WINDOW)), Rejected)  # 40 < 20 + 32: refused
-    assert isinstance(store.execute(Trim(TAG, 8, WINDOW)), Written)  # 40 -> 32
-    assert isinstance(store.execute(Trim(TAG, 1, WINDOW)), Rejected)  # never below the window
+    first = Trim(TAG, BLOCK, WINDOW, cut=0, lineage=LINEAGE)
+    assert isinstance(store.execute(first), Written)  # positions 1..40 out
+    assert isinstance(store.execute(first), Rejected)  # the same block again: refused
+    assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=40, lineage=b"another1")), Rejected)
+    assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=40, lineage=LINEAGE, adopt=True)), Rejected)
+    assert isinstance(
+        store.execute(Trim(TAG, BLOCK, WINDOW, cut=40, lineage=LINEAGE)), Rejected
+    )  # 60 < 40 + 32
     kept = store.execute(Read(TAG))
-    assert [op.key for op in kept.ops] == [op.key for op in ops[-WINDOW:]]
-    assert [op.digest for op in kept.ops] == [op.digest for op in ops[-WINDOW:]]
-    assert kept.value == 12345 and kept.trims == 2
+    assert [op.key for op in kept.ops] == [op.key for op in ops[BLOCK:]]
+    assert [op.digest for op in kept.ops] == [op.digest for op in ops[BLOCK:]]
+    assert (kept.value, kept.trims, kept.cut_seq, kept.lineage) == (12345, 1, 40, LINEAGE)
 
 
-def test_a_list_far_past_its_threshold_is_trimmed_in_requests_dynamodb_accepts(sum_ack: Any) -> None:
-    """A list that fell far behind (lost trims, a burst of writers) is trimmed by at most
-    MAX_TRIM ops a request: DynamoDB refuses a REMOVE of about 190 ops (its expressions
-    are limited to 4 KB), which would leave the list growing for good."""
-    backlog = _ops(251)
+def test_a_trim_adopts_a_chain_an_older_version_wrote(sum_ack: Any) -> None:
+    """A chain without a lineage (written before issue 18, its list already trimmed
+    without history) gets one with its first block move; the positions it dropped
+    before are marked as having no history (``hb``)."""
+    legacy = replace(_chain(_ops(80), 7, lineage=None), cut_seq=13, seq=93)
+    if isinstance(sum_ack, MemoryAck):
+        sum_ack.store._chains[TAG] = legacy  # noqa: SLF001 - the store's own record
+    else:
+        sum_ack.client.put_item(TableName=sum_ack.table, Item=sum_ack.codec.encode(legacy))
+    store = sum_ack.store
+    assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=13, lineage=LINEAGE)), Rejected)  # none yet
+    assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=13, lineage=LINEAGE, adopt=True)), Written)
+    kept = store.execute(Read(TAG))
+    assert (kept.lineage, kept.base, kept.cut_seq, len(kept.ops)) == (LINEAGE, 13, 53, 40)
+
+
+def test_a_list_far_past_its_threshold_is_moved_out_in_requests_dynamodb_accepts(sum_ack: Any) -> None:
+    """A list that fell far behind (lost moves, a burst of writers) is moved out by the
+    writer that owns the next block, several blocks at a time, one trim request per
+    block (DynamoDB refuses a REMOVE of about 190 ops: its expressions are limited to 4
+    KB), each block's history written first: the ops it held are still found."""
+    backlog = (Op(op_key("early", "stamp"), UNKNOWN_DIGEST),) + _ops(WINDOW + 6 * BLOCK - 2)
     edge = 7_000_000_000_000_000_001
     _seed(sum_ack, backlog, edge + 99)
     sum_ack.stats.reset()
-    value = sum_ack.stamp(TAG, finished=[edge], op_id="crossing")  # 252 ops: a threshold crossed
-    assert value == 99 and not value.acked
-    assert sum_ack.stats.events.get("trims") == 1
+    # The op at position 32 + 6 * 40 owns block 5: it moves blocks 0..3 (at most 4).
+    value = sum_ack.stamp(TAG, finished=[edge], op_id="crossing", first=True)
+    assert value == 99 and not value.acked and value.position.seq == WINDOW + 6 * BLOCK
+    assert sum_ack.stats.events.get("trims") == 4
+    assert sum_ack.stats.events.get("history_writes") == 1
     stored = sum_ack.store.execute(Read(TAG))
-    assert len(stored.ops) == 252 - MAX_TRIM
-    assert [op.key for op in stored.ops[:-1]] == [op.key for op in backlog[MAX_TRIM:]]
-    assert sum_ack.stamp(TAG, finished=[edge], op_id="crossing").duplicate  # still remembered
+    assert (len(stored.ops), stored.cut_seq) == (WINDOW + 2 * BLOCK, 4 * BLOCK)
+    assert [op.key for op in stored.ops[:-1]] == [op.key for op in backlog[4 * BLOCK :]]
+    found = sum_ack.store.execute(ReadHistory(TAG, LINEAGE, (0, 1, 2, 3, 4)))
+    assert sorted(found.blocks) == [0, 1, 2, 3]
+    assert [op.key for op in found.blocks[0]] == [op.key for op in backlog[:BLOCK]]
+    assert sum_ack.stamp(TAG, finished=[edge], op_id="crossing").duplicate  # in the item
+    assert sum_ack.stamp(TAG, finished=[edge], op_id="early").duplicate  # in history block 0
 
 
 def test_the_trim_cap_keeps_the_expression_within_dynamodbs_limit() -> None:
-    rules = ChainRules(SumAlgebra(), window=WINDOW)
-    crossing = _chain(_ops(WINDOW + 20 * 30), 1)  # 30 thresholds past: 600 ops to remove
-    assert rules.trim_count(crossing, 1) == MAX_TRIM
-    paths = ", ".join(f"#ops[{i}], #oph[{i}]" for i in range(MAX_TRIM))
-    assert len("REMOVE " + paths + " ADD #tr :one") < 4096
+    codec = RequestCodec("acks", ItemCodec("tagID"), ChainRules(SumAlgebra(), window=WINDOW))
+    trim = codec.prepare(Trim(TAG, MAX_TRIM, WINDOW, cut=4000, lineage=LINEAGE)).kwargs
+    assert MAX_TRIM == BLOCK
+    assert len(trim["UpdateExpression"]) + len(trim["ConditionExpression"]) < 4096
 
 
 def _error(url: str, status: int, code: str) -> AWSResponse:
@@ -138,7 +173,7 @@ def test_a_failed_trim_never_fails_the_stamp_it_follows(moto_server: LocalDynamo
     tracker = XorAckDynamoDB(unique_table("trim-fails"), client=client, mode="sum")
     tracker.create_table()
     edge = 5_000_000_000_000_000_003
-    _seed(tracker, _ops(WINDOW + 19), edge + 1)  # the next stamp crosses window + slack
+    _seed(tracker, _ops(WINDOW + BLOCK - 1), edge + 1)  # the next stamp owns block 0
 
     failed: list[str] = []
 
@@ -156,6 +191,6 @@ def test_a_failed_trim_never_fails_the_stamp_it_follows(moto_server: LocalDynamo
     assert len(failed) == (1 if failure == "validation" else 3)  # botocore tried 3 times
     assert tracker.stats.events.get("trims_failed" if failure == "validation" else "trims_lost") == 1
     stored = tracker.store.execute(Read(TAG))
-    assert (stored.value, len(stored.ops)) == (1, WINDOW + 20)  # applied once, not trimmed
+    assert (stored.value, len(stored.ops)) == (1, WINDOW + BLOCK)  # applied once, not trimmed
     client.meta.events.unregister("before-send.dynamodb.UpdateItem", refuse_trims)
     assert tracker.stamp(TAG, finished=[edge], op_id="applied").duplicate

@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from .config import AckConfig
 from .core.algebra import EdgeLike, Mode, Value
-from .core.calls import StampCall
 from .core.chain import Op
+from .core.history import Delivery
 from .core.rules import DEFERRED
+from .core.stamping import StampCall
 from .drivers import SyncTracker
 from .errors import OutcomeUnknown, XorAckError
-from .stamps import Stamp, Sum
+from .stamps import Position, Stamp, Sum
 from .stats import RequestStats
 from .status import ChainStatus
 from .stores.dynamodb.tracker import XorAckDynamoDB
@@ -47,6 +48,7 @@ class _Pending:
     delta: Value
     op: Op
     owner: str | None
+    delivery: Delivery
     wake: threading.Event = field(default_factory=threading.Event)
     lead: bool = False  # this caller writes the next batch for the tag
     settled: bool = False
@@ -83,10 +85,13 @@ class CombiningTracker:
       id returns the value at its turn, a stamp queued after the chain reached zero gets
       :class:`TagAcked`, a stamp of the wrong length gets its own
       :class:`BufferLengthsUnequal`, a failed or expired chain fails every caller.
-    * One write carries at most ``window - 1`` stamps and a batch marker (a random op)
-      ahead of them: a leader that lost the response of its write finds the marker in
-      the chain and knows the whole batch landed, however many ops it held; stamps that
-      do not fit wait for the next write.
+    * One write carries at most 39 stamps and a batch marker (a random op) ahead of
+      them: a leader that lost the response of its write finds the marker in the
+      chain (its item, or its history) and knows the whole batch landed, however many
+      ops it held; stamps that do not fit wait for the next write.
+    * Each stamp's ``op_id``, ``after``, ``first`` and ``parent`` mean what they mean
+      for ``stamp()``: a stamp whose duplicate check needs the chain's history has it
+      read before the write that carries it.
     * If the write cannot be made (``TagNotFound``, ``StaleLocalData``, a transient
       error that outlasted the budget), every caller in the batch gets that error, and
       nothing of the batch was applied unless a transient error hid the outcome:
@@ -145,17 +150,23 @@ class CombiningTracker:
         started: Iterable[EdgeLike] = (),
         op_id: str | None = None,
         owner: str | None = None,
+        after: Position | None = None,
+        first: bool = False,
+        parent: str | None = None,
     ) -> Stamp | Sum:
         """Apply one stamp (see the wrapped tracker's ``stamp``), sharing the write with
         concurrent stamps on the same tag. Returns the value after this stamp, in queue
         order. Bad input is rejected before queueing."""
-        call = self.tracker.calls.stamp(tag, value, finished, started, op_id, owner)
+        known = self.tracker.driver.cache.get(tag) if isinstance(tag, str) else None
+        call = self.tracker.calls.stamp(
+            tag, value, finished, started, op_id, owner, known, after, first, parent
+        )
         if not isinstance(call, StampCall):  # sum mode: one ADD never loses a race
             result = self.tracker.driver.run(call)
             self.tracker.stamped(call.tag, result)
             return result
-        delta, op, checked_owner = call.stamps[0]
-        mine = _Pending(delta, op, checked_owner)
+        delta, op, checked_owner, delivery = call.stamps[0]
+        mine = _Pending(delta, op, checked_owner, delivery)
         with self._lock:
             queue = self._queues.setdefault(call.tag, _Queue())
             queue.waiting.append(mine)
@@ -211,7 +222,7 @@ class CombiningTracker:
         """Write the stamps queued on ``tag`` (up to a window's worth) as one batch; put
         any the chain's window could not take back at the head of the queue; hand the
         tag to the first caller still queued."""
-        cap = max(1, self.tracker.rules.window - 1)
+        cap = max(1, self.tracker.rules.batch_cap)
         with self._lock:
             queue = self._queues[tag]
             batch, queue.waiting = queue.waiting[:cap], queue.waiting[cap:]
@@ -236,7 +247,8 @@ class CombiningTracker:
         driver = self.tracker.driver
         if len(batch) > 1:
             driver.stats.add("combined", len(batch))
-        call = StampCall(driver.rules, tag, [(p.delta, p.op, p.owner) for p in batch], driver.cache.get(tag))
+        items = [(p.delta, p.op, p.owner, p.delivery) for p in batch]
+        call = StampCall(driver.rules, tag, items, driver.cache.get(tag))
         plan = driver.run(call)
         if plan.new is not None:
             driver.stats.add("batches")
@@ -257,10 +269,20 @@ class CombiningTracker:
         return self.tracker.new_edge()
 
     def create(
-        self, tag: str, value: EdgeLike, *, op_id: str | None = None, owner: str | None = None
+        self,
+        tag: str,
+        value: EdgeLike,
+        *,
+        op_id: str | None = None,
+        owner: str | None = None,
+        replace_expired: bool = True,
     ) -> Stamp | Sum:
         """See :meth:`SyncTracker.create`."""
-        return self.tracker.create(tag, value, op_id=op_id, owner=owner)
+        return self.tracker.create(tag, value, op_id=op_id, owner=owner, replace_expired=replace_expired)
+
+    def mark_resent(self, tag: str, parent: str) -> None:
+        """See :meth:`SyncTracker.mark_resent`."""
+        self.tracker.mark_resent(tag, parent)
 
     def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus:
         """See :meth:`SyncTracker.fail`."""

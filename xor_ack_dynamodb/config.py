@@ -60,10 +60,15 @@ class TrackerOptions:
         after storing its ``acked`` tombstone first so the completing stamp's outcome is
         never lost. A stamp arriving after that raises ``TagNotFound``, duplicate or not,
         and ``create(op_id=...)`` is refused (a redelivered create would start a new chain).
-    :param max_ops: the op-id window of chains this tracker creates: a duplicate
-        delivery is caught while fewer than ``max_ops`` other ops landed on the chain
-        since. The window is stored in each chain, so trackers configured otherwise keep
-        to it.
+    :param max_ops: the window of chains this tracker creates: how many of the most
+        recent op ids a chain's item always keeps (it holds up to ``max_ops + 40``;
+        older ones move to the chain's history items in blocks of 40). It does not
+        bound the duplicate guarantee (a stamp is applied at most once per op id for
+        the chain's whole life); it decides when a duplicate check is free: a retry or
+        a redelivery whose earlier copy is among the recent ops is told by the item
+        alone, an older one costs a history read. The window is stored in each chain,
+        so trackers configured otherwise keep to it. Default 8, which keeps a chain's
+        item under 1 KB with one writer (one write unit a stamp).
     :param edge_size: bytes of the edges ``new_edge()`` draws in xor mode.
     :param retry: the budget for lost races and transient errors (default ``RetryPolicy()``).
     :param cache_size: how many chains' last known values to keep (0 disables;
@@ -80,7 +85,7 @@ class TrackerOptions:
     retention: timedelta | float = timedelta(days=1)
     skew: timedelta | float = 5
     delete_on_ack: bool = False
-    max_ops: int = 32
+    max_ops: int = 8
     edge_size: int = 16
     retry: RetryPolicy | None = None
     cache_size: int = 10_000
@@ -127,7 +132,7 @@ class AckConfig:
     ttl_seconds: float = 3600.0
     retention_seconds: float = 86400.0
     delete_on_ack: bool = False
-    max_ops: int = 32
+    max_ops: int = 8
     mode: Literal["xor", "sum"] = "xor"
     skew_seconds: float = 5.0
     edge_size: int = 16

@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from .errors import (
     BufferLengthsUnequal,
+    InvalidConfig,
     InvalidStamp,
     InvalidStampType,
     InvalidTag,
@@ -21,15 +23,62 @@ from .errors import (
     LessThanTwoBuffers,
 )
 
-__all__ = ["Stamp", "Sum", "xor", "new_stamp", "derive_edge", "MAX_STAMP_BYTES", "MAX_TAG_BYTES"]
+__all__ = [
+    "Stamp",
+    "Sum",
+    "Position",
+    "xor",
+    "new_stamp",
+    "derive_edge",
+    "MAX_STAMP_BYTES",
+    "MAX_TAG_BYTES",
+    "RESERVED_PREFIX",
+]
 
 #: DynamoDB's limit on the size of a partition key value.
 MAX_TAG_BYTES = 2048
+#: The keys of the items a chain's op history moves into start with this; no chain's
+#: tag may (``InvalidTag``), so the two can never collide.
+RESERVED_PREFIX = "\x00xa/"
 #: The largest stamp the library accepts. 1 KiB keeps a chain's item (stamp, op ids,
 #: timestamps) near one write unit; real edges are 8 to 64 bytes.
 MAX_STAMP_BYTES = 1024
 
 BytesLike = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where an op landed on a chain: the chain's ``lineage`` (8 random bytes drawn when
+    the chain was created; empty for a chain written by an older version or a foreign
+    writer) and the op's ``seq`` (ops are numbered 1, 2, ... in the order they landed;
+    a create is 0).
+
+    Every value a tracker's ``create()`` or ``stamp()`` returns carries one
+    (``result.position``). Pass it on as ``stamp(..., after=position)`` from work that
+    could only have been sent after that op landed (a child message sent by the stamp
+    that started it): a copy of the child can then only have landed after it, and the
+    duplicate check reads no further back. ``str(position)`` and :meth:`parse` carry it
+    through a message."""
+
+    lineage: bytes
+    seq: int
+
+    def __str__(self) -> str:
+        return f"{self.lineage.hex()}:{self.seq}"
+
+    @classmethod
+    def parse(cls, text: str) -> Position:
+        """The position ``str(position)`` wrote. Raises :class:`InvalidConfig` for
+        anything else."""
+        try:
+            lineage, seq = text.split(":")
+            found = cls(bytes.fromhex(lineage), int(seq))
+        except (AttributeError, ValueError):
+            raise InvalidConfig(f"not a chain position: {text!r}") from None
+        if found.seq < 0 or len(found.lineage) not in (0, 8) or str(found) != text:
+            raise InvalidConfig(f"not a chain position: {text!r}")
+        return found
 
 
 class Stamp(bytes):
@@ -42,12 +91,14 @@ class Stamp(bytes):
     tracker's ``stamp()``: there it says whether *that call's op* completed the chain,
     so that exactly one caller sees it even when a duplicate delivery of another op
     finds the chain finished. ``duplicate`` is True when the op had been applied before
-    (the call changed nothing and returns the chain's current value).
+    (the call changed nothing and returns the chain's current value). ``position`` (on
+    a value a tracker returned) is where the call's op landed: see :class:`Position`.
     """
 
     __slots__ = ()
     _acked: bool | None = None
     duplicate: bool = False
+    position: Position | None = None
 
     @property
     def acked(self) -> bool:
@@ -71,6 +122,7 @@ class Sum(int):
     __slots__ = ()
     _acked: bool | None = None
     duplicate: bool = False
+    position: Position | None = None
 
     @property
     def acked(self) -> bool:
@@ -85,12 +137,15 @@ class _SumResult(Sum):
     """A :class:`Sum` returned by a tracker: it carries the call's own flags."""
 
 
-def result(value: bytes | int, *, acked: bool, duplicate: bool = False) -> Stamp | Sum:
+def result(
+    value: bytes | int, *, acked: bool, duplicate: bool = False, position: Position | None = None
+) -> Stamp | Sum:
     """A tracker's return value: ``value`` as a :class:`Stamp` (bytes) or :class:`Sum`
-    (int) carrying the call's own ``acked`` and ``duplicate``."""
+    (int) carrying the call's own ``acked``, ``duplicate`` and ``position``."""
     out: _StampResult | _SumResult = _StampResult(value) if isinstance(value, bytes) else _SumResult(value)
     out._acked = acked
     out.duplicate = duplicate
+    out.position = position
     return out
 
 
@@ -114,7 +169,8 @@ def check_tag(tag: object) -> str:
     """Return ``tag`` if it is a usable chain tag, else raise :class:`InvalidTag`.
 
     A usable tag is a non-empty ``str`` whose UTF-8 encoding (which must exist: lone
-    surrogates have none) is at most :data:`MAX_TAG_BYTES` bytes.
+    surrogates have none) is at most :data:`MAX_TAG_BYTES` bytes, and which does not
+    start with :data:`RESERVED_PREFIX` (the keys of the chains' op history).
     """
     if not isinstance(tag, str):
         raise InvalidTagType(f"a tag must be a str, not {type(tag).__name__}")
@@ -126,6 +182,8 @@ def check_tag(tag: object) -> str:
         raise InvalidTag(f"a tag must be encodable as UTF-8 ({exc.reason})") from None
     if size > MAX_TAG_BYTES:
         raise InvalidTag(f"a tag must be at most {MAX_TAG_BYTES} bytes of UTF-8, got {size}")
+    if tag.startswith(RESERVED_PREFIX):
+        raise InvalidTag(f"a tag must not start with {RESERVED_PREFIX!r}: the library's own items do")
     return tag
 
 

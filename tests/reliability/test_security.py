@@ -70,7 +70,8 @@ def test_policy_grants_exactly_what_the_library_sends() -> None:
     admin = {f"dynamodb:{op}" for op in _table_operations()}
     assert set(statements["XorAckTableAdmin"]["Action"]) == admin
     assert admin == {
-        f"dynamodb:{op}" for op in ("CreateTable", "DescribeTable", "DescribeTimeToLive", "UpdateTimeToLive")
+        f"dynamodb:{op}"
+        for op in ("CreateTable", "DescribeTable", "DescribeTimeToLive", "UpdateTimeToLive", "UpdateTable")
     }
     for statement in statements.values():
         assert statement["Effect"] == "Allow"

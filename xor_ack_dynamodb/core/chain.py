@@ -14,7 +14,18 @@ from typing import Literal
 from ..errors import InvalidConfig
 from .algebra import Mode, Value
 
-__all__ = ["Chain", "Op", "StoredState", "op_key", "random_op", "new_token", "OP_KEY_BYTES", "DIGEST_BYTES"]
+__all__ = [
+    "Chain",
+    "Op",
+    "StoredState",
+    "op_key",
+    "random_op",
+    "new_token",
+    "new_lineage",
+    "OP_KEY_BYTES",
+    "DIGEST_BYTES",
+    "BLOCK",
+]
 
 #: What a chain's ``state`` attribute holds. ``expired`` is never stored: it is how a
 #: pending chain reads once its deadline (plus the skew margin) has passed.
@@ -28,6 +39,14 @@ OP_KEY_BYTES = 8
 #: different stamp is caught (the miss rate of that check is 2**-32).
 DIGEST_BYTES = 4
 TOKEN_BYTES = 8
+LINEAGE_BYTES = 8
+#: Ops per history block. The ops that leave a chain's window move to history items in
+#: blocks of this many consecutive positions (block ``b`` of a chain holds positions
+#: ``base + b * BLOCK + 1`` to ``base + (b + 1) * BLOCK``), so that every writer of a
+#: chain agrees where each position is kept. 40: one block's removal is one request
+#: that every backend accepts (80 list paths), and a move every 40 stamps keeps a sum
+#: chain at about 1.05 requests a stamp.
+BLOCK = 40
 #: The hash stored for an op whose payload is not known (a batch marker, or an op
 #: remembered by this library's 0.1 layout): it matches any payload.
 UNKNOWN_DIGEST = b"\x00" * DIGEST_BYTES
@@ -78,6 +97,13 @@ def random_op() -> Op:
     return Op(secrets.token_bytes(OP_KEY_BYTES), UNKNOWN_DIGEST)
 
 
+def new_lineage() -> bytes:
+    """A fresh lineage: drawn by every create, so that a chain created again under the
+    same tag (after it expired, or was deleted) never shares positions or history with
+    the one before."""
+    return secrets.token_bytes(LINEAGE_BYTES)
+
+
 def new_token() -> bytes:
     """A fresh write token: every write of this library stores a new one, and every
     read-modify-write is conditioned on the one it read. Unlike a version number, a
@@ -91,14 +117,19 @@ class Chain:
 
     ``token`` is None for an item written by a foreign writer (the Node package writes
     ``{tag, stamp}`` with PutItem, dropping everything else); such an item also has no
-    ``deadline`` (it never expires), no ops and no window. ``seq`` counts every op ever
-    appended to ``ops`` (so a reader can tell which positions the window still covers);
-    ``version`` counts writes. ``cut_at`` is when a trim last removed ops from the list
-    (sum mode): every op that landed after it is still in the list; ``cut_seq`` counts
-    the ops trims ever removed, so the list holds exactly the ops appended after the
-    first ``cut_seq`` (positions ``cut_seq + 1`` to ``seq``). ``purge_at`` is the
-    TTL attribute: when DynamoDB may delete the item (a pending chain's deadline plus
-    the retention, so a timed-out chain stays readable as ``expired`` that long).
+    ``deadline`` (it never expires), no ops, no window and no lineage. ``seq`` counts
+    every op ever appended to ``ops`` (the op appended n-th is at position n);
+    ``version`` counts writes. ``cut_seq`` counts the ops that left the list, so the
+    list holds exactly positions ``cut_seq + 1`` to ``seq``; positions ``base + 1`` to
+    ``cut_seq`` are in the chain's history items, in blocks of :data:`BLOCK` (see
+    :mod:`.history`), and positions up to ``base`` are nowhere (a chain written by an
+    older version, adopted with the ops it had already dropped). ``lineage`` is drawn
+    by the create (None: a chain written by an older version or a foreign writer);
+    ``adopted`` marks a lineage a Python write started over a foreign writer's item,
+    whose earlier ops are unknown. ``resent`` holds the keys of the parents marked as
+    re-sent (see ``mark_resent``). ``purge_at`` is the TTL attribute: when DynamoDB may
+    delete the item (a pending chain's deadline plus the retention, so a timed-out
+    chain stays readable as ``expired`` that long).
     """
 
     tag: str
@@ -113,8 +144,11 @@ class Chain:
     ops: tuple[Op, ...] = ()
     window: int | None = None
     trims: int = 0
-    cut_at: int | None = None
     cut_seq: int = 0
+    lineage: bytes | None = None
+    base: int = 0
+    adopted: bool = False
+    resent: tuple[bytes, ...] = ()
     create_op: Op | None = None
     owner: str | None = None
     reason: str | None = None
@@ -127,6 +161,18 @@ class Chain:
             if op.key == key:
                 return op
         return None
+
+    def position_of(self, key: bytes) -> int | None:
+        """The position of the op with ``key`` in the window, if it is there."""
+        for i, op in enumerate(self.ops):
+            if op.key == key:
+                return self.cut_seq + i + 1
+        return None
+
+    @property
+    def line(self) -> bytes:
+        """The lineage as a position names it: empty for a chain without one."""
+        return self.lineage or b""
 
     @property
     def foreign(self) -> bool:

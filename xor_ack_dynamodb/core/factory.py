@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ..errors import InvalidConfig, ZeroBufferNoOp
-from ..stamps import check_tag, check_tags
+from ..stamps import Position, check_tag, check_tags
 from .algebra import EdgeLike, Value
-from .calls import AddCall, CreateCall, DeleteCall, FailCall, StampCall, StatusCall, TouchCall
-from .chain import Chain, make_op
+from .calls import CreateCall, DeleteCall, FailCall, MarkResentCall, StatusCall, TouchCall
+from .chain import Chain, make_op, op_key
+from .history import Delivery
 from .rules import ChainRules
+from .stamping import AddCall, StampCall
 
 __all__ = ["CallFactory", "StampSpec", "seconds", "skew_seconds", "MAX_REASON", "MAX_OWNER"]
 
@@ -55,6 +57,19 @@ def _owner(owner: object) -> str | None:
     return owner
 
 
+def _delivery(op_id: str | None, after: object, first: object, parent: object) -> Delivery:
+    """What a stamp's caller says of earlier copies of its op (see ``stamp()``),
+    checked. Without an op id the op is random: no earlier copy can exist."""
+    if after is not None and not isinstance(after, Position):
+        raise InvalidConfig(f"after must be a Position (a result's .position), got {type(after).__name__}")
+    if not isinstance(first, bool):
+        raise InvalidConfig(f"first must be a bool, got {first!r}")
+    if parent is not None and (not isinstance(parent, str) or not parent):
+        raise InvalidConfig(f"parent must be a non-empty str (the parent's op id), got {parent!r}")
+    key = None if parent is None else op_key(parent, "parent")
+    return Delivery(after, first or op_id is None, key)
+
+
 @dataclass(frozen=True, slots=True)
 class StampSpec:
     """One stamp of a batch (``stamp_many``): the arguments of ``stamp()``."""
@@ -65,6 +80,9 @@ class StampSpec:
     started: tuple[EdgeLike, ...] = ()
     op_id: str | None = None
     owner: str | None = None
+    after: Position | None = None
+    first: bool = False
+    parent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +91,9 @@ class CallFactory:
 
     rules: ChainRules
 
-    def create(self, tag: object, value: object, op_id: str | None, owner: object) -> CreateCall:
+    def create(
+        self, tag: object, value: object, op_id: str | None, owner: object, replace_expired: object = True
+    ) -> CreateCall:
         tag = check_tag(tag)
         checked: Value = self.rules.algebra.value(value, tag)
         if self.rules.algebra.is_zero(checked):
@@ -85,8 +105,10 @@ class CallFactory:
                 "(delete_on_ack=False) for idempotent creates",
                 tag=tag,
             )
+        if not isinstance(replace_expired, bool):
+            raise InvalidConfig(f"replace_expired must be a bool, got {replace_expired!r}", tag=tag)
         op = make_op(op_id, "create", self.rules.algebra.payload(checked))
-        return CreateCall(self.rules, tag, checked, op, _owner(owner))
+        return CreateCall(self.rules, tag, checked, op, _owner(owner), replace_expired)
 
     def stamp(
         self,
@@ -97,14 +119,18 @@ class CallFactory:
         op_id: str | None,
         owner: object,
         known: Chain | None = None,
+        after: object = None,
+        first: object = False,
+        parent: object = None,
     ) -> StampCall | AddCall:
         tag = check_tag(tag)
         delta = self.rules.algebra.delta(value, finished, started, tag)
         op = make_op(op_id, "stamp", self.rules.algebra.payload(delta))
         checked_owner = _owner(owner)
+        delivery = _delivery(op_id, after, first, parent)
         if self.rules.mode == "sum":
-            return AddCall(self.rules, tag, delta, op, checked_owner, known)
-        return StampCall(self.rules, tag, [(delta, op, checked_owner)], known)
+            return AddCall(self.rules, tag, delta, op, checked_owner, known, delivery)
+        return StampCall(self.rules, tag, [(delta, op, checked_owner, delivery)], known)
 
     def batch_stamp(self, spec: StampSpec, known: Chain | None = None) -> StampCall:
         """A stamp of a batch: a read-modify-write in either mode (written in a
@@ -115,7 +141,8 @@ class CallFactory:
         tag = check_tag(spec.tag)
         delta = self.rules.algebra.delta(spec.value, spec.finished, spec.started, tag)
         op = make_op(spec.op_id, "stamp", self.rules.algebra.payload(delta))
-        return StampCall(self.rules, tag, [(delta, op, _owner(spec.owner))], known)
+        delivery = _delivery(spec.op_id, spec.after, spec.first, spec.parent)
+        return StampCall(self.rules, tag, [(delta, op, _owner(spec.owner), delivery)], known)
 
     @staticmethod
     def distinct(tags: list[str]) -> None:
@@ -137,6 +164,14 @@ class CallFactory:
         return TouchCall(
             self.rules, tag, self.rules.ttl if ttl is None else seconds(ttl, "ttl"), _owner(owner)
         )
+
+    def mark_resent(self, tag: object, parent: object) -> MarkResentCall:
+        tag = check_tag(tag)
+        if not isinstance(parent, str) or not parent:
+            raise InvalidConfig(
+                f"parent must be a non-empty str (the parent's op id), got {parent!r}", tag=tag
+            )
+        return MarkResentCall(self.rules, tag, op_key(parent, "parent"))
 
     def status(self, tag: object) -> StatusCall:
         return StatusCall(self.rules, check_tag(tag))

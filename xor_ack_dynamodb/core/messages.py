@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .algebra import Value
 from .chain import Chain, Op
+from .history import Block
 
 __all__ = [
     "Read",
@@ -25,6 +26,11 @@ __all__ = [
     "Extend",
     "MarkFailed",
     "Trim",
+    "Guard",
+    "MarkResent",
+    "WriteHistory",
+    "ReadHistory",
+    "HistoryRead",
     "Request",
     "Written",
     "Rejected",
@@ -71,23 +77,32 @@ class RemoveAny:
 
 
 @dataclass(frozen=True, slots=True)
+class Guard:
+    """A write's promise that its duplicate check is complete: no op after position
+    ``cut`` has left the chain's window (``cutn <= :cut``), on lineage ``lineage``
+    (None: whichever the chain has; ``b""``: a chain without one). With it, an op not
+    in the window did not land after ``cut``."""
+
+    cut: int
+    lineage: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Add:
     """Sum mode's stamp: ``ADD`` ``delta`` to the sum and append ``op``, if
     ``ChainRules.add_allowed``. Answered with ``Written(the chain after)``.
 
-    On a retry after a lost response, the earlier copy's op, had it landed, must still be
-    in the list for ``NOT contains(ops, :op)`` to catch it: ``after_seq`` (a lower bound
-    of the chain's ``seq`` when the copy went out) requires that trims have removed no
-    op appended after it; without one, ``since`` requires that no trim ran at or after
-    that time."""
+    ``NOT contains(ops, :op)`` only sees the window: a write that may be a duplicate of
+    a copy that landed earlier carries ``guard`` (see :class:`Guard`), and ``parent``
+    (a parent op's key) requires that parent not be marked re-sent."""
 
     tag: str
     delta: Value
     op: Op
     owner: str | None
     now: int
-    since: int | None = None
-    after_seq: int | None = None
+    guard: Guard | None = None
+    parent: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,16 +128,74 @@ class MarkFailed:
 
 @dataclass(frozen=True, slots=True)
 class Trim:
-    """Remove the ``count`` oldest ops if the list still holds at least ``count +
-    window`` (``ChainRules.trim_allowed``). Answered with ``Written(None)``."""
+    """Remove the ``count`` oldest ops (positions ``cut + 1`` to ``cut + count``, whose
+    history block is already written) if the chain still starts its list there, on
+    ``lineage``, and keeps ``window`` ops after them (``ChainRules.trim_allowed``).
+    ``adopt``: the chain has no lineage yet (an older version's); the trim gives it
+    ``lineage`` with its history starting at ``cut``. Answered with ``Written(None)``."""
 
     tag: str
     count: int
     window: int
     now: int = 0
+    cut: int = 0
+    lineage: bytes = b""
+    adopt: bool = False
 
 
-Request = Read | Put | Remove | RemoveAny | Add | Extend | MarkFailed | Trim
+@dataclass(frozen=True, slots=True)
+class MarkResent:
+    """Add ``key`` (a parent op's) to the chain's re-sent parents, with a new token.
+    Answered with ``Written(the chain after)``, or ``Rejected`` (already marked, or no
+    chain)."""
+
+    tag: str
+    key: bytes
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteHistory:
+    """Store ``blocks`` of lineage ``lineage``'s history (idempotent: a block's content
+    never changes), kept until ``purge_at``. Answered with ``Written(None)``."""
+
+    tag: str
+    lineage: bytes
+    blocks: tuple[Block, ...]
+    purge_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadHistory:
+    """Read blocks ``indexes`` of lineage ``lineage``'s history (strongly consistent).
+    Answered with :class:`HistoryRead`."""
+
+    tag: str
+    lineage: bytes
+    indexes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRead:
+    """The blocks found (index -> ops); ``unprocessed``: indexes to ask again."""
+
+    blocks: dict[int, tuple[Op, ...]]
+    unprocessed: tuple[int, ...] = ()
+
+
+Request = (
+    Read
+    | Put
+    | Remove
+    | RemoveAny
+    | Add
+    | Extend
+    | MarkFailed
+    | Trim
+    | MarkResent
+    | WriteHistory
+    | ReadHistory
+)
 
 
 def tag_of(request: Request) -> str:

@@ -22,11 +22,13 @@ that stores the state was lost.
 
 Op ids. Every create and stamp carries an op, remembered in the chain with a hash of its
 payload: a create's op for the chain's whole life (``create_op``), a stamp's in the
-bounded list ``ops`` (the most recent ``window`` of them, the window stored in the chain
-itself, so a writer configured with a smaller one cannot shrink it). An op found there
-is a duplicate: it is not applied again, and the caller gets the chain's current value,
-or :class:`OpIdReused` if the payload differs. The guarantee: a duplicate is caught
-while fewer than ``window`` other ops have landed on the chain since the original.
+list ``ops`` (at least the most recent ``window`` of them, the window stored in the
+chain itself, so a writer configured with a smaller one cannot shrink it), and once it
+leaves the list, in the chain's history (:mod:`.history`). An op found in either is a
+duplicate: it is not applied again, and the caller gets the chain's current value, or
+:class:`OpIdReused` if the payload differs. The guarantee: a stamp is applied at most
+once per op id for the chain's lineage, however many ops landed since; where the
+history that would tell is gone, :class:`OutcomeUnknown` instead of a guess.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ..errors import (
     InvalidConfig,
     NotOwner,
     OpIdReused,
+    OutcomeUnknown,
     TagAcked,
     TagExists,
     TagExpired,
@@ -46,10 +49,28 @@ from ..errors import (
     TagNotFound,
     XorAckError,
 )
-from ..stamps import Stamp, Sum
+from ..stamps import Position, Stamp, Sum
 from ..status import ChainStatus, State, epoch_to_datetime
 from .algebra import Algebra, Mode, Value, XorAlgebra, wrap
-from .chain import Chain, Op, check_window, new_token, random_op
+from .blind import BlindWrites
+from .chain import BLOCK, Chain, Op, StoredState, check_window, new_lineage, new_token, random_op
+from .history import NO_CHECK, Block, Delivery, Lookup, NoCheck, Unknowable, due, scope
+from .verdicts import (
+    APPLY,
+    DEFERRED,
+    MAX_TRIM,
+    NEGATIVE,
+    Apply,
+    Duplicate,
+    NeedHistory,
+    Outcome,
+    Plan,
+    Reject,
+    Searched,
+    StampItem,
+    Unchanged,
+    Verdict,
+)
 
 __all__ = [
     "ChainRules",
@@ -58,73 +79,19 @@ __all__ = [
     "Duplicate",
     "Reject",
     "Unchanged",
+    "NeedHistory",
     "Plan",
     "APPLY",
     "DEFERRED",
     "MAX_TRIM",
+    "NEGATIVE",
+    "Searched",
+    "StampItem",
 ]
 
 
 @dataclass(frozen=True, slots=True)
-class Apply:
-    """The call may be written."""
-
-
-@dataclass(frozen=True, slots=True)
-class Duplicate:
-    """The op was already applied: nothing to write; ``result`` is what the call returns."""
-
-    result: Stamp | Sum
-
-
-@dataclass(frozen=True, slots=True)
-class Unchanged:
-    """Nothing to write, and no error: the chain is already as the call would leave it
-    (failing a failed chain)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Reject:
-    """The call is refused with ``error``; nothing is written."""
-
-    error: XorAckError
-
-
-APPLY = Apply()
-Verdict = Apply | Duplicate | Unchanged | Reject
-
-#: The most ops one trim removes. A trim names two paths per op in one ``REMOVE``:
-#: DynamoDB refuses expressions over 4 KB (a trim of about 190 ops, measured on DynamoDB
-#: Local), and moto's expression parser overflows Python's stack at about 70. A list
-#: that fell further behind (lost trims, a burst of writers) shrinks by up to this many
-#: at each threshold crossed (every ``slack`` stamps) until it is back within bounds.
-MAX_TRIM = 50
-
-
-class _Deferred:
-    """A combined stamp left for the next write (the window would not hold it)."""
-
-    def __repr__(self) -> str:
-        return "DEFERRED"
-
-
-DEFERRED = _Deferred()
-Outcome = Stamp | Sum | XorAckError | _Deferred
-
-
-@dataclass(slots=True)
-class Plan:
-    """Stamps replayed in order on one value of a chain, as one ``stamp()`` after
-    another would decide each: ``new`` is the chain to write (None when nothing
-    applies), ``outcomes`` what each stamp returns or raises."""
-
-    new: Chain | None
-    outcomes: list[Outcome] = field(default_factory=list)
-    duplicates: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ChainRules:
+class ChainRules(BlindWrites):
     """The rule parameters of one tracker. Picklable.
 
     :param algebra: xor or sum (:mod:`.algebra`).
@@ -133,11 +100,9 @@ class ChainRules:
     :param retention: seconds an ``acked``/``failed`` tombstone, or an expired chain,
         stays readable before its item may be purged (the TTL attribute).
     :param skew: the clock-skew margin in seconds (see the module doc).
-    :param window: op ids remembered by chains this tracker creates (and by chains that
-        carry no window of their own, such as the Node package's).
-    :param slack: sum mode appends op ids without reading; the list is trimmed back to
-        its window once it holds ``window + slack`` (one extra write per ``slack``
-        stamps).
+    :param window: op ids the items of chains this tracker creates keep at least (and
+        those of chains that carry no window of their own, such as the Node package's);
+        they hold up to ``window + BLOCK`` before a block moves to history.
     :param delete_on_ack: delete a chain once it completes (the Node package's habit),
         after first storing it as an ``acked`` tombstone so that the completing stamp's
         outcome is never lost.
@@ -147,8 +112,7 @@ class ChainRules:
     ttl: int | None = 3600
     retention: int = 86400
     skew: int = 5
-    window: int = 32
-    slack: int = 20
+    window: int = 8
     delete_on_ack: bool = False
 
     def __post_init__(self) -> None:
@@ -159,12 +123,26 @@ class ChainRules:
             raise InvalidConfig("retention must be at least one second")
         if not 0 <= self.skew <= 3600:
             raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {self.skew!r}")
-        if not 1 <= self.slack <= 1000:
-            raise InvalidConfig(f"slack must be 1 to 1000, got {self.slack!r}")
 
     @property
     def mode(self) -> Mode:
         return self.algebra.mode
+
+    @property
+    def slack(self) -> int:
+        """How far past its window a chain's op list grows before a block of this many
+        ops moves to history: :data:`~.chain.BLOCK`, the same for every writer."""
+        return BLOCK
+
+    @property
+    def batch_cap(self) -> int:
+        """The most stamps one combined write carries."""
+        return BLOCK - 1
+
+    def history_purge(self, chain: Chain) -> int | None:
+        """When a history block written for ``chain`` may be purged: a retention after
+        the chain's own purge time (a touch may push that later)."""
+        return None if chain.purge_at is None else chain.purge_at + self.retention
 
     def _purge(self, now: int) -> int | None:
         """When a chain finishing now may be purged (None without a clock ttl: such
@@ -237,6 +215,7 @@ class ChainRules:
             token=new_token(),
             version=(old.version + 1) if old is not None else 1,
             window=self.window,
+            lineage=new_lineage(),
             create_op=op,
             owner=owner,
             created_at=now,
@@ -253,13 +232,15 @@ class ChainRules:
             return chain.purge_at is not None and chain.purge_at < now
         return False
 
-    def judge_create(self, chain: Chain, op: Op, now: int) -> Verdict:
+    def judge_create(self, chain: Chain, op: Op, now: int, replace_expired: bool = True) -> Verdict:
         """A create that found ``chain`` under its tag.
 
         The create's own op is checked first, for the chain's whole life: a create that
         is delivered again (botocore's resend, a retried task, a redelivered message)
         returns the chain as it is, even when it has expired since, rather than
-        reviving it as a new pending chain with an empty history.
+        reviving it as a new pending chain with an empty history. Without
+        ``replace_expired``, a chain that timed out is not overwritten either
+        (``TagExists``), while a tombstone past its retention still is.
         """
         if chain.create_op is not None and chain.create_op.key == op.key:
             if not chain.create_op.same_payload(op):
@@ -268,7 +249,14 @@ class ChainRules:
                         f"create op id reused on chain {chain.tag!r} with another value", tag=chain.tag
                     )
                 )
-            return Duplicate(wrap(chain.value, acked=False, duplicate=True))
+            return Duplicate(wrap(chain.value, acked=False, duplicate=True, position=Position(chain.line, 0)))
+        if not replace_expired and self.effective_state(chain, now) == "expired":
+            return Reject(
+                TagExists(
+                    f"chain {chain.tag!r} expired and is kept (create(..., replace_expired=False))",
+                    tag=chain.tag,
+                )
+            )
         if self.overwritable(chain, now):
             return APPLY
         return Reject(
@@ -280,14 +268,26 @@ class ChainRules:
     # -- stamp --------------------------------------------------------------------------
 
     def judge_stamp(
-        self, tag: str, chain: Chain | None, delta: Value, op: Op, owner: str | None, now: int
+        self,
+        tag: str,
+        chain: Chain | None,
+        delta: Value,
+        op: Op,
+        owner: str | None,
+        now: int,
+        delivery: Delivery | None = None,
+        searched: Searched | None = None,
     ) -> Verdict:
-        """A stamp on ``chain`` as it stands: duplicate, refused, or to be applied.
+        """A stamp on ``chain`` as it stands: duplicate, refused, to be applied, or not
+        to be judged before history blocks are read.
 
         Order matters: a known op is a duplicate whatever has happened to the chain
         since (a redelivery after completion is not an error), and its ``acked`` is True
         only for the op that completed the chain (the last op of a completed chain), so
-        that exactly one caller ever sees ``acked``.
+        that exactly one caller ever sees ``acked``. An op not in the window is looked
+        for in the chain's history since the earliest position an earlier copy could
+        have landed (``delivery``; None: none can exist), and where that history is
+        gone the stamp is refused with :class:`OutcomeUnknown`.
         """
         if chain is None:
             return Reject(TagNotFound(f"chain {tag!r} does not exist", tag=tag))
@@ -300,12 +300,7 @@ class ChainRules:
             )
         seen = chain.find(op.key)
         if seen is not None:
-            if not seen.same_payload(op):
-                return Reject(
-                    OpIdReused(f"op id reused on chain {chain.tag!r} with a different stamp", tag=chain.tag)
-                )
-            completed = self.effective_state(chain, now) == "acked" and chain.ops[-1].key == op.key
-            return Duplicate(wrap(chain.value, acked=completed, duplicate=True))
+            return self._known(chain, seen, op, now, chain.position_of(op.key) or chain.seq)
         refusal = self._owner_refusal(chain, owner) or self._refusal(chain, now)
         if refusal is not None:
             return Reject(refusal)
@@ -316,28 +311,72 @@ class ChainRules:
                     tag=chain.tag,
                 )
             )
+        bound = NO_CHECK if delivery is None else delivery.bound(chain)
+        if isinstance(bound, NoCheck):
+            return APPLY
+        found = scope(chain, bound)
+        if isinstance(found, Unknowable):
+            return Reject(self._unknowable(chain, found))
+        if isinstance(found, Lookup):
+            if searched is None or searched.unread(found):
+                return NeedHistory(found)
+            hit = searched.find(found, op.key)
+            if isinstance(hit, Unknowable):
+                return Reject(self._unknowable(chain, hit))
+            if hit is not None:
+                return self._known(chain, hit, op, now, None)
         return APPLY
 
-    def stamped(self, chain: Chain, delta: Value, ops: tuple[Op, ...], now: int) -> Chain:
-        """``chain`` after a read-modify-write that applies ``delta`` with ``ops``: the
-        op list trimmed to the chain's window at once, an ``acked`` tombstone if the
-        value reached zero."""
-        value = self.algebra.combine(chain.value, delta)
-        window = self.window_of(chain)
-        done = _is_zero(value)
-        evicted = max(0, len(chain.ops) + len(ops) - window)
+    def _known(self, chain: Chain, seen: Op, op: Op, now: int, position: int | None) -> Verdict:
+        """An op the chain already applied (at ``position``, when known)."""
+        if not seen.same_payload(op):
+            return Reject(
+                OpIdReused(f"op id reused on chain {chain.tag!r} with a different stamp", tag=chain.tag)
+            )
+        completed = (
+            self.effective_state(chain, now) == "acked" and bool(chain.ops) and chain.ops[-1].key == op.key
+        )
+        where = Position(chain.line, position) if position is not None else None
+        return Duplicate(wrap(chain.value, acked=completed, duplicate=True, position=where))
+
+    @staticmethod
+    def _unknowable(chain: Chain, why: Unknowable) -> OutcomeUnknown:
+        return OutcomeUnknown(
+            f"chain {chain.tag!r}: whether this op was applied before cannot be told ({why.why}); "
+            "nothing was written",
+            tag=chain.tag,
+        )
+
+    def adopt(self, chain: Chain) -> Chain:
+        """``chain`` given a lineage if it has none (an older version's, or a foreign
+        writer's item): its history starts at its ``cut_seq``; a foreign item's earlier
+        ops are unknown (``adopted``)."""
+        if chain.lineage is not None:
+            return chain
         return replace(
             chain,
+            lineage=new_lineage(),
+            base=chain.cut_seq,
+            adopted=chain.foreign,
             # Over a foreign item (no history) a new lineage starts: a writer whose
             # earlier write's outcome is unknown can then tell the history was reset.
             create_op=random_op() if chain.foreign else chain.create_op,
+        )
+
+    def stamped(self, chain: Chain, delta: Value, ops: tuple[Op, ...], now: int) -> tuple[Chain, list[Block]]:
+        """``chain`` after a read-modify-write that applies ``delta`` with ``ops``, and
+        the history blocks that write moves out (to be written first): whole blocks of
+        ops already stored, while ``window`` ops stay. An ``acked`` tombstone if the
+        value reached zero; a ``failed`` one if a sum went negative (:data:`NEGATIVE`)."""
+        value = self.algebra.combine(chain.value, delta)
+        window = self.window_of(chain)
+        done = _is_zero(value)
+        base = self.adopt(chain)
+        grown = replace(
+            base,
             value=value,
-            ops=(chain.ops + ops)[-window:],
-            seq=chain.seq + len(ops),
-            # Ops this write drops count as trimmed (a sum-mode writer's lost-response
-            # check relies on it).
-            cut_seq=chain.cut_seq + evicted,
-            cut_at=now if evicted else chain.cut_at,
+            ops=base.ops + ops,
+            seq=base.seq + len(ops),
             window=window,
             version=chain.version + 1,
             token=new_token(),
@@ -345,35 +384,50 @@ class ChainRules:
             state="acked" if done else chain.state,
             purge_at=self._purge(now) if done else chain.purge_at,
         )
+        if _negative(value):
+            grown = replace(grown, state="failed", reason=NEGATIVE, purge_at=self._purge(now))
+        moved = due(grown, window, committed=chain.seq)
+        if moved:
+            count = len(moved) * BLOCK
+            grown = replace(
+                grown, ops=grown.ops[count:], cut_seq=grown.cut_seq + count, trims=grown.trims + len(moved)
+            )
+        return grown, moved
 
     def plan(
         self,
         chain: Chain,
-        stamps: list[tuple[Value, Op, str | None]],
+        stamps: list[StampItem],
         now: int,
         marker: Op | None = None,
+        searched: Searched | None = None,
     ) -> Plan:
-        """Replay ``stamps`` (delta, op, owner) in order on ``chain``, as one
+        """Replay ``stamps`` (delta, op, owner, delivery) in order on ``chain``, as one
         ``stamp()`` after another would: each applied stamp's outcome is the value after
-        it; a duplicate (in the chain, or twice in the batch) returns the value at its
-        turn; a stamp after the batch completed the chain gets :class:`TagAcked`.
+        it; a duplicate (in the chain, its history, or twice in the batch) returns the
+        value at its turn; a stamp after the batch completed the chain gets
+        :class:`TagAcked`. When a stamp needs history blocks not yet ``searched``, the
+        plan only lists them (``lookups``).
 
         ``marker`` (a random op) goes first in the written op list when given, so that a
         writer that lost the response of a combined write can tell it landed, whatever
-        other writers did. At most ``window - 1`` stamps are applied in one write (the
-        rest are :data:`DEFERRED`), so a write never pushes its own ops out of the window.
+        other writers did. At most :attr:`batch_cap` stamps are applied in one write (the
+        rest are :data:`DEFERRED`).
         """
         out = Plan(new=None)
         current = chain
         applied: list[Op] = []
         total: Value | None = None
-        cap = self.window_of(chain) - (1 if marker is not None else 0)
-        for delta, op, owner in stamps:
-            if len(applied) >= max(1, cap):
+        first = chain.seq + (1 if marker is not None and len(stamps) > 1 else 0)
+        for delta, op, owner, delivery in stamps:
+            if len(applied) >= max(1, self.batch_cap):
                 out.outcomes.append(DEFERRED)
                 continue
-            verdict = self.judge_stamp(chain.tag, current, delta, op, owner, now)
-            if isinstance(verdict, Duplicate):
+            verdict = self.judge_stamp(chain.tag, current, delta, op, owner, now, delivery, searched)
+            if isinstance(verdict, NeedHistory):
+                out.lookups.append(verdict.lookup)
+                out.outcomes.append(DEFERRED)
+            elif isinstance(verdict, Duplicate):
                 out.duplicates += 1
                 out.outcomes.append(verdict.result)
             elif isinstance(verdict, Reject):
@@ -383,109 +437,28 @@ class ChainRules:
                 done = _is_zero(value)
                 applied.append(op)
                 total = delta if total is None else self.algebra.combine(total, delta)
+                state: StoredState = "acked" if done else "failed" if _negative(value) else "pending"
                 current = replace(
-                    current, value=value, ops=current.ops + (op,), state="acked" if done else "pending"
+                    current, value=value, ops=current.ops + (op,), seq=current.seq + 1, state=state
                 )
-                out.outcomes.append(wrap(value, acked=done))
+                where = Position(chain.line, first + len(applied))
+                if state == "failed":
+                    out.outcomes.append(
+                        TagFailed(
+                            f"chain {chain.tag!r} has failed: {NEGATIVE}", tag=chain.tag, reason=NEGATIVE
+                        )
+                    )
+                else:
+                    out.outcomes.append(wrap(value, acked=done, position=where))
+        if out.lookups:
+            out.new, out.outcomes = None, []
+            return out
         if total is not None:
             ops = ((marker,) if marker is not None and len(stamps) > 1 else ()) + tuple(applied)
-            out.new = self.stamped(chain, total, ops, now)
+            out.new, out.moved = self.stamped(chain, total, ops, now)
+            if chain.lineage is None:  # adopted by this write: its positions name the new lineage
+                out.outcomes = [_relined(o, out.new.line) for o in out.outcomes]
         return out
-
-    # -- sum mode: blind writes ----------------------------------------------------------
-
-    def add_allowed(
-        self,
-        chain: Chain | None,
-        op: Op,
-        owner: str | None,
-        now: int,
-        since: int | None = None,
-        after_seq: int | None = None,
-    ) -> bool:
-        """The condition of a sum-mode stamp (one atomic ``ADD``, no read). As a
-        DynamoDB ConditionExpression: ``attribute_exists(sum) AND state = pending AND
-        sum <> 0 AND (attribute_not_exists(deadline) OR deadline >= :now) AND NOT
-        contains(ops, :op) [AND owner = :owner]``, and on a retry after a lost response
-        ``AND (attribute_not_exists(cutn) OR cutn <= :after_seq)`` or ``AND
-        (attribute_not_exists(cut) OR cut < :since)`` (see :meth:`uncut`)."""
-        return (
-            self.uncut(chain, since, after_seq)
-            and chain is not None
-            and chain.mode == "sum"
-            and chain.state == "pending"
-            and not _is_zero(chain.value)
-            and (chain.deadline is None or chain.deadline >= now)
-            and chain.find(op.key) is None
-            and (owner is None or chain.owner == owner)
-        )
-
-    def added(self, chain: Chain, delta: Value, op: Op, now: int) -> Chain:
-        """``chain`` after a sum-mode stamp: ``ADD sum :delta``, the op appended (not
-        trimmed), a new token. The state is left pending: the writer that sees zero
-        stores ``acked`` next (:meth:`completed`)."""
-        return replace(
-            chain,
-            value=self.algebra.combine(chain.value, delta),
-            ops=chain.ops + (op,),
-            seq=chain.seq + 1,
-            version=chain.version + 1,
-            token=new_token(),
-            updated_at=now,
-        )
-
-    def completed(self, chain: Chain, now: int) -> Chain:
-        """``chain`` (whose value is zero) stored as an ``acked`` tombstone."""
-        return replace(
-            chain,
-            state="acked",
-            purge_at=self._purge(now),
-            version=chain.version + 1,
-            token=new_token(),
-            updated_at=now,
-        )
-
-    def trim_count(self, chain: Chain, added: int) -> int:
-        """How many of the oldest ops the writer that just appended ``added`` of them
-        should remove: all past the window (at most :data:`MAX_TRIM`), when its append
-        crossed a multiple of ``slack`` beyond it (exactly one writer crosses each; a
-        lost trim is made up at the next multiple). 0 when no trim is due."""
-        window, n = self.window_of(chain), len(chain.ops)
-        if n < window + self.slack:
-            return 0
-        if (n - window) // self.slack > (n - added - window) // self.slack:
-            return min(n - window, MAX_TRIM)
-        return 0
-
-    def trim_allowed(self, chain: Chain | None, count: int, window: int) -> bool:
-        """A trim's condition: the list still holds ``count`` ops beyond ``window``
-        (``size(ops) >= :n``), so removing the ``count`` oldest keeps at least the
-        ``window`` most recent, whatever other trims (or a resend of this one) landed
-        first. Trims that raced each other all apply while there is enough to remove;
-        none ever cuts into the window."""
-        return chain is not None and len(chain.ops) >= count + window
-
-    @staticmethod
-    def uncut(chain: Chain | None, since: int | None, after_seq: int | None) -> bool:
-        """Whether every op that landed after a moment is still in ``chain``'s list:
-        trims removed no op appended after position ``after_seq`` (exact, when the
-        writer knew a lower bound of the chain's ``seq`` at that moment), or no trim ran
-        at or after time ``since`` (the fallback, which the clock-skew margin makes
-        conservative)."""
-        if chain is None:
-            return True
-        if after_seq is not None:
-            return chain.cut_seq <= after_seq
-        return since is None or chain.cut_at is None or chain.cut_at < since
-
-    def trimmed(self, chain: Chain, count: int, now: int = 0) -> Chain:
-        """``chain`` without its ``count`` oldest ops, noting when (``cut_at``). The token
-        is kept: a trim changes no value or state, and a read-modify-write that was based
-        on the untrimmed list may still write it back (a longer list only widens the
-        window)."""
-        return replace(
-            chain, ops=chain.ops[count:], trims=chain.trims + 1, cut_at=now, cut_seq=chain.cut_seq + count
-        )
 
     # -- fail, touch ----------------------------------------------------------------------
 
@@ -560,3 +533,16 @@ class ChainRules:
 
 def _is_zero(value: Value) -> bool:
     return not any(value) if isinstance(value, bytes) else value == 0
+
+
+def _negative(value: Value) -> bool:
+    return isinstance(value, int) and value < 0
+
+
+def _relined(outcome: Outcome, lineage: bytes) -> Outcome:
+    """``outcome`` with its position on ``lineage`` (a write that adopted the chain)."""
+    if isinstance(outcome, (Stamp, Sum)) and outcome.position is not None:
+        value = bytes(outcome) if isinstance(outcome, bytes) else int(outcome)
+        where = Position(lineage, outcome.position.seq)
+        return wrap(value, acked=outcome.acked, duplicate=outcome.duplicate, position=where)
+    return outcome

@@ -108,6 +108,7 @@ def create_chains(
     threads: int = 16,
     transactions: bool = False,
     exists: Callable[[str, XorAckError], str | None] | None = None,
+    replace_expired: bool = True,
 ) -> Started:
     """Create each chain ``tag -> value`` (sent as ``group.value(value)``: bytes for
     xor chains, the int for sum chains; op id ``<op_prefix>/<tag>``, owned by
@@ -119,7 +120,8 @@ def create_chains(
 
     ``exists(tag, error)``, if given, decides instead for a create refused with
     ``TagExists`` or ``OpIdReused``: it returns None (the chain counts as started, e.g.
-    it continued the chain) or why not.
+    it continued the chain) or why not. ``replace_expired`` is ``create()``'s: False
+    keeps a chain that timed out (refused as ``TagExists``, in the create's condition).
 
     With ``transactions``, the creates go out as ``create_many`` (TransactWriteItems of
     up to 100 conditional puts: one request per 100 chains, but twice the write units
@@ -137,6 +139,7 @@ def create_chains(
             {tag: group.value(edge) for tag, edge in chains.items()},
             op_ids={tag: f"{op_prefix}/{tag}" for tag in chains},
             owner=owner,
+            replace_expired=replace_expired,
         )
         return split_refusals(
             (tag, refusal(tag, r) if isinstance(r, Exception) else None) for tag, r in results.items()
@@ -144,7 +147,8 @@ def create_chains(
 
     def one(tag: str) -> tuple[str, str | None]:
         try:
-            tracker.create(tag, group.value(chains[tag]), op_id=f"{op_prefix}/{tag}", owner=owner)
+            value, op_id = group.value(chains[tag]), f"{op_prefix}/{tag}"
+            tracker.create(tag, value, op_id=op_id, owner=owner, replace_expired=replace_expired)
         except (TagExists, OpIdReused) as exc:
             return tag, refusal(tag, exc)
         return tag, None

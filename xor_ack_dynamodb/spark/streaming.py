@@ -401,6 +401,7 @@ class StreamTracking:
             owner=self.owner,
             threads=self.threads,
             exists=exists,
+            replace_expired=False,  # a chain that expires after the read above is kept, not overwritten
         )
         return created, {**refused, **dict.fromkeys(expired, f"{ENDED} (expired)")}
 

@@ -19,22 +19,26 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Unpack
 
 from ..config import TrackerKeywords, TrackerOptions
-from ..core.chain import Chain
+from ..core.chain import Chain, Op, new_token
 from ..core.messages import (
     Add,
     BatchRead,
     Cancelled,
     Committed,
     Extend,
+    HistoryRead,
     MarkFailed,
+    MarkResent,
     Put,
     Read,
+    ReadHistory,
     Rejected,
     Remove,
     RemoveAny,
     Reply,
     Request,
     Trim,
+    WriteHistory,
     Written,
 )
 from ..core.rules import ChainRules
@@ -58,7 +62,8 @@ class MemoryStore:
 
     Expiry by rotation (Storm's RotatingMap): every write that starts a chain, touches it
     or finishes it puts the chain in the newest of ``buckets`` buckets; :meth:`rotate`
-    drops the oldest bucket.
+    drops the oldest bucket. History blocks (the ops that left a chain's window) are
+    kept by tag, lineage and index, and go when their chain is dropped.
     """
 
     def __init__(
@@ -70,8 +75,10 @@ class MemoryStore:
             self._lock = threading.Lock()
             self._chains: dict[str, Chain] = {}
             self._buckets: deque[set[str]] = deque(set() for _ in range(buckets))
+            self._history: dict[str, dict[tuple[bytes, int], tuple[Op, ...]]] = {}
         else:  # another tracker's chains, seen through these rules (as two trackers share a table)
             self._lock, self._chains, self._buckets = share._lock, share._chains, share._buckets
+            self._history = share._history
 
     def __len__(self) -> int:
         with self._lock:
@@ -90,13 +97,30 @@ class MemoryStore:
         with self._lock:
             return BatchRead(chains=[self._chains[t] for t in tags if t in self._chains])
 
-    def execute(self, request: Request) -> Reply | Chain | None:
+    def execute(self, request: Request) -> Reply | Chain | HistoryRead | None:
         self.stats.request(type(request).__name__)
         with self._lock:
             if isinstance(request, Read):
                 return self._chains.get(request.tag)
+            if isinstance(request, ReadHistory):
+                kept = self._history.get(request.tag, {})
+                found = {
+                    i: kept[(request.lineage, i)] for i in request.indexes if (request.lineage, i) in kept
+                }
+                return HistoryRead(found)
+            if isinstance(request, WriteHistory):
+                kept = self._history.setdefault(request.tag, {})
+                for block in request.blocks:
+                    kept[(request.lineage, block.index)] = block.ops
+                return Written(None)
             current, apply = self._judge(request)
             return Rejected(current) if apply is None else apply()
+
+    def drop_history(self, tag: str, lineage: bytes, index: int) -> bool:
+        """Forget one history block (as TTL would, or a lost write): for tests of what
+        a missing block does. Returns whether it was there."""
+        with self._lock:
+            return self._history.get(tag, {}).pop((lineage, index), None) is not None
 
     def transact(self, requests: list[Request]) -> Committed | Cancelled:
         """Apply ``requests`` (on distinct chains) all or none, under the one lock."""
@@ -130,7 +154,7 @@ class MemoryStore:
         chain = current
         if isinstance(request, Add):
             if not rules.add_allowed(
-                chain, request.op, request.owner, request.now, request.since, request.after_seq
+                chain, request.op, request.owner, request.now, request.guard, request.parent
             ):
                 return chain, None
             return chain, lambda: Written(
@@ -146,12 +170,13 @@ class MemoryStore:
                 return chain, None
             return chain, lambda: Written(self._keep(rules.failed(chain, request.reason, request.now), chain))
         if isinstance(request, Trim):
-            if not rules.trim_allowed(chain, request.count, request.window):
+            if not rules.trim_allowed(chain, request):
                 return chain, None
-            return chain, lambda: (
-                self._keep(rules.trimmed(chain, request.count, request.now), chain),
-                Written(None),
-            )[1]
+            return chain, lambda: (self._keep(rules.trimmed(chain, request), chain), Written(None))[1]
+        if isinstance(request, MarkResent):
+            if not rules.mark_allowed(chain, request.key):
+                return chain, None
+            return chain, lambda: Written(self._keep(rules.marked(chain, request.key, request.now), chain))
         raise TypeError(f"not a store request: {request!r}")
 
     def _keep(self, chain: Chain, old: Chain | None, *, nursery: bool = False) -> Chain:
@@ -167,12 +192,15 @@ class MemoryStore:
     def _drop(self, tag: str) -> Chain | None:
         for bucket in self._buckets:
             bucket.discard(tag)
+        self._history.pop(tag, None)
         return self._chains.pop(tag, None)
 
     def rotate(self, now: int) -> list[str]:
         """Drop the oldest bucket: its pending chains time out (their deadline moves to
-        just past, their reason is ``timeout``) and stay one more cycle as tombstones;
-        its finished chains are forgotten. Returns the tags that timed out."""
+        just past, their reason is ``timeout``, and they get a new write token, so that
+        a stamp that read the chain before cannot write it back) and stay one more cycle
+        as tombstones; its finished chains are forgotten. Returns the tags that timed
+        out."""
         timed_out = []
         with self._lock:
             oldest = self._buckets.pop()
@@ -181,11 +209,19 @@ class MemoryStore:
                 chain = self._chains[tag]
                 if chain.state == "pending" and chain.reason != TIMEOUT and not _zero(chain):
                     past = now - self.rules.skew - 1
-                    self._chains[tag] = replace(chain, deadline=past, reason=TIMEOUT, updated_at=now)
+                    self._chains[tag] = replace(
+                        chain,
+                        deadline=past,
+                        reason=TIMEOUT,
+                        updated_at=now,
+                        token=new_token(),
+                        version=chain.version + 1,
+                    )
                     self._buckets[0].add(tag)
                     timed_out.append(tag)
                 else:
                     del self._chains[tag]
+                    self._history.pop(tag, None)
         return timed_out
 
 
@@ -209,7 +245,7 @@ class _AsyncMemoryStore:
     def is_transient(self, error: BaseException) -> bool:
         return False
 
-    async def execute(self, request: Request) -> Reply | Chain | None:
+    async def execute(self, request: Request) -> Reply | Chain | HistoryRead | None:
         return self.store.execute(request)
 
     async def read_many(self, tags: list[str]) -> BatchRead:

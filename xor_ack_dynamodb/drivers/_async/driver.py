@@ -25,7 +25,15 @@ import tenacity
 from ...core.batch import BATCH_SIZE, TRANSACTION_SIZE, Answer, Lockstep, chunks, distinct, statuses
 from ...core.calls import Again, Call, Step, Transient
 from ...core.chain import Chain
-from ...core.messages import BatchRead, Cancelled, Committed, Reply, Request, TransactionsUnsupported
+from ...core.messages import (
+    BatchRead,
+    Cancelled,
+    Committed,
+    HistoryRead,
+    Reply,
+    Request,
+    TransactionsUnsupported,
+)
 from ...core.rules import ChainRules
 from ...errors import BatchIncomplete
 from ...retry import RetryPolicy
@@ -45,14 +53,15 @@ class AsyncChainStore(Protocol):
     transactions.
 
     ``execute`` answers a :class:`~xor_ack_dynamodb.core.messages.Read` with a chain or
-    None and every other request with a ``Written`` or ``Rejected``; it raises on
-    failure. ``is_transient`` tells failures after which the request may or may not
-    have been applied and that are worth another attempt. ``transact`` applies requests
+    None, a ``ReadHistory`` with a ``HistoryRead`` and every other request with a
+    ``Written`` or ``Rejected``; it raises on failure. ``is_transient`` tells failures
+    after which the request may or may not have been applied and that are worth
+    another attempt. ``transact`` applies requests
     on distinct chains all or none, or raises ``TransactionsUnsupported`` where the
     backend has no transactions.
     """
 
-    async def execute(self, request: Request) -> Reply | Chain | None: ...
+    async def execute(self, request: Request) -> Reply | Chain | HistoryRead | None: ...
 
     def is_transient(self, error: BaseException) -> bool: ...
 

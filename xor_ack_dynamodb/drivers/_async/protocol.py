@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
 from ...core.algebra import EdgeLike, Mode
-from ...stamps import Stamp, Sum
+from ...stamps import Position, Stamp, Sum
 from ...stats import RequestStats
 from ...status import ChainStatus
 
@@ -32,7 +32,13 @@ class AsyncAckTracker(Protocol):
     def new_edge(self) -> Stamp | int: ...
 
     async def create(
-        self, tag: str, value: EdgeLike, *, op_id: str | None = None, owner: str | None = None
+        self,
+        tag: str,
+        value: EdgeLike,
+        *,
+        op_id: str | None = None,
+        owner: str | None = None,
+        replace_expired: bool = True,
     ) -> Stamp | Sum: ...
 
     async def stamp(
@@ -44,7 +50,12 @@ class AsyncAckTracker(Protocol):
         started: Iterable[EdgeLike] = (),
         op_id: str | None = None,
         owner: str | None = None,
+        after: Position | None = None,
+        first: bool = False,
+        parent: str | None = None,
     ) -> Stamp | Sum: ...
+
+    async def mark_resent(self, tag: str, parent: str) -> None: ...
 
     async def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus: ...
 

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
 from ...core.algebra import EdgeLike, Mode
-from ...stamps import Stamp, Sum
+from ...stamps import Position, Stamp, Sum
 from ...stats import RequestStats
 from ...status import ChainStatus
 
@@ -34,7 +34,13 @@ class AckTracker(Protocol):
     def new_edge(self) -> Stamp | int: ...
 
     def create(
-        self, tag: str, value: EdgeLike, *, op_id: str | None = None, owner: str | None = None
+        self,
+        tag: str,
+        value: EdgeLike,
+        *,
+        op_id: str | None = None,
+        owner: str | None = None,
+        replace_expired: bool = True,
     ) -> Stamp | Sum: ...
 
     def stamp(
@@ -46,7 +52,12 @@ class AckTracker(Protocol):
         started: Iterable[EdgeLike] = (),
         op_id: str | None = None,
         owner: str | None = None,
+        after: Position | None = None,
+        first: bool = False,
+        parent: str | None = None,
     ) -> Stamp | Sum: ...
+
+    def mark_resent(self, tag: str, parent: str) -> None: ...
 
     def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus: ...
 

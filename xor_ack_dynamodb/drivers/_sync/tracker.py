@@ -15,11 +15,12 @@ from datetime import timedelta
 
 from ...config import TrackerOptions
 from ...core.algebra import EdgeLike, Mode
-from ...core.calls import Call, StampCall, first_outcome
+from ...core.calls import Call, first_outcome
 from ...core.factory import CallFactory, StampSpec
 from ...core.rules import ChainRules, Plan
+from ...core.stamping import StampCall
 from ...errors import XorAckError
-from ...stamps import Stamp, Sum
+from ...stamps import Position, Stamp, Sum
 from ...stats import RequestStats
 from ...status import ChainStatus
 from .driver import ChainStore, Driver
@@ -69,24 +70,35 @@ class SyncTracker:
         return self.driver.rules.algebra.new_edge()
 
     def create(
-        self, tag: str, value: EdgeLike, *, op_id: str | None = None, owner: str | None = None
+        self,
+        tag: str,
+        value: EdgeLike,
+        *,
+        op_id: str | None = None,
+        owner: str | None = None,
+        replace_expired: bool = True,
     ) -> Stamp | Sum:
         """Start a chain holding ``value`` (its root edge, or the combination of the
         edges started with it); it times out ``ttl`` from now. One request.
 
         A chain that timed out (deadline + skew passed), or a tombstone past its
-        retention, is overwritten. Idempotent per ``op_id`` for the chain's whole life:
-        a create delivered again (botocore resending it, a retried task, a redelivered
-        message) returns the chain's current value (``duplicate`` True) instead of
-        raising, even after the chain expired, and never revives it. ``owner`` is stored
-        with the chain; calls that name an owner are refused on another's chain.
+        retention, is overwritten, as a new lineage (its ops, history and positions
+        are the new chain's own). With ``replace_expired=False`` a chain that timed out
+        is kept instead (``TagExists``), decided on the chain as it is when the write is
+        made (its condition), so a chain that times out between a status read and the
+        create is never overwritten. Idempotent per ``op_id`` for the chain's whole
+        life: a create delivered again (botocore resending it, a retried task, a
+        redelivered message) returns the chain's current value (``duplicate`` True)
+        instead of raising, even after the chain expired, and never revives it.
+        ``owner`` is stored with the chain; calls that name an owner are refused on
+        another's chain. The result's ``position`` is the chain's start (seq 0).
 
         Raises :class:`TagExists` for a live chain with that tag, :class:`OpIdReused`
         for a known op id with another value, :class:`ZeroBufferNoOp` for a zero value,
         :class:`InvalidTag`/:class:`InvalidStamp`/:class:`InvalidConfig` for bad input
         (before any request is sent).
         """
-        return self.driver.run(self.calls.create(tag, value, op_id, owner))
+        return self.driver.run(self.calls.create(tag, value, op_id, owner, replace_expired))
 
     def stamp(
         self,
@@ -97,36 +109,73 @@ class SyncTracker:
         started: Iterable[EdgeLike] = (),
         op_id: str | None = None,
         owner: str | None = None,
+        after: Position | None = None,
+        first: bool = False,
+        parent: str | None = None,
     ) -> Stamp | Sum:
         """Apply one stamp: ``value``, or the edges this work ``finished`` and the edges
         of the children it ``started`` (xor mode XORs them all; sum mode adds the
         started and subtracts the finished). Returns the chain's new value; its
-        ``acked`` is True for exactly one call: the one whose stamp completed the chain.
+        ``acked`` is True for exactly one call: the one whose stamp completed the chain,
+        and its ``position`` is where the op landed (pass it to the children this stamp
+        started, as their ``after``).
+
+        Guarantees: applied at most once per ``op_id`` for the chain's whole life
+        (lineage), however many other stamps landed in between, and exactly once if
+        the call returns. A duplicate returns the current value with ``duplicate``
+        True. Without an ``op_id`` a random one is used: that covers botocore's resends
+        and this library's retries; pass your own to cover redeliveries. A stamp's op
+        id is remembered in the chain's item while it is among the recent ops, then in
+        its history items (blocks of 40, beside it); where that history is gone (a
+        missing block, a chain a foreign writer reset since, ops an older version
+        dropped), the stamp raises :class:`OutcomeUnknown` rather than guess.
+
+        What the caller knows of earlier copies decides what the check costs:
+
+        * ``first=True``: no earlier copy of this op can exist (a first delivery): no
+          check beyond the item's own list. With ``parent`` (the op id of the stamp
+          that sent this work), unless that parent was marked re-sent
+          (:meth:`mark_resent`): then copies may exist, and ``after`` bounds them.
+        * ``after=position``: earlier copies can only have landed after that position
+          (the ``position`` of the stamp that started this work): the check reads no
+          further back.
+        * neither (the default with an ``op_id``): the whole life of the chain. Free
+          while the chain's item still holds every op since its start (its first 40 +
+          ``max_ops`` stamps); after that, one history read (a BatchGetItem of up to
+          100 blocks of 40 ops) for a stamp whose op is not among the recent ones.
+
+        Foreign writers: a write by the Node package (a PutItem of ``{tag, stamp}``)
+        drops the item's op list and lineage. A stamp sent again after that with the
+        same op id cannot be recognised from the item: with ``after`` (or after this
+        library's own lost response) of the lineage before the reset, its history is
+        searched and the stamp is refused with :class:`OutcomeUnknown` if it is not
+        found there; a bare op id is checked from the reset on only, so a stamp applied
+        before a Node write and sent again after it is applied twice.
 
         Cost: xor mode reads and writes conditionally (one request when this tracker
-        knows the chain's last value, two otherwise; a lost race costs another round);
-        sum mode is one ``UpdateItem`` whatever the concurrency (plus, once per chain,
-        the write that stores ``acked``, and one trim of the op list per ``slack``
-        stamps).
+        knows the chain's last value, two otherwise; a lost race costs another round;
+        one more, a history write, every 40 stamps); sum mode is one ``UpdateItem``
+        whatever the concurrency (plus, once per chain, the write that stores ``acked``,
+        and a history write and a trim per 40 stamps).
 
-        Guarantees: applied at most once per ``op_id`` (a random op id is used when none
-        is given, which covers botocore's resends and this library's retries; pass your
-        own to cover redeliveries), and exactly once if the call returns. A duplicate
-        returns the current value with ``duplicate`` True. A lost race is retried within
-        the retry budget; once spent, :class:`StaleLocalData` is raised and nothing was
-        applied by this call unless a transient error (or a cancelled task) hid an
-        outcome, in which case calling again with the same ``op_id`` tells.
+        A lost race is retried within the retry budget; once spent,
+        :class:`StaleLocalData` is raised and nothing was applied by this call unless a
+        transient error (or a cancelled task) hid an outcome, in which case calling
+        again with the same ``op_id`` tells.
 
         Raises :class:`TagNotFound`, :class:`TagFailed`, :class:`TagExpired`,
-        :class:`TagAcked` for a chain in that state; :class:`NotOwner`;
-        :class:`OpIdReused` for a known op id with another stamp;
-        :class:`ChainModeMismatch`; :class:`OutcomeUnknown` when a lost response and a
-        reset history leave the outcome unknowable; :class:`BufferLengthsUnequal`,
-        :class:`ZeroBufferNoOp`, :class:`InvalidTag`/:class:`InvalidStamp` for bad input
+        :class:`TagAcked` for a chain in that state (:class:`TagFailed` too, with the
+        reason, for the sum-mode stamp that took a chain's sum below zero: proof that
+        some stamp was applied twice, so the chain is failed at once);
+        :class:`NotOwner`; :class:`OpIdReused` for a known op id with another stamp;
+        :class:`ChainModeMismatch`; :class:`OutcomeUnknown` (see above);
+        :class:`BufferLengthsUnequal`, :class:`ZeroBufferNoOp`,
+        :class:`InvalidTag`/:class:`InvalidStamp`/:class:`InvalidConfig` for bad input
         (before any request); a ``ClientError`` (or botocore connection error) only when
         transient errors outlast the budget.
         """
-        call = self.calls.stamp(tag, value, finished, started, op_id, owner, self.driver.cache.get(tag))
+        known = self.driver.cache.get(tag) if isinstance(tag, str) else None
+        call = self.calls.stamp(tag, value, finished, started, op_id, owner, known, after, first, parent)
         if isinstance(call, StampCall):
             result = first_outcome(self.driver.run(call))
         else:
@@ -147,6 +196,7 @@ class SyncTracker:
         *,
         op_ids: Mapping[str, str] | None = None,
         owner: str | None = None,
+        replace_expired: bool = True,
     ) -> dict[str, Stamp | Sum | Exception]:
         """Start many chains (tag -> value) together: on DynamoDB, transactions of up
         to 100 conditional puts (one request per 100 chains, two write units per KB of
@@ -155,7 +205,10 @@ class SyncTracker:
         for a live chain, ...), in the returned dict; the others are unaffected. Bad
         input raises before any request (``InvalidConfig`` for a tag named twice)."""
         op_ids = op_ids or {}
-        calls = [self.calls.create(tag, value, op_ids.get(tag), owner) for tag, value in chains.items()]
+        calls = [
+            self.calls.create(tag, value, op_ids.get(tag), owner, replace_expired)
+            for tag, value in chains.items()
+        ]
         outcomes = self.driver.run_many(calls)
         return {call.tag: outcome for call, outcome in zip(calls, outcomes, strict=True)}
 
@@ -234,6 +287,19 @@ class SyncTracker:
         :class:`NotOwner`.
         """
         return self.driver.run(self.calls.touch(tag, ttl, owner))
+
+    def mark_resent(self, tag: str, parent: str) -> None:
+        """Mark the op ``parent`` as re-sent on the chain: its children may now have
+        copies in flight. Call it before re-sending them (a redelivered parent whose
+        stamp came back ``duplicate``). A child stamped with ``first=True,
+        parent=parent`` is then checked since its ``after`` instead of trusted as a
+        first delivery; children of parents never marked pay nothing. One request;
+        marking twice changes nothing. The mark costs 9 bytes of the chain's item for
+        the rest of its lineage.
+
+        Raises :class:`TagNotFound`; :class:`InvalidConfig` for an empty ``parent``.
+        """
+        self.driver.run(self.calls.mark_resent(tag, parent))
 
     def status(self, tag: str) -> ChainStatus:
         """The chain as it is now (a strongly consistent read). Raises :class:`TagNotFound`."""

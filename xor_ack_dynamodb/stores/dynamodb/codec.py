@@ -16,23 +16,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+from botocore.exceptions import ChecksumError, ClientError, ConnectionError, HTTPClientError
 
 from ...core.chain import Chain, new_token
+from ...core.history import Block
 from ...core.messages import (
     Add,
     BatchRead,
     Committed,
     Extend,
+    Guard,
+    HistoryRead,
     MarkFailed,
+    MarkResent,
     Put,
     Read,
+    ReadHistory,
     Rejected,
     Remove,
     RemoveAny,
     Reply,
     Request,
     Trim,
+    WriteHistory,
     Written,
     tag_of,
 )
@@ -70,11 +76,12 @@ TRANSIENT_CODES = frozenset(
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether ``exc`` is a throttle, a 5xx or a lost connection: the request may or may
-    not have been applied, and another attempt is worth it."""
+    """Whether ``exc`` is a throttle, a 5xx, a lost connection or a response that did not
+    match its checksum: the request may or may not have been applied, and another
+    attempt is worth it."""
     if isinstance(exc, ClientError):
         return error_code(exc) in TRANSIENT_CODES
-    return isinstance(exc, (ConnectionError, HTTPClientError))
+    return isinstance(exc, (ConnectionError, HTTPClientError, ChecksumError))
 
 
 def error_code(exc: ClientError) -> str:
@@ -264,14 +271,12 @@ class RequestCodec:
             )
             names = codec.names("#sum", "#v", "#seq", "#ops", "#oph", "#tok", "#u", "#st", "#dl")
             condition = self._owned(condition, names, values, request.owner)
-            if request.after_seq is not None:
-                condition += " AND (attribute_not_exists(#cn) OR #cn <= :after)"
-                names.update(codec.names("#cn"))
-                values[":after"] = {"N": str(request.after_seq)}
-            elif request.since is not None:
-                condition += " AND (attribute_not_exists(#cut) OR #cut < :since)"
-                names.update(codec.names("#cut"))
-                values[":since"] = {"N": str(request.since)}
+            if request.guard is not None:
+                condition += self._guarded(request.guard, names, values)
+            if request.parent is not None:
+                condition += " AND NOT contains(#rs, :par)"
+                names.update(codec.names("#rs"))
+                values[":par"] = {"B": request.parent}
             return self._update(
                 request.tag,
                 "ADD #sum :d, #v :one, #seq :one "
@@ -313,28 +318,105 @@ class RequestCodec:
             condition = self._owned(_LIVE, names, values, request.owner)
             return self._update(request.tag, update + " ADD #v :one", condition, names, values)
         if isinstance(request, Trim):
-            # Highest index first: DynamoDB resolves every index against the list as it was,
-            # dynalite removes them one by one (shifting the rest); both then drop 0..count-1.
-            indexes = range(request.count - 1, -1, -1)
-            paths = [f"#ops[{i}]" for i in indexes] + [f"#oph[{i}]" for i in indexes]
+            return self._trim(request)
+        if isinstance(request, MarkResent):
+            values = {":k": {"L": [{"B": request.key}]}, ":kb": {"B": request.key}, ":none": {"L": []}}
+            values.update(_marks(request.now))
+            for unused in (":pending", ":zero"):
+                values.pop(unused)
+            return self._update(
+                request.tag,
+                "SET #rs = list_append(if_not_exists(#rs, :none), :k), #tok = :tok, #u = :now ADD #v :one",
+                "attribute_exists(#pk) AND NOT contains(#rs, :kb)",
+                codec.names("#pk", "#rs", "#tok", "#u", "#v"),
+                values,
+            )
+        if isinstance(request, ReadHistory):
+            keys = [codec.history_key(request.tag, request.lineage, i) for i in request.indexes]
             return Prepared(
-                "UpdateItem",
-                self._base(
-                    Key=codec.key(request.tag),
-                    UpdateExpression="SET #cut = :now REMOVE "
-                    + ", ".join(paths)
-                    + " ADD #tr :one, #cn :count",
-                    ConditionExpression="size(#ops) >= :n",
-                    ExpressionAttributeNames=codec.names("#ops", "#oph", "#tr", "#cut", "#cn"),
-                    ExpressionAttributeValues={
-                        ":n": {"N": str(request.count + request.window)},
-                        ":one": {"N": "1"},
-                        ":count": {"N": str(request.count)},
-                        ":now": {"N": str(request.now)},
+                "BatchGetItem",
+                {
+                    "RequestItems": {
+                        self.table: {
+                            "Keys": keys,
+                            "ConsistentRead": True,
+                            "ProjectionExpression": "#pk, #hist",
+                            "ExpressionAttributeNames": codec.names("#pk", "#hist"),
+                        }
                     },
-                ),
+                    "ReturnConsumedCapacity": "TOTAL",
+                },
             )
         raise TypeError(f"not a store request: {request!r}")
+
+    def history_put(self, request: WriteHistory, block: Block) -> Prepared:
+        """The PutItem of one block of ``request`` (unconditional: a block's content
+        never changes, so writers that race write the same item)."""
+        item = self.items.encode_block(request.tag, request.lineage, block, request.purge_at)
+        return Prepared("PutItem", self._base(Item=item))
+
+    def history_answer(self, request: ReadHistory, response: Mapping[str, Any]) -> HistoryRead:
+        """The blocks a BatchGetItem of ``request`` found, and the indexes left over."""
+        blocks = {}
+        for item in response.get("Responses", {}).get(self.table, []):
+            parsed = self.items.parse_block(cast("Item", item))
+            if parsed is not None:
+                blocks[parsed[0]] = parsed[1]
+        left = response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return HistoryRead(blocks, tuple(self.items.history_index(cast("Item", k)) for k in left))
+
+    def _trim(self, request: Trim) -> Prepared:
+        """Remove the block at positions ``cut + 1`` to ``cut + count``, if the list
+        still starts there on the trim's lineage."""
+        codec = self.items
+        # Highest index first: DynamoDB resolves every index against the list as it was,
+        # dynalite removes them one by one (shifting the rest); both then drop 0..count-1.
+        indexes = range(request.count - 1, -1, -1)
+        paths = [f"#ops[{i}]" for i in indexes] + [f"#oph[{i}]" for i in indexes]
+        names = codec.names("#ops", "#oph", "#tr", "#cn", "#lin")
+        values: dict[str, Any] = {
+            ":n": {"N": str(request.count + request.window)},
+            ":one": {"N": "1"},
+            ":count": {"N": str(request.count)},
+            ":lin": {"B": request.lineage},
+        }
+        at = "#cn = :cut"
+        if request.cut == 0:
+            at = "(attribute_not_exists(#cn) OR #cn = :cut)"
+        values[":cut"] = {"N": str(request.cut)}
+        update = "REMOVE " + ", ".join(paths) + " ADD #tr :one, #cn :count"
+        if request.adopt:
+            condition = f"attribute_not_exists(#lin) AND {at} AND size(#ops) >= :n"
+            update = "SET #lin = :lin" + (", #hb = :cut " if request.cut else " ") + update
+            if request.cut:
+                names.update(codec.names("#hb"))
+        else:
+            condition = f"#lin = :lin AND {at} AND size(#ops) >= :n"
+        return Prepared(
+            "UpdateItem",
+            self._base(
+                Key=codec.key(request.tag),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            ),
+        )
+
+    def _guarded(self, guard: Guard, names: dict[str, str], values: dict[str, Any]) -> str:
+        """A guard's part of a condition: no op after ``guard.cut`` left the window, on
+        its lineage."""
+        names.update(self.items.names("#cn"))
+        values[":cut"] = {"N": str(guard.cut)}
+        out = " AND (attribute_not_exists(#cn) OR #cn <= :cut)"
+        if guard.lineage is not None:
+            names.update(self.items.names("#lin"))
+            if guard.lineage:
+                values[":lin"] = {"B": guard.lineage}
+                out += " AND #lin = :lin"
+            else:
+                out += " AND attribute_not_exists(#lin)"
+        return out
 
     def answer(self, request: Request, response: Mapping[str, Any]) -> Reply | Chain | None:
         """The reply to ``request`` from DynamoDB's successful ``response``."""
@@ -350,7 +432,7 @@ class RequestCodec:
         if isinstance(request, RemoveAny):
             old = response.get("Attributes")
             return Written(None if old is None else _parse_loosely(self.items, old, tag), resent)
-        if isinstance(request, Trim):
+        if isinstance(request, (Trim, WriteHistory)):
             return Written(None, resent)
         return Written(self.items.parse(response["Attributes"], tag), resent)
 
@@ -468,6 +550,7 @@ METHODS = {
     "UpdateItem": "update_item",
     "DeleteItem": "delete_item",
     "BatchGetItem": "batch_get_item",
+    "BatchWriteItem": "batch_write_item",
     "TransactWriteItems": "transact_write_items",
 }
 

@@ -13,13 +13,19 @@ Layout (the first two attributes are the Node package's, so both can share a tab
                            finished one's end + retention)
 ``tok``              B     8 random bytes, new on every write: the read-modify-write guard
 ``version``          N     writes counted
-``seq``              N     op ids ever appended to ``ops``
+``seq``              N     op ids ever appended to ``ops`` (the last op's position)
 ``ops``              L(B)  the op keys of the most recent ops (8 bytes each), oldest first
 ``oph``              L(B)  their payload hashes (4 bytes each), in the same order
-``win``              N     the chain's dedup window (how many ops ``ops`` keeps)
-``trims``            N     sum mode: trims of ``ops`` so far
-``cut``              N     sum mode: when a trim last removed ops (epoch seconds)
-``cutn``             N     sum mode: how many ops trims have removed in all
+``win``              N     the chain's window (``ops`` keeps at least this many)
+``trims``            N     blocks moved out of ``ops`` to history so far
+``cutn``             N     how many ops left ``ops`` in all (positions up to it are in
+                           history); absent while none has
+``lin``              B     the lineage: 8 random bytes drawn by the create; history
+                           items are keyed by it
+``hb``               N     positions up to this have no history (a chain an older
+                           version wrote, adopted); absent for 0
+``adp``              N     1: the lineage adopted an item a foreign writer had reset
+``rs``               L(B)  the keys of the parents marked re-sent (``mark_resent``)
 ``cop``              B     the create's op key + payload hash (12 bytes), for the chain's life
 ``owner``            S     optional: who created the chain (``owner=``)
 ``reason``           S     why a chain failed
@@ -29,11 +35,19 @@ Layout (the first two attributes are the Node package's, so both can share a tab
 
 An item written by the Node package has only the first two: it reads as a pending xor
 chain with no history that never expires. Items of this library's 0.1 layout (``ops`` as
-hex strings, ``expires_at`` as the deadline, no ``tok``) are read too.
+hex strings, ``expires_at`` as the deadline, no ``tok``) are read too (``cut``, the time
+of a trim that older versions wrote, is ignored).
+
+A history block is an item of its own in the same table, keyed
+``RESERVED_PREFIX + blake2b(tag, lineage) + "/" + index`` (a key no chain's tag can
+have: ``check_tag`` refuses the prefix), with ``hist`` (B: the block's ops, 8-byte key
+and 4-byte hash each, in position order) and the TTL attribute. It has no ``state``, so
+scans for chains (``state = ...``) never match it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, cast
@@ -41,7 +55,9 @@ from typing import Any, cast
 from boto3.dynamodb.types import Binary, TypeDeserializer
 
 from ...core.chain import DIGEST_BYTES, OP_KEY_BYTES, STORED_STATES, UNKNOWN_DIGEST, Chain, Op
+from ...core.history import Block
 from ...errors import CorruptItem, InvalidConfig
+from ...stamps import RESERVED_PREFIX
 
 __all__ = ["ItemCodec", "Item", "ATTRIBUTES"]
 
@@ -64,8 +80,12 @@ ATTRIBUTES = {
     "#oph": "oph",
     "#win": "win",
     "#tr": "trims",
-    "#cut": "cut",
     "#cn": "cutn",
+    "#lin": "lin",
+    "#hb": "hb",
+    "#adp": "adp",
+    "#rs": "rs",
+    "#hist": "hist",
     "#cop": "cop",
     "#own": "owner",
     "#r": "reason",
@@ -115,9 +135,10 @@ class ItemCodec:
             "version": chain.version,
             "seq": chain.seq,
             "win": chain.window,
-            "trims": chain.trims,
-            "cut": chain.cut_at,
+            "trims": chain.trims or None,
             "cutn": chain.cut_seq or None,
+            "hb": chain.base or None,
+            "adp": 1 if chain.adopted else None,
             "created_at": chain.created_at,
             "updated_at": chain.updated_at,
         }
@@ -126,6 +147,10 @@ class ItemCodec:
                 item[name] = {"N": str(number)}
         if chain.token is not None:
             item["tok"] = {"B": chain.token}
+        if chain.lineage is not None:
+            item["lin"] = {"B": chain.lineage}
+        if chain.resent:
+            item["rs"] = {"L": [{"B": key} for key in chain.resent]}
         item["ops"] = {"L": [{"B": op.key} for op in chain.ops]}
         item["oph"] = {"L": [{"B": op.digest} for op in chain.ops]}
         if chain.create_op is not None:
@@ -179,14 +204,56 @@ class ItemCodec:
             ops=_ops(data.get("ops"), data.get("oph"), tag),
             window=self._number(data, "win", tag),
             trims=self._number(data, "trims", tag) or 0,
-            cut_at=self._number(data, "cut", tag),
             cut_seq=self._number(data, "cutn", tag) or 0,
+            lineage=_binary(data, "lin", tag),
+            base=self._number(data, "hb", tag) or 0,
+            adopted=bool(self._number(data, "adp", tag)),
+            resent=_keys(data.get("rs"), tag),
             create_op=_create_op(data.get("cop"), tag),
             owner=_string(data, "owner", tag),
             reason=_string(data, "reason", tag),
             created_at=self._number(data, "created_at", tag),
             updated_at=self._number(data, "updated_at", tag),
         )
+
+    # -- history items -------------------------------------------------------------------
+
+    def history_key(self, tag: str, lineage: bytes, index: int) -> Item:
+        """The key of block ``index`` of the history of ``tag``'s lineage ``lineage``."""
+        digest = hashlib.blake2b(tag.encode("utf-8") + b"\x00" + lineage, digest_size=16).hexdigest()
+        return {self.partition_key: {"S": f"{RESERVED_PREFIX}{digest}/{index}"}}
+
+    @staticmethod
+    def history_index(item: Item) -> int:
+        """The block index a history item's key names."""
+        return int(next(iter(item.values()))["S"].rsplit("/", 1)[1])
+
+    def encode_block(self, tag: str, lineage: bytes, block: Block, purge_at: int | None) -> Item:
+        item: Item = {
+            **self.history_key(tag, lineage, block.index),
+            "hist": {"B": b"".join(op.key + op.digest for op in block.ops)},
+        }
+        if purge_at is not None:
+            item[self.ttl_attribute] = {"N": str(purge_at)}
+        return item
+
+    def parse_block(self, item: Item) -> tuple[int, tuple[Op, ...]] | None:
+        """A history item's index and ops; None for an item that is not one (it is then
+        treated as missing: the check it was read for cannot tell)."""
+        try:
+            key = item[self.partition_key]["S"]
+            data = item["hist"]["B"]
+            index = int(key.rsplit("/", 1)[1])
+        except (KeyError, TypeError, ValueError, IndexError):
+            return None
+        size = OP_KEY_BYTES + DIGEST_BYTES
+        if not isinstance(data, bytes) or len(data) % size:
+            return None
+        ops = tuple(
+            Op(data[i : i + OP_KEY_BYTES], data[i + OP_KEY_BYTES : i + size])
+            for i in range(0, len(data), size)
+        )
+        return index, ops
 
     @staticmethod
     def _number(data: dict[str, Any], name: str, tag: str) -> int | None:
@@ -198,6 +265,23 @@ def _integer(value: Any, name: str, tag: str) -> int:
     if isinstance(value, Decimal) and value == value.to_integral_value():
         return int(value)
     raise CorruptItem(f"chain item's {name!r} is not a whole Number: {value!r}", tag=tag)
+
+
+def _binary(data: dict[str, Any], name: str, tag: str) -> bytes | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, Binary):
+        raise CorruptItem(f"chain item's {name!r} is not Binary", tag=tag)
+    return bytes(cast(Any, value).value)
+
+
+def _keys(value: Any, tag: str) -> tuple[bytes, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(k, Binary) for k in value):
+        raise CorruptItem("chain item's 'rs' is not a List of Binary keys", tag=tag)
+    return tuple(bytes(cast(Any, k).value) for k in value)
 
 
 def _string(data: dict[str, Any], name: str, tag: str) -> str | None:

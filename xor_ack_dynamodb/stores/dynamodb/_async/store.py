@@ -17,14 +17,19 @@ from botocore.exceptions import ClientError
 
 from ....core.chain import Chain
 from ....core.messages import (
+    Add,
     BatchRead,
     Cancelled,
     Committed,
+    HistoryRead,
     Read,
+    ReadHistory,
     Rejected,
     Reply,
     Request,
     TransactionsUnsupported,
+    WriteHistory,
+    Written,
     tag_of,
 )
 from ....errors import TableNotFound
@@ -39,6 +44,7 @@ from ..codec import (
     retry_attempts,
     table_key,
 )
+from ..resend import AsyncNoResend, no_resend
 from .table import describe
 
 __all__ = ["AsyncDynamoDBStore"]
@@ -58,10 +64,20 @@ class AsyncDynamoDBStore:
     def is_transient(self, error: BaseException) -> bool:
         return is_transient(error)
 
-    async def execute(self, request: Request) -> Reply | Chain | None:
+    async def execute(self, request: Request) -> Reply | Chain | HistoryRead | None:
+        if isinstance(request, WriteHistory):
+            for block in request.blocks:
+                prepared = self.codec.history_put(request, block)
+                await self.call(prepared.operation, prepared.kwargs, request.tag)
+            return Written(None)
         prepared = self.codec.prepare(request)
+        if isinstance(request, ReadHistory):
+            found = await self.call(prepared.operation, prepared.kwargs, request.tag)
+            return self.codec.history_answer(request, found)
         try:
-            response = await self.call(prepared.operation, prepared.kwargs, tag_of(request))
+            response = await self.call(
+                prepared.operation, prepared.kwargs, tag_of(request), once=isinstance(request, Add)
+            )
         except ClientError as exc:
             if not self.codec.condition_failed(exc):
                 raise
@@ -95,13 +111,23 @@ class AsyncDynamoDBStore:
             return Cancelled(rejected)
         return self.codec.committed(requests, response)
 
-    async def call(self, operation: str, kwargs: dict[str, Any], tag: str | None = None) -> dict[str, Any]:
+    async def call(
+        self, operation: str, kwargs: dict[str, Any], tag: str | None = None, *, once: bool = False
+    ) -> dict[str, Any]:
         """One request: counted (with botocore's own resends) and its consumed capacity
-        summed; a missing table and a key-schema mismatch become typed errors."""
-        method = getattr(await self.client(), METHODS[operation])
+        summed; a missing table and a key-schema mismatch become typed errors. ``once``:
+        botocore must not resend it after an outcome that may have been applied
+        (:mod:`..resend`)."""
+        client = await self.client()
+        method = getattr(client, METHODS[operation])
         log.debug("%s %s tag=%r", operation, self.codec.table, tag)
         try:
-            response: dict[str, Any] = await method(**kwargs)
+            if once:
+                AsyncNoResend.install(client)
+                with no_resend():
+                    response: dict[str, Any] = await method(**kwargs)
+            else:
+                response = await method(**kwargs)
         except ClientError as exc:
             self.stats.request(operation, 1 + retry_attempts(exc.response))
             code = error_code(exc)

@@ -19,14 +19,19 @@ from botocore.exceptions import ClientError
 
 from ....core.chain import Chain
 from ....core.messages import (
+    Add,
     BatchRead,
     Cancelled,
     Committed,
+    HistoryRead,
     Read,
+    ReadHistory,
     Rejected,
     Reply,
     Request,
     TransactionsUnsupported,
+    WriteHistory,
+    Written,
     tag_of,
 )
 from ....errors import TableNotFound
@@ -41,6 +46,7 @@ from ..codec import (
     retry_attempts,
     table_key,
 )
+from ..resend import NoResend, no_resend
 from .table import describe
 
 __all__ = ["DynamoDBStore"]
@@ -60,10 +66,20 @@ class DynamoDBStore:
     def is_transient(self, error: BaseException) -> bool:
         return is_transient(error)
 
-    def execute(self, request: Request) -> Reply | Chain | None:
+    def execute(self, request: Request) -> Reply | Chain | HistoryRead | None:
+        if isinstance(request, WriteHistory):
+            for block in request.blocks:
+                prepared = self.codec.history_put(request, block)
+                self.call(prepared.operation, prepared.kwargs, request.tag)
+            return Written(None)
         prepared = self.codec.prepare(request)
+        if isinstance(request, ReadHistory):
+            found = self.call(prepared.operation, prepared.kwargs, request.tag)
+            return self.codec.history_answer(request, found)
         try:
-            response = self.call(prepared.operation, prepared.kwargs, tag_of(request))
+            response = self.call(
+                prepared.operation, prepared.kwargs, tag_of(request), once=isinstance(request, Add)
+            )
         except ClientError as exc:
             if not self.codec.condition_failed(exc):
                 raise
@@ -97,13 +113,23 @@ class DynamoDBStore:
             return Cancelled(rejected)
         return self.codec.committed(requests, response)
 
-    def call(self, operation: str, kwargs: dict[str, Any], tag: str | None = None) -> dict[str, Any]:
+    def call(
+        self, operation: str, kwargs: dict[str, Any], tag: str | None = None, *, once: bool = False
+    ) -> dict[str, Any]:
         """One request: counted (with botocore's own resends) and its consumed capacity
-        summed; a missing table and a key-schema mismatch become typed errors."""
-        method = getattr(self.client(), METHODS[operation])
+        summed; a missing table and a key-schema mismatch become typed errors. ``once``:
+        botocore must not resend it after an outcome that may have been applied
+        (:mod:`..resend`)."""
+        client = self.client()
+        method = getattr(client, METHODS[operation])
         log.debug("%s %s tag=%r", operation, self.codec.table, tag)
         try:
-            response: dict[str, Any] = method(**kwargs)
+            if once:
+                NoResend.install(client)
+                with no_resend():
+                    response: dict[str, Any] = method(**kwargs)
+            else:
+                response = method(**kwargs)
         except ClientError as exc:
             self.stats.request(operation, 1 + retry_attempts(exc.response))
             code = error_code(exc)

@@ -1,0 +1,125 @@
+"""The sum mode's blind writes, and the other updates a store applies without the
+caller reading first: the predicates a store evaluates as a write's condition (a
+DynamoDB ConditionExpression; the memory store calls them) and the chains they leave.
+Mixed into :class:`~.rules.ChainRules`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .algebra import Algebra, Value
+from .chain import Chain, Op, new_token
+from .messages import Guard, Trim
+
+__all__ = ["BlindWrites"]
+
+
+class BlindWrites:
+    """The blind-write rules of :class:`~.rules.ChainRules`."""
+
+    __slots__ = ()
+    algebra: Algebra
+
+    def _purge(self, now: int) -> int | None:
+        raise NotImplementedError
+
+    def add_allowed(
+        self,
+        chain: Chain | None,
+        op: Op,
+        owner: str | None,
+        now: int,
+        guard: Guard | None = None,
+        parent: bytes | None = None,
+    ) -> bool:
+        """The condition of a sum-mode stamp (one atomic ``ADD``, no read). As a
+        DynamoDB ConditionExpression: ``attribute_exists(sum) AND state = pending AND
+        sum <> 0 AND (attribute_not_exists(deadline) OR deadline >= :now) AND NOT
+        contains(ops, :op) [AND owner = :owner] [AND NOT contains(rs, :parent)]``, and
+        with a guard ``AND (attribute_not_exists(cutn) OR cutn <= :cut) [AND lin =
+        :lin]`` (see :meth:`guarded`)."""
+        return (
+            chain is not None
+            and self.guarded(chain, guard)
+            and chain.mode == "sum"
+            and chain.state == "pending"
+            and not _is_zero(chain.value)
+            and (chain.deadline is None or chain.deadline >= now)
+            and chain.find(op.key) is None
+            and (owner is None or chain.owner == owner)
+            and (parent is None or parent not in chain.resent)
+        )
+
+    @staticmethod
+    def guarded(chain: Chain | None, guard: Guard | None) -> bool:
+        """Whether ``guard`` holds on ``chain``: the window still holds every op after
+        ``guard.cut``, on the guard's lineage."""
+        if chain is None or guard is None:
+            return True
+        if guard.lineage is not None and chain.line != guard.lineage:
+            return False
+        return chain.cut_seq <= guard.cut
+
+    def added(self, chain: Chain, delta: Value, op: Op, now: int) -> Chain:
+        """``chain`` after a sum-mode stamp: ``ADD sum :delta``, the op appended (not
+        trimmed), a new token. The state is left pending: the writer that sees zero
+        stores ``acked`` next (:meth:`completed`)."""
+        return replace(
+            chain,
+            value=self.algebra.combine(chain.value, delta),
+            ops=chain.ops + (op,),
+            seq=chain.seq + 1,
+            version=chain.version + 1,
+            token=new_token(),
+            updated_at=now,
+        )
+
+    def completed(self, chain: Chain, now: int) -> Chain:
+        """``chain`` (whose value is zero) stored as an ``acked`` tombstone."""
+        return replace(
+            chain,
+            state="acked",
+            purge_at=self._purge(now),
+            version=chain.version + 1,
+            token=new_token(),
+            updated_at=now,
+        )
+
+    def trim_allowed(self, chain: Chain | None, trim: Trim) -> bool:
+        """A trim's condition: the list still starts at position ``trim.cut + 1`` on the
+        trim's lineage (``cutn = :cut``; ``attribute_not_exists(lin)`` when it adopts),
+        and holds ``count`` ops beyond the window (``size(ops) >= :n``). Each block has
+        one place, so trims that race (or a resend) apply once."""
+        if chain is None or chain.cut_seq != trim.cut or len(chain.ops) < trim.count + trim.window:
+            return False
+        return chain.lineage is None if trim.adopt else chain.line == trim.lineage
+
+    def trimmed(self, chain: Chain, trim: Trim) -> Chain:
+        """``chain`` without its ``count`` oldest ops. The token is kept: a trim changes
+        no value or state, and a read-modify-write that was based on the untrimmed list
+        may still write it back (its ops are then in the window and the history both)."""
+        out = replace(
+            chain, ops=chain.ops[trim.count :], trims=chain.trims + 1, cut_seq=chain.cut_seq + trim.count
+        )
+        if trim.adopt:
+            out = replace(out, lineage=trim.lineage, base=trim.cut)
+        return out
+
+    def mark_allowed(self, chain: Chain | None, key: bytes) -> bool:
+        """``mark_resent``'s condition: ``attribute_exists(pk) AND NOT contains(rs, :k)``."""
+        return chain is not None and key not in chain.resent
+
+    def marked(self, chain: Chain, key: bytes, now: int) -> Chain:
+        """``chain`` with parent ``key`` marked re-sent (a new token: a read-modify-write
+        based on the chain before it cannot drop the mark)."""
+        return replace(
+            chain,
+            resent=chain.resent + (key,),
+            version=chain.version + 1,
+            token=new_token(),
+            updated_at=now,
+        )
+
+
+def _is_zero(value: Value) -> bool:
+    return not any(value) if isinstance(value, bytes) else value == 0

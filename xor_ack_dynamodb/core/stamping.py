@@ -1,0 +1,437 @@
+"""The stamp calls: :class:`StampCall` (a read-modify-write, xor mode and the batch
+calls) and :class:`AddCall` (sum mode's one blind ``ADD``), as sans-IO state machines.
+
+Both apply a stamp at most once per op id for the chain's lineage, however many ops
+landed since an earlier copy (:mod:`.history`). The timelines:
+
+Whole-life duplicate, sum mode (the common case pays nothing)::
+
+    A: ADD op=m, guard cutn <= p (p: where an earlier copy could first have landed)
+    T: cutn <= p: the window holds everything after p; m not in it ──> applied, 1 request
+    T: cutn > p (history moved past p): rejected, ALL_OLD names cutn
+    A: reads history blocks (p, cutn] (one BatchGetItem)
+       m found ──> duplicate;  a block missing ──> OutcomeUnknown;
+       m in none ──> ADD again, guard cutn <= cutn seen (the window covers the rest)
+
+A first delivery (``first=True``, or no op id) carries no guard: nothing to check.
+
+botocore's resend of an ADD (its response lost after the ADD landed)::
+
+    A: ADD m ──> T applies it (position q), response lost
+    ... 60 other ADDs land, a block holding q moves to history ...
+    botocore would resend the same request: m is not in the window, so it would
+    apply again. It does not: a ``needs-retry`` handler (stores/dynamodb/resend.py)
+    stops botocore's resends of ADDs whose outcome is unknown, and the call's own
+    retry carries the guard cutn <= (the seq A saw before sending): it finds m in
+    history and returns it as a duplicate.
+
+A block moving to history, sum mode (exactly one writer owns each block)::
+
+    W: ADD lands at position base + window + (b+1)*BLOCK: W owns block b
+    W: PutItem history block b (the ops at its positions: W's ALL_NEW has them)
+    W: UpdateItem REMOVE ops[0..BLOCK-1], cutn += BLOCK if cutn = base + b*BLOCK
+    A racing or resent trim finds cutn moved on and is refused: removed once.
+
+Stale lineage (the chain expired and was created again under the tag)::
+
+    A: cached view of lineage L1 (seq 500); its ADD m lands on L2, response lost
+    A: retry guard: lin = L1 AND cutn <= 500: refused (L2)
+    A: L2 was created since: check L2 from its start: m found ──> duplicate
+
+A parent re-sending its children (a redelivered parent; the serverless layer)::
+
+    P: mark_resent(tag, P) ──> rs = [.., P]; then re-sends child c (a copy)
+    c: ADD m_c (first delivery: no guard) AND NOT contains(rs, P) ──> refused
+    c: checks since its parent's position (after=): the original c found ──> duplicate
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from ..errors import OutcomeUnknown, TagFailed
+from ..stamps import Position, Stamp, Sum
+from .algebra import Value, wrap
+from .calls import Again, Call, Round, Transient, remove_tombstone
+from .chain import BLOCK, Chain, Op, new_lineage, random_op
+from .history import Block, Clear, Delivery, Lookup, Unknowable, due, responsible, scope
+from .messages import (
+    Add,
+    Guard,
+    HistoryRead,
+    MarkFailed,
+    Put,
+    ReadHistory,
+    Rejected,
+    Request,
+    Trim,
+    WriteHistory,
+    Written,
+)
+from .rules import ChainRules
+from .verdicts import NEGATIVE, Duplicate, NeedHistory, Plan, Reject, Searched, StampItem
+
+__all__ = ["StampCall", "AddCall"]
+
+log = logging.getLogger("xor_ack_dynamodb")
+
+#: History reads one batch read may ask for (DynamoDB's BatchGetItem limit).
+READ_BLOCKS = 100
+#: Guarded writes one round makes before backing off (each after a history read that
+#: the chain's moves outran).
+PASSES = 8
+
+
+T = TypeVar("T")
+
+
+class _History(Call[T]):
+    """History I/O shared by both stamp calls."""
+
+    searched: Searched
+
+    def _lookup(self, lookups: list[Lookup]) -> Generator[Request, Any, None]:
+        """Read the blocks ``lookups`` name that this call has not read yet."""
+        for lookup in lookups:
+            unread = self.searched.unread(lookup)
+            for start in range(0, len(unread), READ_BLOCKS):
+                chunk = unread[start : start + READ_BLOCKS]
+                reply = yield ReadHistory(self.tag, lookup.lineage, chunk)
+                assert isinstance(reply, HistoryRead)
+                if reply.unprocessed:
+                    self.events["conflicts"] += 1
+                    raise Again  # the store did not get to some keys: back off, ask again
+                self.searched.add(lookup.lineage, chunk, reply.blocks)
+                self.events["history_reads"] += 1
+
+    def _applied(self, chain: Chain, key: bytes, after: Position) -> Generator[Request, Any, bool]:
+        """Whether the op ``key`` landed on ``chain`` after ``after``: in its window, or
+        in its history. Raises :class:`OutcomeUnknown` where that is not kept."""
+        if chain.find(key) is not None:
+            return True
+        found = scope(chain, after)
+        if isinstance(found, Clear):
+            return False
+        if isinstance(found, Lookup):
+            yield from self._lookup([found])
+            hit = self.searched.find(found, key)
+            if not isinstance(hit, Unknowable):
+                return hit is not None
+            found = hit
+        raise OutcomeUnknown(
+            f"chain {self.tag!r}: a write's response was lost and {found.why}, so whether it was "
+            "applied cannot be told; nothing more was written",
+            tag=self.tag,
+        )
+
+    def _write_history(self, chain: Chain, blocks: list[Block]) -> Generator[Request, Any, None]:
+        reply = yield WriteHistory(self.tag, chain.line, tuple(blocks), self.rules.history_purge(chain))
+        assert isinstance(reply, Written)
+        self.events["history_writes"] += 1
+
+
+class StampCall(_History[Plan]):
+    """An xor-mode stamp, or several combined into one write (``CombiningTracker``), or
+    a stamp of a batch call in either mode: read (or take the last known value), plan
+    with the rules (reading the history blocks a stamp's duplicate check needs), write
+    the blocks the write moves out of the window, then write conditioned on the chain's
+    token. Returns the :class:`Plan`, whose outcomes are in the stamps' order.
+
+    A last known value may be stale: it is only ever used to decide to *write* (the
+    token condition rejects a stale base); deciding not to write (duplicate, refusal)
+    takes a fresh read. After a write whose outcome is unknown, the next round reads
+    and looks for the write's marker (a combined write) or op (a single stamp) in the
+    window and the history since the chain the write was based on, and refuses with
+    :class:`OutcomeUnknown` only where neither can tell (a foreign writer reset it).
+    """
+
+    def __init__(
+        self, rules: ChainRules, tag: str, stamps: list[StampItem], known: Chain | None = None
+    ) -> None:
+        super().__init__(rules, tag, known)
+        self.stamps = stamps
+        self.combined = len(stamps) > 1
+        self.sent: dict[bytes, Plan] = {}  # marker key -> the plan that write carried
+        self.base: Chain | None = None  # what the write with an unknown outcome was based on
+        self.sent_at: Position | None = None  # where that write's ops would have landed after
+        self.searched = Searched()
+
+    def round(self, now: int) -> Round[Plan]:
+        chain, fresh = self.known, self.fresh
+        if chain is None or self.unknown:
+            chain, fresh = (yield from self._read()), True
+        passes = 0
+        while True:
+            if chain is None:
+                raise self._not_found()
+            landed = yield from self._landed(chain)
+            if landed is not None:
+                yield from self._finish_tombstone(chain)
+                return landed
+            if self._unchanged_foreign(chain):
+                self.unknown = False  # the item is as the lost write found it: it did not land
+            marker = random_op() if self.combined else None
+            plan = self.rules.plan(chain, self._items(chain), now, marker, self.searched)
+            if plan.lookups:
+                passes += 1
+                if passes > PASSES:
+                    raise Again
+                yield from self._lookup(plan.lookups)
+                continue
+            if fresh or (
+                plan.new is not None
+                and plan.duplicates == 0
+                and all(isinstance(o, (Stamp, Sum)) for o in plan.outcomes)
+            ):
+                break
+            chain, fresh = (yield from self._read()), True  # only a fresh read may decide not to write
+        if plan.new is None:
+            self.events["duplicates"] += plan.duplicates
+            yield from self._finish_tombstone(chain)
+            return plan
+        if plan.moved:
+            yield from self._write_history(plan.new, plan.moved)
+        if marker is not None:
+            self.sent[marker.key] = plan
+        if not self.unknown:
+            self.base = chain
+            self.sent_at = Position(plan.new.line, chain.seq)
+        reply = yield from self._io(Put(plan.new, chain))
+        if isinstance(reply, Written):
+            self.known, self.fresh = plan.new, False
+            self.events["duplicates"] += plan.duplicates
+            self.events["trims"] += len(plan.moved)
+            if plan.new.state == "acked" and self.rules.delete_on_ack:
+                yield from remove_tombstone(self, plan.new)
+            return plan
+        current = reply.current
+        self._saw(current)
+        if current is None:
+            raise self._not_found()
+        landed = yield from self._landed(current)
+        if landed is not None:
+            yield from self._finish_tombstone(current)
+            return landed
+        settled = self.rules.plan(current, self._items(current), now, None, self.searched)
+        if settled.new is None and not settled.lookups:  # every stamp is a duplicate or refused
+            self.events["duplicates"] += settled.duplicates
+            yield from self._finish_tombstone(current)
+            return settled
+        self.events["conflicts"] += 1
+        raise Again
+
+    def _items(self, chain: Chain) -> list[StampItem]:
+        """The stamps with what is known of their earlier copies: after a lost single
+        stamp, its own copy too (it would have landed after :attr:`sent_at`)."""
+        if not self.unknown or self.combined:
+            return self.stamps
+        delta, op, owner, delivery = self.stamps[0]
+        after, sent = delivery.after, self.sent_at
+        if delivery.first:
+            after = sent  # only this call's own copy can have landed
+        elif sent is not None and sent.lineage != chain.line:
+            after = sent  # that copy went to a lineage since replaced: its own check decides
+        elif after is not None and sent is not None and sent.lineage == after.lineage:
+            after = Position(after.lineage, min(after.seq, sent.seq))
+        return [(delta, op, owner, Delivery(after, False, None))]
+
+    def _unchanged_foreign(self, chain: Chain) -> bool:
+        """After a lost write over an item without history (the Node package's): the
+        item is exactly as that write found it, so the write did not land (had it, the
+        item would carry its token)."""
+        base = self.base
+        return (
+            self.unknown
+            and base is not None
+            and base.foreign
+            and chain.foreign
+            and (chain.value, chain.version) == (base.value, base.version)
+        )
+
+    def _landed(self, chain: Chain) -> Generator[Request, Any, Plan | None]:
+        """The plan of an earlier combined write of this call found in ``chain`` (its
+        window, or its history since the write's base)."""
+        for key, plan in self.sent.items():
+            if chain.find(key) is not None or (
+                self.sent_at is not None
+                and not self._unchanged_foreign(chain)
+                and (yield from self._applied(chain, key, self.sent_at))
+            ):
+                self.events["duplicates"] += plan.duplicates
+                return plan
+        return None
+
+    def _finish_tombstone(self, chain: Chain) -> Generator[Request, Any, None]:
+        """``delete_on_ack``: a duplicate of the completing stamp (ours, whose response
+        was lost) finds the acked tombstone still there; delete it as the first attempt
+        would have."""
+        if self.rules.delete_on_ack and chain.state == "acked":
+            yield from remove_tombstone(self, chain)
+
+
+class AddCall(_History[Stamp | Sum]):
+    """A sum-mode stamp: one conditional ``ADD`` that never loses a race. The writer
+    whose ADD returns zero completed the chain and stores it as ``acked``; a writer
+    whose ADD went negative fails the chain (:data:`~.verdicts.NEGATIVE`); the writer
+    that owns a history block moves it. A rejected ADD is judged on the chain the
+    rejection returned: a duplicate, an error, or (a guard that found history moved
+    on, or a parent marked re-sent) a history read and the ADD again, guarded by what
+    was read."""
+
+    def __init__(
+        self,
+        rules: ChainRules,
+        tag: str,
+        delta: Value,
+        op: Op,
+        owner: str | None,
+        known: Chain | None = None,
+        delivery: Delivery | None = None,
+    ) -> None:
+        super().__init__(rules, tag, known)
+        self.delta, self.op, self.owner = delta, op, owner
+        self.delivery = delivery if delivery is not None else Delivery(first=True)
+        self.view: Chain | None = known  # the chain as seen when the first copy went out
+        self.checked: Guard | None = None  # a guard a history read established
+        self.searched = Searched()
+
+    def _current(self) -> Delivery:
+        """The delivery as it stands: after an unknown outcome, this call's own copy
+        may have landed (after :attr:`view`'s last op) as well as any earlier one."""
+        if not self.unknown:
+            return self.delivery
+        return self.delivery.retried(self.view)
+
+    def _condition(self) -> tuple[Guard | None, bytes | None]:
+        delivery = self._current()
+        if delivery.first:
+            return None, delivery.parent
+        if self.checked is not None:
+            return self.checked, None
+        after = delivery.after
+        return (Guard(0) if after is None else Guard(after.seq, after.lineage)), None
+
+    def round(self, now: int) -> Round[Stamp | Sum]:
+        if not self.unknown:
+            self.view = self.known
+        for _ in range(PASSES):
+            guard, parent = self._condition()
+            reply = yield from self._io(Add(self.tag, self.delta, self.op, self.owner, now, guard, parent))
+            if isinstance(reply, Written):
+                return (yield from self._applied_add(reply, now))
+            current = reply.current
+            self._saw(current)
+            delivery = self._current()
+            if current is not None and delivery.first and delivery.parent in current.resent:
+                self.delivery = Delivery(delivery.after, False, None)  # its parent was re-sent
+                delivery = self._current()
+            verdict = self.rules.judge_stamp(
+                self.tag, current, self.delta, self.op, self.owner, now, delivery, self.searched
+            )
+            while isinstance(verdict, NeedHistory):
+                yield from self._lookup([verdict.lookup])
+                verdict = self.rules.judge_stamp(
+                    self.tag, current, self.delta, self.op, self.owner, now, delivery, self.searched
+                )
+            if isinstance(verdict, Duplicate):
+                self.events["duplicates"] += 1
+                if verdict.result.acked and current is not None and current.state == "pending":
+                    yield from self._complete(current, now)  # our completion's state write was lost
+                return verdict.result
+            if isinstance(verdict, Reject):
+                if current is None:
+                    self.gone = True
+                raise verdict.error
+            # Not applied up to the history it has: again, guarded by what it checked.
+            assert current is not None
+            checked = Guard(current.cut_seq, current.line)
+            if delivery.first or guard == checked:
+                break  # refused for no reason visible in the chain returned: back off
+            self.checked = checked
+        self.events["conflicts"] += 1
+        raise Again
+
+    def _applied_add(self, reply: Written, now: int) -> Generator[Request, Any, Stamp | Sum]:
+        after = reply.chain
+        if after is None:  # read back after a transaction: deleted since
+            raise self._not_found()
+        self._saw(after)
+        position = after.seq if not reply.later else after.position_of(self.op.key)
+        where = None if position is None else Position(after.line, position)
+        if isinstance(after.value, int) and after.value < 0:
+            yield from self._fail_negative(after, now)
+        # A chain read back after the write may hold later ADDs too; none lands once
+        # the sum is zero (the condition refuses it), so this write reached zero
+        # exactly when its op is still the last one appended.
+        last = not reply.later or (bool(after.ops) and after.ops[-1].key == self.op.key)
+        if self.rules.algebra.is_zero(after.value) and last:
+            yield from self._complete(after, now)
+            return wrap(after.value, acked=True, position=where)
+        if position is not None and not reply.later:
+            upto = responsible(after, position, self.rules.window_of(after))
+            if upto is not None or after.lineage is None:
+                yield from self._move(after, upto, now)
+        return wrap(after.value, acked=False, position=where)
+
+    def _fail_negative(self, chain: Chain, now: int) -> Generator[Request, Any, None]:
+        """A sum below zero: some stamp was applied twice. Fail the chain at once (the
+        stamp itself has landed and stays recorded) and tell the caller."""
+        self.events["negative"] += 1
+        reply = yield from self._io(MarkFailed(self.tag, NEGATIVE, None, now))
+        if isinstance(reply, Written) and reply.chain is not None:
+            self._saw(reply.chain)
+        raise TagFailed(f"chain {self.tag!r} has failed: {NEGATIVE}", tag=self.tag, reason=NEGATIVE)
+
+    def _complete(self, chain: Chain, now: int) -> Generator[Request, Any, None]:
+        """Store the zero-sum chain as ``acked``. Reads decide ``acked`` from a zero sum
+        anyway; this write makes the tombstone's retention start now."""
+        done = self.rules.completed(chain, now)
+        reply = yield from self._io(Put(done, chain))
+        if isinstance(reply, Rejected):
+            current = reply.current
+            if (
+                current is not None
+                and current.state == "pending"
+                and self.rules.algebra.is_zero(current.value)
+            ):
+                done = self.rules.completed(current, now)
+                reply = yield from self._io(Put(done, current))  # a trim changed the token: once more
+        if isinstance(reply, Written):
+            self.known = done
+            self.events["completions"] += 1
+            if self.rules.delete_on_ack:
+                yield from remove_tombstone(self, done)
+
+    def _move(self, chain: Chain, upto: int | None, now: int) -> Generator[Request, Any, None]:
+        """Move the blocks this writer owns (up to position ``upto``) out of the window:
+        their history first, then one trim per block, each conditioned on the list
+        still starting at that block. Housekeeping after a stamp that has been applied:
+        whatever happens to it (refused because another writer moved the block, lost,
+        or failed outright), the stamp's outcome stands, and the writer of the next
+        block moves what is left. A chain without a lineage (an older version's) is
+        adopted by its first move."""
+        adopt = chain.lineage is None
+        view = replace(chain, lineage=new_lineage(), base=chain.cut_seq) if adopt else chain
+        window = self.rules.window_of(chain)
+        blocks = due(view, window, committed=view.seq, upto=None if adopt else upto)
+        if not blocks:
+            return
+        try:
+            yield from self._write_history(view, blocks)
+            cut = view.cut_seq
+            for i, _ in enumerate(blocks):
+                trim = Trim(self.tag, BLOCK, window, now, cut, view.line, adopt and i == 0)
+                reply = yield trim
+                if not isinstance(reply, Written):
+                    self.events["trims_skipped"] += 1
+                    return
+                self.events["trims"] += 1
+                cut += BLOCK
+        except Transient:
+            self.events["trims_lost"] += 1
+        except Exception as exc:  # noqa: BLE001 - a failed move must not fail the applied stamp
+            log.warning("chain %r: moving ops to history failed: %r", self.tag, exc)
+            self.events["trims_failed"] += 1

@@ -1,0 +1,130 @@
+"""What the chain rules answer: verdicts on one call, and plans of several stamps.
+
+Shared by :mod:`.rules` (which decides them) and :mod:`.calls` / :mod:`.stamping` (which
+act on them). Pure data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import XorAckError
+from ..stamps import Stamp, Sum
+from .algebra import Value
+from .chain import BLOCK, Chain, Op
+from .history import Block, Delivery, Lookup, Unknowable, search
+
+__all__ = [
+    "Verdict",
+    "Apply",
+    "Duplicate",
+    "Reject",
+    "Unchanged",
+    "NeedHistory",
+    "Plan",
+    "Outcome",
+    "APPLY",
+    "DEFERRED",
+    "MAX_TRIM",
+    "NEGATIVE",
+    "Searched",
+    "StampItem",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Apply:
+    """The call may be written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """The op was already applied: nothing to write; ``result`` is what the call returns."""
+
+    result: Stamp | Sum
+
+
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """Nothing to write, and no error: the chain is already as the call would leave it
+    (failing a failed chain)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """The call is refused with ``error``; nothing is written."""
+
+    error: XorAckError
+
+
+@dataclass(frozen=True, slots=True)
+class NeedHistory:
+    """The stamp cannot be judged before these history blocks are read."""
+
+    lookup: Lookup
+
+
+APPLY = Apply()
+Verdict = Apply | Duplicate | Unchanged | Reject | NeedHistory
+
+#: The most ops one trim removes: one history block. A trim names two paths per op in
+#: one ``REMOVE``: DynamoDB refuses expressions over 4 KB (a trim of about 190 ops,
+#: measured on DynamoDB Local), and moto's expression parser overflows Python's stack
+#: at about 75.
+MAX_TRIM = BLOCK
+
+#: The reason a sum chain is failed with when its sum goes below zero: edges are
+#: positive and every finished edge was started, so only a stamp applied twice (or an
+#: edge finished that was never started) can take it there.
+NEGATIVE = "its sum went negative: a stamp was applied twice, or finished an edge never started"
+
+#: One stamp of a write: its delta, op, owner and what its caller knows of earlier copies.
+StampItem = tuple[Value, Op, str | None, Delivery]
+
+
+class Searched:
+    """History blocks a call has read, by lineage and index (None: not there). Blocks
+    never change once written, so what a call read stays true for its whole life."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[tuple[bytes, int], tuple[Op, ...] | None] = {}
+
+    def unread(self, lookup: Lookup) -> tuple[int, ...]:
+        return tuple(i for i in lookup.indexes if (lookup.lineage, i) not in self.blocks)
+
+    def add(self, lineage: bytes, indexes: tuple[int, ...], found: dict[int, tuple[Op, ...]]) -> None:
+        for i in indexes:
+            self.blocks[(lineage, i)] = found.get(i)
+
+    def find(self, lookup: Lookup, key: bytes) -> Op | None | Unknowable:
+        """:func:`~.history.search` over what was read for ``lookup`` (all of it)."""
+        read = {
+            i: ops for (line, i), ops in self.blocks.items() if line == lookup.lineage and ops is not None
+        }
+        return search(lookup, read, key)
+
+
+class _Deferred:
+    """A combined stamp left for the next write (the window would not hold it)."""
+
+    def __repr__(self) -> str:
+        return "DEFERRED"
+
+
+DEFERRED = _Deferred()
+Outcome = Stamp | Sum | XorAckError | _Deferred
+
+
+@dataclass(slots=True)
+class Plan:
+    """Stamps replayed in order on one value of a chain, as one ``stamp()`` after
+    another would decide each: ``new`` is the chain to write (None when nothing
+    applies), ``outcomes`` what each stamp returns or raises, ``moved`` the history
+    blocks to write before it (the ops ``new`` no longer holds), ``lookups`` the
+    history blocks to read before the plan can be made (then ``new`` is None)."""
+
+    new: Chain | None
+    outcomes: list[Outcome] = field(default_factory=list)
+    duplicates: int = 0
+    moved: list[Block] = field(default_factory=list)
+    lookups: list[Lookup] = field(default_factory=list)
