@@ -308,7 +308,7 @@ def test_doc_block(
     if block.kind == "elsewhere":
         where = block.note.split()[0] if block.note else ""
         assert (REPO / where).is_file(), f"{block.id}: name the test that runs it, not {where!r}"
-        pytest.skip(f"{block.id} is run by {block.note}")
+        pytest.skip(f"{block.id} is run elsewhere: {block.note}")
     if block.kind == "aws":
         assert block.note, f"{block.id}: say on the page why it needs AWS"
         pytest.skip(f"{block.id} needs AWS: {block.note}")
