@@ -411,6 +411,45 @@ def test_expired_chains_are_replayed(sc: Any, moto_server: LocalDynamoDB) -> Non
     assert report.counters["skipped"] >= 2
 
 
+class _DriverClock:
+    """The driver tracker's clock: real time plus an offset the job sets (the executors
+    keep the real clock, so only the driver sees the chains time out)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        import time
+
+        return time.time() + self.offset
+
+
+def test_a_root_that_reads_expired_is_replayed(sc: Any, moto_server: LocalDynamoDB) -> None:
+    """Issue 23: the replay choice for roots whose chain reads ``expired`` (docs/expiry.md,
+    "Replaying": expired is lost work, replayed up to the limit of attempts). Attempt 1
+    ends past deadline + skew on the driver's clock (``skew`` 1 s; the clock moved, no
+    sleep): the sink's stamps are refused (``TagExpired``) and settle reads the chains
+    ``expired`` (not pending: nothing fails them). Attempt 2, on the real clock again,
+    replays them under new tags and acks them. Without the replay of expired roots the
+    run would end with both roots ``expired``."""
+    config = moto_server.config(unique_table("expired"), ttl_seconds=60, skew_seconds=1)
+    XorAckDynamoDB.from_config(config).create_table()
+    clock = _DriverClock()
+    driver = XorAckDynamoDB.from_config(config, clock=clock)
+    tracking = Tracking(sc, config, heartbeat=False, tracker=driver)
+
+    def job(started: Any, attempt: int) -> None:
+        clock.offset = 60 + 1 + 5 if attempt == 1 else 0.0  # attempt 1 ends past deadline + skew
+        started.fan_out(_letters).sink(lambda index, values: None)
+
+    report = tracking.run(["a b", "c d e"], _key(tracking), job, max_attempts=2)
+    assert [o.state for o in report.outcomes] == ["acked", "acked"]
+    for outcome in report.outcomes:
+        assert [a.state for a in outcome.attempts] == ["expired", "acked"]
+        assert outcome.attempts[0].tag != outcome.attempts[1].tag
+    assert report.counters["skipped"] >= 2  # attempt 1's sink stamps: refused, not applied
+
+
 def test_s3_sink_writes_then_acks(sc: Any, config: AckConfig, moto_server: LocalDynamoDB) -> None:
     """The sink writing to S3 (the moto server serves S3 too): one object per partition,
     read back whole; chains acked after the puts."""

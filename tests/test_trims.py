@@ -27,6 +27,7 @@ from xor_ack_dynamodb.core.algebra import SumAlgebra
 from xor_ack_dynamodb.core.chain import BLOCK, UNKNOWN_DIGEST, Chain, Op, op_key
 from xor_ack_dynamodb.core.messages import Read, ReadHistory, Rejected, Trim, Written
 from xor_ack_dynamodb.core.rules import MAX_TRIM, ChainRules
+from xor_ack_dynamodb.errors import OutcomeUnknown
 from xor_ack_dynamodb.stores.dynamodb.codec import RequestCodec
 from xor_ack_dynamodb.stores.dynamodb.item import ItemCodec
 
@@ -102,6 +103,27 @@ def test_racing_trims_remove_each_block_once_and_never_cut_into_the_window(sum_a
     assert (kept.value, kept.trims, kept.cut_seq, kept.lineage) == (12345, 1, 40, LINEAGE)
 
 
+def test_a_trim_sent_again_over_a_long_list_removes_its_block_once(sum_ack: Any) -> None:
+    """The same trim twice (botocore's resend, or two writers that own the same block
+    on a hot chain) while the list still holds more than two blocks past the window:
+    ``size(ops)`` would let the second one through, so only ``cutn = :cut`` keeps it
+    from removing the next block, whose history nobody has written yet; and only
+    ``lin = :lin`` keeps a trim of another lineage out."""
+    ops = _ops(3 * BLOCK + WINDOW + 10)
+    _seed(sum_ack, ops, 777)
+    store = sum_ack.store
+    for cut in (0, BLOCK):  # the first block (no cutn yet) and the next
+        trim = Trim(TAG, BLOCK, WINDOW, cut=cut, lineage=LINEAGE)
+        assert isinstance(store.execute(trim), Written)
+        assert isinstance(store.execute(trim), Rejected)
+    # A trim of another lineage (a writer that saw the chain before it was created
+    # again under the tag) at the right place, with ops enough: only lin = :lin refuses it.
+    assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=2 * BLOCK, lineage=b"another1")), Rejected)
+    kept = store.execute(Read(TAG))
+    assert [op.key for op in kept.ops] == [op.key for op in ops[2 * BLOCK :]]
+    assert (kept.trims, kept.cut_seq) == (2, 2 * BLOCK)
+
+
 def test_a_trim_adopts_a_chain_an_older_version_wrote(sum_ack: Any) -> None:
     """A chain without a lineage (written before issue 18, its list already trimmed
     without history) gets one with its first block move; the positions it dropped
@@ -116,6 +138,21 @@ def test_a_trim_adopts_a_chain_an_older_version_wrote(sum_ack: Any) -> None:
     assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=13, lineage=LINEAGE, adopt=True)), Written)
     kept = store.execute(Read(TAG))
     assert (kept.lineage, kept.base, kept.cut_seq, len(kept.ops)) == (LINEAGE, 13, 53, 40)
+
+
+def test_a_stamp_that_needs_ops_an_older_version_dropped_is_refused(sum_ack: Any) -> None:
+    """A chain an older version wrote (no lineage) whose first 13 ops were trimmed
+    without history: a stamp whose op id is not in the window cannot be told from a
+    copy of one of those (``stamp()``: ops an older version dropped). ``OutcomeUnknown``
+    and nothing written, never a guess that applies it."""
+    legacy = replace(_chain(_ops(80), 12345, lineage=None), cut_seq=13, seq=93)
+    if isinstance(sum_ack, MemoryAck):
+        sum_ack.store._chains[TAG] = legacy  # noqa: SLF001 - the store's own record
+    else:
+        sum_ack.client.put_item(TableName=sum_ack.table, Item=sum_ack.codec.encode(legacy))
+    with pytest.raises(OutcomeUnknown):
+        sum_ack.stamp(TAG, finished=[5], op_id="sent-before-the-upgrade")
+    assert sum_ack.status(TAG).value == 12345
 
 
 def test_a_list_far_past_its_threshold_is_moved_out_in_requests_dynamodb_accepts(sum_ack: Any) -> None:

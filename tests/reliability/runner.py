@@ -112,6 +112,11 @@ def run_trees(
     a random order (batch by batch), checking each returned value. Errors that escape the
     library are collected (and passed to ``on_error``), not raised.
 
+    In sum mode a node is stamped only after its parent's stamp returned (level by level,
+    in a random order within a level): a finish that lands before the stamp that started
+    its edge takes the sum below zero, which the library reads as a double application
+    and fails the chain (docs/concepts.md). xor mode takes the stamps in any order.
+
     With ``serial_chains``, each chain's stamps (in a random order) are made one after
     another by one thread, chains in parallel: no other op lands on a chain while one of
     its stamps is retried, so however long faults delay a resend, it never outlives the
@@ -168,18 +173,40 @@ def run_trees(
         for start in range(0, len(trees), batch):
             group = trees[start : start + batch]
             list(pool.map(create, group))
+            live = [t for t in group if t.tag in created]
             if serial_chains:
-                orders = [(t, rng.sample(range(t.size), t.size)) for t in group if t.tag in created]
+                orders = [(t, _order(t, rng)) for t in live]
                 list(pool.map(lambda job: [stamp(job[0], n) for n in job[1]], orders))
                 continue
-            work = [(t, n) for t in group if t.tag in created for n in range(t.size)]
+            work = [(t, n) for t in live for n in range(t.size)]
             rng.shuffle(work)
-            list(pool.map(lambda job: stamp(*job), work))
+            for level in _levels(work):
+                list(pool.map(lambda job: stamp(*job), level))
     result.seconds = time.monotonic() - started
     for tracker_ in all_trackers:
         result.requests.update(tracker_.stats.requests)
         result.events.update(tracker_.stats.events)
     return result, truths
+
+
+def _ordered(tree: Tree) -> bool:
+    """Whether ``tree``'s stamps must come after their parents' (sum mode)."""
+    return tree.group is SUM
+
+
+def _order(tree: Tree, rng: random.Random) -> list[int]:
+    """One chain's stamps in a random order (parents first in sum mode)."""
+    nodes = rng.sample(range(tree.size), tree.size)
+    return sorted(nodes, key=tree.level) if _ordered(tree) else nodes
+
+
+def _levels(work: list[tuple[Tree, int]]) -> list[list[tuple[Tree, int]]]:
+    """``work`` (shuffled) cut into rounds: one round in xor mode; in sum mode one per
+    level, so that a parent's stamp has returned before its children's are made."""
+    rounds: dict[int, list[tuple[Tree, int]]] = {}
+    for tree, node in work:
+        rounds.setdefault(tree.level(node) if _ordered(tree) else 0, []).append((tree, node))
+    return [rounds[k] for k in sorted(rounds)]
 
 
 def settle(result: RunResult, truths: dict[str, ChainTruth], reader: XorAckDynamoDB) -> None:

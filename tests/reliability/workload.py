@@ -77,11 +77,12 @@ class Tree:
     def children(self, node: int) -> list[int]:
         return [n for n, p in enumerate(self.parents) if p == node]
 
-    def depth(self) -> int:
-        def level(n: int) -> int:
-            return 0 if self.parents[n] < 0 else 1 + level(self.parents[n])
+    def level(self, node: int) -> int:
+        """How far ``node`` is from the root (the root: 0)."""
+        return 0 if self.parents[node] < 0 else 1 + self.level(self.parents[node])
 
-        return 1 + max(level(n) for n in range(self.size))
+    def depth(self) -> int:
+        return 1 + max(self.level(n) for n in range(self.size))
 
     def finished(self, node: int) -> list[bytes | int]:
         return [self.edges[node]]

@@ -1,0 +1,695 @@
+"""A mutation check of the guards the docs promise: remove each, run the tests that
+should notice, and print which did.
+
+Each :class:`Mutant` below is one guard, stated as docs/concepts.md, docs/expiry.md,
+docs/lambda.md, docs/spark.md or the commit that added it (issue 18's whole-life
+idempotency) state it, the place in the source that keeps it, the edit that removes,
+inverts or drops it (an exact text replaced once), and a named, fast selection of
+tests on the backends where the guard matters. For each mutant the script applies the
+edit (then ``scripts/unasync.py`` when the file is an ``_async`` source, so that its
+generated sync twin carries the mutant too), runs its tests in one pytest process
+(``-x``, no xdist), and records **killed** (a test failed), **survived** (all
+passed: no test defends the guard), **timeout** (counted as killed: a hang is
+noticed) or **error** (pytest could not run the selection: the list is out of date).
+The tree is restored after each mutant and whatever happens (an exception, Ctrl-C,
+SIGTERM); the files it edits must be committed first, so that even a ``kill -9`` is
+undone by ``git checkout``.
+
+    python scripts/mutations.py              # baseline, then every mutant; the table
+    python scripts/mutations.py --list       # the mutants, their guards and tests
+    python scripts/mutations.py --only sum   # mutants whose name contains "sum"
+    python scripts/mutations.py --check      # every edit still applies (no tests run)
+
+``make mutations`` runs the first. Not part of CI: a full run takes minutes (it starts
+pytest once per mutant, some with Spark or DynamoDB Local). Run it before calling work
+on a guard done; a survivor is either a missing test (write it) or an equivalent
+mutant (say why in the mutant's ``equivalent``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "xor_ack_dynamodb"
+#: A mutant whose tests run longer than this is stopped and counted as killed (a hang).
+TIMEOUT = 600
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One guard removed: in ``path`` (under the package), ``old`` (found exactly once)
+    becomes ``new``; ``tests`` (pytest node ids) must notice."""
+
+    name: str
+    promise: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    #: Why the mutant cannot be told from the original, when it is judged equivalent.
+    equivalent: str | None = None
+
+    @property
+    def file(self) -> Path:
+        return PACKAGE / self.path
+
+    @property
+    def generated(self) -> bool:
+        """Whether the file is an asyncio source with a generated sync twin."""
+        return "/_async/" in f"/{self.path}"
+
+
+def contract(test: str, *configs: str) -> tuple[str, ...]:
+    """Node ids of a contract test (``tests/contract``) for ``configs`` such as
+    ``plain-inproc-sum``."""
+    return tuple(f"tests/contract/test_contract.py::{test}[{c}]" for c in configs)
+
+
+GUARDS = "tests/test_guards.py"
+ONCE = "tests/test_once_regressions.py"
+CORE = "tests/test_core_regressions.py"
+DYNAMODB = "tests/test_dynamodb.py"
+MEMORY = "tests/test_memory.py"
+
+MUTANTS: list[Mutant] = [
+    # -- issue 23's four survivors -----------------------------------------------------------
+    Mutant(
+        "serverless-send-before-stamp",
+        "lambda.md, records.py: a record's children go out only after its stamp was applied",
+        "serverless/records.py",
+        "    children = ctx.children\n",
+        "    children = ctx.children\n"
+        "    send_children(children, client=pipeline.client, stats=pipeline.stats)\n",
+        (f"{GUARDS}::test_a_record_whose_stamp_is_refused_or_fails_sends_no_child",),
+    ),
+    Mutant(
+        "xor-lost-response-own-copy-unchecked",
+        "concepts.md: a write whose response was lost is never applied a second time (the "
+        "retry looks for its own copy since the chain it was based on, window and history)",
+        "core/stamping.py",
+        "        if not self.unknown or self.combined:\n            return self.stamps\n",
+        "        if True:\n            return self.stamps\n",
+        (f"{GUARDS}::test_an_xor_stamp_with_a_random_op_id_lost_and_outrun_is_applied_once",),
+    ),
+    Mutant(
+        "spark-expired-not-replayed",
+        "expiry.md, Replaying: expired roots are lost work, replayed up to the attempt limit",
+        "spark/outcomes.py",
+        'if result.state != "acked" and not result.permanent',
+        'if result.state not in ("acked", "expired") and not result.permanent',
+        ("tests/test_spark_wordcount.py::test_a_root_that_reads_expired_is_replayed",),
+    ),
+    Mutant(
+        "sum-add-without-nonzero-dynamodb",
+        "concepts.md: a sum stamp is conditioned on the chain being non-zero; an acked chain "
+        "takes no stamps (TagAcked), a zero sum reads acked even before its acked write",
+        "stores/dynamodb/codec.py",
+        '"attribute_exists(#sum) AND #st = :pending AND #sum <> :zero "',
+        '"attribute_exists(#sum) AND #st = :pending AND (#sum <> :zero OR #sum = :zero) "',
+        (f"{GUARDS}::test_a_zero_sum_whose_acked_write_is_missing_refuses_a_stamp[inproc]",),
+    ),
+    Mutant(
+        "sum-add-without-nonzero-memory",
+        "the same guard in the memory store's predicate (core/blind.py add_allowed)",
+        "core/blind.py",
+        "            and not _is_zero(chain.value)\n            and (chain.deadline is None",
+        "            and (chain.deadline is None",
+        (f"{GUARDS}::test_a_zero_sum_whose_acked_write_is_missing_refuses_a_stamp[memory]",),
+    ),
+    # -- the sum ADD's other conditions (stores/dynamodb/codec.py) ---------------------------
+    Mutant(
+        "sum-add-without-pending",
+        "concepts.md: a failed chain takes no stamps (TagFailed); the ADD is conditioned on pending",
+        "stores/dynamodb/codec.py",
+        '"attribute_exists(#sum) AND #st = :pending AND #sum <> :zero "',
+        '"attribute_exists(#sum) AND (#st = :pending OR #st <> :pending) AND #sum <> :zero "',
+        contract(
+            "test_stamps_on_finished_or_missing_chains_are_refused", "plain-inproc-sum", "plain-ddblocal-sum"
+        ),
+    ),
+    Mutant(
+        "sum-add-without-deadline",
+        "expiry.md: stamp() past the deadline raises TagExpired; the condition deadline >= :now",
+        "stores/dynamodb/codec.py",
+        '"AND (attribute_not_exists(#dl) OR #dl >= :now) AND NOT contains(#ops, :opk)"',
+        '"AND (attribute_not_exists(#dl) OR #dl >= :now OR #dl < :now) AND NOT contains(#ops, :opk)"',
+        contract("test_expiry_with_the_skew_margin", "plain-inproc-sum", "plain-ddblocal-sum"),
+    ),
+    Mutant(
+        "sum-add-without-op-in-window",
+        "concepts.md: a stamp whose op id is already in the list is not applied again",
+        "stores/dynamodb/codec.py",
+        'AND NOT contains(#ops, :opk)"',
+        'AND (NOT contains(#ops, :opk) OR contains(#ops, :opk))"',
+        contract("test_a_duplicate_stamp_is_applied_once", "plain-inproc-sum", "plain-ddblocal-sum"),
+    ),
+    Mutant(
+        "sum-add-without-owner",
+        "spark.md/lambda.md: calls naming an owner are refused on another owner's chain (NotOwner)",
+        "stores/dynamodb/codec.py",
+        '        return condition + " AND #own = :owner"',
+        '        return condition + " AND (#own = :owner OR #own <> :owner)"',
+        contract("test_calls_naming_an_owner_are_refused_on_anothers_chain", "plain-inproc-sum"),
+    ),
+    Mutant(
+        "sum-guard-without-cut",
+        "issue 18: a retried ADD is guarded by cutn <= the seq it checked (history moved on: read it)",
+        "stores/dynamodb/codec.py",
+        '        out = " AND (attribute_not_exists(#cn) OR #cn <= :cut)"',
+        '        out = " AND (attribute_not_exists(#cn) OR #cn <= :cut OR #cn > :cut)"',
+        (f"{CORE}::test_a_sum_stamp_lost_then_trimmed_out_is_applied_exactly_once",),
+    ),
+    Mutant(
+        "sum-guard-without-lineage",
+        "issue 18: the guard names its lineage (a chain created again under the tag is another one)",
+        "stores/dynamodb/codec.py",
+        "        if guard.lineage is not None:\n            names.update",
+        "        if False:\n            names.update",
+        (f"{ONCE}::test_a_stale_lineage_in_the_cache_never_lets_a_retry_apply_twice",),
+    ),
+    Mutant(
+        "sum-add-without-parent-resent",
+        "issue 18: a child's first delivery is refused once its parent is marked re-sent "
+        "(NOT contains(rs, :parent)), then checked for an earlier copy",
+        "stores/dynamodb/codec.py",
+        "            if request.parent is not None:\n                condition +=",
+        "            if False:\n                condition +=",
+        (f"{GUARDS}::test_a_child_resent_by_its_parent_is_applied_once[inproc-sum]",),
+    ),
+    Mutant(
+        "sum-add-without-parent-resent-memory",
+        "the same guard in the memory store's predicate (core/blind.py add_allowed)",
+        "core/blind.py",
+        "            and (parent is None or parent not in chain.resent)\n",
+        "",
+        (f"{GUARDS}::test_a_child_resent_by_its_parent_is_applied_once[memory-sum]",),
+    ),
+    Mutant(
+        "first-delivery-ignores-resent-parent",
+        "issue 18: a first delivery whose parent was marked re-sent is checked since after= "
+        "(core/history.py Delivery.bound; xor mode and batches decide with it)",
+        "core/history.py",
+        "        if self.first and not (self.parent is not None and self.parent in chain.resent):",
+        "        if self.first:",
+        (f"{GUARDS}::test_a_child_resent_by_its_parent_is_applied_once[memory-xor]",),
+    ),
+    Mutant(
+        "resend-of-add-not-stopped",
+        "issue 18: botocore does not resend an ADD whose outcome may have been applied "
+        "(stores/dynamodb/_async/store.py sends it once; generated sync twin)",
+        "stores/dynamodb/_async/store.py",
+        "once=isinstance(request, Add)",
+        "once=False",
+        (f"{ONCE}::test_botocores_resend_of_an_add_after_its_op_moved_out_is_not_applied_again",),
+    ),
+    # -- the other conditions of the DynamoDB store -------------------------------------------
+    Mutant(
+        "xor-write-without-token",
+        "concepts.md: an xor stamp is a write conditioned on the token the read saw (lost races "
+        "retried, ABA closed)",
+        "stores/dynamodb/codec.py",
+        '            return "#tok = :tok", self.items.names("#tok"), {":tok": {"B": chain.token}}',
+        '            return "attribute_exists(#tok)", self.items.names("#tok"), {}',
+        (f"{DYNAMODB}::test_aba_stale_writer_cannot_drop_other_op_ids[inproc]",),
+    ),
+    Mutant(
+        "create-without-not-exists",
+        "expiry.md: create() on a live chain raises TagExists (its first write: attribute_not_exists)",
+        "stores/dynamodb/codec.py",
+        'condition, names = "attribute_not_exists(#pk)", codec.names("#pk")',
+        'condition, names = "attribute_not_exists(#pk) OR attribute_exists(#pk)", codec.names("#pk")',
+        (f"{DYNAMODB}::test_create_on_a_live_chain_raises_tag_exists[inproc]",),
+    ),
+    Mutant(
+        "touch-without-deadline",
+        "expiry.md: touch() does not revive a chain past its deadline (TagExpired)",
+        "stores/dynamodb/codec.py",
+        '            live = _LIVE + " AND (attribute_not_exists(#dl) OR #dl >= :now)"',
+        '            live = _LIVE + " AND (attribute_not_exists(#dl) OR #dl >= :now OR #dl < :now)"',
+        contract("test_expiry_with_the_skew_margin", "plain-inproc-xor", "plain-ddblocal-sum"),
+    ),
+    Mutant(
+        "live-without-nonzero",
+        "concepts.md: an acked chain cannot be failed or touched (TagAcked), also a zero sum "
+        "whose acked write is missing (_LIVE's sum <> 0)",
+        "stores/dynamodb/codec.py",
+        '    "AND (attribute_not_exists(#sum) OR #sum <> :zero)"\n)',
+        '    "AND (attribute_not_exists(#sum) OR #sum <> :zero OR #sum = :zero)"\n)',
+        (f"{GUARDS}::test_a_zero_sum_whose_acked_write_is_missing_refuses_a_stamp[inproc]",),
+    ),
+    Mutant(
+        "trim-without-cut",
+        "concepts.md/issue 18: trims that race (or a resend) remove each block once (cutn = :cut)",
+        "stores/dynamodb/codec.py",
+        '        at = "#cn = :cut"\n        if request.cut == 0:',
+        '        at = "(#cn = :cut OR #cn <> :cut)"\n        if request.cut == 0:',
+        ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[inproc]",),
+    ),
+    Mutant(
+        "first-trim-without-cut",
+        "the same guard for a chain's first block (cutn not yet written)",
+        "stores/dynamodb/codec.py",
+        '            at = "(attribute_not_exists(#cn) OR #cn = :cut)"',
+        '            at = "(attribute_not_exists(#cn) OR #cn = :cut OR #cn <> :cut)"',
+        ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[inproc]",),
+    ),
+    Mutant(
+        "trim-without-lineage",
+        "issue 18: a trim removes a block only on its own lineage (lin = :lin)",
+        "stores/dynamodb/codec.py",
+        '            condition = f"#lin = :lin AND {at} AND size(#ops) >= :n"',
+        '            condition = f"(#lin = :lin OR #lin <> :lin) AND {at} AND size(#ops) >= :n"',
+        ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[inproc]",),
+    ),
+    Mutant(
+        "trim-without-lineage-memory",
+        "the same guard in the memory store's predicate (core/blind.py trim_allowed)",
+        "core/blind.py",
+        "        return chain.lineage is None if trim.adopt else chain.line == trim.lineage",
+        "        return chain.lineage is None if trim.adopt else True",
+        ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[memory]",),
+    ),
+    Mutant(
+        "trim-without-cut-memory",
+        "the same guard in the memory store's predicate (core/blind.py trim_allowed)",
+        "core/blind.py",
+        "if chain is None or chain.cut_seq != trim.cut or len(chain.ops)",
+        "if chain is None or len(chain.ops)",
+        ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[memory]",),
+    ),
+    # -- the chain rules (core/rules.py): every store, every driver ---------------------------
+    Mutant(
+        "duplicate-in-window-applied",
+        "concepts.md: a stamp whose op id is in the list is not applied again (xor: the rules decide)",
+        "core/rules.py",
+        "        seen = chain.find(op.key)\n        if seen is not None:\n            return self._known(",
+        "        seen = None\n        if seen is not None:\n            return self._known(",
+        contract("test_a_duplicate_stamp_is_applied_once", "plain-memory-xor", "plain-inproc-xor"),
+    ),
+    Mutant(
+        "op-id-reused-accepted",
+        "concepts.md: an op id seen with another payload raises OpIdReused",
+        "core/rules.py",
+        "        if not seen.same_payload(op):\n"
+        "            return Reject(\n"
+        '                OpIdReused(f"op id',
+        '        if False:\n            return Reject(\n                OpIdReused(f"op id',
+        contract("test_an_op_id_is_bound_to_its_payload", "plain-memory-xor", "plain-memory-sum"),
+    ),
+    Mutant(
+        "duplicate-in-history-applied",
+        "issue 18: an op that left the window is found in the chain's history: not applied again",
+        "core/rules.py",
+        "            if hit is not None:\n                return self._known(chain, hit, op, now, None)",
+        "            if False:\n                return self._known(chain, hit, op, now, None)",
+        (
+            f"{MEMORY}::test_a_duplicate_is_caught_past_the_window",
+            f"{DYNAMODB}::test_a_duplicate_is_caught_past_the_window",
+        ),
+    ),
+    Mutant(
+        "history-scope-never-read",
+        "issue 18: a duplicate check reads the history blocks past the window (core/history.py _since)",
+        "core/history.py",
+        "    if p >= chain.cut_seq:\n        return CLEAR",
+        "    if True:\n        return CLEAR",
+        (f"{MEMORY}::test_a_duplicate_is_caught_past_the_window",),
+    ),
+    Mutant(
+        "missing-history-block-guessed",
+        "issue 18: a missing history block makes the answer unknowable: OutcomeUnknown, never a guess",
+        "core/history.py",
+        '            if lookup.exhaustive:\n                return Unknowable(f"its history block',
+        '            if False:\n                return Unknowable(f"its history block',
+        (
+            f"{GUARDS}::test_a_missing_history_block_raises_outcome_unknown[xor]",
+            f"{GUARDS}::test_a_missing_history_block_raises_outcome_unknown[sum]",
+        ),
+    ),
+    Mutant(
+        "unknowable-history-guessed",
+        "issue 18, stamp(): where the history that would tell is gone (ops an older version "
+        "dropped, a foreign reset) the duplicate check refuses with OutcomeUnknown, never guesses",
+        "core/rules.py",
+        "        if isinstance(found, Unknowable):\n"
+        "            return Reject(self._unknowable(chain, found))",
+        "        if False:\n            return Reject(self._unknowable(chain, found))",
+        (
+            "tests/test_trims.py::test_a_stamp_that_needs_ops_an_older_version_dropped_is_refused[memory]",
+            "tests/test_trims.py::test_a_stamp_that_needs_ops_an_older_version_dropped_is_refused[inproc]",
+        ),
+    ),
+    Mutant(
+        "acked-takes-stamps",
+        "concepts.md States: acked takes no stamps (TagAcked)",
+        "core/rules.py",
+        '        if state == "acked":\n            return TagAcked(',
+        "        if False:\n            return TagAcked(",
+        contract(
+            "test_stamps_on_finished_or_missing_chains_are_refused", "plain-memory-xor", "plain-inproc-xor"
+        ),
+    ),
+    Mutant(
+        "failed-takes-stamps",
+        "concepts.md States: failed takes no stamps (TagFailed)",
+        "core/rules.py",
+        '        if state == "failed":\n            return TagFailed(',
+        "        if False:\n            return TagFailed(",
+        contract(
+            "test_stamps_on_finished_or_missing_chains_are_refused", "plain-memory-xor", "plain-inproc-xor"
+        ),
+    ),
+    Mutant(
+        "writer-waits-for-skew",
+        "expiry.md: a writer refuses once the deadline passed on its clock (not deadline + skew)",
+        "core/rules.py",
+        '        if state == "expired" or (chain.deadline is not None and chain.deadline < now):',
+        '        if state == "expired":',
+        contract("test_expiry_with_the_skew_margin", "plain-memory-xor", "plain-inproc-xor"),
+    ),
+    Mutant(
+        "reader-ignores-skew",
+        "expiry.md: a reader declares expired only once deadline + skew has passed",
+        "core/rules.py",
+        "        if chain.deadline is not None and chain.deadline + self.skew < now:",
+        "        if chain.deadline is not None and chain.deadline < now:",
+        contract("test_expiry_with_the_skew_margin", "plain-memory-xor", "plain-inproc-sum"),
+    ),
+    Mutant(
+        "zero-sum-reads-pending",
+        "rules.py/concepts.md: a sum chain whose sum is zero reads acked even if its acked write was lost",
+        "core/rules.py",
+        '        if _is_zero(chain.value):\n            return "acked"\n        if chain.deadline',
+        "        if chain.deadline",
+        (f"{GUARDS}::test_a_zero_sum_whose_acked_write_is_missing_refuses_a_stamp[memory]",),
+    ),
+    Mutant(
+        "create-overwrites-live",
+        "expiry.md: a live chain (pending, or a tombstone within retention) raises TagExists",
+        "core/rules.py",
+        "            return chain.purge_at is not None and chain.purge_at < now\n        return False",
+        "            return chain.purge_at is not None and chain.purge_at < now\n        return True",
+        contract("test_expiry_with_the_skew_margin", "plain-memory-xor", "plain-inproc-xor"),
+    ),
+    Mutant(
+        "create-overwrites-fresh-tombstone",
+        "expiry.md: a tombstone is overwritten only past its retention",
+        "core/rules.py",
+        "            return chain.purge_at is not None and chain.purge_at < now\n",
+        "            return True\n",
+        (f"{DYNAMODB}::test_create_overwrites_a_tombstone_only_after_its_retention[inproc]",),
+    ),
+    Mutant(
+        "redelivered-create-revives",
+        "expiry.md: a create whose op id created the chain is a duplicate whatever happened since",
+        "core/rules.py",
+        "        if chain.create_op is not None and chain.create_op.key == op.key:",
+        "        if False:",
+        contract(
+            "test_a_redelivered_create_never_revives_an_expired_chain", "plain-memory-xor", "plain-inproc-sum"
+        ),
+    ),
+    Mutant(
+        "replace-expired-ignored",
+        "issue 18: create(replace_expired=False) refuses a timed-out chain (TagExists)",
+        "core/rules.py",
+        '        if not replace_expired and self.effective_state(chain, now) == "expired":',
+        '        if False and self.effective_state(chain, now) == "expired":',
+        (f"{GUARDS}::test_create_without_replace_expired_keeps_a_timed_out_chain",),
+    ),
+    Mutant(
+        "fail-refuses-expired",
+        "expiry.md: fail() accepts an expired chain (it was pending): a driver records why it gave up",
+        "stores/memory.py",
+        "            if not rules.fail_allowed(chain, request.owner):\n",
+        "            if not rules.fail_allowed(chain, request.owner) or (\n"
+        "                chain.deadline is not None and chain.deadline < request.now\n"
+        "            ):\n",
+        contract("test_an_expired_chain_can_be_failed_and_reads_expired_until_then", "plain-memory-xor"),
+    ),
+    Mutant(
+        "negative-sum-stays-pending",
+        "issue 18: a sum below zero (a double application) fails the chain at once",
+        "core/stamping.py",
+        "        if isinstance(after.value, int) and after.value < 0:",
+        "        if False:",
+        (f"{ONCE}::test_a_negative_sum_fails_the_chain_at_once",),
+    ),
+    # -- the stamp calls (core/stamping.py) ---------------------------------------------------
+    Mutant(
+        "combined-write-landed-unchecked",
+        "concepts.md: a combined write whose response was lost is found by its marker: applied once",
+        "core/stamping.py",
+        "        for key, plan in self.sent.items():\n            if chain.find(key) is not None or (",
+        "        for key, plan in {}.items():\n            if chain.find(key) is not None or (",
+        (f"{GUARDS}::test_a_combined_write_lost_and_outrun_is_found_by_its_marker",),
+    ),
+    Mutant(
+        "lost-add-retried-unguarded",
+        "issue 18: a sum ADD whose outcome is unknown is retried as a possible duplicate of its own copy",
+        "core/stamping.py",
+        "        if not self.unknown:\n"
+        "            return self.delivery\n"
+        "        return self.delivery.retried(self.view)",
+        "        if True:\n            return self.delivery\n        return self.delivery.retried(self.view)",
+        (f"{ONCE}::test_botocores_resend_of_an_add_after_its_op_moved_out_is_not_applied_again",),
+    ),
+    Mutant(
+        "history-not-written-before-trim",
+        "issue 18: a block moves to history before it leaves the window (sum mode's trims)",
+        "core/stamping.py",
+        "            yield from self._write_history(view, blocks)\n",
+        "",
+        (f"{CORE}::test_a_sum_stamp_lost_then_trimmed_out_is_applied_exactly_once",),
+    ),
+    Mutant(
+        "xor-history-not-written",
+        "issue 18: an xor write writes the blocks it moves out of the window first",
+        "core/stamping.py",
+        "        if plan.moved:\n            yield from self._write_history(plan.new, plan.moved)",
+        "        if False:\n            yield from self._write_history(plan.new, plan.moved)",
+        (f"{ONCE}::test_an_xor_stamp_lost_and_outrun_by_other_stamps_is_decided_exactly",),
+    ),
+    # -- memory store ----------------------------------------------------------------------
+    Mutant(
+        "rotate-keeps-token",
+        "issue 18: a chain timed out by MemoryAck's rotation gets a new token (a stamp read "
+        "before cannot write it back)",
+        "stores/memory.py",
+        "                        token=new_token(),\n                        version=chain.version + 1,\n",
+        "                        version=chain.version + 1,\n",
+        (f"{ONCE}::test_rotate_racing_a_stamp_never_acks_a_timed_out_chain",),
+    ),
+    # -- serverless ------------------------------------------------------------------------
+    Mutant(
+        "serverless-over-chain-retried",
+        "lambda.md: records of an acked, failed, expired, missing or foreign chain are dropped",
+        "serverless/records.py",
+        "    except CHAIN_OVER as exc:\n"
+        '        log.info("%s: message %s dropped: %s: %s", ctx.tag, ctx.message_id, exc.code, exc)\n'
+        '        return "dropped"',
+        "    except CHAIN_OVER as exc:\n"
+        '        log.info("%s: message %s dropped: %s: %s", ctx.tag, ctx.message_id, exc.code, exc)\n'
+        '        return "retry"',
+        (f"{GUARDS}::test_a_record_whose_stamp_is_refused_or_fails_sends_no_child[chain failed]",),
+    ),
+    # -- spark -----------------------------------------------------------------------------
+    Mutant(
+        "spark-conflict-reported",
+        "spark.md: a chain another writer created under one of the run's tags is never reported acked",
+        "spark/chains.py",
+        "        if status.owner != owner_of(owner, tag):\n            refused[tag] = CONFLICT",
+        "        if False:\n            refused[tag] = CONFLICT",
+        (f"{GUARDS}::test_settle_never_reports_a_chain_of_another_owner_acked",),
+    ),
+    Mutant(
+        "spark-permanent-replayed",
+        "spark.md: a root failed for good (PermanentFailure) is not replayed",
+        "spark/outcomes.py",
+        " and not result.permanent and ",
+        " and ",
+        ("tests/test_spark_frames.py::test_a_permanent_failure_is_not_replayed",),
+    ),
+    Mutant(
+        "spark-pending-not-failed",
+        "expiry.md/spark.md: a chain still pending after its job is failed, so no late write can ack it",
+        "spark/chains.py",
+        "        failed = tracker.fail(tag, reason=reason, owner=owner)\n",
+        "        failed = tracker.status(tag)\n",
+        ("tests/test_spark_wordcount.py::test_expired_chains_are_replayed",),
+    ),
+]
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+class Interrupted(Exception):
+    """SIGTERM: stop, restore, report."""
+
+
+def _on_term(signum: int, frame: Any) -> None:
+    raise Interrupted(f"signal {signum}")
+
+
+def unasync() -> None:
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "unasync.py")], cwd=ROOT, check=True, capture_output=True
+    )
+
+
+def check(mutants: list[Mutant]) -> list[str]:
+    """Problems with the mutants: an edit whose text is not found exactly once or that
+    changes nothing, a test that is not in its file, two mutants of one name."""
+    problems = []
+    for m in mutants:
+        text = m.file.read_text(encoding="utf-8")
+        count = text.count(m.old)
+        if count != 1:
+            problems.append(f"{m.name}: the text to mutate occurs {count} times in {m.path}")
+        if m.old == m.new:
+            problems.append(f"{m.name}: the edit changes nothing")
+        for test in m.tests:
+            path, _, name = test.partition("::")
+            function = name.split("[", 1)[0]
+            source = ROOT / path
+            if not source.is_file() or f"def {function}(" not in source.read_text(encoding="utf-8"):
+                problems.append(f"{m.name}: no test {function} in {path}")
+    names = [m.name for m in mutants]
+    problems += [f"{n}: two mutants have this name" for n in sorted({n for n in names if names.count(n) > 1})]
+    return problems
+
+
+def dirty(paths: list[Path]) -> list[str]:
+    """The files among ``paths`` with uncommitted changes."""
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--", *(str(p) for p in paths)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    return [line[3:] for line in out.stdout.splitlines()]
+
+
+def pytest(tests: tuple[str, ...], log: Path | None) -> tuple[str, float, str]:
+    """Run ``tests`` in one pytest process: passed, failed, timeout or error; the time
+    and the output."""
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "no:cacheprovider", *tests]
+    start = time.monotonic()
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT)
+        status = {0: "passed", 1: "failed"}.get(process.returncode, "error")
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        status = "timeout"
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+    if log is not None:
+        with log.open("a", encoding="utf-8") as f:
+            f.write(f"\n===== {' '.join(tests)}: {status}\n{output}")
+    return status, time.monotonic() - start, output
+
+
+def run(mutant: Mutant, log: Path | None) -> tuple[str, float]:
+    """Apply ``mutant``, run its tests, restore the file (and its sync twin)."""
+    original = mutant.file.read_text(encoding="utf-8")
+    try:
+        mutant.file.write_text(original.replace(mutant.old, mutant.new, 1), encoding="utf-8")
+        if mutant.generated:
+            unasync()
+        status, seconds, output = pytest(mutant.tests, log)
+    finally:
+        mutant.file.write_text(original, encoding="utf-8")
+        if mutant.generated:
+            unasync()
+    result = {"failed": "killed", "timeout": "killed (timeout)", "passed": "survived"}.get(status, "error")
+    if result == "killed" and "ValidationException" in output:
+        # A condition edit that leaves a placeholder unused is refused by DynamoDB as a
+        # whole: killed, but not by the guard's absence. Make the edit a tautology.
+        result = "killed (ValidationException: check the edit)"
+    if result == "survived" and mutant.equivalent:
+        result = "survived (equivalent)"
+    return result, seconds
+
+
+def table(rows: list[tuple[Mutant, str, float]]) -> str:
+    lines = ["| mutant | where | tests | result | time |", "|---|---|---|---|---|"]
+    for m, result, seconds in rows:
+        tests = "<br>".join(t.removeprefix("tests/") for t in m.tests)
+        lines.append(f"| {m.name} | {m.path} | {tests} | {result} | {seconds:.0f} s |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", default=[], help="run mutants whose name contains this")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--check", action="store_true", help="check every edit applies; run nothing")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the tests")
+    parser.add_argument("--log", type=Path, help="append every pytest output to this file")
+    args = parser.parse_args(argv)
+    mutants = [m for m in MUTANTS if not args.only or any(o in m.name for o in args.only)]
+    problems = check(MUTANTS)
+    if args.list:
+        for m in mutants:
+            print(f"{m.name}  ({m.path})\n    guard: {m.promise}\n    tests: {' '.join(m.tests)}")
+        return 0
+    if problems or args.check:
+        print("\n".join(problems) if problems else f"{len(MUTANTS)} mutants apply")
+        return 1 if problems else 0
+    if not mutants:
+        print("no mutant matches")
+        return 2
+    touched = sorted(
+        {m.file for m in mutants}
+        | {PACKAGE / m.path.replace("/_async/", "/_sync/") for m in mutants if m.generated}
+    )
+    changed = dirty(touched)
+    if changed:
+        print("commit or stash these first (the run edits them; git restores them after a kill -9):")
+        print("\n".join(f"  {c}" for c in changed))
+        return 2
+    signal.signal(signal.SIGTERM, _on_term)
+    tests = tuple(dict.fromkeys(t for m in mutants for t in m.tests))
+    if not args.no_baseline:
+        print(f"baseline: {len(tests)} tests, unmutated ...", flush=True)
+        status, seconds, _ = pytest(tests, args.log)
+        if status != "passed":
+            print(f"baseline {status} ({seconds:.0f} s): fix the tests first (--log shows why)")
+            return 2
+        print(f"baseline passed ({seconds:.0f} s)", flush=True)
+    rows: list[tuple[Mutant, str, float]] = []
+    try:
+        for m in mutants:
+            result, seconds = run(m, args.log)
+            rows.append((m, result, seconds))
+            print(f"{m.name}: {result} ({seconds:.0f} s)", flush=True)
+    except (KeyboardInterrupt, Interrupted):
+        print("interrupted: the tree is restored; the mutants run so far:")
+    print()
+    print(table(rows))
+    survivors = [(m, r) for m, r, _ in rows if r in ("survived", "error")]
+    for m, _ in [(m, r) for m, r, _ in rows if r == "survived (equivalent)"]:
+        print(f"\n{m.name} is judged equivalent: {m.equivalent}")
+    killed = sum(r.startswith("killed") for _, r, _ in rows)
+    print(f"\n{killed} of {len(rows)} killed")
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
