@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 from serverless_helpers import example
 
-from xor_ack_dynamodb import MemoryAck, XorAckDynamoDB
+from xor_ack_dynamodb import AckConfig, MemoryAck, XorAckDynamoDB
 from xor_ack_dynamodb.cli import main as cli
 from xor_ack_dynamodb.errors import InvalidConfig, InvalidStamp, TagNotFound, ZeroBufferNoOp
 from xor_ack_dynamodb.serverless import (
@@ -398,6 +398,15 @@ def test_the_envelope_refuses_the_edges_a_stamp_would_refuse(mode: str, text: st
 
 
 # -- settings -------------------------------------------------------------------------------
+
+
+def test_a_pipeline_keeps_the_trackers_default_window() -> None:
+    """Unset, the pipeline's tracker options are the library's own (an item of about 1 KB
+    at its largest: a wider window would make every write of a busy chain 2 WCU)."""
+    config = PipelineConfig.from_env({"XOR_ACK_TABLE": "t"})
+    defaults = AckConfig(table="t", mode=config.mode)  # the pipeline defaults to sum mode
+    assert config == PipelineConfig(table="t")
+    assert config.ack_config().options() == defaults.options()
 
 
 def test_the_environment_sets_the_trackers_options(aws: Aws) -> None:

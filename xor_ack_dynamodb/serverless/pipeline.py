@@ -101,7 +101,7 @@ class PipelineConfig:
     completion_queue_url: str | None = None
     completion_bus: str | None = None
     completion_lease_seconds: float = 300.0
-    max_ops: int = 32
+    max_ops: int = 8  # the trackers' own default (AckConfig.max_ops)
     retention_seconds: float = 86400.0
     skew_seconds: float = 5.0
     edge_size: int = 16
@@ -159,7 +159,7 @@ class PipelineConfig:
         numbers = {  # field: (variable, default, type)
             "max_receives": ("XOR_ACK_MAX_RECEIVES", 5, int),
             "ttl_seconds": ("XOR_ACK_TTL_SECONDS", 3600.0, float),
-            "max_ops": ("XOR_ACK_MAX_OPS", 32, int),
+            "max_ops": ("XOR_ACK_MAX_OPS", 8, int),
             "retention_seconds": ("XOR_ACK_RETENTION_SECONDS", 86400.0, float),
             "skew_seconds": ("XOR_ACK_SKEW_SECONDS", 5.0, float),
             "edge_size": ("XOR_ACK_EDGE_SIZE", 16, int),
