@@ -162,8 +162,12 @@ def run_frame(spark: Any, config: AckConfig, out: Path) -> dict[str, Any]:
             except FileExistsError:
                 pass
             else:
+                # Straggle until Spark has started a copy of this partition (which copy
+                # Spark speculates first is its choice: a fixed delay let it copy another).
                 straggler.write_text(str(partition))
-                time.sleep(20.0)
+                copy, deadline = Path(marks, f"{partition}-1"), time.monotonic() + 120.0
+                while not copy.exists() and time.monotonic() < deadline:
+                    time.sleep(0.2)
         return keys * 0 + attempt
 
     def job(attempt: Any) -> Any:
