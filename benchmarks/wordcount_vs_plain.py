@@ -281,7 +281,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     for ax, result in zip(axes[0], results, strict=True):
         names = ["plain", "frame", "rdd"]
         values = [[r["seconds"] for r in result["runs"][n]] for n in names]
-        ax.boxplot(values, labels=["plain PySpark", "tracked frame", "tracked rdd"])
+        ax.boxplot(values, tick_labels=["plain PySpark", "tracked frame", "tracked rdd"])
         ax.set_title(f"{result['master']}: {result['files']} files, {result['words']:,} words")
         ax.set_ylabel("wall seconds (whole process)")
     fig.tight_layout()

@@ -234,7 +234,13 @@ def test_frame_chains_of_both_modes(
         # Two writes per root and no read: each stamp returned acked.
         assert report.counters["requests.BatchGetItem"] == 0
     else:
-        assert o1.state == "failed" and o1.attempts[0].reason == "still pending when its job ended"
+        reasons = {"still pending when its job ended"}
+        if mode == "sum" and damage == "duplicate a row":
+            # The repeated row finishes its edge twice: whether that takes the sum below
+            # zero depends on the random edges; if it does, the stamp fails the chain at
+            # once, as a double application (docs/concepts.md).
+            reasons.add("its sum went negative: a stamp was applied twice, or finished an edge never started")
+        assert o1.state == "failed" and o1.attempts[0].reason in reasons, o1
     statuses = tracking.tracker.status_many(o.tag for o in report.outcomes if o.tag)
     assert {s.mode for s in statuses.values()} == {mode}
 
