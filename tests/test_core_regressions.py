@@ -11,31 +11,17 @@ import threading
 import time
 from typing import Any
 
-import boto3
 import node_package
 import pytest
-from botocore.config import Config
 from conftest import Clock, unique_table
+from regression_clients import client, tracker
 from scripted import Script
 
 from xor_ack_dynamodb import CombiningTracker, LocalDynamoDB, XorAckDynamoDB, errors, new_stamp, xor
-from xor_ack_dynamodb.retry import RetryPolicy
 
 pytestmark = pytest.mark.server
 
 TAG = "database/file13"
-
-
-def client(server: LocalDynamoDB, attempts: int = 3) -> Any:
-    """A client with botocore's standard retries: ``attempts`` in all per request."""
-    return boto3.client(
-        "dynamodb",
-        endpoint_url=server.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(retries={"mode": "standard", "total_max_attempts": attempts}),
-    )
 
 
 @pytest.fixture
@@ -43,11 +29,6 @@ def table(moto_server: LocalDynamoDB) -> str:
     name = unique_table("regress")
     XorAckDynamoDB(name, client=client(moto_server)).create_table()
     return name
-
-
-def tracker(server: LocalDynamoDB, table: str, **options: Any) -> XorAckDynamoDB:
-    options.setdefault("retry", RetryPolicy(max_attempts=10, initial_wait=0.001, max_wait=0.01))
-    return XorAckDynamoDB(table, client=options.pop("client", None) or client(server), **options)
 
 
 def node_stamp(raw: Any, table: str, edge: bytes) -> None:

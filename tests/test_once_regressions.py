@@ -10,28 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 from conftest import Clock, unique_table
+from regression_clients import client, tracker
 from scripted import Script
 
 from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, XorAckDynamoDB, errors, new_stamp, xor
-from xor_ack_dynamodb.retry import RetryPolicy
 
 TAG = "database/file13"
-
-
-def client(server: LocalDynamoDB, attempts: int = 3) -> Any:
-    """A client with botocore's standard retries: ``attempts`` in all per request."""
-    return boto3.client(
-        "dynamodb",
-        endpoint_url=server.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(retries={"mode": "standard", "total_max_attempts": attempts}),
-    )
 
 
 @pytest.fixture
@@ -39,11 +25,6 @@ def table(moto_server: LocalDynamoDB) -> str:
     name = unique_table("once")
     XorAckDynamoDB(name, client=client(moto_server)).create_table()
     return name
-
-
-def tracker(server: LocalDynamoDB, table: str, **options: Any) -> XorAckDynamoDB:
-    options.setdefault("retry", RetryPolicy(max_attempts=10, initial_wait=0.001, max_wait=0.01))
-    return XorAckDynamoDB(table, client=options.pop("client", None) or client(server), **options)
 
 
 def fan_out(ack: Any, children: int, op_id: str = "root") -> list[Any]:
