@@ -131,6 +131,7 @@ def run(
     (moto's). Returns its figures; the chains are left in a fresh table."""
     from xor_ack_dynamodb import XorAckDynamoDB
     from xor_ack_dynamodb.serverless import Completion, Pipeline
+    from xor_ack_dynamodb.testing import records_from_messages
 
     if delivery not in DELIVERIES:
         raise ValueError(f"delivery must be one of {DELIVERIES}")
@@ -162,7 +163,7 @@ def run(
             if not got:
                 return
             records = []
-            for record in lambda_records(got):
+            for record in records_from_messages(got):
                 first = record["attributes"]["ApproximateReceiveCount"] == "1"
                 if delivery == "twice+late" and first and json.loads(record["body"])["i"] == children - 1:
                     closers.append(record["receiptHandle"])  # unprocessed until the late copies are in
@@ -207,23 +208,6 @@ def run(
     sqs.delete_queue(QueueUrl=queue)
     return out
 
-
-def lambda_records(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """boto3's received messages as the records of Lambda's SQS event."""
-    return [
-        {
-            "messageId": m["MessageId"],
-            "receiptHandle": m["ReceiptHandle"],
-            "body": m["Body"],
-            "attributes": m.get("Attributes", {}),
-            "messageAttributes": {
-                k: {"stringValue": a.get("StringValue"), "dataType": a["DataType"]}
-                for k, a in m.get("MessageAttributes", {}).items()
-            },
-            "eventSource": "aws:sqs",
-        }
-        for m in messages
-    ]
 
 
 def table(results: list[Result]) -> str:
