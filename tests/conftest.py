@@ -21,6 +21,22 @@ from xor_ack_dynamodb import DynamoDBLocal, LocalDynamoDB, XorAckDynamoDB, error
 
 _names = itertools.count()
 
+#: The JVMs the suite starts (Spark drivers, executors and standalone clusters, the Spark
+#: Connect server, DynamoDB Local) live for seconds to minutes on small data: HotSpot's
+#: optimizing compiler (C2) costs them more CPU than it saves. With the quick compiler
+#: only, a small Spark job took half the CPU (13.7 s against 26.5 s) and the DynamoDB
+#: Local contract tests ran in 12 s instead of 19 s. Test-only: what users run, and the
+#: benchmarks, keep the JVM's defaults.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every JVM started from the test session (xdist's workers inherit the controller's
+    environment) gets :data:`TEST_JVM_OPTIONS`, through ``JAVA_TOOL_OPTIONS``."""
+    current = os.environ.get("JAVA_TOOL_OPTIONS", "")
+    if TEST_JVM_OPTIONS not in current:
+        os.environ["JAVA_TOOL_OPTIONS"] = f"{current} {TEST_JVM_OPTIONS}".strip()
+
 
 @pytest.fixture(autouse=True)
 def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -35,21 +51,45 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 #: Test modules whose tests run together on one xdist worker (pyproject.toml's addopts:
-#: ``-n 4 --dist loadgroup``), by file name. Every ``test_spark_*.py`` module is in the
-#: ``spark`` group: they share one session-scoped SparkSession (and the Connect server),
-#: so only one worker pays for Spark's JVMs, and they keep the order of a serial run (a
-#: Connect session sets process-wide state the classic modules expect to find restored).
-#: The standalone cluster, a module fixture of its own run through subprocesses, runs on
-#: another worker meanwhile.
-XDIST_GROUPS = {"test_spark_cluster.py": "spark-cluster", "test_packaging.py": "packaging"}
+#: ``-n 4 --dist loadgroup``), by file name. The ``test_spark_*.py`` modules share one
+#: session-scoped SparkSession per worker, so they run in two groups, two workers' worth
+#: of Spark JVMs rather than four, and each group keeps the order of a serial run (a
+#: Connect session sets process-wide state the classic modules expect to find restored;
+#: every module that uses the Connect server is in ``spark``). One group of them all made
+#: the suite wait on it: about 1,000 of its 1,100 seconds. The standalone clusters, module
+#: fixtures of their own run through subprocesses, run on other workers meanwhile.
+XDIST_GROUPS = {
+    "test_spark_cluster.py": "spark-cluster",
+    "test_packaging.py": "packaging",
+    **dict.fromkeys(
+        (
+            "test_spark_commit.py",
+            "test_spark_completion.py",
+            "test_spark_frames.py",
+            "test_spark_heartbeat.py",
+            "test_spark_output.py",
+            "test_spark_ownership.py",
+            "test_spark_partitions.py",
+            "test_spark_retries.py",
+            "test_spark_s3.py",
+            "test_spark_streaming_expiry.py",
+            "test_spark_tags.py",
+        ),
+        "spark-classic",
+    ),
+}
 
 
 def xdist_group(module: str, nodeid: str = "") -> str | None:
     """The xdist group of the test module named ``module`` (None: no group). The docs
     collector's blocks stay together by page (a page's setup and its blocks share a
-    worker): docs/spark.md's with the Spark modules (its SparkSession), the rest as one."""
+    worker): docs/spark.md's with the Spark modules (its SparkSession), the rest as one.
+    The 200-partition run on its own two-host cluster (a subprocess) is a group of its
+    own."""
     if module == "test_docs_examples.py":
         return "spark" if "docs/spark.md" in nodeid else "docs"
+    if module == "test_spark_partitions.py" and "on_a_cluster" in nodeid:
+        return "spark-partitions-cluster"
     if module in XDIST_GROUPS:
         return XDIST_GROUPS[module]
     return "spark" if module.startswith("test_spark_") else None

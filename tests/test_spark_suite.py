@@ -1,0 +1,35 @@
+"""How the suite runs its Spark tests (docs/testing.md, "The library's own suite: how it
+runs"): the JVMs get the quick compiler only, and the Spark modules are split in two
+groups that keep every Connect user together."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from conftest import TEST_JVM_OPTIONS, xdist_group
+
+TESTS = Path(__file__).parent
+
+
+def test_the_suites_spark_jvm_runs_with_the_quick_compiler_only(spark: Any) -> None:
+    jvm = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert TEST_JVM_OPTIONS in arguments, arguments
+
+
+def test_spark_modules_are_in_two_groups_and_connect_users_share_one() -> None:
+    modules = sorted(p.name for p in TESTS.glob("test_spark_*.py"))
+    groups = {m: xdist_group(m, f"tests/{m}::test_x") for m in modules}
+    cluster_groups = {"test_spark_cluster.py": "spark-cluster"}
+    assert {g for m, g in groups.items() if m not in cluster_groups} == {"spark", "spark-classic"}
+    connect_users = [m for m in modules if re.search(r"\bconnect_url\b", (TESTS / m).read_text())]
+    assert "test_spark_connect.py" in connect_users
+    assert {groups[m] for m in connect_users} == {"spark"}, connect_users
+    # The docs page's Spark blocks share the Connect group's session; the 200-partition
+    # run on its own cluster goes to a group of its own.
+    spark_block = "tests/test_docs_examples.py::test_doc_block[docs/spark.md:35]"
+    assert xdist_group("test_docs_examples.py", spark_block) == "spark"
+    cluster_run = "tests/test_spark_partitions.py::test_200_partitions_killed_and_speculated_on_a_cluster"
+    assert xdist_group("test_spark_partitions.py", cluster_run) == "spark-partitions-cluster"
