@@ -202,13 +202,46 @@ def test_the_owner_of_a_block_moves_its_own_while_a_late_owner_moves_the_one_bef
 
 
 @pytest.mark.parametrize("backend", ["memory", "server"])
+def test_the_owner_of_a_block_sends_its_trim_again_when_the_late_owner_lands_after_it(
+    backend: str, moto_server: LocalDynamoDB
+) -> None:
+    """The late owner's trim of block 0 lands just after ours: ours is refused (the list
+    still starts at block 0), is sent once more and lands. Block 0's history is left to
+    its owner: one refused trim, no history written twice."""
+    from test_trims import LINEAGE
+    from test_trims import TAG as SEEDED
+
+    from xor_ack_dynamodb.core.chain import BLOCK
+    from xor_ack_dynamodb.core.messages import Read, ReadHistory, Trim
+
+    tracker, original = _owner_of_block_1(backend, moto_server)
+    sent: list[Any] = []
+
+    def execute(request: Any) -> Any:
+        if isinstance(request, Trim):
+            sent.append(request)
+            if len(sent) == 2:  # block 0's owner lands between our two trims
+                original(Trim(SEEDED, BLOCK, 32, request.now, 0, LINEAGE))
+        return original(request)
+
+    tracker.store.execute = execute
+    tracker.stamp(SEEDED, finished=[1], op_id="owner-of-block-1", first=True)
+    kept = original(Read(SEEDED))
+    assert (kept.cut_seq, kept.trims, len(kept.ops)) == (2 * BLOCK, 2, 112 - 2 * BLOCK)
+    assert [t.cut for t in sent] == [BLOCK, BLOCK]
+    events = tracker.stats.events
+    assert (events["trims"], events["trims_skipped"], events["history_writes"]) == (1, 1, 1)
+    assert sorted(original(ReadHistory(SEEDED, LINEAGE, (0, 1))).blocks) == [1]
+
+
+@pytest.mark.parametrize("backend", ["memory", "server"])
 def test_the_owner_of_a_block_moves_the_one_before_when_its_owner_was_lost(
     backend: str, moto_server: LocalDynamoDB
 ) -> None:
     """The owner of block 0 never moved it (its process died after its stamp): the
     owner of block 1 trims its own block, is refused (the list still starts at block
-    0), and moves block 0 then its own, each with its history written first; no op is
-    lost from the window and the history both."""
+    0), sends it once more (refused again), and moves block 0 then its own, each with
+    its history written first; no op is lost from the window and the history both."""
     from test_trims import LINEAGE
     from test_trims import TAG as SEEDED
 
@@ -228,9 +261,9 @@ def test_the_owner_of_a_block_moves_the_one_before_when_its_owner_was_lost(
     tracker.stamp(SEEDED, finished=[1], op_id="owner-of-block-1", first=True)
     kept = original(Read(SEEDED))
     assert (kept.cut_seq, kept.trims, len(kept.ops)) == (2 * BLOCK, 2, 112 - 2 * BLOCK)
-    assert [t.cut for t in sent] == [BLOCK, 0, BLOCK]  # its own (refused), block 0, its own
+    assert [t.cut for t in sent] == [BLOCK, BLOCK, 0, BLOCK]  # its own (refused twice), block 0, its own
     events = tracker.stats.events
-    assert (events["trims"], events["trims_skipped"], events["history_writes"]) == (2, 1, 2)
+    assert (events["trims"], events["trims_skipped"], events["history_writes"]) == (2, 2, 2)
     history = original(ReadHistory(SEEDED, LINEAGE, (0, 1))).blocks
     assert [op.key for i in (0, 1) for op in history[i]] == [op.key for op in before.ops[: 2 * BLOCK]]
 

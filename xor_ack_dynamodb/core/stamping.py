@@ -80,6 +80,10 @@ log = logging.getLogger("xor_ack_dynamodb")
 
 #: History reads one batch read may ask for (DynamoDB's BatchGetItem limit).
 READ_BLOCKS = 100
+#: Trims of its own block a block's owner sends while an earlier block is still in the
+#: list (its owner's trim most likely landing meanwhile) before it moves that block
+#: itself.
+OWN_TRIMS = 2
 #: Guarded writes one round makes before backing off (each after a history read that
 #: the chain's moves outran).
 PASSES = 8
@@ -422,10 +426,11 @@ class AddCall(_History[Stamp | Sum]):
         Own block first: when the list still holds blocks before this writer's own
         (their owners' moves, two round trips each, are on their way while others
         append), it writes and trims its own block alone, which lands once theirs have.
-        Only when that trim is refused with an earlier block still in the list (an
-        owner lost or slower than this writer) does it move the earlier blocks itself,
-        in order: a block is written to history once and trimmed once in the common
-        case, however many writers append meanwhile."""
+        A trim refused because an earlier block is still there is sent once more (that
+        block's own trim is most likely landing meanwhile); only when it is refused
+        again (an owner lost, or far slower than this writer) does it move the earlier
+        blocks itself, in order. A block is written to history once and trimmed once in
+        the common case, however many writers append meanwhile."""
         adopt = chain.lineage is None
         view = replace(chain, lineage=new_lineage(), base=chain.cut_seq) if adopt else chain
         window = self.rules.window_of(chain)
@@ -436,13 +441,17 @@ class AddCall(_History[Stamp | Sum]):
             written: set[int] = set()
             own = blocks[-1]
             if not adopt and len(blocks) > 1 and _end(view, own) == upto:
-                refused = yield from self._trim_blocks(view, [own], window, now, written)
-                if refused is None:
-                    return
-                current = refused.current
-                if current is not None:
+                current: Chain | None = None
+                for _ in range(OWN_TRIMS):
+                    refused = yield from self._trim_blocks(view, [own], window, now, written)
+                    if refused is None:
+                        return
+                    current = refused.current
+                    if current is None:
+                        break
                     if current.line != view.line or current.cut_seq >= _start(view, own):
                         return  # moved by another writer, or the chain was created again
+                if current is not None:
                     blocks = [b for b in blocks if _start(view, b) >= current.cut_seq]
             yield from self._trim_blocks(view, blocks, window, now, written, adopt)
         except Transient:
