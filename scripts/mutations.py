@@ -485,6 +485,18 @@ MUTANTS: list[Mutant] = [
         ),
     ),
     Mutant(
+        "refused-own-trim-not-sent-again",
+        "concepts.md, Moving a block: a trim refused because an earlier block is still in the "
+        "list is sent once more before the owner moves that block itself",
+        "core/stamping.py",
+        "OWN_TRIMS = 2\n",
+        "OWN_TRIMS = 1\n",
+        (
+            f"{HISTORY}::test_the_owner_of_a_block_sends_its_trim_again_when_the_late_owner_lands_after_it"
+            "[memory]",
+        ),
+    ),
+    Mutant(
         "lost-owners-block-left-in-the-list",
         "concepts.md, Moving a block: a block whose owner was lost is moved by the next owner",
         "core/stamping.py",
