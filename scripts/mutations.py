@@ -500,8 +500,8 @@ MUTANTS: list[Mutant] = [
         "lost-owners-block-left-in-the-list",
         "concepts.md, Moving a block: a block whose owner was lost is moved by the next owner",
         "core/stamping.py",
-        "                if refused is None:\n                    return\n",
-        "                if True:\n                    return\n",
+        "                    if refused is None:\n                        return\n",
+        "                    if True:\n                        return\n",
         (f"{HISTORY}::test_the_owner_of_a_block_moves_the_one_before_when_its_owner_was_lost[memory]",),
     ),
     Mutant(
