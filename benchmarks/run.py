@@ -154,6 +154,7 @@ class Bench:
         self.rounds: dict[str, list[Measured]] = {}
         self.client: Any = None
         self.process_counts = [int(n) for n in args.processes.split(",")] if args.processes else []
+        self.process_modes = args.process_modes.split(",")
         self.process_runs: list[ProcessRun] = []
         self.process_pending: dict[str, str] = {}
         self.pool: ProcessPool | None = None
@@ -237,7 +238,7 @@ class Bench:
         (whose endpoint is known when the steps run)."""
         steps: list[Step] = []
         for n in self.process_counts:
-            for mode in ("xor", "sum"):
+            for mode in self.process_modes:
                 label = f"one chain, {n} processes, {mode} mode, {backend}"
                 steps.append((label, partial(self.one_chain_processes, backend, endpoint, mode, n)))
         return steps
@@ -312,12 +313,19 @@ def main(argv: list[str] | None = None) -> int:
         help="stamps each process makes on the shared chain (default 10)",
     )
     parser.add_argument(
+        "--process-modes",
+        default="xor,sum",
+        help="chain modes of the process runs (default xor,sum; 'sum' for sum mode's cost alone)",
+    )
+    parser.add_argument(
         "--no-ddblocal", action="store_true", help="run the process workloads on the moto server only"
     )
     parser.add_argument("--out", type=Path, default=HERE, help="where results.{md,png,json} go")
     args = parser.parse_args(argv)
     if "1" not in args.threads.split(","):
         parser.error("--threads must include 1 (the uncontended stamp)")
+    if not args.process_modes or not set(args.process_modes.split(",")) <= {"xor", "sum"}:
+        parser.error("--process-modes takes xor, sum or xor,sum")
     if args.process_stamps < 1:
         parser.error("--process-stamps must be at least 1")
     console = Console()

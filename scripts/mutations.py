@@ -79,6 +79,7 @@ ONCE = "tests/test_once_regressions.py"
 CORE = "tests/test_core_regressions.py"
 DYNAMODB = "tests/test_dynamodb.py"
 MEMORY = "tests/test_memory.py"
+HISTORY = "tests/test_once_history.py"
 
 MUTANTS: list[Mutant] = [
     # -- issue 23's four survivors -----------------------------------------------------------
@@ -467,9 +468,41 @@ MUTANTS: list[Mutant] = [
         "history-not-written-before-trim",
         "issue 18: a block moves to history before it leaves the window (sum mode's trims)",
         "core/stamping.py",
-        "            yield from self._write_history(view, blocks)\n",
-        "",
+        "            yield from self._write_history(view, unwritten)\n",
+        "            pass\n",
         (f"{CORE}::test_a_sum_stamp_lost_then_trimmed_out_is_applied_exactly_once",),
+    ),
+    Mutant(
+        "block-owner-moves-earlier-blocks-first",
+        "concepts.md, Moving a block: the owner of a block moves its own block first while "
+        "an earlier owner's move is on its way (each block written and trimmed once)",
+        "core/stamping.py",
+        "            if not adopt and len(blocks) > 1 and _end(view, own) == upto:",
+        "            if False:",
+        (
+            f"{HISTORY}::test_the_owner_of_a_block_moves_its_own_while_a_late_owner_moves_the_one_before"
+            "[memory]",
+        ),
+    ),
+    Mutant(
+        "refused-own-trim-not-sent-again",
+        "concepts.md, Moving a block: a trim refused because an earlier block is still in the "
+        "list is sent once more before the owner moves that block itself",
+        "core/stamping.py",
+        "OWN_TRIMS = 2\n",
+        "OWN_TRIMS = 1\n",
+        (
+            f"{HISTORY}::test_the_owner_of_a_block_sends_its_trim_again_when_the_late_owner_lands_after_it"
+            "[memory]",
+        ),
+    ),
+    Mutant(
+        "lost-owners-block-left-in-the-list",
+        "concepts.md, Moving a block: a block whose owner was lost is moved by the next owner",
+        "core/stamping.py",
+        "                    if refused is None:\n                        return\n",
+        "                    if True:\n                        return\n",
+        (f"{HISTORY}::test_the_owner_of_a_block_moves_the_one_before_when_its_owner_was_lost[memory]",),
     ),
     Mutant(
         "xor-history-not-written",

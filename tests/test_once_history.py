@@ -147,42 +147,125 @@ def test_a_trim_sent_twice_removes_its_block_once_however_long_the_list(
     assert [op.key for op in kept.ops] == [op.key for op in ops[BLOCK:]]
 
 
-@pytest.mark.parametrize("backend", ["memory", "server"])
-def test_a_late_owner_moving_the_block_before_ours_does_not_stop_our_move(
-    backend: str, moto_server: LocalDynamoDB
-) -> None:
-    """Sum mode, writers racing: the owner of block 1 finds block 0 still in the list
-    (its owner is late), writes both blocks' history and trims block 0; the late owner's
-    trim of block 0 lands first. Ours is refused, and the list it returns shows block 0
-    just removed: we go on and remove block 1 (before, we stopped, and the list grew by
-    another 40 op ids until the next owner came)."""
-    from test_trims import LINEAGE, _ops, _seed
-    from test_trims import TAG as SEEDED
+def _owner_of_block_1(backend: str, moto_server: LocalDynamoDB) -> tuple[Any, Any]:
+    """A sum chain of 111 ops (window 32) on ``backend``, none moved yet: the op at
+    position 112 owns block 1 (41..80) and finds block 0 (1..40) still in the list.
+    The tracker, and its store's own ``execute``."""
+    from test_trims import _ops, _seed
 
     from xor_ack_dynamodb import MemoryAck
-    from xor_ack_dynamodb.core.chain import BLOCK
-    from xor_ack_dynamodb.core.messages import Read, Trim
 
     if backend == "memory":
         tracker: Any = MemoryAck(mode="sum", ttl=3600)
     else:
         tracker = XorAckDynamoDB(unique_table("hist"), client=moto_server.client(), mode="sum")
         tracker.create_table()
-    _seed(tracker, _ops(111), 10**6)  # window 32: the op at 112 owns block 1 (41..80)
-    store = tracker.store
-    original = store.execute
+    _seed(tracker, _ops(111), 10**6)
+    return tracker, tracker.store.execute
+
+
+@pytest.mark.parametrize("backend", ["memory", "server"])
+def test_the_owner_of_a_block_moves_its_own_while_a_late_owner_moves_the_one_before(
+    backend: str, moto_server: LocalDynamoDB
+) -> None:
+    """Sum mode, many writers: the owner of block 1 finds block 0 still in the list (its
+    owner's move, two round trips, is on its way). It writes and trims its own block
+    alone; the late owner's trim of block 0 lands first, then ours: each block written
+    to history once and trimmed once, no refused trim (before: the owner of block 1
+    wrote block 0's history too and raced the late owner's trim, one request each
+    wasted; at 32 processes that took a sum stamp to 1.09 requests)."""
+    from test_trims import LINEAGE
+    from test_trims import TAG as SEEDED
+
+    from xor_ack_dynamodb.core.chain import BLOCK
+    from xor_ack_dynamodb.core.messages import Read, ReadHistory, Trim
+
+    tracker, original = _owner_of_block_1(backend, moto_server)
     late: list[Any] = []
+    sent: list[Any] = []
 
     def execute(request: Any) -> Any:
-        if isinstance(request, Trim) and not late:  # block 0's owner, late, lands first
-            late.append(original(Trim(SEEDED, BLOCK, 32, request.now, 0, LINEAGE)))
+        if isinstance(request, Trim):
+            sent.append(request)
+            if not late:  # block 0's owner, late, lands first
+                late.append(original(Trim(SEEDED, BLOCK, 32, request.now, 0, LINEAGE)))
         return original(request)
 
-    store.execute = execute
+    tracker.store.execute = execute
     tracker.stamp(SEEDED, finished=[1], op_id="owner-of-block-1", first=True)
     kept = original(Read(SEEDED))
     assert late and (kept.cut_seq, kept.trims, len(kept.ops)) == (2 * BLOCK, 2, 112 - 2 * BLOCK)
-    assert tracker.stats.events["trims_skipped"] == 1 and tracker.stats.events["trims"] == 1
+    assert [t.cut for t in sent] == [BLOCK]  # its own block only
+    events = tracker.stats.events
+    assert (events["trims"], events.get("trims_skipped", 0), events["history_writes"]) == (1, 0, 1)
+    assert sorted(original(ReadHistory(SEEDED, LINEAGE, (0, 1))).blocks) == [1]  # block 0: the late owner's
+
+
+@pytest.mark.parametrize("backend", ["memory", "server"])
+def test_the_owner_of_a_block_sends_its_trim_again_when_the_late_owner_lands_after_it(
+    backend: str, moto_server: LocalDynamoDB
+) -> None:
+    """The late owner's trim of block 0 lands just after ours: ours is refused (the list
+    still starts at block 0), is sent once more and lands. Block 0's history is left to
+    its owner: one refused trim, no history written twice."""
+    from test_trims import LINEAGE
+    from test_trims import TAG as SEEDED
+
+    from xor_ack_dynamodb.core.chain import BLOCK
+    from xor_ack_dynamodb.core.messages import Read, ReadHistory, Trim
+
+    tracker, original = _owner_of_block_1(backend, moto_server)
+    sent: list[Any] = []
+
+    def execute(request: Any) -> Any:
+        if isinstance(request, Trim):
+            sent.append(request)
+            if len(sent) == 2:  # block 0's owner lands between our two trims
+                original(Trim(SEEDED, BLOCK, 32, request.now, 0, LINEAGE))
+        return original(request)
+
+    tracker.store.execute = execute
+    tracker.stamp(SEEDED, finished=[1], op_id="owner-of-block-1", first=True)
+    kept = original(Read(SEEDED))
+    assert (kept.cut_seq, kept.trims, len(kept.ops)) == (2 * BLOCK, 2, 112 - 2 * BLOCK)
+    assert [t.cut for t in sent] == [BLOCK, BLOCK]
+    events = tracker.stats.events
+    assert (events["trims"], events["trims_skipped"], events["history_writes"]) == (1, 1, 1)
+    assert sorted(original(ReadHistory(SEEDED, LINEAGE, (0, 1))).blocks) == [1]
+
+
+@pytest.mark.parametrize("backend", ["memory", "server"])
+def test_the_owner_of_a_block_moves_the_one_before_when_its_owner_was_lost(
+    backend: str, moto_server: LocalDynamoDB
+) -> None:
+    """The owner of block 0 never moved it (its process died after its stamp): the
+    owner of block 1 trims its own block, is refused (the list still starts at block
+    0), sends it once more (refused again), and moves block 0 then its own, each with
+    its history written first; no op is lost from the window and the history both."""
+    from test_trims import LINEAGE
+    from test_trims import TAG as SEEDED
+
+    from xor_ack_dynamodb.core.chain import BLOCK
+    from xor_ack_dynamodb.core.messages import Read, ReadHistory, Trim
+
+    tracker, original = _owner_of_block_1(backend, moto_server)
+    before = original(Read(SEEDED))
+    sent: list[Any] = []
+
+    def execute(request: Any) -> Any:
+        if isinstance(request, Trim):
+            sent.append(request)
+        return original(request)
+
+    tracker.store.execute = execute
+    tracker.stamp(SEEDED, finished=[1], op_id="owner-of-block-1", first=True)
+    kept = original(Read(SEEDED))
+    assert (kept.cut_seq, kept.trims, len(kept.ops)) == (2 * BLOCK, 2, 112 - 2 * BLOCK)
+    assert [t.cut for t in sent] == [BLOCK, BLOCK, 0, BLOCK]  # its own (refused twice), block 0, its own
+    events = tracker.stats.events
+    assert (events["trims"], events["trims_skipped"], events["history_writes"]) == (2, 2, 2)
+    history = original(ReadHistory(SEEDED, LINEAGE, (0, 1))).blocks
+    assert [op.key for i in (0, 1) for op in history[i]] == [op.key for op in before.ops[: 2 * BLOCK]]
 
 
 def test_a_child_finished_before_its_start_landed_fails_a_sum_chain() -> None:

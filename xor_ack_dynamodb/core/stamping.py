@@ -80,6 +80,10 @@ log = logging.getLogger("xor_ack_dynamodb")
 
 #: History reads one batch read may ask for (DynamoDB's BatchGetItem limit).
 READ_BLOCKS = 100
+#: Trims of its own block a block's owner sends while an earlier block is still in the
+#: list (its owner's trim most likely landing meanwhile) before it moves that block
+#: itself.
+OWN_TRIMS = 2
 #: Guarded writes one round makes before backing off (each after a history read that
 #: the chain's moves outran).
 PASSES = 8
@@ -417,7 +421,16 @@ class AddCall(_History[Stamp | Sum]):
         whatever happens to it (refused because another writer moved the block, lost,
         or failed outright), the stamp's outcome stands, and the writer of the next
         block moves what is left. A chain without a lineage (an older version's) is
-        adopted by its first move."""
+        adopted by its first move.
+
+        Own block first: when the list still holds blocks before this writer's own
+        (their owners' moves, two round trips each, are on their way while others
+        append), it writes and trims its own block alone, which lands once theirs have.
+        A trim refused because an earlier block is still there is sent once more (that
+        block's own trim is most likely landing meanwhile); only when it is refused
+        again (an owner lost, or far slower than this writer) does it move the earlier
+        blocks itself, in order. A block is written to history once and trimmed once in
+        the common case, however many writers append meanwhile."""
         adopt = chain.lineage is None
         view = replace(chain, lineage=new_lineage(), base=chain.cut_seq) if adopt else chain
         window = self.rules.window_of(chain)
@@ -425,23 +438,62 @@ class AddCall(_History[Stamp | Sum]):
         if not blocks:
             return
         try:
-            yield from self._write_history(view, blocks)
-            cut = view.cut_seq
-            for i, _ in enumerate(blocks):
-                trim = Trim(self.tag, BLOCK, window, now, cut, view.line, adopt and i == 0)
-                reply = yield trim
-                cut += BLOCK
-                if isinstance(reply, Written):
-                    self.events["trims"] += 1
-                    continue
-                self.events["trims_skipped"] += 1
-                # Refused: go on with the next block only if another writer (the owner of
-                # this one, late) has just removed exactly this one.
-                current = reply.current if isinstance(reply, Rejected) else None
-                if current is None or current.line != view.line or current.cut_seq != cut:
-                    return
+            written: set[int] = set()
+            own = blocks[-1]
+            if not adopt and len(blocks) > 1 and _end(view, own) == upto:
+                current: Chain | None = None
+                for _ in range(OWN_TRIMS):
+                    refused = yield from self._trim_blocks(view, [own], window, now, written)
+                    if refused is None:
+                        return
+                    current = refused.current
+                    if current is None:
+                        break
+                    if current.line != view.line or current.cut_seq >= _start(view, own):
+                        return  # moved by another writer, or the chain was created again
+                if current is not None:
+                    blocks = [b for b in blocks if _start(view, b) >= current.cut_seq]
+            yield from self._trim_blocks(view, blocks, window, now, written, adopt)
         except Transient:
             self.events["trims_lost"] += 1
         except Exception as exc:  # noqa: BLE001 - a failed move must not fail the applied stamp
             log.warning("chain %r: moving ops to history failed: %r", self.tag, exc)
             self.events["trims_failed"] += 1
+
+    def _trim_blocks(
+        self, view: Chain, blocks: list[Block], window: int, now: int, written: set[int], adopt: bool = False
+    ) -> Generator[Request, Any, Rejected | None]:
+        """Write the history of ``blocks`` (consecutive; those not in ``written``), then
+        trim them in order. None when every trim was applied, or was refused only
+        because another writer had just removed exactly that block; else the refusal
+        that stopped it (its ``current`` None when the backend returned no item)."""
+        unwritten = [b for b in blocks if b.index not in written]
+        if unwritten:
+            yield from self._write_history(view, unwritten)
+            written.update(b.index for b in unwritten)
+        cut = _start(view, blocks[0])
+        for i, _ in enumerate(blocks):
+            reply = yield Trim(self.tag, BLOCK, window, now, cut, view.line, adopt and i == 0)
+            cut += BLOCK
+            if isinstance(reply, Written):
+                self.events["trims"] += 1
+                continue
+            self.events["trims_skipped"] += 1
+            # Refused: go on with the next block only if another writer (the owner of
+            # this one, late) has just removed exactly this one.
+            refused = reply if isinstance(reply, Rejected) else Rejected(None)
+            current = refused.current
+            if current is None or current.line != view.line or current.cut_seq != cut:
+                return refused
+        return None
+
+
+def _start(chain: Chain, block: Block) -> int:
+    """The position after which ``block`` of ``chain`` starts (``cutn`` once the blocks
+    before it have left the list)."""
+    return chain.base + block.index * BLOCK
+
+
+def _end(chain: Chain, block: Block) -> int:
+    """The last position of ``block`` of ``chain``."""
+    return _start(chain, block) + BLOCK
