@@ -154,10 +154,24 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], *, publish: bool =
 def read_back(spark: SparkSession, staged: Staged) -> ChainXors:
     """Per chain, what the committed staged files hold (a column-pruned aggregation)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
     tag = staged.tag_column
+    # Given the columns it needs, the reader neither infers a schema (a job of its own)
+    # nor reads the user's columns.
+    text = StringType()
+    schema = StructType(
+        [
+            StructField(tag, text),
+            StructField(EDGE, LongType()),
+            StructField(GHOST, BooleanType()),
+            StructField(ERR, text),
+            StructField(NOTE, text),
+        ]
+    )
     found = (
-        staged.read(spark)
+        spark.read.schema(schema)
+        .parquet(staged.staging.url)
         .groupBy(tag)
         .agg(
             F.bit_xor(EDGE).alias("x"),

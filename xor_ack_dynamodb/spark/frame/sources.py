@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -116,6 +117,36 @@ def nfc(column: str) -> Column:
 
     composed = F.expr(f"reflect('com.ibm.icu.text.Normalizer', 'compose', `{column}`, false)")
     return F.when(F.col(column).rlike("[^\\x00-\\x7F]"), composed).otherwise(F.col(column))
+
+
+@contextmanager
+def _listed_here(spark: SparkSession, uris: Sequence[str]) -> Iterator[None]:
+    """Spark lists the files of ``spark.read`` in a job of one task per path once there
+    are more than ``spark.sql.sources.parallelPartitionDiscovery.threshold`` (32): for
+    710 files, a 710-task job that costs seconds while the driver would list them in
+    milliseconds. Local files (``file:``) are listed by the driver instead: on a classic
+    session the threshold is raised while the reader builds its file index (the index is
+    built then, once; the conf is put back after). Other file systems (HDFS, ``s3://``),
+    where a listing is a round trip, and Spark Connect (which lists when it runs the
+    query) keep Spark's setting."""
+    from ..context import is_connect
+
+    name = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    if is_connect(spark) or not all(u.startswith("file:") for u in uris):
+        yield
+        return
+    old = spark.conf.get(name, None)
+    if old is not None and int(old) >= len(uris):
+        yield
+        return
+    spark.conf.set(name, str(len(uris)))
+    try:
+        yield
+    finally:
+        if old is None:
+            spark.conf.unset(name)
+        else:
+            spark.conf.set(name, old)
 
 
 def _edges(df: DataFrame, run_key: int) -> DataFrame:
@@ -240,7 +271,9 @@ def read_text(
     if native:
         keys = spark.createDataFrame([(r.uri, r.chain) for r in native], f"{_KEY} string, {CHAIN} int")
         decoded = F.url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
-        lines = spark.read.text([r.uri or "" for r in native]).select(F.col("value"), decoded.alias(_KEY))
+        uris = [r.uri or "" for r in native]
+        with _listed_here(spark, uris):
+            lines = spark.read.text(uris).select(F.col("value"), decoded.alias(_KEY))
         found = lines.join(F.broadcast(keys), _KEY, "left")
         chain = F.coalesce(
             F.col(CHAIN), F.raise_error(F.concat(F.lit("a line of no root: "), F.col(_KEY))).cast("int")
