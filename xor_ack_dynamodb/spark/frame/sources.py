@@ -46,7 +46,7 @@ from ...errors import InvalidConfig
 from ..outcomes import PERMANENT
 from ..output import Location
 from ..tags import escape_key, unescape_key
-from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, to_signed
+from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, by_chain, to_signed
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -296,7 +296,10 @@ def read_text(
     valid = F.coalesce(F.is_valid_utf8("value"), F.lit(True))
     unreadable = F.col(ERR).isNotNull()
     bad = F.concat(F.lit(f"{PERMANENT}bad bytes: invalid UTF-8 in "), F.col("path"))
-    marked = lines.join(F.broadcast(names), CHAIN).select(
+    indexed = sorted(r.chain for r in roots) == list(range(len(roots)))
+    path = by_chain([r.text for r in sorted(roots, key=lambda r: r.chain)]) if indexed else None
+    named = lines.withColumn("path", path) if path is not None else lines.join(F.broadcast(names), CHAIN)
+    marked = named.select(
         "path",
         F.col("value").alias(_ROOT),
         CHAIN,
