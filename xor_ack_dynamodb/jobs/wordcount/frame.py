@@ -10,7 +10,10 @@ requests per file, whatever its size.
 
 Every attempt writes its rows (``word, count, xor_ack_tag``) under ``<parts>``, staged
 (``publish=False``: they are never published, this job reads them where they are); the
-final count is one Spark aggregation over the rows of the chains that ended acked.
+final count is one Spark aggregation over the rows of the chains that ended acked. It
+is started as soon as attempt 1's write committed without a failure, so that its Spark
+jobs run while the driver stamps the chains (:class:`CountAhead`); it is used only if
+every chain acked in attempt 1, and made again over the acked chains' rows otherwise.
 
 Words: the JVM's ``\\p{L}`` (Unicode letters: Lu, Ll, Lt, Lm, Lo, as Python's
 ``str.isalpha``) on NFC text, lower-cased by Spark's ``lower`` (Java's
