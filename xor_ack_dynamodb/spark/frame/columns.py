@@ -61,7 +61,14 @@ def by_chain(values: Sequence[str]) -> Column | None:
 
     if not 0 < len(values) <= INLINE_CHAINS:
         return None
-    return F.element_at(F.array(*(F.lit(v) for v in values)), F.col(CHAIN) + 1)
+    # One string literal split by a character no value holds (Spark folds the split into
+    # an array literal once): one call into the JVM where an array of literals would
+    # take two per value.
+    text = "".join(values)
+    sep = next((chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text), None)
+    if sep is None:
+        return None
+    return F.element_at(F.split(F.lit(sep.join(values)), sep), F.col(CHAIN) + 1)
 
 
 @dataclass

@@ -247,6 +247,7 @@ def read_text(
     and the tracking columns (``partitions``: tasks of the Arrow reader, if it is
     needed). :class:`InvalidConfig` for a bad option."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
     if bad_bytes not in ("replace", "fail"):
         raise InvalidConfig(f"bad_bytes must be 'replace' or 'fail', got {bad_bytes!r}")
@@ -267,7 +268,10 @@ def read_text(
         else:
             native.append(root)
     parts: list[DataFrame] = []
-    names = spark.createDataFrame([(r.chain, r.text) for r in roots], f"{CHAIN} int, path string")
+
+    def names() -> DataFrame:
+        return spark.createDataFrame([(r.chain, r.text) for r in roots], f"{CHAIN} int, path string")
+
     if native:
         keys = spark.createDataFrame([(r.uri, r.chain) for r in native], f"{_KEY} string, {CHAIN} int")
         decoded = F.url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
@@ -291,14 +295,15 @@ def read_text(
     strict = bad_bytes == "fail"
     root_errors = [(r.chain, r.edge, missing.get(r.chain)) for r in roots]
     if not parts:
-        return _root_ghosts(spark, root_errors, ["path", "line"], names.schema.add("line", "string"))
+        schema = StructType([StructField(CHAIN, IntegerType()), StructField("path", StringType())])
+        return _root_ghosts(spark, root_errors, ["path", "line"], schema.add("line", StringType()))
     lines = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     valid = F.coalesce(F.is_valid_utf8("value"), F.lit(True))
     unreadable = F.col(ERR).isNotNull()
     bad = F.concat(F.lit(f"{PERMANENT}bad bytes: invalid UTF-8 in "), F.col("path"))
     indexed = sorted(r.chain for r in roots) == list(range(len(roots)))
     path = by_chain([r.text for r in sorted(roots, key=lambda r: r.chain)]) if indexed else None
-    named = lines.withColumn("path", path) if path is not None else lines.join(F.broadcast(names), CHAIN)
+    named = lines.withColumn("path", path) if path is not None else lines.join(F.broadcast(names()), CHAIN)
     marked = named.select(
         "path",
         F.col("value").alias(_ROOT),
