@@ -220,3 +220,34 @@ def test_a_missing_file_fails_its_root_only(spark: Any, config: AckConfig, tmp_p
     assert good_outcome.state == "acked"
     assert gone.state == "failed" and len(gone.attempts) == 2
     assert "FileNotFoundError" in (gone.attempts[0].reason or "")
+
+
+def test_many_local_files_are_listed_by_the_driver_not_by_a_job(
+    spark: Any, config: AckConfig, tmp_path: Path
+) -> None:
+    """Past 32 paths Spark lists a read's files in a job of one task per path; the
+    tracked reader lists local files on the driver instead (and puts Spark's setting
+    back): no stage of the run has a task per file, and every count is exact."""
+    from pyspark.sql import functions as F
+
+    paths = []
+    for i in range(40):
+        path = tmp_path / "in" / f"f{i:02d}.txt"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f"w{i} common\n", encoding="utf-8")
+        paths.append(str(path))
+    status = spark.sparkContext.statusTracker()
+    before = set(status.getJobIdsForGroup())
+
+    def job(attempt: FrameAttempt) -> Any:
+        words = attempt.read_text().explode(F.split("line", " "), "word")
+        return words.group_by("word").count().write(tmp_path / "out")
+
+    report = FrameTracking(spark, config).run(paths, lambda p: p, job)
+    assert {o.state for o in report.outcomes} == {"acked"}
+    stages = [s for j in set(status.getJobIdsForGroup()) - before for s in status.getJobInfo(j).stageIds]
+    tasks = [info.numTasks for info in map(status.getStageInfo, stages) if info is not None]
+    assert tasks and max(tasks) < len(paths)
+    assert spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold", None) is None
+    totals = spark.read.parquet(str(tmp_path / "out")).groupBy("word").sum("count").collect()
+    assert {r[0]: r[1] for r in totals} == {"common": 40, **{f"w{i}": 1 for i in range(40)}}

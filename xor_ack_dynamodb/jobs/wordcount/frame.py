@@ -10,7 +10,10 @@ requests per file, whatever its size.
 
 Every attempt writes its rows (``word, count, xor_ack_tag``) under ``<parts>``, staged
 (``publish=False``: they are never published, this job reads them where they are); the
-final count is one Spark aggregation over the rows of the chains that ended acked.
+final count is one Spark aggregation over the rows of the chains that ended acked. It
+is started as soon as attempt 1's write committed without a failure, so that its Spark
+jobs run while the driver stamps the chains (:class:`CountAhead`); it is used only if
+every chain acked in attempt 1, and made again over the acked chains' rows otherwise.
 
 Words: the JVM's ``\\p{L}`` (Unicode letters: Lu, Ll, Lt, Lm, Lo, as Python's
 ``str.isalpha``) on NFC text, lower-cased by Spark's ``lower`` (Java's
@@ -23,12 +26,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...spark.frame import FrameAttempt, FrameTracking
 from ...spark.frame.columns import GHOST
-from ...spark.frame.commit import STAGING
+from ...spark.frame.commit import STAGING, new_write_id
 from ...spark.frame.sources import TextRoot, nfc
 from ...spark.outcomes import RunReport
 from .words import FaultPlan, Options
@@ -38,7 +42,7 @@ if TYPE_CHECKING:
 
     from ...config import AckConfig
 
-__all__ = ["frame_job", "run_frame", "frame_counts", "plain_counts", "NOT_LETTERS"]
+__all__ = ["CountAhead", "frame_job", "run_frame", "frame_counts", "plain_counts", "totals", "NOT_LETTERS"]
 
 #: Java regex that splits words: a run of anything but Unicode letters.
 NOT_LETTERS = r"[^\p{L}]+"
@@ -68,9 +72,38 @@ def fault_condition(faults: FaultPlan, attempt: int) -> Column:
     return draw < F.lit(int(faults.rate * scale))
 
 
-def frame_job(attempt: FrameAttempt, options: Options) -> Any:
+class CountAhead:
+    """The final count of attempt 1's staged rows, started in the background as soon as
+    its write committed, while the driver stamps the chains and reads what it must: the
+    count's Spark jobs overlap the requests instead of following them. It is the final
+    count only when every chain of the run acked in attempt 1 (the common case); then
+    :func:`frame_counts` takes it, otherwise it counts again over the acked chains'
+    rows. Not started when the write already carries a failure (that chain cannot ack)."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._ahead: tuple[str, Future[Counter[str]]] | None = None
+
+    def start(self, spark: SparkSession, staged: str) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="wordcount-count-ahead")
+        self._ahead = (staged, self._pool.submit(totals, spark, [staged], None))
+
+    def take(self, staged: Sequence[str]) -> Counter[str] | None:
+        """The count started ahead, if it was of exactly ``staged`` and succeeded."""
+        if self._ahead is None or self._pool is None:
+            return None
+        url, future = self._ahead
+        self._pool.shutdown(wait=False)
+        try:
+            counts = future.result()
+        except Exception:  # the count is made again, and its error, if any, raised there
+            return None
+        return counts if list(staged) == [url] else None
+
+
+def frame_job(attempt: FrameAttempt, options: Options, ahead: CountAhead | None = None) -> Any:
     """The pipeline on one attempt's files: lines -> words -> counts per file, staged
-    under ``<parts>``."""
+    under ``<parts>``; attempt 1 starts ``ahead`` once its write committed clean."""
     from pyspark.sql import functions as F
 
     faults = options.faults
@@ -82,6 +115,11 @@ def frame_job(attempt: FrameAttempt, options: Options) -> Any:
         )
         words = words.fail_when(fault_condition(faults, attempt.number), reason)
     counts = words.with_column("word", F.lower("word")).group_by("word").count()
+    if ahead is not None and attempt.number == 1:
+        write_id = new_write_id(attempt.tracking.tags.owner, attempt.number)
+        staged = options.parts.child(f"{STAGING}/{write_id}").url
+        attempt.commit.write_id = write_id
+        attempt.commit.before = lambda xors: None if xors.errors else ahead.start(attempt.spark, staged)
     return counts.write(options.parts, tag_column=TAG_COLUMN, publish=False)
 
 
@@ -108,35 +146,52 @@ def plain_counts(
 
 
 def run_frame(
-    spark: SparkSession, roots: Sequence[tuple[int, str]], config: AckConfig, options: Options
+    spark: SparkSession,
+    roots: Sequence[tuple[int, str]],
+    config: AckConfig,
+    options: Options,
+    ahead: CountAhead | None = None,
 ) -> RunReport:
-    """Run the job tracked."""
+    """Run the job tracked (``ahead``: see :class:`CountAhead`)."""
     tracking = FrameTracking(
         spark, config, run_id=options.run_id, tracker=options.tracker, transactions=options.transactions
     )
-    job = partial(frame_job, options=options)
+    job = partial(frame_job, options=options, ahead=ahead)
     return tracking.run(
         list(roots), lambda root: root[1], job, max_attempts=options.max_attempts, observer=options.observer
     )
 
 
-def frame_counts(spark: SparkSession, options: Options, report: RunReport) -> Counter[str]:
-    """Sum, per word, the staged rows of the chains that ended acked, in Spark; only the
-    distinct words come back (as Arrow). When every chain of every write acked, no
-    chain needs to be picked out."""
+def totals(spark: SparkSession, staged: Sequence[str], acked: Sequence[str] | None) -> Counter[str]:
+    """Sum, per word, the rows staged under ``staged`` (of the chains ``acked`` only,
+    unless None: all), in Spark; only the distinct words come back (as Arrow)."""
     from pyspark.sql import functions as F
 
+    # The staged columns it reads, given: no schema inference (a job of its own).
+    schema = f"word string, count bigint, {TAG_COLUMN} string, {GHOST} boolean"
+    rows = spark.read.schema(schema).parquet(*staged).where(~F.col(GHOST))
+    if acked is not None:
+        keep = spark.createDataFrame([(t,) for t in acked], f"{TAG_COLUMN} string")
+        rows = rows.join(F.broadcast(keep), TAG_COLUMN, "left_semi")
+    found = rows.groupBy("word").agg(F.sum("count").alias("count")).toArrow()
+    return Counter(
+        dict(zip(found.column("word").to_pylist(), found.column("count").to_pylist(), strict=True))
+    )
+
+
+def frame_counts(
+    spark: SparkSession, options: Options, report: RunReport, ahead: CountAhead | None = None
+) -> Counter[str]:
+    """Sum, per word, the staged rows of the chains that ended acked (:func:`totals`).
+    When every chain of every write acked, no chain needs to be picked out, and with one
+    write the count ``ahead`` started is it."""
     meta = options.parts.child(STAGING)
     staged = [meta.child(name[: -len(".json")]).url for name in meta.names("", ".json")]
     acked = report.acked_tags()
     if not staged or not acked:
         return Counter()
-    rows = spark.read.parquet(*staged).where(~F.col(GHOST))
     tried = {a.tag for o in report.outcomes for a in o.attempts}
-    if acked != tried:
-        keep = spark.createDataFrame([(t,) for t in sorted(acked)], f"{TAG_COLUMN} string")
-        rows = rows.join(F.broadcast(keep), TAG_COLUMN, "left_semi")
-    totals = rows.groupBy("word").agg(F.sum("count").alias("count")).toArrow()
-    return Counter(
-        dict(zip(totals.column("word").to_pylist(), totals.column("count").to_pylist(), strict=True))
-    )
+    if acked == tried:
+        early = ahead.take(staged) if ahead is not None else None
+        return early if early is not None else totals(spark, staged, None)
+    return totals(spark, staged, sorted(acked))

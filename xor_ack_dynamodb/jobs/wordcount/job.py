@@ -45,7 +45,7 @@ from ...spark.outcomes import RunObserver, RunReport
 from ...spark.output import Location
 from ...spark.rdd.executor import AfterFlush
 from ...spark.tags import escape_key
-from .frame import frame_counts, plain_counts, run_frame
+from .frame import CountAhead, frame_counts, plain_counts, run_frame
 from .rdd import rdd_counts, run_rdd
 from .words import FaultPlan, InjectedFailure, Options, default_corpus, find_inputs, tokenize
 
@@ -276,10 +276,11 @@ def run_wordcount(
                 report, counts = None, plain_counts(session, roots, faults)
                 phases["job"] = time.perf_counter() - clock
             else:
-                report = run_frame(session, roots, config, options)
+                ahead = CountAhead()
+                report = run_frame(session, roots, config, options, ahead)
                 phases["job"] = time.perf_counter() - clock
                 clock = time.perf_counter()
-                counts = frame_counts(session, options, report)
+                counts = frame_counts(session, options, report, ahead)
         finally:
             for name, old in previous.items():
                 if old is not None:

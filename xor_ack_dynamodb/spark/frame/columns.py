@@ -20,10 +20,14 @@ columns beside the user's:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["CHAIN", "EDGE", "GHOST", "ERR", "NOTE", "TRACKING", "ChainXors", "to_signed"]
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+__all__ = ["CHAIN", "EDGE", "GHOST", "ERR", "NOTE", "TRACKING", "ChainXors", "to_signed", "by_chain"]
 
 CHAIN = "_xa_chain"
 EDGE = "_xa_edge"
@@ -40,6 +44,31 @@ _WORD = 1 << 64
 def to_signed(edge: int) -> int:
     """A 64-bit edge as Spark's signed bigint."""
     return edge - _WORD if edge >= _SIGN else edge
+
+
+#: Up to this many chains a per-chain value is looked up in an array literal; beyond,
+#: by a broadcast join.
+INLINE_CHAINS = 4096
+
+
+def by_chain(values: Sequence[str]) -> Column | None:
+    """``values[chain]`` of each row: an array literal in the plan, indexed by the row's
+    ``CHAIN``, or None for more than :data:`INLINE_CHAINS` values (or none), where the
+    caller joins a table instead. (A table from ``createDataFrame`` is an RDD on a
+    classic session: each broadcast of it is a Spark job of its own that the query waits
+    for, and the join hashes every row.)"""
+    from pyspark.sql import functions as F
+
+    if not 0 < len(values) <= INLINE_CHAINS:
+        return None
+    # One string literal split by a character no value holds (Spark folds the split into
+    # an array literal once): one call into the JVM where an array of literals would
+    # take two per value.
+    text = "".join(values)
+    sep = next((chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text), None)
+    if sep is None:
+        return None
+    return F.element_at(F.split(F.lit(sep.join(values)), sep), F.col(CHAIN) + 1)
 
 
 @dataclass

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..output import Location, OutputRefused
-from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors
+from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, by_chain
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -132,10 +132,13 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], *, publish: bool =
     from pyspark.sql import functions as F
 
     spark = df.sparkSession
-    names = spark.createDataFrame(list(enumerate(tags)), f"{CHAIN} int, {staged.tag_column} string")
-    rows = df.join(F.broadcast(names), CHAIN).select(
-        *staged.columns, staged.tag_column, EDGE, GHOST, ERR, NOTE
-    )
+    tag = by_chain(tags)
+    if tag is not None:
+        tagged = df.withColumn(staged.tag_column, tag)
+    else:
+        names = spark.createDataFrame(list(enumerate(tags)), f"{CHAIN} int, {staged.tag_column} string")
+        tagged = df.join(F.broadcast(names), CHAIN)
+    rows = tagged.select(*staged.columns, staged.tag_column, EDGE, GHOST, ERR, NOTE)
     rows.write.mode("append").parquet(staged.staging.url)
     xors = read_back(spark, staged)
     ledger = {
@@ -154,10 +157,24 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], *, publish: bool =
 def read_back(spark: SparkSession, staged: Staged) -> ChainXors:
     """Per chain, what the committed staged files hold (a column-pruned aggregation)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
     tag = staged.tag_column
+    # Given the columns it needs, the reader neither infers a schema (a job of its own)
+    # nor reads the user's columns.
+    text = StringType()
+    schema = StructType(
+        [
+            StructField(tag, text),
+            StructField(EDGE, LongType()),
+            StructField(GHOST, BooleanType()),
+            StructField(ERR, text),
+            StructField(NOTE, text),
+        ]
+    )
     found = (
-        staged.read(spark)
+        spark.read.schema(schema)
+        .parquet(staged.staging.url)
         .groupBy(tag)
         .agg(
             F.bit_xor(EDGE).alias("x"),

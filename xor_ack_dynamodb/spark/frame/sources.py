@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,7 @@ from ...errors import InvalidConfig
 from ..outcomes import PERMANENT
 from ..output import Location
 from ..tags import escape_key, unescape_key
-from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, to_signed
+from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, by_chain, to_signed
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -116,6 +117,36 @@ def nfc(column: str) -> Column:
 
     composed = F.expr(f"reflect('com.ibm.icu.text.Normalizer', 'compose', `{column}`, false)")
     return F.when(F.col(column).rlike("[^\\x00-\\x7F]"), composed).otherwise(F.col(column))
+
+
+@contextmanager
+def _listed_here(spark: SparkSession, uris: Sequence[str]) -> Iterator[None]:
+    """Spark lists the files of ``spark.read`` in a job of one task per path once there
+    are more than ``spark.sql.sources.parallelPartitionDiscovery.threshold`` (32): for
+    710 files, a 710-task job that costs seconds while the driver would list them in
+    milliseconds. Local files (``file:``) are listed by the driver instead: on a classic
+    session the threshold is raised while the reader builds its file index (the index is
+    built then, once; the conf is put back after). Other file systems (HDFS, ``s3://``),
+    where a listing is a round trip, and Spark Connect (which lists when it runs the
+    query) keep Spark's setting."""
+    from ..context import is_connect
+
+    name = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    if is_connect(spark) or not all(u.startswith("file:") for u in uris):
+        yield
+        return
+    old = spark.conf.get(name, None)
+    if old is not None and int(old) >= len(uris):
+        yield
+        return
+    spark.conf.set(name, str(len(uris)))
+    try:
+        yield
+    finally:
+        if old is None:
+            spark.conf.unset(name)
+        else:
+            spark.conf.set(name, old)
 
 
 def _edges(df: DataFrame, run_key: int) -> DataFrame:
@@ -216,6 +247,7 @@ def read_text(
     and the tracking columns (``partitions``: tasks of the Arrow reader, if it is
     needed). :class:`InvalidConfig` for a bad option."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
     if bad_bytes not in ("replace", "fail"):
         raise InvalidConfig(f"bad_bytes must be 'replace' or 'fail', got {bad_bytes!r}")
@@ -236,11 +268,16 @@ def read_text(
         else:
             native.append(root)
     parts: list[DataFrame] = []
-    names = spark.createDataFrame([(r.chain, r.text) for r in roots], f"{CHAIN} int, path string")
+
+    def names() -> DataFrame:
+        return spark.createDataFrame([(r.chain, r.text) for r in roots], f"{CHAIN} int, path string")
+
     if native:
         keys = spark.createDataFrame([(r.uri, r.chain) for r in native], f"{_KEY} string, {CHAIN} int")
         decoded = F.url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
-        lines = spark.read.text([r.uri or "" for r in native]).select(F.col("value"), decoded.alias(_KEY))
+        uris = [r.uri or "" for r in native]
+        with _listed_here(spark, uris):
+            lines = spark.read.text(uris).select(F.col("value"), decoded.alias(_KEY))
         found = lines.join(F.broadcast(keys), _KEY, "left")
         chain = F.coalesce(
             F.col(CHAIN), F.raise_error(F.concat(F.lit("a line of no root: "), F.col(_KEY))).cast("int")
@@ -258,12 +295,16 @@ def read_text(
     strict = bad_bytes == "fail"
     root_errors = [(r.chain, r.edge, missing.get(r.chain)) for r in roots]
     if not parts:
-        return _root_ghosts(spark, root_errors, ["path", "line"], names.schema.add("line", "string"))
+        schema = StructType([StructField(CHAIN, IntegerType()), StructField("path", StringType())])
+        return _root_ghosts(spark, root_errors, ["path", "line"], schema.add("line", StringType()))
     lines = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     valid = F.coalesce(F.is_valid_utf8("value"), F.lit(True))
     unreadable = F.col(ERR).isNotNull()
     bad = F.concat(F.lit(f"{PERMANENT}bad bytes: invalid UTF-8 in "), F.col("path"))
-    marked = lines.join(F.broadcast(names), CHAIN).select(
+    indexed = sorted(r.chain for r in roots) == list(range(len(roots)))
+    path = by_chain([r.text for r in sorted(roots, key=lambda r: r.chain)]) if indexed else None
+    named = lines.withColumn("path", path) if path is not None else lines.join(F.broadcast(names()), CHAIN)
+    marked = named.select(
         "path",
         F.col("value").alias(_ROOT),
         CHAIN,
