@@ -48,7 +48,10 @@ def spark_jobs(sc: Any, tag: str) -> list[dict[str, Any]]:
 def check_published(sc: Any, report: RunReport, run_id: str, attempts: list[int]) -> dict[str, int]:
     """The run's jobs in Spark: each attempt's jobs described as that attempt with its
     number of roots, then one job of no task whose description holds the run's figures
-    (equal to the report's); returns those figures."""
+    (equal to the report's); returns those figures. Spark's status store is fed by its
+    listener bus, asynchronously: the run's last jobs may reach it after the run
+    returns, so this waits for the bus to drain first (Spark's own wait: up to 10 s)."""
+    sc._jsc.sc().listenerBus().waitUntilEmpty()
     jobs = spark_jobs(sc, run_tag(run_id))
     *work, last = jobs
     labels = [j["description"] for j in work]
