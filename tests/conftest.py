@@ -80,10 +80,6 @@ XDIST_GROUPS = {
 }
 
 
-#: The groups that take longest on their worker (minutes each, measured), started first.
-LONGEST_FIRST = ("spark", "packaging", "spark-classic", "spark-cluster", "spark-partitions-cluster")
-
-
 def xdist_group(module: str, nodeid: str = "") -> str | None:
     """The xdist group of the test module named ``module`` (None: no group). The docs
     collector's blocks stay together by page (a page's setup and its blocks share a
@@ -105,10 +101,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     Grouping is done here, on node ids, rather than with ``xdist_group`` marks: under
     pytest 9.2, pytest-xdist 3.8 cannot rename a worker's items (it sets ``_nodeid``,
-    which pytest no longer reads), so the marks group nothing. The groups of
-    :data:`LONGEST_FIRST` start first, in that order (each takes minutes on one worker:
-    started late, one of them was the suite's last minutes with three workers idle);
-    the rest follow largest first (xdist's loadscope reorder)."""
+    which pytest no longer reads), so the marks group nothing. Groups are scheduled
+    largest first (xdist's loadscope reorder)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
@@ -117,12 +111,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             group = xdist_group(nodeid.split("::", 1)[0].rsplit("/", 1)[-1], nodeid)
             return group if group is not None else super()._split_scope(nodeid)
-
-        def _assign_work_unit(self, node: Any) -> None:
-            for scope in reversed(LONGEST_FIRST):  # the queue is built by now
-                if scope in self.workqueue:
-                    self.workqueue.move_to_end(scope, last=False)
-            super()._assign_work_unit(node)
 
     return ModuleGroups(config, log)
 
