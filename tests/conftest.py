@@ -52,8 +52,8 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 #: Test modules whose tests run together on one xdist worker (pyproject.toml's addopts:
 #: ``-n 4 --dist loadgroup``), by file name. The ``test_spark_*.py`` modules share one
-#: session-scoped SparkSession per worker, so they run in two groups, two workers' worth
-#: of Spark JVMs rather than four, and each group keeps the order of a serial run (a
+#: session-scoped SparkSession per worker, so they run in two groups (two SparkSessions,
+#: not one per worker), and each group keeps the order of a serial run (a
 #: Connect session sets process-wide state the classic modules expect to find restored;
 #: every module that uses the Connect server is in ``spark``). One group of them all made
 #: the suite wait on it: about 1,000 of its 1,100 seconds. The standalone clusters, module
