@@ -24,10 +24,10 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 from conftest import unique_table
 from moto import mock_aws
+from regression_clients import client, sum_tracker, tracker
 from scripted import Script
 from serverless_helpers import example, queue_depth
 
@@ -133,17 +133,6 @@ def test_a_record_whose_stamp_is_refused_or_fails_sends_no_child(serverless: _Pi
 # -- xor mode: a lost response, outrun by more than the window ---------------------------------
 
 
-def _client(server: LocalDynamoDB) -> Any:
-    return boto3.client(
-        "dynamodb",
-        endpoint_url=server.endpoint_url,
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(retries={"mode": "standard", "total_max_attempts": 3}),
-    )
-
-
 @pytest.mark.server
 def test_an_xor_stamp_with_a_random_op_id_lost_and_outrun_is_applied_once(moto_server: LocalDynamoDB) -> None:
     """Xor mode, a stamp without an op id (a random one: only its own resends can be
@@ -154,11 +143,10 @@ def test_an_xor_stamp_with_a_random_op_id_lost_and_outrun_is_applied_once(moto_s
     second application): found, a duplicate. Without that check the retry's delivery is
     a first one (nothing to look for) and the stamp is applied twice, XOR cancelling it."""
     table = unique_table("guards")
-    retry = RetryPolicy(max_attempts=10, initial_wait=0.001, max_wait=0.01)
-    raw = _client(moto_server)
-    ack = XorAckDynamoDB(table, client=raw, retry=retry, max_ops=8)
+    raw = client(moto_server)
+    ack = tracker(moto_server, table, client=raw, max_ops=8)
     ack.create_table()
-    other = XorAckDynamoDB(table, client=_client(moto_server), retry=retry, max_ops=8)
+    other = tracker(moto_server, table, max_ops=8)
     root = ack.new_edge()
     kids = [ack.new_edge() for _ in range(80)]
     ack.create(TAG, root)
@@ -185,11 +173,10 @@ def test_a_combined_write_lost_and_outrun_is_found_by_its_marker(moto_server: Lo
     must find the write's marker in the history (docs/concepts.md: a combined write is
     recognised by its marker) and not apply the 8 again, which would cancel them."""
     table = unique_table("guards")
-    retry = RetryPolicy(max_attempts=10, initial_wait=0.001, max_wait=0.01)
-    raw = _client(moto_server)
-    plain = XorAckDynamoDB(table, client=raw, retry=retry, max_ops=4)
+    raw = client(moto_server)
+    plain = tracker(moto_server, table, client=raw, max_ops=4)
     plain.create_table()
-    other = XorAckDynamoDB(table, client=_client(moto_server), retry=retry, max_ops=4)
+    other = tracker(moto_server, table, max_ops=4)
     combiner = CombiningTracker(plain)
     root = plain.new_edge()
     kids = [plain.new_edge() for _ in range(9 + 60)]
@@ -248,13 +235,7 @@ def test_a_zero_sum_whose_acked_write_is_missing_refuses_a_stamp(
     not refuse it here. Without it the stamp reopens a chain whose completer already
     returned ``acked``. The same holds for ``fail`` and ``touch`` (their condition's
     ``sum <> 0``)."""
-    if backend == "memory":
-        ack: Any = MemoryAck(mode="sum", ttl=3600)
-    else:
-        ack = XorAckDynamoDB(
-            unique_table("zero"), client=request.getfixturevalue("inproc_client"), mode="sum"
-        )
-        ack.create_table()
+    ack = sum_tracker(None if backend == "memory" else request.getfixturevalue("inproc_client"), "zero")
     ack.create(TAG, 100)
     ack.stamp(TAG, finished=[100], started=[7, 5], op_id="root")
     assert ack.stamp(TAG, finished=[7], op_id="a") == 5

@@ -13,6 +13,7 @@ import boto3
 import pytest
 from botocore.config import Config
 from conftest import unique_table
+from regression_clients import sum_tracker
 from scripted import Script
 
 from xor_ack_dynamodb import LocalDynamoDB, RetryPolicy, XorAckDynamoDB, errors
@@ -126,15 +127,10 @@ def test_a_trim_sent_twice_removes_its_block_once_however_long_the_list(
     from test_trims import LINEAGE, _ops, _seed
     from test_trims import TAG as SEEDED
 
-    from xor_ack_dynamodb import MemoryAck
     from xor_ack_dynamodb.core.chain import BLOCK
     from xor_ack_dynamodb.core.messages import Read, Rejected, Trim, Written
 
-    if backend == "memory":
-        tracker: Any = MemoryAck(mode="sum", ttl=3600)
-    else:
-        tracker = XorAckDynamoDB(unique_table("hist"), client=moto_server.client(), mode="sum")
-        tracker.create_table()
+    tracker = sum_tracker(None if backend == "memory" else moto_server.client(), "hist")
     ops = _ops(200)
     _seed(tracker, ops, 777)
     trim = Trim(SEEDED, BLOCK, 32, cut=0, lineage=LINEAGE)
@@ -153,13 +149,7 @@ def _owner_of_block_1(backend: str, moto_server: LocalDynamoDB) -> tuple[Any, An
     The tracker, and its store's own ``execute``."""
     from test_trims import _ops, _seed
 
-    from xor_ack_dynamodb import MemoryAck
-
-    if backend == "memory":
-        tracker: Any = MemoryAck(mode="sum", ttl=3600)
-    else:
-        tracker = XorAckDynamoDB(unique_table("hist"), client=moto_server.client(), mode="sum")
-        tracker.create_table()
+    tracker = sum_tracker(None if backend == "memory" else moto_server.client(), "hist")
     _seed(tracker, _ops(111), 10**6)
     return tracker, tracker.store.execute
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import Clock, unique_table
-from regression_clients import client, tracker
+from regression_clients import client, sum_tracker, tracker
 from scripted import Script
 
 from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, XorAckDynamoDB, errors, new_stamp, xor
@@ -169,13 +169,7 @@ def test_a_negative_sum_fails_the_chain_at_once(request: pytest.FixtureRequest, 
     """Sum mode: an edge finished twice (a double application) takes the sum below zero.
     Before: the stamp returned the negative sum and the chain stayed pending, wrong,
     until it expired. Now the chain fails at once with that reason."""
-    if backend == "memory":
-        ack: Any = MemoryAck(mode="sum", ttl=3600)
-    else:
-        ack = XorAckDynamoDB(
-            unique_table("negative"), client=request.getfixturevalue("inproc_client"), mode="sum"
-        )
-        ack.create_table()
+    ack = sum_tracker(None if backend == "memory" else request.getfixturevalue("inproc_client"), "negative")
     ack.create(TAG, 100)
     ack.stamp(TAG, finished=[100], started=[10, 5], op_id="root")
     assert ack.stamp(TAG, finished=[10], op_id="a") == 5

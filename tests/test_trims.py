@@ -21,6 +21,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.compat import HTTPHeaders
 from conftest import unique_table
+from regression_clients import sum_tracker
 
 from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, XorAckDynamoDB
 from xor_ack_dynamodb.core.algebra import SumAlgebra
@@ -65,12 +66,8 @@ def _chain(ops: tuple[Op, ...], value: int, lineage: bytes | None = LINEAGE) -> 
 @pytest.fixture(params=["memory", "inproc", "server", "dynalite", "ddblocal"])
 def sum_ack(request: pytest.FixtureRequest) -> Any:
     """A sum-mode tracker in memory, and on each DynamoDB backend."""
-    if request.param == "memory":
-        return MemoryAck(mode="sum", ttl=3600)
-    client = request.getfixturevalue(f"{request.param}_client")
-    tracker = XorAckDynamoDB(unique_table("trims"), client=client, mode="sum")
-    tracker.create_table()
-    return tracker
+    memory = request.param == "memory"
+    return sum_tracker(None if memory else request.getfixturevalue(f"{request.param}_client"), "trims")
 
 
 def _seed(ack: Any, ops: tuple[Op, ...], value: int, lineage: bytes | None = LINEAGE) -> None:
