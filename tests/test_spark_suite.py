@@ -33,3 +33,23 @@ def test_spark_modules_are_in_two_groups_and_connect_users_share_one() -> None:
     assert xdist_group("test_docs_examples.py", spark_block) == "spark"
     cluster_run = "tests/test_spark_partitions.py::test_200_partitions_killed_and_speculated_on_a_cluster"
     assert xdist_group("test_spark_partitions.py", cluster_run) == "spark-partitions-cluster"
+
+
+def test_only_the_suite_sets_the_jvm_flag_and_each_jvm_says_so() -> None:
+    """docs/testing.md: the flag comes from the suite's conftest alone (not the package,
+    the examples, the benchmarks, the Makefile or the CLI), and a JVM started under it
+    says so once on its stderr."""
+    import os
+    import shutil
+    import subprocess
+
+    repo = TESTS.parent
+    folders = ("xor_ack_dynamodb", "examples", "benchmarks", "scripts")
+    places = [repo / "Makefile", *(repo / d for d in folders)]
+    files = [p for place in places for p in ([place] if place.is_file() else place.rglob("*.py"))]
+    assert files and not [p for p in files if "TieredStopAtLevel" in p.read_text()]
+    assert TEST_JVM_OPTIONS in os.environ["JAVA_TOOL_OPTIONS"]
+    java = shutil.which("java")
+    assert java is not None  # Spark's tests need it too
+    done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    assert done.stderr.count(f"Picked up JAVA_TOOL_OPTIONS: {os.environ['JAVA_TOOL_OPTIONS']}") == 1
