@@ -57,10 +57,15 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 #: Connect session sets process-wide state the classic modules expect to find restored;
 #: every module that uses the Connect server is in ``spark``). One group of them all made
 #: the suite wait on it: about 1,000 of its 1,100 seconds. The standalone clusters, module
-#: fixtures of their own run through subprocesses, run on other workers meanwhile.
+#: fixtures of their own run through subprocesses, run on other workers meanwhile. The
+#: fault-injection modules spend most of their time in botocore's backoff, not on the CPU:
+#: spread over the workers they all waited at once (four workers idle for two minutes);
+#: as one group they wait on one worker while the others compute.
 XDIST_GROUPS = {
     "test_spark_cluster.py": "spark-cluster",
     "test_packaging.py": "packaging",
+    "test_faults.py": "faults",
+    "test_combiner.py": "faults",
     **dict.fromkeys(
         (
             "test_spark_commit.py",

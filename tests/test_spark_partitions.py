@@ -1,8 +1,8 @@
 """Any number of partitions on the RDD path: 200 reduce partitions, each owing XORs to
-chains that span ~120 of them, with every reduce task killed once after its flush (local
-mode and a standalone cluster) and with speculation copying a straggler (standalone
-cluster of two workers: Spark runs no speculative copy in local mode, nor on a host
-already running the task). Every chain must end acked with one create and one stamp,
+chains that span ~120 of them, with reduce tasks killed once after their flush (one pair
+in two in local mode, one in eight on a standalone cluster) and with speculation copying
+a straggler (standalone cluster of two workers: Spark runs no speculative copy in local
+mode, nor on a host already running the task). Every chain must end acked with one create and one stamp,
 and the output exact (see tests/partitions_job.py)."""
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ def test_each_root_spans_more_partitions_than_a_chain_remembers_ops() -> None:
         assert len(spread) > 100
 
 
-def test_200_partitions_every_task_killed_once_local(spark: Any, config: AckConfig, tmp_path: Path) -> None:
-    result = partitions_job.run(spark.sparkContext, config, tmp_path, "kill")
+def test_200_partitions_100_tasks_killed_once_local(spark: Any, config: AckConfig, tmp_path: Path) -> None:
+    """One task pair in two killed: 100 retried reduce tasks, three times a chain's op
+    window. (All 200 took twice as long, on the suite's busiest worker.)"""
+    result = partitions_job.run(spark.sparkContext, config, tmp_path, "kill", every=2)
     partitions_job.check(result)
 
 
@@ -69,7 +71,7 @@ def test_200_partitions_killed_and_speculated_on_a_cluster(
         "out": str(tmp_path),
         "scenarios": ["kill", "speculate", "frame-speculate"],
         # One reduce task in eight killed (each failure costs a Python worker and a
-        # retry: 200 of them take minutes on two shared cores; the local test kills all).
+        # retry: 200 of them take minutes on two shared cores; the local test kills half).
         "every": 8,
     }
     env = {**aws_test_env(), "SPARK_LOCAL_IP": "127.0.0.1"}

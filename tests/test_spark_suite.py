@@ -1,6 +1,7 @@
 """How the suite runs its Spark tests (docs/testing.md, "The library's own suite: how it
 runs"): the JVMs get the quick compiler only, and the Spark modules are split in two
-groups that keep every Connect user together."""
+groups that keep every Connect user together; the modules that mostly wait on botocore's
+backoff wait in one group."""
 
 from __future__ import annotations
 
@@ -33,6 +34,15 @@ def test_spark_modules_are_in_two_groups_and_connect_users_share_one() -> None:
     assert xdist_group("test_docs_examples.py", spark_block) == "spark"
     cluster_run = "tests/test_spark_partitions.py::test_200_partitions_killed_and_speculated_on_a_cluster"
     assert xdist_group("test_spark_partitions.py", cluster_run) == "spark-partitions-cluster"
+
+
+def test_the_fault_injection_modules_wait_on_one_worker() -> None:
+    for nodeid in (
+        "tests/reliability/test_faults.py::test_faults_never_lose_nor_fake_an_ack[moto_server]",
+        "tests/test_combiner.py::test_threads_on_one_chain_under_fault_injection[ddblocal]",
+    ):
+        module = nodeid.split("::")[0].rsplit("/", 1)[-1]
+        assert xdist_group(module, nodeid) == "faults", nodeid
 
 
 def test_only_the_suite_sets_the_jvm_flag_and_each_jvm_says_so() -> None:

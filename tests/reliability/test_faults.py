@@ -174,25 +174,48 @@ def _check(o: Outcome) -> None:
         assert result.events["trims"] > 0, (label, result.events)
 
 
-#: Every scenario on the serialized moto server; the mixed one on Amazon's engine too.
-CASES = [pytest.param(s, "moto_server", id=s) for s in SCENARIOS] + [
-    pytest.param("mixed", "ddblocal", id="mixed-ddblocal")
-]
-
-
-@pytest.mark.parametrize(("scenario", "backend"), CASES)
-def test_faults_never_lose_nor_fake_an_ack(
-    request: pytest.FixtureRequest, scenario: str, backend: str, seed: int
+def _run_together(
+    request: pytest.FixtureRequest, backend: str, mode: str, cases: list[tuple[str, bool]], seed: int
 ) -> None:
+    """Run ``cases`` ((scenario, trims) pairs) of ``mode`` on ``backend`` at once, each on
+    its own table with its own clients and threads, and check every outcome. They wait on
+    botocore's backoff far more than they compute: together they take about the time of
+    the slowest, and every failed scenario is reported, not only the first."""
+    server = request.getfixturevalue(backend)
+    with ThreadPoolExecutor(len(cases)) as pool:
+        runs = [
+            pool.submit(_run_scenario, server, scenario, backend, mode, seed + i, trims=trims)
+            for i, (scenario, trims) in enumerate(cases)
+        ]
+        outcomes = [run.result() for run in runs]
+    failed = []
+    for outcome in outcomes:
+        try:
+            _check(outcome)
+        except AssertionError as exc:
+            failed.append(str(exc))
+    assert failed == [], "\n".join(failed)
+
+
+#: xor mode: every scenario on the serialized moto server; the mixed one on Amazon's
+#: engine too. (scenario, trims) pairs.
+CASES: dict[str, list[tuple[str, bool]]] = {
+    "moto_server": [(s, False) for s in SCENARIOS],
+    "ddblocal": [("mixed", False)],
+}
+
+
+@pytest.mark.parametrize("backend", CASES)
+def test_faults_never_lose_nor_fake_an_ack(request: pytest.FixtureRequest, backend: str, seed: int) -> None:
     """Random trees stamped from many threads through faulty clients: every returned
     value is one the applied stamps can explain, exactly one call per chain reports
     acked, and every chain ends acked."""
-    _check(_run_scenario(request.getfixturevalue(backend), scenario, backend, "xor", seed))
+    _run_together(request, backend, "xor", CASES[backend], seed)
 
 
 #: Sum mode: every scenario on the moto server, and the mixed one with trees long enough
 #: to trim their op lists; the mixed one on DynamoDB Local and on dynalite (which returns
-#: no ALL_OLD: a refused ADD is judged on a read). (scenario, trims) pairs.
+#: no ALL_OLD: a refused ADD is judged on a read).
 SUM_CASES: dict[str, list[tuple[str, bool]]] = {
     "moto_server": [(s, False) for s in SCENARIOS] + [("mixed", True)],
     "ddblocal": [("mixed", False)],
@@ -206,19 +229,8 @@ def test_faults_never_lose_nor_fake_an_ack_in_sum_mode(
 ) -> None:
     """The same scenarios in sum mode (one ADD a stamp; the completing writer's follow-up
     write; duplicates recognized from the op list by the ADD's own condition), checked by
-    the same model in the sum group. The scenarios of one backend run at once, each on its
-    own table with its own clients and threads: they wait on botocore's backoff far more
-    than they compute, so together they take about the time of the slowest."""
-    server = request.getfixturevalue(backend)
-    scenarios = SUM_CASES[backend]
-    with ThreadPoolExecutor(len(scenarios)) as pool:
-        runs = [
-            pool.submit(_run_scenario, server, scenario, backend, "sum", seed + i, trims=trims)
-            for i, (scenario, trims) in enumerate(scenarios)
-        ]
-        outcomes = [run.result() for run in runs]
-    for outcome in outcomes:
-        _check(outcome)
+    the same model in the sum group."""
+    _run_together(request, backend, "sum", SUM_CASES[backend], seed)
 
 
 #: Each request type the library sends, and the calls that send it: (operation, call).
