@@ -89,12 +89,13 @@ def xdist_group(module: str, nodeid: str = "") -> str | None:
     """The xdist group of the test module named ``module`` (None: no group). The docs
     collector's blocks stay together by page (a page's setup and its blocks share a
     worker): docs/spark.md's with the Spark modules (its SparkSession), the rest as one.
-    The 200-partition run on its own two-host cluster (a subprocess) is a group of its
-    own."""
+    The 200-partition run on its own two-host cluster (a subprocess) joins the other
+    standalone-cluster tests: xdist hands out larger groups first, and as a group of one
+    test it started last and ran alone for its last minute."""
     if module == "test_docs_examples.py":
         return "spark" if "docs/spark.md" in nodeid else "docs"
     if module == "test_spark_partitions.py" and "on_a_cluster" in nodeid:
-        return "spark-partitions-cluster"
+        return "spark-cluster"
     if module in XDIST_GROUPS:
         return XDIST_GROUPS[module]
     return "spark" if module.startswith("test_spark_") else None

@@ -29,11 +29,11 @@ def test_spark_modules_are_in_two_groups_and_connect_users_share_one() -> None:
     assert "test_spark_connect.py" in connect_users
     assert {groups[m] for m in connect_users} == {"spark"}, connect_users
     # The docs page's Spark blocks share the Connect group's session; the 200-partition
-    # run on its own cluster goes to a group of its own.
+    # run on its own cluster goes with the other standalone-cluster tests.
     spark_block = "tests/test_docs_examples.py::test_doc_block[docs/spark.md:35]"
     assert xdist_group("test_docs_examples.py", spark_block) == "spark"
     cluster_run = "tests/test_spark_partitions.py::test_200_partitions_killed_and_speculated_on_a_cluster"
-    assert xdist_group("test_spark_partitions.py", cluster_run) == "spark-partitions-cluster"
+    assert xdist_group("test_spark_partitions.py", cluster_run) == "spark-cluster"
 
 
 def test_the_fault_injection_modules_wait_on_one_worker() -> None:
