@@ -139,10 +139,4 @@ class EdgeKey:
         streams: list[list[int]] = [self.stream_array(seed, start, count).tolist() for seed in seeds]
         if len(streams) == 1:
             return streams[0]
-        out = []
-        for words in zip(*streams, strict=True):
-            edge = 0
-            for j, word in enumerate(words):
-                edge |= word << (64 * j)
-            out.append(edge)
-        return out
+        return [sum(word << (64 * j) for j, word in enumerate(words)) for words in zip(*streams, strict=True)]

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .context import is_connect
@@ -143,9 +142,7 @@ class RunMetrics:
             self._context.setJobDescription(summary(self.run_id, self.values))
             self._context._jsc.emptyRDD().count()
 
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._context is not None:
             self._context.setLocalProperty(_DESCRIPTION, self._saved)
             self._context.removeJobTag(self.tag)

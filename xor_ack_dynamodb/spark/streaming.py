@@ -81,19 +81,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.factory import MAX_OWNER
-from ..errors import (
-    InvalidConfig,
-    NotOwner,
-    OpIdReused,
-    TagAcked,
-    TagExpired,
-    TagFailed,
-    TagNotFound,
-    XorAckError,
-)
+from ..errors import InvalidConfig, NotOwner, OpIdReused, XorAckError
+from ..stores.dynamodb.tracker import XorAckDynamoDB
 from .attempts import DRIVER_THREADS, Plan
-from .chains import Started, connect, create_chains, refuse_delete_on_ack, snapshot
+from .chains import CHAIN_ENDED, Started, create_chains, refuse_delete_on_ack, snapshot
 from .frame import Commit, FrameAttempt, FrameTracking, TrackedFrame
+from .frame.columns import GHOST, with_tags
 from .frame.commit import SINK_FORMATS, STAGING
 from .group import Group
 from .outcomes import CONFLICT, Attempt
@@ -182,11 +175,8 @@ class StreamTracking:
     :param format: ``parquet`` (default) or ``csv``.
     :param tracker: the tracker to use on the classic driver (default: the one
         ``config`` describes, built where the batch function runs).
-    :param hook: a test hook (:data:`BatchHook`): ``hook(batch_id, phase)`` is called
-        on the driver once the batch's write committed (``"written"``, nothing stamped)
-        and once its stamps went out (``"stamped"``); raising there fails the batch, as
-        a crash would (its restart runs the batch again). That is how a test makes a
-        batch fail: ``StreamTracking(..., hook=fail_batch_1_once)``.
+    :param hook: a test hook (:data:`BatchHook`); raising there fails the batch, as a
+        crash would (its restart runs the batch again).
 
     Raises :class:`InvalidConfig` here for a bad argument (nothing is sent).
     """
@@ -243,15 +233,12 @@ class StreamTracking:
     @property
     def tracker(self) -> AckTracker:
         if self._tracker is None:
-            self._tracker = connect(self.config)
+            self._tracker = XorAckDynamoDB.from_config(self.config)
         return self._tracker
 
     def tag(self, key: str) -> str:
         """The tag of root ``key``'s chain."""
         return stream_tag(self.stream_id, key)
-
-    def batch_location(self, batch_id: int) -> Path:
-        return self.location / f"batch-{batch_id:08d}"
 
     @property
     def _reports(self) -> Location:
@@ -312,7 +299,7 @@ class StreamTracking:
                 raise InvalidConfig(
                     f"the stream's job must return a TrackedFrame, not {type(frame).__name__}"
                 )
-            out = Location(str(self.batch_location(batch_id)))
+            out = Location(str(self.location / f"batch-{batch_id:08d}"))
             out.remove()  # a re-run replaces what a failed run left
             report.rows = frame.write(out, format=self.format).rows
 
@@ -386,7 +373,7 @@ class StreamTracking:
                 return CONFLICT
             except OpIdReused:
                 return DIFFERS
-            except (TagAcked, TagFailed, TagExpired, TagNotFound) as exc:
+            except CHAIN_ENDED as exc:
                 return f"{ENDED} ({exc.code})"
             return None
 
@@ -436,8 +423,6 @@ class StreamTracking:
         the rows its earlier batches kept staged."""
         from pyspark.sql import functions as F
 
-        from .frame.columns import GHOST
-
         tags = sorted({t for b in self.reports() for k, t in b.tags.items() if k not in b.refused})
         found = self.tracker.status_many(tags) if tags else {}
         acked = {t for t, s in found.items() if s.state == "acked" and s.owner == self.owner}
@@ -447,30 +432,16 @@ class StreamTracking:
         batches = sorted(self.location.glob("batch-*"))
         published = [str(b) for b in batches if any(b.glob("part-*"))]
         written = reader.load(published) if published else None
-        late: list[tuple[str, list[str]]] = []
         for batch in batches:
+            staged = batch / STAGING / "batch"
             claim = Location(str(batch / STAGING)).get("batch.published")
-            if (batch / STAGING / "batch").is_dir():
-                done = set(json.loads(claim)["tags"]) if claim else set()
-                late.append((str(batch / STAGING / "batch"), sorted(acked - done)))
-        for staged, wanted in late:
-            if not wanted:
+            wanted = sorted(acked - set(json.loads(claim)["tags"] if claim else ()))
+            if not staged.is_dir() or not wanted:
                 continue
-            keep = spark.createDataFrame([(t,) for t in wanted], f"{tag_column} string")
-            rows = (
-                spark.read.parquet(staged)
-                .where(~F.col(GHOST))
-                .join(F.broadcast(keep), tag_column, "left_semi")
-            )
-            rows = rows.select(
-                *(
-                    written.columns
-                    if written is not None
-                    else [c for c in rows.columns if not c.startswith("_xa_")]
-                )
-            )
+            rows = with_tags(spark.read.parquet(str(staged)).where(~F.col(GHOST)), tag_column, wanted)
+            users = [c for c in rows.columns if not c.startswith("_xa_")]
+            rows = rows.select(*(written.columns if written is not None else users))
             written = rows if written is None else written.unionByName(rows)
         if written is None:
             return spark.createDataFrame([], f"{tag_column} string")
-        keep_all = spark.createDataFrame([(t,) for t in sorted(acked)], f"{tag_column} string")
-        return written.join(F.broadcast(keep_all), on=tag_column, how="left_semi")
+        return with_tags(written, tag_column, sorted(acked))

@@ -58,19 +58,11 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..core.factory import MAX_OWNER
-from ..errors import (
-    InvalidConfig,
-    NotOwner,
-    OpIdReused,
-    TagAcked,
-    TagExpired,
-    TagFailed,
-    TagNotFound,
-)
+from ..errors import InvalidConfig, NotOwner, OpIdReused
 from ..serverless.edges import op_id as edge_op_id
 from ..stamps import check_tag
 from .attempts import Plan
-from .chains import Started, pool_map, split_refusals
+from .chains import CHAIN_ENDED, Started, pool_map, split_refusals
 from .frame import Commit, FrameAttempt, FrameJob, FrameTracking
 from .frame.columns import ChainXors
 from .group import Group
@@ -100,9 +92,6 @@ log = logging.getLogger("xor_ack_dynamodb.spark")
 
 #: The state reported for a handed chain the job did not continue.
 REFUSED = "refused"
-#: A handed chain still pending after the job: the job's part is done (DataFrame path)
-#: or sent (RDD path); other holders' edges are outstanding.
-PENDING = "pending"
 
 
 @dataclass(frozen=True)
@@ -226,7 +215,7 @@ def stamp_handed(tracker: AckTracker, item: Handed, started: int) -> str | None:
         return f"not adopted: {CONFLICT} (another owner)"
     except OpIdReused:
         return "not adopted: this edge was already finished by another job"
-    except (TagAcked, TagFailed, TagExpired, TagNotFound) as exc:
+    except CHAIN_ENDED as exc:
         return f"not adopted: the chain is already {exc.code}"
     return None
 

@@ -31,7 +31,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...spark.frame import FrameAttempt, FrameTracking
-from ...spark.frame.columns import GHOST
+from ...spark.frame.columns import GHOST, with_tags
 from ...spark.frame.commit import STAGING, new_write_id
 from ...spark.frame.sources import TextRoot, nfc
 from ...spark.outcomes import RunReport
@@ -139,10 +139,8 @@ def plain_counts(
     if faults is not None and faults.rate > 0.0:
         failing = F.when(fault_condition(faults, 1), F.raise_error(F.lit("InjectedFailure"))).cast("boolean")
         words = words.where(F.coalesce(failing, F.lit(True)))
-    totals = words.groupBy(F.lower("word").alias("word")).count().toArrow()
-    return Counter(
-        dict(zip(totals.column("word").to_pylist(), totals.column("count").to_pylist(), strict=True))
-    )
+    found = words.groupBy(F.lower("word").alias("word")).count().toArrow()
+    return Counter(dict(zip(*found.to_pydict().values(), strict=True)))  # columns word, count
 
 
 def run_frame(
@@ -171,12 +169,9 @@ def totals(spark: SparkSession, staged: Sequence[str], acked: Sequence[str] | No
     schema = f"word string, count bigint, {TAG_COLUMN} string, {GHOST} boolean"
     rows = spark.read.schema(schema).parquet(*staged).where(~F.col(GHOST))
     if acked is not None:
-        keep = spark.createDataFrame([(t,) for t in acked], f"{TAG_COLUMN} string")
-        rows = rows.join(F.broadcast(keep), TAG_COLUMN, "left_semi")
+        rows = with_tags(rows, TAG_COLUMN, acked)
     found = rows.groupBy("word").agg(F.sum("count").alias("count")).toArrow()
-    return Counter(
-        dict(zip(found.column("word").to_pylist(), found.column("count").to_pylist(), strict=True))
-    )
+    return Counter(dict(zip(*found.to_pydict().values(), strict=True)))  # columns word, count
 
 
 def frame_counts(

@@ -1,11 +1,7 @@
 """The main job: a tracked word count (database -> files -> words) on Spark.
 
-One chain per input file. Each file is read and split into words on the executors
-(``fan_out``: acks the file, starts one edge per word); each word is counted
-(``map``, where ``--fail-rate`` injects failures); counts are summed per (file, word)
-through a shuffle (``reduce_by_key``, carrying the words' pending edges); the sums are
-written durably and only then acked (``sink``). A file's chain reaches zero exactly when
-every one of its words is in a written partition.
+One chain per input file, which reaches zero exactly when every one of the file's words
+is in the committed output.
 
 Words: maximal runs of letters of the NFC text, lower-cased (:mod:`.words`). The two
 pipelines are :mod:`.frame` (DataFrames, the default) and :mod:`.rdd`; this module
@@ -131,16 +127,7 @@ class WordCountReport:
             "api": self.api,
             "tracking": self.tracking,
             "files": [
-                {
-                    "path": f.path,
-                    "tag": f.tag,
-                    "state": f.state,
-                    "attempts": f.attempts,
-                    "error": f.error,
-                    "note": f.note,
-                    "history": f.history,
-                }
-                for f in self.files
+                {k: v for k, v in dataclasses.asdict(f).items() if k != "acked_attempt"} for f in self.files
             ],
             "totals": self.totals(),
             "phases": {k: round(v, 3) for k, v in self.phases.items()},
@@ -265,9 +252,8 @@ def run_wordcount(
             "spark.sql.files.maxPartitionBytes": split_bytes,
         }
         previous = {k: session.conf.get(k, None) for k, v in settings.items() if v}
-        for name, value in settings.items():
-            if value:
-                session.conf.set(name, str(value))
+        for name in previous:
+            session.conf.set(name, str(settings[name]))
         if options.output.is_s3 and not can_write(session, options.output):
             temp = tempfile.mkdtemp(prefix="xor-ack-parts-")
             options = dataclasses.replace(options, parts_root=Location(temp))

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..output import Location, OutputRefused
-from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, by_chain
+from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, by_chain, with_tags
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -113,10 +113,6 @@ class Staged:
     def meta(self) -> Location:
         return self.location.child(STAGING)
 
-    def read(self, spark: SparkSession) -> DataFrame:
-        """Every staged row (data and ghosts, tracking columns included)."""
-        return spark.read.parquet(self.staging.url)
-
 
 def new_write_id(owner: str, attempt: int) -> str:
     """A write id: the run's owner (``/`` made safe), the attempt, 48 random bits."""
@@ -157,21 +153,12 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], *, publish: bool =
 def read_back(spark: SparkSession, staged: Staged) -> ChainXors:
     """Per chain, what the committed staged files hold (a column-pruned aggregation)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
     tag = staged.tag_column
     # Given the columns it needs, the reader neither infers a schema (a job of its own)
     # nor reads the user's columns.
-    text = StringType()
-    schema = StructType(
-        [
-            StructField(tag, text),
-            StructField(EDGE, LongType()),
-            StructField(GHOST, BooleanType()),
-            StructField(ERR, text),
-            StructField(NOTE, text),
-        ]
-    )
+    quoted = "`" + tag.replace("`", "``") + "`"
+    schema = f"{quoted} string, {EDGE} bigint, {GHOST} boolean, {ERR} string, {NOTE} string"
     found = (
         spark.read.schema(schema)
         .parquet(staged.staging.url)
@@ -217,12 +204,8 @@ def publish(spark: SparkSession, staged: Staged, acked: Iterable[str], *, keep_s
         claim = f"{staged.write_id}.published" + (f".{len(claims) + 1}" if claims else "")
         source = f"{staged.write_id}.pub-{secrets.token_hex(4)}"
         if chosen:
-            keep = spark.createDataFrame([(t,) for t in chosen], f"{staged.tag_column} string")
-            rows = (
-                staged.read(spark)
-                .where(~F.col(GHOST))
-                .join(F.broadcast(keep), staged.tag_column, "left_semi")
-            )
+            staged_rows = spark.read.parquet(staged.staging.url).where(~F.col(GHOST))
+            rows = with_tags(staged_rows, staged.tag_column, chosen)
             writer = rows.select(*staged.columns, staged.tag_column).write.mode("append")
             writer.format(staged.format).options(**({"header": "true"} if staged.format == "csv" else {}))
             writer.save(meta.child(source).url)

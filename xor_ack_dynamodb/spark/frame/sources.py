@@ -213,25 +213,14 @@ def _fallback_lines(location: Location, batches: Iterable[pa.RecordBatch]) -> It
                     with open(unescape_key(path), "rb") as handle:
                         data = handle.read()
             except Exception as exc:
-                why = getattr(exc, "strerror", None) or str(exc)
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.array([chain], pa.int32()),
-                        pa.nulls(1, pa.binary()),
-                        pa.array([f"{type(exc).__name__}: {why}"]),
-                    ],
-                    schema=schema,
+                why = f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}"
+                yield pa.RecordBatch.from_pydict(
+                    {CHAIN: [chain], "value": [None], "error": [why]}, schema=schema
                 )
                 continue
             lines = data.splitlines()
-            yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array([chain] * len(lines), pa.int32()),
-                    pa.array(lines, pa.binary()),
-                    pa.nulls(len(lines), pa.string()),
-                ],
-                schema=schema,
-            )
+            found = {CHAIN: [chain] * len(lines), "value": lines, "error": [None] * len(lines)}
+            yield pa.RecordBatch.from_pydict(found, schema=schema)
 
 
 def read_text(

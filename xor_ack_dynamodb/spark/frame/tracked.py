@@ -127,11 +127,6 @@ class TrackedFrame:
     def _then(self, df: DataFrame) -> TrackedFrame:
         return TrackedFrame(df, self._attempt)
 
-    def _run_key(self) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.lit(self._attempt.run_key).cast("bigint")
-
     def select(self, *columns: str | Column) -> TrackedFrame:
         """Like ``select``; the tracking columns come along (``"*"`` is the user's
         columns)."""
@@ -205,7 +200,7 @@ class TrackedFrame:
         kept = [c for c in base.columns if c not in dropped]
         exploded = base.select(*kept, F.posexplode_outer(_ARRAY).alias(_POS, alias))
         edge, pos, count = F.col(EDGE), F.col(_POS), F.col(_COUNT)
-        run = self._run_key()
+        run = F.lit(self._attempt.run_key).cast("bigint")
         head = F.when(pos == 0, edge).otherwise(F.xxhash64(run, edge, pos))
         tail = F.when(pos + 1 == count, F.lit(0).cast("bigint")).otherwise(F.xxhash64(run, edge, pos + 1))
         out = exploded.withColumns(

@@ -20,7 +20,7 @@ from ..outcomes import RunObserver, RunReport
 from ..output import Location
 from . import commit as protocol
 from .attempt import Commit, FrameAttempt, FrameJob
-from .columns import to_signed
+from .columns import to_signed, with_tags
 from .tracked import TrackedFrame
 
 if TYPE_CHECKING:
@@ -211,8 +211,4 @@ class FrameTracking(Driver):
         what a cross-root aggregate must be computed over to stay exact under replay.
         (A published location holds only such rows already: this is for rows read
         where they were staged, or written before.)"""
-        from pyspark.sql import functions as F
-
-        acked = sorted(report.acked_tags())
-        tags = self.spark.createDataFrame([(t,) for t in acked], f"{tag_column} string")
-        return df.join(F.broadcast(tags), on=tag_column, how="left_semi")
+        return with_tags(df, tag_column, sorted(report.acked_tags()))
