@@ -1,70 +1,19 @@
 """Structured Streaming: tracked micro-batches through ``writeStream.foreachBatch``.
 
-:class:`StreamTracking` is the function handed to ``foreachBatch``. For each micro-batch
-it finds the batch's roots (the distinct values of a key column, e.g. the file a row
-came from), gives each root's rows their chain, runs the user's job on a
-:class:`~xor_ack_dynamodb.spark.frame.TrackedFrame`, writes the result with the tracked
-sink and stamps each chain once with what the write committed (as
-:class:`~xor_ack_dynamodb.spark.frame.FrameTracking` does for a batch job).
+:class:`StreamTracking` is the function handed to ``foreachBatch``: per micro-batch it
+gives each root (a key column's value) its chain, tagged ``<stream id>/<escaped key>``,
+runs the user's job on a :class:`~xor_ack_dynamodb.spark.frame.TrackedFrame`, writes the
+result with the tracked sink into ``<location>/batch-<b>`` (emptied first) and stamps
+each chain once with what the commit recorded. Guarantees: a re-run micro-batch (same
+batch id, same input) is applied once, every op id and edge being a function of the
+stream id, the batch id and the input; a chain is acked once its closing batch is
+written; a chain still pending after that is failed and listed for replay; a key whose
+chain ended, expired (an open root that waited longer than its ttl) or belongs to
+another owner is refused, not created afresh. Each batch's :class:`BatchReport` is
+written to ``<location>/_xor_ack/batch-<b>.json`` after its stamps.
 
-**A root is a stable key; its chain is its own for life.** The tag is
-``<stream id>/<escaped key>``, created on the root's first sight (op id
-``<stream id>/<batch id>/create/<tag>``) and continued by later batches that bring rows
-of the same key (op id ``<stream id>/<batch id>/start/<tag>``). While a root is *open*
-its chain holds one more edge, the *carry* ``c`` (derived from the tag); a batch that
-brings a row for which the ``closes`` column is true finishes ``c``. With
-``closes=None`` (the default; right for files, which a file source reads once) every
-root closes in the batch that sees it. So a root's chain spans its batches:
-
-==================  ================================  ===============================
-batch               start (before the job runs)       after the committed write
-==================  ================================  ===============================
-first, open         ``create(tag, r_b ^ c)``          ``stamp(tag, X_b)``
-later, open         ``stamp(tag, r_b)``               ``stamp(tag, X_b)``
-closing             ``create(tag, r_b)`` or           ``stamp(tag, X_b)``
-                    ``stamp(tag, r_b ^ c)``
-==================  ================================  ===============================
-
-``r_b`` is the batch's root edge for the chain (derived from the stream's key, the
-batch id and the tag) and ``X_b`` the XOR the sink's commit recorded for it: equal to
-``r_b`` exactly when every row of the root reached the committed write. A chain reads
-acked once its closing batch is written; an open chain waits (mind its ttl: a root
-that stays open longer than the chain's ttl expires unless something touches it).
-
-**A re-run micro-batch is applied once.** After a failure Spark restarts the query from
-its checkpoint and runs the failed batch again with the same batch id and the same
-input. Everything the batch sends is a function of the stream id, the batch id and the
-input (edges come from a key derived from the stream id, not drawn), so the re-run's
-creates and stamps carry the op ids and values of the first run's, and the chain
-applies each at most once (a create's op id is kept for the chain's life; a stamp's in
-its window). The output is idempotent per batch id too: batch ``b`` writes into
-``<location>/batch-<b>``, which is emptied before the write, so a re-run replaces what a
-failed run left instead of adding to it.
-
-**Reports.** Each batch writes ``<location>/_xor_ack/batch-<b>.json``
-(:class:`BatchReport`: acked, failed, pending and refused roots) after its stamps;
-:meth:`StreamTracking.reports` reads them back (they survive restarts and work under
-Spark Connect, where the batch function runs in the server) and
-:meth:`StreamTracking.replayable` lists the roots whose chains failed or expired.
-
-A batch that fails (its job, its write, or anything after) leaves the chains it started
-pending: the re-run of the same batch completes them (if the query is never restarted
-they expire and are listed for replay). A chain still pending after its closing batch
-was written can no longer complete: it is failed (so no late write acks it) and listed
-for replay. A key seen again after its
-chain ended, or whose tag holds a chain of another owner, is *refused*: nothing is
-sent to its chain, it is reported, and its rows (written like the others) are not
-among the acked rows (:meth:`StreamTracking.acked_rows`).
-
-A key whose chain expired (an open root that waited longer than its ttl) is refused
-too, not created afresh (a create would overwrite the expired chain): it is listed by
-:meth:`StreamTracking.replayable`. Once a finished chain is purged (its retention
-passed) the key starts a new chain.
-
-Requests per root that opens and closes in one batch: one create and one stamp (two
-writes; the tracker knows the value it created, so the stamp needs no read), plus two
-``BatchGetItem`` per 100 roots per batch (before: expired chains; after: the report).
-A continued root costs a refused create (``TagExists``), a read and a stamp more.
+See docs/spark.md, "Structured Streaming" (the per-batch creates and stamps, the carry
+edge of an open root, reports, requests per root).
 """
 
 from __future__ import annotations
