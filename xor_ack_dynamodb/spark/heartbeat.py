@@ -1,28 +1,15 @@
 """The driver's heartbeat: a run's pending chains do not expire while its job runs.
 
-A chain gets a deadline ``ttl`` after its last write (create, stamp, touch); a Spark job
-that outlives it would find every chain expired at its end and replay every root. While
-an attempt's job runs (:meth:`~xor_ack_dynamodb.spark.attempts.Driver.attempt`, on
-every tracked path), a :class:`Heartbeat` thread in the driver touches the attempt's
-chains every ``ttl / 3`` (the first beat one interval after the job starts, so a job
-shorter than that costs nothing), pushing their deadlines ``ttl`` from now:
+While an attempt's job runs (:meth:`~xor_ack_dynamodb.spark.attempts.Driver.attempt`,
+on every tracked path), a :class:`Heartbeat` thread in the driver touches the attempt's
+chains every ``ttl / 3`` (two beats may be lost before a chain expires), pushing their
+deadlines ``ttl`` from now; the first beat comes one interval after the job starts. A
+chain that ended or belongs to another owner drops out; one not created yet
+(``TagNotFound``) stays. The thread lives in a ``with`` block and in the driver only: it
+never outlives the job, and a chain whose driver died expires as before.
 
-- a beat is one conditional ``touch`` (UpdateItem) per chain from a small thread pool
-  (default), or, with ``method="batch"``, ``touch_many`` (transactions of up to 100
-  conditional updates and one batch read per 100 chains on DynamoDB; single updates
-  where the backend has no transactions). Singles are the default: on DynamoDB a
-  transactional write costs twice a single one and the batch read adds a read unit per
-  chain, so batches save requests but cost more capacity; and moto's transactions copy
-  the whole table per item (a 200-chain batch beat on the moto server took over a
-  minute and failed, singles 10 s);
-- a chain that ended (acked, failed, expired) or belongs to another owner drops out; a
-  chain not created yet (``TagNotFound``: executors create them as the job starts) stays;
-- the thread lives inside a ``with`` block: leaving it stops and joins the thread, so it
-  never outlives the job. It lives in the driver process only: a chain whose driver
-  died is touched no more and expires as before.
-
-Requests are those of the heartbeat's own tracker (:attr:`Heartbeat.tracker`), reported
-by :meth:`Heartbeat.figures` with the measured requests per chain per minute.
+See docs/spark.md, "Long jobs: the heartbeat" (``single`` vs ``batch`` beats, what each
+costs, the measured figures).
 """
 
 from __future__ import annotations
@@ -60,7 +47,8 @@ class HeartbeatPolicy:
     :param interval: seconds between beats; default a third of the tracker's TTL (two
         beats may be lost before a chain expires).
     :param method: ``"single"`` (default: ``touch`` per chain, ``threads`` at a time) or
-        ``"batch"`` (``touch_many``); see the module doc for which costs what.
+        ``"batch"`` (``touch_many``); see docs/spark.md, "Long jobs: the heartbeat",
+        for which costs what.
     :param threads: concurrent touches with ``method="single"``.
     """
 
