@@ -1,25 +1,19 @@
 """What runs inside a Spark task: the executor's tracker and the per-partition ledger.
 
-A record of a tracked RDD is ``(value, tag, anchor)``: for a record of one chain (every
-record until a shuffle merges chains), ``tag`` is the chain's tag and ``anchor`` the XOR
-of its pending edges, an ``int``; for a record that stands for several chains, ``tag`` is
-``None`` and ``anchor`` a dict ``{tag: pending XOR}``. No dict per record on the common
-path.
+A record of a tracked RDD is ``(value, tag, anchor)``: one chain's tag and an ``int``
+anchor (the XOR of its pending edges), or ``None`` and a ``{tag: XOR}`` dict for a
+record that stands for several chains. A ledger collects one partition's XORs per chain
+for one step and flushes at the partition's end: one ``create`` per chain the step
+starts (op id ``<run>.<attempt>/<step>/<partition>/<tag>/create``, remembered for the
+chain's life), one ``fail`` per chain whose records raised (failing twice changes
+nothing), and no stamp: the other XORs leave as one carrier record (a :class:`Carry`)
+for the sink to return to the driver, which stamps each chain once per attempt. Spark
+hands the driver one result per partition, so this is exact whatever tasks were
+retried, recomputed or speculated, and the op-id window (``win``, 32) is never the
+limit.
 
-A ledger collects, for one partition of one tracked step, the XOR of every edge the
-step acked or emitted per chain, and the chains whose records raised. At the end of the
-partition it flushes: one ``create`` per chain the step starts (op id
-``<run>.<attempt>/<step>/<partition>/<tag>/create``; a chain remembers its create's op id
-for life), one ``fail`` per failed chain (failing twice changes nothing), and **no
-stamp**: the XORs of the other chains leave the task as one *carrier* record (value a
-:class:`Carry`, tag ``None``, anchor the ``{tag: XOR}`` dict) that travels down the
-pipeline with the data, through shuffles, untouched by user functions, to the sink,
-which returns it to the driver with the partition's result. Spark hands the driver
-exactly one result per partition of an action (and a reduce task reads exactly one
-output per map partition), so each partition's XORs reach the driver once, whatever
-tasks were retried, recomputed or run speculatively; the driver stamps each chain once
-per attempt. So a chain receives one stamp per attempt whatever the partition count,
-and its window of remembered op ids (``win``, 32) is never the limit.
+See docs/spark.md, "RDDs" ("Coalescing: one stamp per chain, at any number of
+partitions").
 """
 
 from __future__ import annotations

@@ -50,12 +50,9 @@ class RDDTracking(Driver):
         request per 100 chains instead of one or two per chain, at twice the write units
         on DynamoDB).
 
-    Chains of either mode work (``config.mode``): xor chains (the default) combine
-    anchors by XOR and stamp bytes; sum chains add started edges, subtract finished
-    anchors and stamp ints (one ``UpdateItem`` per stamp, never a lost race). Executors
-    never stamp: each step's per-partition amounts reach the driver as carrier records
-    (see :mod:`.executor`), which stamps each chain once per attempt. See
-    ``docs/spark.md``.
+    Chains of either mode work (``config.mode``; xor by default). Executors never stamp:
+    the driver stamps each chain once per attempt (:mod:`.executor`). See docs/spark.md,
+    "Chain modes and requests".
 
     Requests are counted per task and summed on the driver (:attr:`counters`), with the
     driver's own (sink stamps, reads, fails of stuck chains) added by :meth:`requests`.
