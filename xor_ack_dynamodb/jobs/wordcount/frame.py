@@ -1,25 +1,15 @@
 """The word count on tracked DataFrames (``xor-ack wordcount``, the default ``--api frame``).
 
-One chain per input file, created by the driver while the job runs. Spark's own text
-reader reads the files (any file system Spark has; see
-:mod:`~xor_ack_dynamodb.spark.frame.sources`); words are split, lower-cased and counted
-per file in the JVM (``explode`` of ``split(line, '[^\\p{L}]+')`` without the empty
-strings, ``group_by``: no Python per word); Spark's Parquet writer stages the counts and
-the driver reads back one XOR per file and stamps each file's chain once with it. Two
-requests per file, whatever its size.
-
-Every attempt writes its rows (``word, count, xor_ack_tag``) under ``<parts>``, staged
-(``publish=False``: they are never published, this job reads them where they are); the
-final count is one Spark aggregation over the rows of the chains that ended acked. It
-is started as soon as attempt 1's write committed without a failure, so that its Spark
-jobs run while the driver stamps the chains (:class:`CountAhead`); it is used only if
+One chain per input file, created by the driver while the job runs and stamped once
+after the write committed: two requests per file, whatever its size; every per-word
+step stays in the JVM. Every attempt's rows (``word, count, xor_ack_tag``) stay staged
+under ``<parts>`` (``publish=False``); the final count aggregates the rows of the chains
+that ended acked. :class:`CountAhead` starts it as soon as attempt 1's write committed
+without a failure, so its Spark jobs run while the driver stamps; it is used only if
 every chain acked in attempt 1, and made again over the acked chains' rows otherwise.
 
-Words: the JVM's ``\\p{L}`` (Unicode letters: Lu, Ll, Lt, Lm, Lo, as Python's
-``str.isalpha``) on NFC text, lower-cased by Spark's ``lower`` (Java's
-``toLowerCase``), which agree with :func:`~xor_ack_dynamodb.jobs.wordcount.words.tokenize` on the
-text we test (English, German, French); both follow the Unicode tables of their runtime
-(Java 17: Unicode 13, Python 3.11: Unicode 14), which can differ for letters added since.
+See docs/wordcount.md and docs/spark.md, "The word count" (how the JVM's words agree
+with :func:`~xor_ack_dynamodb.jobs.wordcount.words.tokenize`).
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
 """The main job: a tracked word count (database -> files -> words) on Spark.
 
 One chain per input file, which reaches zero exactly when every one of the file's words
-is in the committed output.
+is in the committed output. The two pipelines are :mod:`.frame` (DataFrames, the
+default) and :mod:`.rdd`; this module runs either and writes the results. Nothing in the
+library imports the job. ``counts.csv`` counts, for each file, only the rows of the one
+attempt whose chain ended acked: a file is counted once however many attempts it took.
+Bad bytes are replaced by U+FFFD and noted, or (``bad_bytes="fail"``) fail the file
+without replay; other files are untouched either way.
 
-Words: maximal runs of letters of the NFC text, lower-cased (:mod:`.words`). The two
-pipelines are :mod:`.frame` (DataFrames, the default) and :mod:`.rdd`; this module
-runs either and writes the results. Nothing in the library imports the job.
-
-Exactness under replay: rows are written per (file, word) under the attempt that
-produced them, and ``counts.csv`` is a Spark aggregation over, for each file, only the
-rows of the one attempt whose chain ended acked. Rows of failed attempts (partial by
-nature) are never counted, and a file is counted once however many attempts it took.
-
-Bad bytes (invalid UTF-8): with ``bad_bytes="replace"`` (default) they are decoded as
-U+FFFD (not a letter, so it splits words), the file is counted and acked, and its report
-entry carries a note; with ``"fail"`` the file fails with the reason and is not replayed
-(a replay would read the same bytes). Other files are not touched either way. File names
-that are not UTF-8 are read as the bytes they are, and tracked under an escaped key
-(see :func:`~xor_ack_dynamodb.spark.tags.escape_key`).
+See docs/wordcount.md and docs/spark.md, "The word count" and "Output stays exact under
+replay".
 """
 
 from __future__ import annotations
