@@ -4,7 +4,8 @@ A recomputed partition must produce the same edges as the first attempt, and the
 of a tree's edges must reach zero by accident only with probability about 2**-64, as
 with Storm's random ids. So edges are derived: one keyed BLAKE2b seed per parent (the
 run's 32-byte key), its children SplitMix64's output stream from that seed. Distinct
-positions give distinct children; nobody without the run key can predict them. Wider
+positions give distinct children, children of different parents come from unrelated
+seeds, and nobody without the run key can predict them. Wider
 edges (``size`` 16, 24 … 64 bytes) draw one stream per 8 bytes from independent seeds;
 :meth:`EdgeKey.children_array` derives them with numpy. Edges are never zero.
 
