@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidConfig, XorAckError
 from ..stamps import check_tag
+from ..stores.dynamodb.tracker import XorAckDynamoDB
 from .chains import (
     STILL_PENDING,
     Owners,
     Started,
     apply_acks,
-    connect,
     refuse_delete_on_ack,
     settle,
     snapshot,
@@ -166,16 +166,13 @@ class Driver:
         self.config = config
         self.tags = TagScheme(run_id or new_run_id(), *([nonce] if nonce else []))
         self.run_id = self.tags.run_id
-        self.tracker: AckTracker = tracker if tracker is not None else connect(config)
+        self.tracker: AckTracker = tracker if tracker is not None else XorAckDynamoDB.from_config(config)
         refuse_delete_on_ack(self.tracker, config)
         self.group: Group = group_for(mode or self.tracker.mode, edge_size)
         self.edges = EdgeKey(edge_key if edge_key is not None else secrets.token_bytes(32), edge_size)
+        self.edge_size = self.edges.size
         self.threads = threads
         self.counts: Counter[str] = Counter()
-
-    @property
-    def edge_size(self) -> int:
-        return self.edges.size
 
     def requests(self) -> Counter[str]:
         """What the driver did: creates, stamps, fails, reads (by operation), events, the
@@ -230,42 +227,31 @@ class Driver:
         anything is written if ``key`` gives two roots the same key, and
         :class:`~xor_ack_dynamodb.errors.InvalidTag` if a tag would be too long. The
         run's progress and figures are published to Spark (:mod:`.metrics`)."""
-        with RunMetrics.of(self) as metrics:
-            report = self._attempts(roots, key, plan, max_attempts, observer, metrics)
-            metrics.finished(report)
-            return report
-
-    def _attempts(
-        self,
-        roots: Sequence[Any],
-        key: Callable[[Any], Any],
-        plan: Callable[[int, list[Any], list[Any], list[str]], Plan],
-        max_attempts: int,
-        observer: RunObserver | None,
-        metrics: RunMetrics,
-    ) -> RunReport:
         raw_keys = [key(root) for root in roots]
         keys = check_roots(self.tags, raw_keys, max_attempts)
         outcomes = [RootOutcome(root, k) for root, k in zip(roots, keys, strict=True)]
         errors: list[str] = []
         todo = list(range(len(roots)))
-        for number in range(1, max_attempts + 1):
-            if not todo:
-                break
-            if observer is not None:
-                observer.attempt_started(number, len(todo), self)
-            metrics.attempt_started(number, len(todo))
-            tags = [self.tags.escaped(keys[i], number) for i in todo]
-            settled, error = self.attempt(
-                plan(number, [roots[i] for i in todo], [raw_keys[i] for i in todo], tags)
-            )
-            if error is not None:
-                errors.append(f"attempt {number}: {error}")
-            retry = record_attempt(outcomes, todo, tags, settled)
-            if observer is not None:
-                observer.attempt_finished(number, [outcomes[i] for i in todo])
-            todo = retry
-        return RunReport(outcomes, self.requests(), errors)
+        with RunMetrics.of(self) as metrics:
+            for number in range(1, max_attempts + 1):
+                if not todo:
+                    break
+                if observer is not None:
+                    observer.attempt_started(number, len(todo), self)
+                metrics.attempt_started(number, len(todo))
+                tags = [self.tags.escaped(keys[i], number) for i in todo]
+                settled, error = self.attempt(
+                    plan(number, [roots[i] for i in todo], [raw_keys[i] for i in todo], tags)
+                )
+                if error is not None:
+                    errors.append(f"attempt {number}: {error}")
+                retry = record_attempt(outcomes, todo, tags, settled)
+                if observer is not None:
+                    observer.attempt_finished(number, [outcomes[i] for i in todo])
+                todo = retry
+            report = RunReport(outcomes, self.requests(), errors)
+            metrics.finished(report)
+            return report
 
     def attempt(self, plan: Plan) -> tuple[dict[str, Attempt], str | None]:
         """One attempt (module doc). Returns how each chain ended and the error of a
@@ -281,7 +267,8 @@ class Driver:
                 starting = background.submit(plan.start)
             running = [t for t in plan.tags if not plan.start_first or t in starting.result()[0]]
             if running:
-                beat = self._heartbeat(running, plan.beat_owner)
+                tracker = heartbeat_tracker(self.tracker, self.config, self.heartbeat)
+                beat = Heartbeat(tracker, running, owner=plan.beat_owner, policy=self.heartbeat)
                 try:
                     with beat:
                         plan.job(starting)
@@ -297,11 +284,6 @@ class Driver:
                 finally:
                     beat.add_to(self.counts, self.tracker)
             return self._settle(plan, starting), error
-
-    def _heartbeat(self, tags: Sequence[str], owner: str | None) -> Heartbeat:
-        enabled = self.heartbeat.enabled
-        tracker = heartbeat_tracker(self.tracker, self.config) if enabled else self.tracker
-        return Heartbeat(tracker, tags, owner=owner, policy=self.heartbeat)
 
     def _settle(self, plan: Plan, starting: Future[Started]) -> dict[str, Attempt]:
         refused = {**starting.result()[1], **plan.refused()}

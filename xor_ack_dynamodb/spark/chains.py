@@ -27,7 +27,6 @@ from ..errors import (
     XorAckError,
 )
 from ..interfaces import AckTracker
-from ..stores.dynamodb.tracker import XorAckDynamoDB
 from .group import Group
 from .outcomes import CONFLICT, Attempt
 
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
     from ..status import ChainStatus
 
 __all__ = [
-    "connect",
     "snapshot",
     "pool_map",
     "refuse_delete_on_ack",
@@ -49,6 +47,7 @@ __all__ = [
     "Owners",
     "STILL_PENDING",
     "WAITING",
+    "CHAIN_ENDED",
 ]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
@@ -61,12 +60,8 @@ Owners = str | Mapping[str, str]
 STILL_PENDING = "still pending when its job ended"
 #: What is reported for a chain left pending (its other edges are held elsewhere).
 WAITING = "this job's part is done; the chain waits on other edges"
-
-
-def connect(config: AckConfig, client: Any = None) -> XorAckDynamoDB:
-    """The tracker ``config`` describes (on ``client``, or a new one): how every Spark
-    module builds a tracker from a config."""
-    return XorAckDynamoDB.from_config(config, client)
+#: How a chain that ended (or is gone) refuses a request: nothing sent to it matters now.
+CHAIN_ENDED = (TagAcked, TagFailed, TagExpired, TagNotFound)
 
 
 def snapshot(tracker: AckTracker) -> Counter[str]:
@@ -90,11 +85,11 @@ def refuse_delete_on_ack(tracker: object, config: AckConfig) -> None:
         )
 
 
-def pool_map(threads: int, fn: Any, items: Sequence[Any]) -> list[Any]:
+def pool_map(threads: int, fn: Any, items: Sequence[Any], name: str = "xor-ack-driver") -> list[Any]:
     """``[fn(item) for item in items]``, up to ``threads`` at a time."""
     if len(items) <= 1 or threads <= 1:
         return [fn(item) for item in items]
-    with ThreadPoolExecutor(min(threads, len(items)), thread_name_prefix="xor-ack-driver") as pool:
+    with ThreadPoolExecutor(min(threads, len(items)), thread_name_prefix=name) as pool:
         return list(pool.map(fn, items))
 
 
@@ -159,14 +154,9 @@ def create_chains(
 def split_refusals(pairs: Iterable[tuple[str, str | None]]) -> Started:
     """``(tag, why)`` pairs as the tags that went through (``why`` None) and, for the
     others, why not."""
-    done: set[str] = set()
-    refused: dict[str, str] = {}
-    for tag, why in pairs:
-        if why is None:
-            done.add(tag)
-        else:
-            refused[tag] = why
-    return done, refused
+    whys = dict(pairs)
+    refused = {t: why for t, why in whys.items() if why is not None}
+    return set(whys) - set(refused), refused
 
 
 def apply_acks(
@@ -204,43 +194,36 @@ def apply_acks(
         return group if isinstance(group, Group) else group[tag]
 
     def stamped(tag: str, result: Stamp | Sum | Exception) -> Counter[str]:
-        counts: Counter[str] = Counter()
         if isinstance(result, NotOwner):
-            counts["conflicts"] += 1
-        elif isinstance(result, (TagFailed, TagExpired, TagAcked, TagNotFound)):
+            return Counter(conflicts=1)
+        if isinstance(result, CHAIN_ENDED):
             log.debug("no stamp for %s: %s", tag, result.code)
-            counts["skipped"] += 1
-        elif isinstance(result, Exception):
+            return Counter(skipped=1)
+        if isinstance(result, Exception):
             raise result
-        else:
-            counts["stamps"] += 1
-            counts["chains_acked"] += result.acked
-            if known is not None and result.acked:
-                known[tag] = Attempt(tag, "acked")
-        return counts
+        if known is not None and result.acked:
+            known[tag] = Attempt(tag, "acked")
+        return Counter(stamps=1, chains_acked=int(result.acked))
 
     def one(tag: str) -> Counter[str]:
-        counts: Counter[str] = Counter()
         if tag in failures:
             try:
                 status = tracker.fail(tag, reason=failures[tag], owner=owner_of(owner, tag))
-                counts["chains_failed"] += 1
-                if known is not None and status.state == "failed":
-                    known[tag] = Attempt(tag, "failed", status.reason)
             except NotOwner:
-                counts["conflicts"] += 1
+                return Counter(conflicts=1)
             except (TagAcked, TagNotFound) as exc:
                 log.warning("could not fail chain %s: %s", tag, exc.code)
-                counts["skipped"] += 1
-            return counts
-        value = stamps[tag]
-        if value == 0:
-            return counts
+                return Counter(skipped=1)
+            if known is not None and status.state == "failed":
+                known[tag] = Attempt(tag, "failed", status.reason)
+            return Counter(chains_failed=1)
+        if stamps[tag] == 0:
+            return Counter()
         try:
             result: Stamp | Sum | Exception = tracker.stamp(
-                tag, group_of(tag).value(value), op_id=f"{op_prefix}/{tag}", owner=owner_of(owner, tag)
+                tag, group_of(tag).value(stamps[tag]), op_id=f"{op_prefix}/{tag}", owner=owner_of(owner, tag)
             )
-        except (NotOwner, TagFailed, TagExpired, TagAcked, TagNotFound) as exc:
+        except (NotOwner, *CHAIN_ENDED) as exc:
             result = exc
         return stamped(tag, result)
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ["get_context", "get_session", "is_connect", "under_spark_submit"]
 
+
 def is_connect(spark: object) -> bool:
     """True for a Spark Connect session (no SparkContext, no RDDs)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
@@ -109,14 +110,12 @@ def get_session(
     ``conf`` is applied to it with ``spark.conf.set``. Otherwise the classic session on
     :func:`get_context`'s SparkContext (the active one if any).
     """
-    if remote is not None:
-        from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession
 
+    if remote is not None:
         session = SparkSession.builder.remote(remote).appName(app_name).create()
         for key, value in (conf or {}).items():
             session.conf.set(key, value)
         return session, True
-    from pyspark.sql import SparkSession
-
     _sc, created = get_context(master, app_name=app_name, conf=conf)
     return SparkSession.builder.getOrCreate(), created

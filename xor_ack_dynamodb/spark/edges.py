@@ -1,22 +1,15 @@
 """Deterministic edges, keyed per run: cheap enough to derive one per record.
 
-Storm gives every tuple a random 64-bit id; the XOR of a tree's ids reaches zero by
-accident with probability about 2**-64. What Storm needs of the ids is that they look
-random and independent to the XOR; what Spark adds is that a recomputed partition must
-produce the *same* ids as the first attempt. So edges here are derived, not drawn:
+A recomputed partition must produce the same edges as the first attempt, and the XOR
+of a tree's edges must reach zero by accident only with probability about 2**-64, as
+with Storm's random ids. So edges are derived: one keyed BLAKE2b seed per parent (the
+run's 32-byte key), its children SplitMix64's output stream from that seed. Distinct
+positions give distinct children, children of different parents come from unrelated
+seeds, and nobody without the run key can predict them. Wider
+edges (``size`` 16, 24 … 64 bytes) draw one stream per 8 bytes from independent seeds;
+:meth:`EdgeKey.children_array` derives them with numpy. Edges are never zero.
 
-- a **seed** per parent: keyed BLAKE2b (the run's 32-byte key) of the parent edge, one
-  hash per parent, not per child;
-- the parent's **children** are SplitMix64's output stream from that seed: child ``i``
-  is ``mix64(seed + (i + 1) * 0x9E3779B97F4A7C15)``, where ``mix64`` is SplitMix64's
-  finalizer (a bijection of 64-bit words with full avalanche; the stream passes
-  BigCrush). Distinct positions give distinct children; children of different parents
-  come from unrelated seeds; nobody without the run key can predict them.
-
-That is a deterministic PRF keyed per run, as wide as Storm's ids, at about 0.3 µs per
-child in plain Python and a few ns with numpy (:meth:`EdgeKey.children_array`), instead
-of a keyed BLAKE2b per child (0.8 µs). Wider edges (``size`` 16, 24 … 64 bytes) draw one
-stream per 8 bytes from independent seeds. Edges are never zero.
+See docs/spark.md, "RDDs" (the paragraph on edges, with the costs weighed).
 """
 
 from __future__ import annotations
@@ -139,10 +132,4 @@ class EdgeKey:
         streams: list[list[int]] = [self.stream_array(seed, start, count).tolist() for seed in seeds]
         if len(streams) == 1:
             return streams[0]
-        out = []
-        for words in zip(*streams, strict=True):
-            edge = 0
-            for j, word in enumerate(words):
-                edge |= word << (64 * j)
-            out.append(edge)
-        return out
+        return [sum(word << (64 * j) for j, word in enumerate(words)) for words in zip(*streams, strict=True)]

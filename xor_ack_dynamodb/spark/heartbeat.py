@@ -1,28 +1,15 @@
 """The driver's heartbeat: a run's pending chains do not expire while its job runs.
 
-A chain gets a deadline ``ttl`` after its last write (create, stamp, touch); a Spark job
-that outlives it would find every chain expired at its end and replay every root. While
-an attempt's job runs (:meth:`~xor_ack_dynamodb.spark.attempts.Driver.attempt`, on
-every tracked path), a :class:`Heartbeat` thread in the driver touches the attempt's
-chains every ``ttl / 3`` (the first beat one interval after the job starts, so a job
-shorter than that costs nothing), pushing their deadlines ``ttl`` from now:
+While an attempt's job runs (:meth:`~xor_ack_dynamodb.spark.attempts.Driver.attempt`,
+on every tracked path), a :class:`Heartbeat` thread in the driver touches the attempt's
+chains every ``ttl / 3`` (two beats may be lost before a chain expires), pushing their
+deadlines ``ttl`` from now; the first beat comes one interval after the job starts. A
+chain that ended or belongs to another owner drops out; one not created yet
+(``TagNotFound``) stays. The thread lives in a ``with`` block and in the driver only: it
+never outlives the job, and a chain whose driver died expires as before.
 
-- a beat is one conditional ``touch`` (UpdateItem) per chain from a small thread pool
-  (default), or, with ``method="batch"``, ``touch_many`` (transactions of up to 100
-  conditional updates and one batch read per 100 chains on DynamoDB; single updates
-  where the backend has no transactions). Singles are the default: on DynamoDB a
-  transactional write costs twice a single one and the batch read adds a read unit per
-  chain, so batches save requests but cost more capacity; and moto's transactions copy
-  the whole table per item (a 200-chain batch beat on the moto server took over a
-  minute and failed, singles 10 s);
-- a chain that ended (acked, failed, expired) or belongs to another owner drops out; a
-  chain not created yet (``TagNotFound``: executors create them as the job starts) stays;
-- the thread lives inside a ``with`` block: leaving it stops and joins the thread, so it
-  never outlives the job. It lives in the driver process only: a chain whose driver
-  died is touched no more and expires as before.
-
-Requests are those of the heartbeat's own tracker (:attr:`Heartbeat.tracker`), reported
-by :meth:`Heartbeat.figures` with the measured requests per chain per minute.
+See docs/spark.md, "Long jobs: the heartbeat" (``single`` vs ``batch`` beats, what each
+costs, the measured figures).
 """
 
 from __future__ import annotations
@@ -33,12 +20,11 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidConfig, NotOwner, TagAcked, TagExpired, TagFailed, TagNotFound
-from .chains import connect, snapshot
+from .chains import pool_map, snapshot
 
 if TYPE_CHECKING:
     from ..config import AckConfig
@@ -61,7 +47,8 @@ class HeartbeatPolicy:
     :param interval: seconds between beats; default a third of the tracker's TTL (two
         beats may be lost before a chain expires).
     :param method: ``"single"`` (default: ``touch`` per chain, ``threads`` at a time) or
-        ``"batch"`` (``touch_many``); see the module doc for which costs what.
+        ``"batch"`` (``touch_many``); see docs/spark.md, "Long jobs: the heartbeat",
+        for which costs what.
     :param threads: concurrent touches with ``method="single"``.
     """
 
@@ -91,14 +78,14 @@ class HeartbeatPolicy:
         raise InvalidConfig(f"heartbeat must be a bool or a HeartbeatPolicy, got {value!r}")
 
 
-def heartbeat_tracker(tracker: Any, config: AckConfig) -> Any:
+def heartbeat_tracker(tracker: Any, config: AckConfig, policy: HeartbeatPolicy) -> Any:
     """The tracker a heartbeat should use: for a DynamoDB tracker, a new one for
     ``config`` on the same client, so that its requests are counted apart; any other
-    tracker (``MemoryAck``) as it is."""
+    tracker (``MemoryAck``), or any tracker when ``policy`` is off, as it is."""
     from ..stores.dynamodb.tracker import XorAckDynamoDB
 
-    if isinstance(tracker, XorAckDynamoDB):
-        return connect(config, tracker.client)
+    if policy.enabled and isinstance(tracker, XorAckDynamoDB):
+        return XorAckDynamoDB.from_config(config, tracker.client)
     return tracker
 
 
@@ -110,9 +97,9 @@ class Heartbeat:
     :param tags: the chains to keep alive.
     :param owner: the owner the chains were created with (a touch names it).
     :param policy: interval, method, threads.
-    :param ttl: seconds each touch grants (default: the tracker's TTL).
 
-    A tracker without a TTL (chains that never time out) gets no heartbeat.
+    Each touch grants the tracker's TTL; a tracker without a TTL (chains that never time
+    out) gets no heartbeat.
     """
 
     def __init__(
@@ -122,13 +109,11 @@ class Heartbeat:
         *,
         owner: str | None,
         policy: HeartbeatPolicy | None = None,
-        ttl: float | None = None,
     ) -> None:
         self.tracker = tracker
         self.policy = policy or HeartbeatPolicy()
         self.owner = owner
-        rules = getattr(tracker, "rules", None)
-        self.ttl = ttl if ttl is not None else getattr(rules, "ttl", None)
+        self.ttl = getattr(getattr(tracker, "rules", None), "ttl", None)
         # Without a TTL (a MemoryAck's default) nothing expires: nothing to beat for.
         self.enabled = self.policy.enabled and bool(self.ttl)
         self.interval = float(self.policy.interval or (self.ttl or 0) / 3)
@@ -138,31 +123,27 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._before = self._requests()
-        self._started = 0.0
-        self._elapsed = 0.0
 
     def _requests(self) -> Counter[str]:
         stats = getattr(self.tracker, "stats", None) if self.enabled else None
         return Counter(stats.requests) if stats is not None else Counter()
 
+    def _spent(self) -> Counter[str]:
+        """The requests made since the heartbeat was built, by operation (none of 0)."""
+        return self._requests() - self._before
+
     def __enter__(self) -> Heartbeat:
-        self._started = time.monotonic()
         if self.enabled and self.live:
             self._thread = threading.Thread(target=self._loop, name="xor-ack-heartbeat", daemon=True)
             self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
         """Stop beating and wait for the thread (a beat in flight finishes first)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if self._started:
-            self._elapsed = time.monotonic() - self._started
 
     def _loop(self) -> None:
         last = time.monotonic()
@@ -189,10 +170,8 @@ class Heartbeat:
         if self.policy.method == "batch":
             outcomes = dict(self.tracker.touch_many(tags, self.ttl, owner=self.owner))  # type: ignore[attr-defined]
         else:
-            with ThreadPoolExecutor(
-                min(self.policy.threads, len(tags)), thread_name_prefix="xor-ack-heartbeat"
-            ) as pool:
-                outcomes = dict(zip(tags, pool.map(self._touch_one, tags), strict=True))
+            touched = pool_map(self.policy.threads, self._touch_one, tags, "xor-ack-heartbeat")
+            outcomes = dict(zip(tags, touched, strict=True))
         for tag, outcome in outcomes.items():
             if isinstance(outcome, _ENDED):
                 self.live.discard(tag)
@@ -219,14 +198,9 @@ class Heartbeat:
         (by operation and in total), ``chain_minutes`` (chains alive x minutes, x1000)
         and ``requests_per_chain_minute_x1000`` (requests / chain-minutes, x1000)."""
         out: Counter[str] = Counter({f"heartbeat.{k}": v for k, v in self.counts.items()})
-        spent = self._requests()
-        spent.subtract(self._before)
-        total = 0
-        for operation, count in spent.items():
-            if count:
-                out[f"heartbeat.requests.{operation}"] = count
-                total += count
-        out["heartbeat.requests"] = total
+        spent = self._spent()
+        out.update({f"heartbeat.requests.{operation}": count for operation, count in spent.items()})
+        out["heartbeat.requests"] = total = spent.total()
         minutes = self.chain_seconds / 60
         out["heartbeat.chain_minutes_x1000"] = round(1000 * minutes)
         if minutes > 0:
@@ -249,8 +223,4 @@ class Heartbeat:
     def requests_per_chain_minute(self) -> float | None:
         """Requests the heartbeat made per live chain per minute (None before a beat)."""
         minutes = self.chain_seconds / 60
-        if minutes <= 0:
-            return None
-        spent = self._requests()
-        spent.subtract(self._before)
-        return sum(spent.values()) / minutes
+        return self._spent().total() / minutes if minutes > 0 else None

@@ -1,35 +1,20 @@
 """A tracked run's figures where a Spark user looks: the Spark UI's Jobs page.
 
 :class:`RunMetrics` wraps the attempt loop of :meth:`~.attempts.Driver.run_attempts`
-(RDD and DataFrame runs). On classic Spark:
+(RDD and DataFrame runs). On classic Spark every job of the run carries the job tag
+``xor-ack-run-<run id>``, every job of an attempt the description ``xor-ack run <run
+id> attempt <n>: <k> roots``, and a job with no partitions carries the run's final
+figures (:data:`METRICS`; :func:`parse_summary` reads them back). Under Spark Connect
+the operations carry tags only (``SparkSession.addTag``). The thread's own description
+and tags are restored when the run ends, however it ends.
 
-- every job of the run carries the **job tag** ``xor-ack-run-<run id>``
-  (``SparkContext.addJobTag``: the UI shows it, ``sc.cancelJobsWithTag`` cancels the run);
-- every job of an attempt carries the **description** ``xor-ack run <run id> attempt <n>:
-  <k> roots`` (``setJobDescription``), shown on the Jobs page instead of a call site;
-- when the run's counters are final, a job with no partitions (no task runs; Spark still
-  lists it) carries the run's figures as its description, ``xor-ack run <run id>:
-  roots=24 roots_acked=24 ...`` (:data:`METRICS` says what each is; :func:`parse_summary`
-  reads them back).
-
-The thread's own description and tags are restored when the run ends, however it ends.
-
-Under **Spark Connect** the client has no ``SparkContext``: no job descriptions, no
-accumulators and no job without a query. The run's operations carry the tag
-``xor-ack-run-<run id>`` and, per attempt, ``xor-ack-run-<run id>-attempt-<n>``
-(``SparkSession.addTag``: the Connect server adds them to the jobs it runs for them);
-the figures are in the run's report only.
-
-Named accumulators are not used: PySpark's accumulators have no name (they never show
-in the UI), and a named JVM accumulator shows on a stage's page only with the updates
-that stage's tasks made, while these counters are the driver's.
+See docs/spark.md, "Metrics in the Spark UI" (why no named accumulators).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .context import is_connect
@@ -143,9 +128,7 @@ class RunMetrics:
             self._context.setJobDescription(summary(self.run_id, self.values))
             self._context._jsc.emptyRDD().count()
 
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._context is not None:
             self._context.setLocalProperty(_DESCRIPTION, self._saved)
             self._context.removeJobTag(self.tag)

@@ -43,10 +43,6 @@ class PermanentFailure(Exception):
     is not replayed."""
 
 
-def is_conflict(reason: str | None) -> bool:
-    return reason == CONFLICT
-
-
 def is_permanent(reason: str | None) -> bool:
     return bool(reason) and str(reason).startswith(PERMANENT)
 
@@ -135,6 +131,6 @@ def record_attempt(
     for i, tag in zip(todo, tags, strict=True):
         result = settled[tag]
         outcomes[i].attempts.append(result)
-        if result.state != "acked" and not result.permanent and not is_conflict(result.reason):
+        if result.state != "acked" and not result.permanent and result.reason != CONFLICT:
             retry.append(i)
     return retry

@@ -1,70 +1,19 @@
 """Structured Streaming: tracked micro-batches through ``writeStream.foreachBatch``.
 
-:class:`StreamTracking` is the function handed to ``foreachBatch``. For each micro-batch
-it finds the batch's roots (the distinct values of a key column, e.g. the file a row
-came from), gives each root's rows their chain, runs the user's job on a
-:class:`~xor_ack_dynamodb.spark.frame.TrackedFrame`, writes the result with the tracked
-sink and stamps each chain once with what the write committed (as
-:class:`~xor_ack_dynamodb.spark.frame.FrameTracking` does for a batch job).
+:class:`StreamTracking` is the function handed to ``foreachBatch``: per micro-batch it
+gives each root (a key column's value) its chain, tagged ``<stream id>/<escaped key>``,
+runs the user's job on a :class:`~xor_ack_dynamodb.spark.frame.TrackedFrame`, writes the
+result with the tracked sink into ``<location>/batch-<b>`` (emptied first) and stamps
+each chain once with what the commit recorded. Guarantees: a re-run micro-batch (same
+batch id, same input) is applied once, every op id and edge being a function of the
+stream id, the batch id and the input; a chain is acked once its closing batch is
+written; a chain still pending after that is failed and listed for replay; a key whose
+chain ended, expired (an open root that waited longer than its ttl) or belongs to
+another owner is refused, not created afresh. Each batch's :class:`BatchReport` is
+written to ``<location>/_xor_ack/batch-<b>.json`` after its stamps.
 
-**A root is a stable key; its chain is its own for life.** The tag is
-``<stream id>/<escaped key>``, created on the root's first sight (op id
-``<stream id>/<batch id>/create/<tag>``) and continued by later batches that bring rows
-of the same key (op id ``<stream id>/<batch id>/start/<tag>``). While a root is *open*
-its chain holds one more edge, the *carry* ``c`` (derived from the tag); a batch that
-brings a row for which the ``closes`` column is true finishes ``c``. With
-``closes=None`` (the default; right for files, which a file source reads once) every
-root closes in the batch that sees it. So a root's chain spans its batches:
-
-==================  ================================  ===============================
-batch               start (before the job runs)       after the committed write
-==================  ================================  ===============================
-first, open         ``create(tag, r_b ^ c)``          ``stamp(tag, X_b)``
-later, open         ``stamp(tag, r_b)``               ``stamp(tag, X_b)``
-closing             ``create(tag, r_b)`` or           ``stamp(tag, X_b)``
-                    ``stamp(tag, r_b ^ c)``
-==================  ================================  ===============================
-
-``r_b`` is the batch's root edge for the chain (derived from the stream's key, the
-batch id and the tag) and ``X_b`` the XOR the sink's commit recorded for it: equal to
-``r_b`` exactly when every row of the root reached the committed write. A chain reads
-acked once its closing batch is written; an open chain waits (mind its ttl: a root
-that stays open longer than the chain's ttl expires unless something touches it).
-
-**A re-run micro-batch is applied once.** After a failure Spark restarts the query from
-its checkpoint and runs the failed batch again with the same batch id and the same
-input. Everything the batch sends is a function of the stream id, the batch id and the
-input (edges come from a key derived from the stream id, not drawn), so the re-run's
-creates and stamps carry the op ids and values of the first run's, and the chain
-applies each at most once (a create's op id is kept for the chain's life; a stamp's in
-its window). The output is idempotent per batch id too: batch ``b`` writes into
-``<location>/batch-<b>``, which is emptied before the write, so a re-run replaces what a
-failed run left instead of adding to it.
-
-**Reports.** Each batch writes ``<location>/_xor_ack/batch-<b>.json``
-(:class:`BatchReport`: acked, failed, pending and refused roots) after its stamps;
-:meth:`StreamTracking.reports` reads them back (they survive restarts and work under
-Spark Connect, where the batch function runs in the server) and
-:meth:`StreamTracking.replayable` lists the roots whose chains failed or expired.
-
-A batch that fails (its job, its write, or anything after) leaves the chains it started
-pending: the re-run of the same batch completes them (if the query is never restarted
-they expire and are listed for replay). A chain still pending after its closing batch
-was written can no longer complete: it is failed (so no late write acks it) and listed
-for replay. A key seen again after its
-chain ended, or whose tag holds a chain of another owner, is *refused*: nothing is
-sent to its chain, it is reported, and its rows (written like the others) are not
-among the acked rows (:meth:`StreamTracking.acked_rows`).
-
-A key whose chain expired (an open root that waited longer than its ttl) is refused
-too, not created afresh (a create would overwrite the expired chain): it is listed by
-:meth:`StreamTracking.replayable`. Once a finished chain is purged (its retention
-passed) the key starts a new chain.
-
-Requests per root that opens and closes in one batch: one create and one stamp (two
-writes; the tracker knows the value it created, so the stamp needs no read), plus two
-``BatchGetItem`` per 100 roots per batch (before: expired chains; after: the report).
-A continued root costs a refused create (``TagExists``), a read and a stamp more.
+See docs/spark.md, "Structured Streaming" (the per-batch creates and stamps, the carry
+edge of an open root, reports, requests per root).
 """
 
 from __future__ import annotations
@@ -81,19 +30,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.factory import MAX_OWNER
-from ..errors import (
-    InvalidConfig,
-    NotOwner,
-    OpIdReused,
-    TagAcked,
-    TagExpired,
-    TagFailed,
-    TagNotFound,
-    XorAckError,
-)
+from ..errors import InvalidConfig, NotOwner, OpIdReused, XorAckError
+from ..stores.dynamodb.tracker import XorAckDynamoDB
 from .attempts import DRIVER_THREADS, Plan
-from .chains import Started, connect, create_chains, refuse_delete_on_ack, snapshot
+from .chains import CHAIN_ENDED, Started, create_chains, refuse_delete_on_ack, snapshot
 from .frame import Commit, FrameAttempt, FrameTracking, TrackedFrame
+from .frame.columns import GHOST, with_tags
 from .frame.commit import SINK_FORMATS, STAGING
 from .group import Group
 from .outcomes import CONFLICT, Attempt
@@ -182,11 +124,8 @@ class StreamTracking:
     :param format: ``parquet`` (default) or ``csv``.
     :param tracker: the tracker to use on the classic driver (default: the one
         ``config`` describes, built where the batch function runs).
-    :param hook: a test hook (:data:`BatchHook`): ``hook(batch_id, phase)`` is called
-        on the driver once the batch's write committed (``"written"``, nothing stamped)
-        and once its stamps went out (``"stamped"``); raising there fails the batch, as
-        a crash would (its restart runs the batch again). That is how a test makes a
-        batch fail: ``StreamTracking(..., hook=fail_batch_1_once)``.
+    :param hook: a test hook (:data:`BatchHook`); raising there fails the batch, as a
+        crash would (its restart runs the batch again).
 
     Raises :class:`InvalidConfig` here for a bad argument (nothing is sent).
     """
@@ -243,15 +182,12 @@ class StreamTracking:
     @property
     def tracker(self) -> AckTracker:
         if self._tracker is None:
-            self._tracker = connect(self.config)
+            self._tracker = XorAckDynamoDB.from_config(self.config)
         return self._tracker
 
     def tag(self, key: str) -> str:
         """The tag of root ``key``'s chain."""
         return stream_tag(self.stream_id, key)
-
-    def batch_location(self, batch_id: int) -> Path:
-        return self.location / f"batch-{batch_id:08d}"
 
     @property
     def _reports(self) -> Location:
@@ -312,7 +248,7 @@ class StreamTracking:
                 raise InvalidConfig(
                     f"the stream's job must return a TrackedFrame, not {type(frame).__name__}"
                 )
-            out = Location(str(self.batch_location(batch_id)))
+            out = Location(str(self.location / f"batch-{batch_id:08d}"))
             out.remove()  # a re-run replaces what a failed run left
             report.rows = frame.write(out, format=self.format).rows
 
@@ -386,7 +322,7 @@ class StreamTracking:
                 return CONFLICT
             except OpIdReused:
                 return DIFFERS
-            except (TagAcked, TagFailed, TagExpired, TagNotFound) as exc:
+            except CHAIN_ENDED as exc:
                 return f"{ENDED} ({exc.code})"
             return None
 
@@ -436,8 +372,6 @@ class StreamTracking:
         the rows its earlier batches kept staged."""
         from pyspark.sql import functions as F
 
-        from .frame.columns import GHOST
-
         tags = sorted({t for b in self.reports() for k, t in b.tags.items() if k not in b.refused})
         found = self.tracker.status_many(tags) if tags else {}
         acked = {t for t, s in found.items() if s.state == "acked" and s.owner == self.owner}
@@ -447,30 +381,16 @@ class StreamTracking:
         batches = sorted(self.location.glob("batch-*"))
         published = [str(b) for b in batches if any(b.glob("part-*"))]
         written = reader.load(published) if published else None
-        late: list[tuple[str, list[str]]] = []
         for batch in batches:
+            staged = batch / STAGING / "batch"
             claim = Location(str(batch / STAGING)).get("batch.published")
-            if (batch / STAGING / "batch").is_dir():
-                done = set(json.loads(claim)["tags"]) if claim else set()
-                late.append((str(batch / STAGING / "batch"), sorted(acked - done)))
-        for staged, wanted in late:
-            if not wanted:
+            wanted = sorted(acked - set(json.loads(claim)["tags"] if claim else ()))
+            if not staged.is_dir() or not wanted:
                 continue
-            keep = spark.createDataFrame([(t,) for t in wanted], f"{tag_column} string")
-            rows = (
-                spark.read.parquet(staged)
-                .where(~F.col(GHOST))
-                .join(F.broadcast(keep), tag_column, "left_semi")
-            )
-            rows = rows.select(
-                *(
-                    written.columns
-                    if written is not None
-                    else [c for c in rows.columns if not c.startswith("_xa_")]
-                )
-            )
+            rows = with_tags(spark.read.parquet(str(staged)).where(~F.col(GHOST)), tag_column, wanted)
+            users = [c for c in rows.columns if not c.startswith("_xa_")]
+            rows = rows.select(*(written.columns if written is not None else users))
             written = rows if written is None else written.unionByName(rows)
         if written is None:
             return spark.createDataFrame([], f"{tag_column} string")
-        keep_all = spark.createDataFrame([(t,) for t in sorted(acked)], f"{tag_column} string")
-        return written.join(F.broadcast(keep_all), on=tag_column, how="left_semi")
+        return with_tags(written, tag_column, sorted(acked))

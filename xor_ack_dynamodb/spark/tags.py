@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import secrets
 from dataclasses import dataclass, field
+from urllib.parse import unquote_to_bytes
 
 from ..errors import InvalidConfig, InvalidTag
 from ..stamps import check_tag
@@ -59,18 +60,7 @@ def escape_key(key: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str:
 
 def unescape_key(text: str) -> bytes:
     """The bytes :func:`escape_key` escaped (``%XX`` back to the byte ``XX``)."""
-    out = bytearray()
-    i = 0
-    encoded = text.encode("utf-8")
-    while i < len(encoded):
-        byte = encoded[i]
-        if byte == 0x25:  # "%"
-            out.append(int(encoded[i + 1 : i + 3], 16))
-            i += 3
-        else:
-            out.append(byte)
-            i += 1
-    return bytes(out)
+    return unquote_to_bytes(text)
 
 
 def escape_run(run_id: str) -> str:

@@ -1,50 +1,19 @@
 """Chains started upstream: roots that arrive with a chain, continued and completed in
 Spark.
 
-A Lambda (the serverless side, :mod:`xor_ack_dynamodb.serverless`) or any other writer
-created a chain and handed this job one of its edges: the job must *finish* that edge
-and may start edges of its own, but the chain is not the job's. A :class:`Handed` says
-so: the chain's ``tag``, the ``edge`` this job finishes, the chain's ``owner`` (passed
-explicitly: every request of the job to the chain names it, so the tracker refuses a
-chain of another owner with ``NotOwner``) and the ``root`` the job reads (a path, a
-key, a record). An :class:`~xor_ack_dynamodb.serverless.envelope.Envelope` converts
-with :meth:`Handed.from_envelope`; rows that carry the three as columns with
-:func:`handed_from_rows`.
+A :class:`Handed` (tag, the edge ``e`` this job finishes, the owner every request
+names, the root read) comes from an
+:class:`~xor_ack_dynamodb.serverless.envelope.Envelope` or from rows
+(:func:`handed_from_rows`). Guarantees: a chain is never adopted (missing, not pending
+or of another owner: refused, nothing sent to it, its rows not processed; the job never
+creates a chain); continuing is one stamp ``e ^ r`` under op id ``edge:<hex>``, so a
+copy of the hand-over is a duplicate and a second job handed the same edge is refused
+(``OpIdReused``); a part that is not complete fails the chain, for its upstream to
+replay. Handed roots get one attempt in Spark. On the RDD path
+(:func:`run_handed_rdd`) ``r`` derives from the run's key and the tag, so a retried
+task's continuing stamp is a duplicate; a refused chain's root is dropped and reported.
 
-**Never adopted.** Before anything is written the job reads the handed chains (one
-``BatchGetItem`` per 100): a chain that is missing, not pending (acked, failed,
-expired), or whose owner is not the handed owner is *refused*: reported, never
-written to, and its rows are not processed. Nothing else is ever sent to a chain the
-job was not handed; the job never creates one.
-
-**Continuing** is one stamp, :func:`stamp_handed`: it finishes the handed edge ``e``
-and starts the job's own edge (``e ^ r``) under the op id the serverless side gives the
-stamp that finishes ``e`` (``edge:<hex>``): a copy of the same hand-over is a
-duplicate; the same edge handed to a second job, which would start another ``r``, is
-refused by the chain (``OpIdReused``) and reported ``refused``.
-
-**DataFrame path** (:func:`run_handed_frames`): the continuing stamps are sent before
-the job runs (a chain that refuses leaves its rows out of the job); the job's rows
-carry ``r`` exactly as a chain the run created would (:mod:`.frame`); after the
-committed write one stamp per chain sends the XOR ``X`` the commit recorded (``X = r``
-when every row was written; op id ``<run>.1/sink/<tag>``). Two writes per chain, as for
-a chain the job creates. The driver also knows whether its part is
-complete (``X == r``, no failure): a chain still pending then waits on edges held by
-others and is reported ``pending``; a part that is not complete (a failed row, an
-aborted job) fails the chain, so that its upstream replays it.
-
-**RDD path** (:func:`run_handed_rdd`): the first step sends the continuing stamp on
-the executors (``r`` is the root record's edge, derived from the run's key and the tag,
-so a retried task's stamp is a duplicate; a refused chain's root is dropped and
-reported) and emits the root anchored to ``r``; the pipeline goes on as usual and
-the sink's merged XORs are stamped by the driver. Edges must be the tracking's
-``edge_size`` wide. After the job the driver cannot tell a chain waiting on other
-holders from one whose records were lost: it reports a pending chain ``pending``
-(a lost record leaves it to expire, and its upstream replays it); an aborted job
-fails the chains it was handed.
-
-Handed roots get one attempt in Spark: replay is the upstream's business (its chain
-failed or expired), which is how a failure travels back to the origin in Storm.
+See docs/spark.md, "Chains started upstream" (both paths, outcomes, requests).
 """
 
 from __future__ import annotations
@@ -58,19 +27,11 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..core.factory import MAX_OWNER
-from ..errors import (
-    InvalidConfig,
-    NotOwner,
-    OpIdReused,
-    TagAcked,
-    TagExpired,
-    TagFailed,
-    TagNotFound,
-)
+from ..errors import InvalidConfig, NotOwner, OpIdReused
 from ..serverless.edges import op_id as edge_op_id
 from ..stamps import check_tag
 from .attempts import Plan
-from .chains import Started, pool_map, split_refusals
+from .chains import CHAIN_ENDED, Started, pool_map, split_refusals
 from .frame import Commit, FrameAttempt, FrameJob, FrameTracking
 from .frame.columns import ChainXors
 from .group import Group
@@ -100,9 +61,6 @@ log = logging.getLogger("xor_ack_dynamodb.spark")
 
 #: The state reported for a handed chain the job did not continue.
 REFUSED = "refused"
-#: A handed chain still pending after the job: the job's part is done (DataFrame path)
-#: or sent (RDD path); other holders' edges are outstanding.
-PENDING = "pending"
 
 
 @dataclass(frozen=True)
@@ -226,7 +184,7 @@ def stamp_handed(tracker: AckTracker, item: Handed, started: int) -> str | None:
         return f"not adopted: {CONFLICT} (another owner)"
     except OpIdReused:
         return "not adopted: this edge was already finished by another job"
-    except (TagAcked, TagFailed, TagExpired, TagNotFound) as exc:
+    except CHAIN_ENDED as exc:
         return f"not adopted: the chain is already {exc.code}"
     return None
 

@@ -1,25 +1,15 @@
 """The word count on tracked DataFrames (``xor-ack wordcount``, the default ``--api frame``).
 
-One chain per input file, created by the driver while the job runs. Spark's own text
-reader reads the files (any file system Spark has; see
-:mod:`~xor_ack_dynamodb.spark.frame.sources`); words are split, lower-cased and counted
-per file in the JVM (``explode`` of ``split(line, '[^\\p{L}]+')`` without the empty
-strings, ``group_by``: no Python per word); Spark's Parquet writer stages the counts and
-the driver reads back one XOR per file and stamps each file's chain once with it. Two
-requests per file, whatever its size.
-
-Every attempt writes its rows (``word, count, xor_ack_tag``) under ``<parts>``, staged
-(``publish=False``: they are never published, this job reads them where they are); the
-final count is one Spark aggregation over the rows of the chains that ended acked. It
-is started as soon as attempt 1's write committed without a failure, so that its Spark
-jobs run while the driver stamps the chains (:class:`CountAhead`); it is used only if
+One chain per input file, created by the driver while the job runs and stamped once
+after the write committed: two requests per file, whatever its size; every per-word
+step stays in the JVM. Every attempt's rows (``word, count, xor_ack_tag``) stay staged
+under ``<parts>`` (``publish=False``); the final count aggregates the rows of the chains
+that ended acked. :class:`CountAhead` starts it as soon as attempt 1's write committed
+without a failure, so its Spark jobs run while the driver stamps; it is used only if
 every chain acked in attempt 1, and made again over the acked chains' rows otherwise.
 
-Words: the JVM's ``\\p{L}`` (Unicode letters: Lu, Ll, Lt, Lm, Lo, as Python's
-``str.isalpha``) on NFC text, lower-cased by Spark's ``lower`` (Java's
-``toLowerCase``), which agree with :func:`~xor_ack_dynamodb.jobs.wordcount.words.tokenize` on the
-text we test (English, German, French); both follow the Unicode tables of their runtime
-(Java 17: Unicode 13, Python 3.11: Unicode 14), which can differ for letters added since.
+See docs/wordcount.md and docs/spark.md, "The word count" (how the JVM's words agree
+with :func:`~xor_ack_dynamodb.jobs.wordcount.words.tokenize`).
 """
 
 from __future__ import annotations
@@ -31,7 +21,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...spark.frame import FrameAttempt, FrameTracking
-from ...spark.frame.columns import GHOST
+from ...spark.frame.columns import GHOST, with_tags
 from ...spark.frame.commit import STAGING, new_write_id
 from ...spark.frame.sources import TextRoot, nfc
 from ...spark.outcomes import RunReport
@@ -139,10 +129,8 @@ def plain_counts(
     if faults is not None and faults.rate > 0.0:
         failing = F.when(fault_condition(faults, 1), F.raise_error(F.lit("InjectedFailure"))).cast("boolean")
         words = words.where(F.coalesce(failing, F.lit(True)))
-    totals = words.groupBy(F.lower("word").alias("word")).count().toArrow()
-    return Counter(
-        dict(zip(totals.column("word").to_pylist(), totals.column("count").to_pylist(), strict=True))
-    )
+    found = words.groupBy(F.lower("word").alias("word")).count().toArrow()
+    return Counter(dict(zip(*found.to_pydict().values(), strict=True)))  # columns word, count
 
 
 def run_frame(
@@ -171,12 +159,9 @@ def totals(spark: SparkSession, staged: Sequence[str], acked: Sequence[str] | No
     schema = f"word string, count bigint, {TAG_COLUMN} string, {GHOST} boolean"
     rows = spark.read.schema(schema).parquet(*staged).where(~F.col(GHOST))
     if acked is not None:
-        keep = spark.createDataFrame([(t,) for t in acked], f"{TAG_COLUMN} string")
-        rows = rows.join(F.broadcast(keep), TAG_COLUMN, "left_semi")
+        rows = with_tags(rows, TAG_COLUMN, acked)
     found = rows.groupBy("word").agg(F.sum("count").alias("count")).toArrow()
-    return Counter(
-        dict(zip(found.column("word").to_pylist(), found.column("count").to_pylist(), strict=True))
-    )
+    return Counter(dict(zip(*found.to_pydict().values(), strict=True)))  # columns word, count
 
 
 def frame_counts(

@@ -1,27 +1,15 @@
 """The main job: a tracked word count (database -> files -> words) on Spark.
 
-One chain per input file. Each file is read and split into words on the executors
-(``fan_out``: acks the file, starts one edge per word); each word is counted
-(``map``, where ``--fail-rate`` injects failures); counts are summed per (file, word)
-through a shuffle (``reduce_by_key``, carrying the words' pending edges); the sums are
-written durably and only then acked (``sink``). A file's chain reaches zero exactly when
-every one of its words is in a written partition.
+One chain per input file, which reaches zero exactly when every one of the file's words
+is in the committed output. The two pipelines are :mod:`.frame` (DataFrames, the
+default) and :mod:`.rdd`; this module runs either and writes the results. Nothing in the
+library imports the job. ``counts.csv`` counts, for each file, only the rows of the one
+attempt whose chain ended acked: a file is counted once however many attempts it took.
+Bad bytes are replaced by U+FFFD and noted, or (``bad_bytes="fail"``) fail the file
+without replay; other files are untouched either way.
 
-Words: maximal runs of letters of the NFC text, lower-cased (:mod:`.words`). The two
-pipelines are :mod:`.frame` (DataFrames, the default) and :mod:`.rdd`; this module
-runs either and writes the results. Nothing in the library imports the job.
-
-Exactness under replay: rows are written per (file, word) under the attempt that
-produced them, and ``counts.csv`` is a Spark aggregation over, for each file, only the
-rows of the one attempt whose chain ended acked. Rows of failed attempts (partial by
-nature) are never counted, and a file is counted once however many attempts it took.
-
-Bad bytes (invalid UTF-8): with ``bad_bytes="replace"`` (default) they are decoded as
-U+FFFD (not a letter, so it splits words), the file is counted and acked, and its report
-entry carries a note; with ``"fail"`` the file fails with the reason and is not replayed
-(a replay would read the same bytes). Other files are not touched either way. File names
-that are not UTF-8 are read as the bytes they are, and tracked under an escaped key
-(see :func:`~xor_ack_dynamodb.spark.tags.escape_key`).
+See docs/wordcount.md and docs/spark.md, "The word count" and "Output stays exact under
+replay".
 """
 
 from __future__ import annotations
@@ -131,16 +119,7 @@ class WordCountReport:
             "api": self.api,
             "tracking": self.tracking,
             "files": [
-                {
-                    "path": f.path,
-                    "tag": f.tag,
-                    "state": f.state,
-                    "attempts": f.attempts,
-                    "error": f.error,
-                    "note": f.note,
-                    "history": f.history,
-                }
-                for f in self.files
+                {k: v for k, v in dataclasses.asdict(f).items() if k != "acked_attempt"} for f in self.files
             ],
             "totals": self.totals(),
             "phases": {k: round(v, 3) for k, v in self.phases.items()},
@@ -265,9 +244,8 @@ def run_wordcount(
             "spark.sql.files.maxPartitionBytes": split_bytes,
         }
         previous = {k: session.conf.get(k, None) for k, v in settings.items() if v}
-        for name, value in settings.items():
-            if value:
-                session.conf.set(name, str(value))
+        for name in previous:
+            session.conf.set(name, str(settings[name]))
         if options.output.is_s3 and not can_write(session, options.output):
             temp = tempfile.mkdtemp(prefix="xor-ack-parts-")
             options = dataclasses.replace(options, parts_root=Location(temp))

@@ -69,10 +69,9 @@ class ReadWords:
         file_id, path = root
         if path.startswith("s3://"):
             folder, _, name = path.rpartition("/")
-            found = (self.s3 or Location.s3_environment()).at(folder).get(name)
-            if found is None:
+            data = (self.s3 or Location.s3_environment()).at(folder).get(name)
+            if data is None:
                 raise FileNotFoundError(f"no such object: {path}")
-            data = found
         else:
             with open(path, "rb") as handle:
                 data = handle.read()

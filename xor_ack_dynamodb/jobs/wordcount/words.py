@@ -56,17 +56,6 @@ def default_corpus() -> Path:
     return _CORPUS
 
 
-def _objects(url: str) -> list[str]:
-    """An ``s3://`` input: the object itself, or every object under a prefix ending in
-    ``/`` (endpoint and region from the environment)."""
-    from ...spark.output import Location
-
-    if not url.endswith("/"):
-        return [url]
-    where = Location.of(url)
-    return [f"{url}{name}" for name in where.names("") if not name.endswith("/")]
-
-
 def find_inputs(paths: Sequence[str | Path]) -> list[Any]:
     """The input files: each path as given, directories expanded to the files under them
     (hidden ones skipped), sorted and without repeats; ``s3://bucket/key`` as given,
@@ -78,7 +67,10 @@ def find_inputs(paths: Sequence[str | Path]) -> list[Any]:
     found: dict[Any, None] = {}
     for raw in paths:
         if str(raw).startswith("s3://"):
-            found.update(dict.fromkeys(_objects(str(raw))))
+            from ...spark.output import Location  # endpoint and region from the environment
+
+            names = Location.of(str(raw)).names("") if str(raw).endswith("/") else [""]
+            found.update(dict.fromkeys(f"{raw}{name}" for name in names if not name.endswith("/")))
             continue
         path = Path(raw)
         if path.is_dir():

@@ -103,6 +103,7 @@ class FrameAttempt:
         run_keys: Sequence[Any] | None = None,
     ) -> None:
         self.tracking = tracking
+        self.spark = tracking.spark
         self.number = number
         self.roots = list(roots)
         self.keys = list(keys)
@@ -115,10 +116,6 @@ class FrameAttempt:
         self.write_result: WriteResult | None = None
         self._lock = threading.Lock()
 
-    @property
-    def spark(self) -> SparkSession:
-        return self.tracking.spark
-
     def read_text(
         self,
         path: Callable[[Any], str | bytes | os.PathLike[str]] | None = None,
@@ -130,16 +127,10 @@ class FrameAttempt:
         local path or a URI Spark reads, ``s3://`` included); columns ``path`` and
         ``line``. See :mod:`.sources`."""
         locate = path or (lambda root: root)
-        roots = []
-        for chain, (root, tag) in enumerate(zip(self.roots, self.tags, strict=True)):
-            where = locate(root)
-            roots.append(
-                TextRoot(
-                    chain,
-                    where if isinstance(where, (str, bytes)) else os.fspath(where),
-                    self.root_edges[tag],
-                )
-            )
+        roots = [
+            TextRoot(chain, os.fspath(locate(root)), self.root_edges[tag])
+            for chain, (root, tag) in enumerate(zip(self.roots, self.tags, strict=True))
+        ]
         df = read_text(
             self.spark,
             roots,
@@ -215,9 +206,7 @@ class FrameAttempt:
         self.tracking.counts["time_ms.create_wait"] += round(1000 * (time.perf_counter() - clock))
         mine = set(self.tags) & started
         commit.notes.update({tag: note for tag, note in xors.notes.items() if tag in mine})
-        # The rows keep the XOR invariant in both modes; for a sum chain (created holding
-        # the root edge r) the stamp that finishes the committed XOR x is -x, which
-        # brings the chain to zero exactly when x == r.
+        # A sum chain holds the root edge r: -x brings it to zero exactly when x == r.
         finished = self.tracking.group.finished
         counts = self.tracking.stamp(
             {tag: finished(value) for tag, value in xors.xors.items() if tag in mine},

@@ -20,12 +20,12 @@ columns beside the user's:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
 
 __all__ = ["CHAIN", "EDGE", "GHOST", "ERR", "NOTE", "TRACKING", "ChainXors", "to_signed", "by_chain"]
 
@@ -35,7 +35,6 @@ GHOST = "_xa_ghost"
 ERR = "_xa_err"
 NOTE = "_xa_note"
 TRACKING = (CHAIN, EDGE, GHOST, ERR, NOTE)
-TRACKING_DDL = f"{CHAIN} int, {EDGE} bigint, {GHOST} boolean, {ERR} string, {NOTE} string"
 
 _SIGN = 1 << 63
 _WORD = 1 << 64
@@ -69,6 +68,14 @@ def by_chain(values: Sequence[str]) -> Column | None:
     if sep is None:
         return None
     return F.element_at(F.split(F.lit(sep.join(values)), sep), F.col(CHAIN) + 1)
+
+
+def with_tags(df: DataFrame, column: str, tags: Iterable[str]) -> DataFrame:
+    """The rows of ``df`` whose ``column`` is one of ``tags`` (a broadcast semi-join)."""
+    from pyspark.sql import functions as F
+
+    keep = df.sparkSession.createDataFrame([(t,) for t in tags], f"{column} string")
+    return df.join(F.broadcast(keep), column, "left_semi")
 
 
 @dataclass

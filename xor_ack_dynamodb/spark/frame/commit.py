@@ -1,38 +1,19 @@
 """Tracked output: Spark's own writer and file commit protocol, then a publish of the
 acked rows.
 
-An ack says "this root's output is durable", so no file it counts on may be replaced
-after the ack, and a reader must never see rows of a root that did not ack. A tracked
-write (:meth:`~.attempt.FrameAttempt.write`) therefore goes:
+A tracked write (:meth:`~.attempt.FrameAttempt.write`) stages every row under
+``<location>/_xor_ack/<write id>/`` (names of its own: a second write never touches
+another's files; Spark's commit protocol keeps one attempt per partition), reads back
+what committed (the chains are stamped with that, so an ack is about the rows on disk),
+writes the ledger ``<write id>.json`` whole before any stamp, and publishes the acked
+chains' rows into ``<location>`` under a claim (``<write id>.published``, created only
+if absent: of two publishers one wins). Guarantees: no file an ack counts on is
+replaced after the ack, and a reader never sees rows of a root that did not ack. A
+crash between the ack and the end of the publish loses nothing: :func:`recover` (run
+before every tracked write into the location) publishes each ledger whose chains have
+all ended, or finishes a claimed publish.
 
-1. **Stage.** Spark's Parquet writer writes every row of the tracked frame (data and
-   ghosts, with the chain's tag, the edge, the failure reason and the note) into
-   ``<location>/_xor_ack/<write id>/``. Spark's readers skip names that start with ``_``
-   or ``.``, so a plain ``spark.read`` of the location never sees it. The write id
-   names the run (owner), the attempt and a random suffix: each write has names of its
-   own, and a second write into the location (a replay, another run, tomorrow's job)
-   never touches another write's files. Spark's file commit protocol does the rest:
-   tasks write under attempt-unique temporary names, the output committer lets one
-   attempt per partition commit, and the driver's job commit publishes exactly those
-   (a speculative, retried or zombie attempt never replaces a committed file).
-2. **Read back** what committed, column-pruned (tag, edge, ghost flag, reason, note):
-   per chain the XOR of the edges (``bit_xor``), the first reason and note, the rows.
-   This is what the chains are stamped with, so an ack is about the rows that are on
-   disk, whatever a nondeterministic plan computed in attempts that did not commit.
-3. **Ledger** ``<location>/_xor_ack/<write id>.json``, written whole before any stamp:
-   the tags, their XORs, the output's format and columns.
-4. The attempt **stamps** its chains (:mod:`.attempt`).
-5. **Publish** the rows of the chains that ended acked: Spark's writer writes them (the
-   user's columns and the tag, in the asked format) into ``_xor_ack/<write id>.pub-<r>``;
-   the publisher then *claims* the write (``<write id>.published``, created only if
-   absent: of two publishers one wins) and moves the claimed files into ``<location>``
-   (renames; names are unique per Spark write). Then the staging is removed.
-
-A crash between the ack and the end of the publish loses nothing: the ledger stays, and
-:func:`recover` (run before every tracked write into the location, or by
-:meth:`~.tracking.FrameTracking.publish_pending`) publishes every ledger whose chains
-have all ended (none pending), or finishes the moves of a claimed publish. Until then a
-reader sees fewer rows, never rows of a root that did not ack.
+See docs/spark.md, "Tracked output: the commit protocol".
 """
 
 from __future__ import annotations
@@ -45,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..output import Location, OutputRefused
-from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, by_chain
+from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, by_chain, with_tags
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -113,10 +94,6 @@ class Staged:
     def meta(self) -> Location:
         return self.location.child(STAGING)
 
-    def read(self, spark: SparkSession) -> DataFrame:
-        """Every staged row (data and ghosts, tracking columns included)."""
-        return spark.read.parquet(self.staging.url)
-
 
 def new_write_id(owner: str, attempt: int) -> str:
     """A write id: the run's owner (``/`` made safe), the attempt, 48 random bits."""
@@ -157,21 +134,12 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], *, publish: bool =
 def read_back(spark: SparkSession, staged: Staged) -> ChainXors:
     """Per chain, what the committed staged files hold (a column-pruned aggregation)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
     tag = staged.tag_column
     # Given the columns it needs, the reader neither infers a schema (a job of its own)
     # nor reads the user's columns.
-    text = StringType()
-    schema = StructType(
-        [
-            StructField(tag, text),
-            StructField(EDGE, LongType()),
-            StructField(GHOST, BooleanType()),
-            StructField(ERR, text),
-            StructField(NOTE, text),
-        ]
-    )
+    quoted = "`" + tag.replace("`", "``") + "`"
+    schema = f"{quoted} string, {EDGE} bigint, {GHOST} boolean, {ERR} string, {NOTE} string"
     found = (
         spark.read.schema(schema)
         .parquet(staged.staging.url)
@@ -217,12 +185,8 @@ def publish(spark: SparkSession, staged: Staged, acked: Iterable[str], *, keep_s
         claim = f"{staged.write_id}.published" + (f".{len(claims) + 1}" if claims else "")
         source = f"{staged.write_id}.pub-{secrets.token_hex(4)}"
         if chosen:
-            keep = spark.createDataFrame([(t,) for t in chosen], f"{staged.tag_column} string")
-            rows = (
-                staged.read(spark)
-                .where(~F.col(GHOST))
-                .join(F.broadcast(keep), staged.tag_column, "left_semi")
-            )
+            staged_rows = spark.read.parquet(staged.staging.url).where(~F.col(GHOST))
+            rows = with_tags(staged_rows, staged.tag_column, chosen)
             writer = rows.select(*staged.columns, staged.tag_column).write.mode("append")
             writer.format(staged.format).options(**({"header": "true"} if staged.format == "csv" else {}))
             writer.save(meta.child(source).url)

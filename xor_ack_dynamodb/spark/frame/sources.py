@@ -1,36 +1,18 @@
 """Where a tracked frame's rows come from: files (:func:`read_text`) or the rows of any
 DataFrame keyed by a column (:func:`start`), in the JVM, with no Python per row.
 
-**Edges.** Each source row gets an edge ``e = xxhash64(run key, chain, row id)`` and a
-*ghost copy* of itself (the same edge, no data), so the source's rows of a chain XOR to
-zero wherever Spark puts them; each root adds one ghost holding its root edge ``r``
-(so a root without rows is acked empty). Per chain the rows then XOR to ``r``, the
-invariant every operation keeps (:mod:`.tracked`). A row's descendants (explode's
-children, the group it lands in) carry ``e`` between them and its ghost copy carries
-``e`` on its own: lose or repeat a descendant and the chain does not reach zero. The
-copy comes out of the same evaluation as the row (``explode`` of a two-element array),
-so the pair agrees even when the plan is nondeterministic.
+Each source row gets an edge ``e`` and a ghost copy carrying ``e`` from the same
+evaluation (so the pair agrees in a nondeterministic plan); each root adds a ghost
+holding its root edge (a root without rows is acked empty). Files are read by Spark's
+text reader; a line that matches no root aborts the job (never dropped); a local file
+already missing when the attempt starts fails its root (replayed); roots Spark cannot
+read or name go through an Arrow reader on the executors with the same line rule. Bad
+UTF-8 is replaced by U+FFFD and noted (``bad_bytes="replace"``, the default) or fails
+its root permanently (``"fail"``: a replay would read the same bytes); lines are
+normalized to NFC by default. Columns of :func:`read_text`: ``path`` (the root's path
+as given) and ``line``.
 
-**Files** are read by Spark's own text reader (``spark.read.text``): every file system
-Spark has (local, HDFS, ``s3://`` on EMR), Spark's own splits of big files, lines ending
-at ``\\n``, ``\\r\\n`` or ``\\r``; ``_metadata.file_path`` names each line's file, which is
-mapped to its root (a line that matches no root aborts the job: never dropped). As in
-any Spark job the reader is trusted to read every line of every file it is given; a
-local file already missing when the attempt starts fails its root (replayed).
-Where Spark has no file system (``s3://`` from the pip package, which has no S3A or
-EMRFS) or cannot name a file (a name that is not UTF-8, or holds ``:`` or glob
-characters), those roots are read by a small Arrow reader on the executors instead
-(``mapInArrow`` over the roots, one file or object per task: boto3 for ``s3://``,
-``open`` for files), with the same line rule; the JVM does the rest.
-
-**Bad bytes.** Spark keeps a line's bytes as they are; ``is_valid_utf8`` finds invalid
-UTF-8. With ``bad_bytes="replace"`` (default) the line is decoded with U+FFFD where it
-is invalid (as every string function of Spark does) and its root gets a note; with
-``"fail"`` the line is not processed and its root fails permanently (a replay would
-read the same bytes). **Normalization** to NFC (default) uses ICU4J's ``Normalizer``,
-which Spark ships, through ``reflect``, on lines that are not plain ASCII only.
-
-Columns of :func:`read_text`: ``path`` (the root's path as given) and ``line``.
+See docs/spark.md, "How the tracking works" (sources, and the paragraph on files).
 """
 
 from __future__ import annotations
@@ -213,25 +195,14 @@ def _fallback_lines(location: Location, batches: Iterable[pa.RecordBatch]) -> It
                     with open(unescape_key(path), "rb") as handle:
                         data = handle.read()
             except Exception as exc:
-                why = getattr(exc, "strerror", None) or str(exc)
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.array([chain], pa.int32()),
-                        pa.nulls(1, pa.binary()),
-                        pa.array([f"{type(exc).__name__}: {why}"]),
-                    ],
-                    schema=schema,
+                why = f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}"
+                yield pa.RecordBatch.from_pydict(
+                    {CHAIN: [chain], "value": [None], "error": [why]}, schema=schema
                 )
                 continue
             lines = data.splitlines()
-            yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array([chain] * len(lines), pa.int32()),
-                    pa.array(lines, pa.binary()),
-                    pa.nulls(len(lines), pa.string()),
-                ],
-                schema=schema,
-            )
+            found = {CHAIN: [chain] * len(lines), "value": lines, "error": [None] * len(lines)}
+            yield pa.RecordBatch.from_pydict(found, schema=schema)
 
 
 def read_text(

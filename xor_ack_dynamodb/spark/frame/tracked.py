@@ -1,52 +1,17 @@
 """Tracked DataFrames: per-record bookkeeping in the JVM, one stamp per chain per job.
 
-A :class:`TrackedFrame` is a DataFrame with five hidden tracking columns (see
-:mod:`.columns`): the chain's tag, the row's 64-bit edge, a ghost flag, a failure
-reason and a note. Its operations keep one invariant, per chain: **the XOR of the edges
-of the chain's rows is the chain's outstanding root edge** (the value the chain was
-created with). Nothing is stamped along the way; the sink writes the data and its commit
-records, per chain, the XOR of everything written; the client of the run then stamps
-each chain once with it. The chain reads zero exactly when every row the chain's root
-became reached a committed write.
+A :class:`TrackedFrame` is a DataFrame with five hidden tracking columns
+(:mod:`.columns`). Every operation keeps one invariant, with Spark SQL expressions only
+(no Python per record): per chain, the XOR of the edges of its rows is the chain's
+outstanding root edge. ``select``, ``with_column`` and ``drop`` keep a row and its edge;
+``explode`` (``posexplode_outer``) splits an edge into children that telescope back to
+it; ``where`` and ``fail_when`` turn rows into ghosts, which still carry their edges;
+``group_by`` never mixes chains; ``join`` refuses a lookup with duplicate keys (checked:
+it would repeat edges) and a tracked frame; ``write`` is :mod:`.commit`'s protocol. So
+a chain reads zero exactly when every row its root became reached a committed write.
 
-How each operation keeps the invariant, with Spark SQL expressions only (no Python per
-record):
-
-``select``, ``with_column``, ``drop``
-    one row in, one row out, edge unchanged.
-``explode(array, alias)``
-    a row with edge ``e`` and an array of ``n`` elements becomes ``n`` rows (Spark's
-    ``posexplode_outer``); child ``i`` gets ``h(i) ^ h(i+1)`` where ``h(0) = e``,
-    ``h(n) = 0`` and otherwise ``h(i) = xxhash64(run key, e, i)``. The children's XOR
-    telescopes to ``e``; a child lost or written twice leaves a nonzero difference
-    (``h`` at the ends of the missing runs), like a lost tuple in Storm. A row with an
-    empty or null array becomes a ghost and keeps ``e``.
-``where(condition)``
-    a row that fails the condition becomes a ghost (it is finished: its edge still
-    reaches the sink and is acked there, but it is not written).
-``fail_when(condition, reason)``
-    the row becomes a ghost carrying the reason: its chain is failed instead of stamped
-    (and replayed, unless ``permanent``), the other chains are untouched.
-``group_by(*keys).agg(*exprs)``
-    groups per chain: the grouping keys are the chain's tag, the ghost flag and the
-    user's keys (ghosts of a chain collapse into one row); each group's edge is the
-    ``bit_xor`` of its rows' edges, so the per-chain XOR is unchanged. Groups never mix
-    chains: an aggregate across roots is made *after* the run, over the rows of the
-    attempts that ended acked (see :meth:`FrameTracking.acked_rows`), which is what keeps the
-    output exact under replay (a failed attempt's partial rows are never counted).
-``join(lookup, on, how)``
-    with an untracked DataFrame that has at most one row per key (checked): a left join
-    keeps every row once; an inner join turns rows without a match into ghosts. A join
-    that could repeat a row (duplicate keys) would double its edge and is refused.
-    Joining two tracked frames (rows of two chains in one) is not supported.
-``write(location)``
-    Spark's own writer and commit protocol, then the acked rows published (see
-    :mod:`.commit`).
-
-The attempt's sources (:mod:`.sources`): :meth:`FrameAttempt.read_text` (files, by
-Spark's text reader) and :meth:`FrameAttempt.start` (any DataFrame with a key column):
-each row gets an edge and a ghost copy carrying it, each root a ghost holding its root
-edge, so a root with no rows is acked empty.
+See docs/spark.md, "How the tracking works" (each operation's rule) and "Tracked
+output: the commit protocol".
 """
 
 from __future__ import annotations
@@ -127,11 +92,6 @@ class TrackedFrame:
     def _then(self, df: DataFrame) -> TrackedFrame:
         return TrackedFrame(df, self._attempt)
 
-    def _run_key(self) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.lit(self._attempt.run_key).cast("bigint")
-
     def select(self, *columns: str | Column) -> TrackedFrame:
         """Like ``select``; the tracking columns come along (``"*"`` is the user's
         columns)."""
@@ -205,7 +165,7 @@ class TrackedFrame:
         kept = [c for c in base.columns if c not in dropped]
         exploded = base.select(*kept, F.posexplode_outer(_ARRAY).alias(_POS, alias))
         edge, pos, count = F.col(EDGE), F.col(_POS), F.col(_COUNT)
-        run = self._run_key()
+        run = F.lit(self._attempt.run_key).cast("bigint")
         head = F.when(pos == 0, edge).otherwise(F.xxhash64(run, edge, pos))
         tail = F.when(pos + 1 == count, F.lit(0).cast("bigint")).otherwise(F.xxhash64(run, edge, pos + 1))
         out = exploded.withColumns(

@@ -20,7 +20,7 @@ from ..outcomes import RunObserver, RunReport
 from ..output import Location
 from . import commit as protocol
 from .attempt import Commit, FrameAttempt, FrameJob
-from .columns import to_signed
+from .columns import to_signed, with_tags
 from .tracked import TrackedFrame
 
 if TYPE_CHECKING:
@@ -52,15 +52,10 @@ class FrameTracking(Driver):
     thread pool of ``threads``), the commit's merged XORs are stamped once per chain
     after the write returned. Executors only compute.
 
-    Chains of either mode work (the tracker's ``mode``). Inside Spark the rows keep the
-    XOR invariant in both modes (bigint edges, ``bit_xor``: no overflow, no decimals);
-    a sum chain is created holding the root edge ``r`` (an int in ``[1, 2**64)``) and
-    stamped once with ``-x``, ``x`` the committed XOR, so it reads zero exactly when
-    ``x == r``: the same test as an xor chain's. Xor is the default (one conditional
-    ``PutItem`` per stamp: the driver created the chain, so it knows its value and
-    needs no read); a sum chain's completing stamp costs an ``UpdateItem`` and the
-    ``PutItem`` that stores ``acked``. See ``docs/spark.md``. Parameters as for
-    :class:`~xor_ack_dynamodb.spark.attempts.Driver`, and:
+    Chains of either mode work (the tracker's ``mode``; xor by default): a sum chain is
+    stamped once with ``-x``, ``x`` the committed XOR, so both modes ack exactly when
+    ``x`` equals the root edge. See docs/spark.md, "Chain modes and requests".
+    Parameters as for :class:`~xor_ack_dynamodb.spark.attempts.Driver`, and:
 
     :param parallelism: how many read partitions to aim at (twice this); default
         Spark's default parallelism (4 under Connect unless
@@ -73,9 +68,9 @@ class FrameTracking(Driver):
     :param transactions: send the creates and the stamps as ``create_many`` /
         ``stamp_many`` (TransactWriteItems of up to 100 chains: one request per 100
         roots each way instead of one per root, at twice the write units on DynamoDB;
-        the tracker must have those methods). Off by default: on moto a transaction
-        copies the table per item (slower than single writes); measure on your backend
-        (``benchmarks/driver_requests.py``).
+        the tracker must have those methods). Off by default; see docs/spark.md,
+        "Chain modes and requests" (measure on your backend:
+        ``benchmarks/driver_requests.py``).
     """
 
     def __init__(
@@ -211,8 +206,4 @@ class FrameTracking(Driver):
         what a cross-root aggregate must be computed over to stay exact under replay.
         (A published location holds only such rows already: this is for rows read
         where they were staged, or written before.)"""
-        from pyspark.sql import functions as F
-
-        acked = sorted(report.acked_tags())
-        tags = self.spark.createDataFrame([(t,) for t in acked], f"{tag_column} string")
-        return df.join(F.broadcast(tags), on=tag_column, how="left_semi")
+        return with_tags(df, tag_column, sorted(report.acked_tags()))

@@ -1,25 +1,19 @@
 """What runs inside a Spark task: the executor's tracker and the per-partition ledger.
 
-A record of a tracked RDD is ``(value, tag, anchor)``: for a record of one chain (every
-record until a shuffle merges chains), ``tag`` is the chain's tag and ``anchor`` the XOR
-of its pending edges, an ``int``; for a record that stands for several chains, ``tag`` is
-``None`` and ``anchor`` a dict ``{tag: pending XOR}``. No dict per record on the common
-path.
+A record of a tracked RDD is ``(value, tag, anchor)``: one chain's tag and an ``int``
+anchor (the XOR of its pending edges), or ``None`` and a ``{tag: XOR}`` dict for a
+record that stands for several chains. A ledger collects one partition's XORs per chain
+for one step and flushes at the partition's end: one ``create`` per chain the step
+starts (op id ``<run>.<attempt>/<step>/<partition>/<tag>/create``, remembered for the
+chain's life), one ``fail`` per chain whose records raised (failing twice changes
+nothing), and no stamp: the other XORs leave as one carrier record (a :class:`Carry`)
+for the sink to return to the driver, which stamps each chain once per attempt. Spark
+hands the driver one result per partition, so this is exact whatever tasks were
+retried, recomputed or speculated, and the op-id window (``win``, 32) is never the
+limit.
 
-A ledger collects, for one partition of one tracked step, the XOR of every edge the
-step acked or emitted per chain, and the chains whose records raised. At the end of the
-partition it flushes: one ``create`` per chain the step starts (op id
-``<run>.<attempt>/<step>/<partition>/<tag>/create``; a chain remembers its create's op id
-for life), one ``fail`` per failed chain (failing twice changes nothing), and **no
-stamp**: the XORs of the other chains leave the task as one *carrier* record (value a
-:class:`Carry`, tag ``None``, anchor the ``{tag: XOR}`` dict) that travels down the
-pipeline with the data, through shuffles, untouched by user functions, to the sink,
-which returns it to the driver with the partition's result. Spark hands the driver
-exactly one result per partition of an action (and a reduce task reads exactly one
-output per map partition), so each partition's XORs reach the driver once, whatever
-tasks were retried, recomputed or run speculatively; the driver stamps each chain once
-per attempt. So a chain receives one stamp per attempt whatever the partition count,
-and its window of remembered op ids (``win``, 32) is never the limit.
+See docs/spark.md, "RDDs" ("Coalescing: one stamp per chain, at any number of
+partitions").
 """
 
 from __future__ import annotations
@@ -29,7 +23,6 @@ import threading
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -37,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.accumulators import AccumulatorParam
 
 from ...errors import NotOwner, TagAcked, TagExists, TagNotFound
-from ..chains import connect, snapshot
+from ...stores.dynamodb.tracker import XorAckDynamoDB
+from ..chains import pool_map, snapshot
 from ..edges import EdgeKey
 from ..group import Group
 from ..outcomes import failure_reason
@@ -47,7 +41,6 @@ if TYPE_CHECKING:
     from pyspark import Accumulator
 
     from ...config import AckConfig
-    from ...stores.dynamodb.tracker import XorAckDynamoDB
 
 __all__ = [
     "RunSpec",
@@ -59,7 +52,6 @@ __all__ = [
     "Record",
     "Noted",
     "Carry",
-    "is_carry",
 ]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
@@ -89,11 +81,6 @@ class Carry:
         return zlib.crc32(f"{self.step}/{self.partition}".encode())
 
 
-def is_carry(value: Any) -> bool:
-    """True for a carrier record's value."""
-    return type(value) is Carry
-
-
 #: Called after a ledger flushed (and after a sink wrote), with the step name and the
 #: partition index (a test hook: make a task die after its stamps landed).
 AfterFlush = Callable[[str, int], None]
@@ -116,7 +103,7 @@ def executor_tracker(config: AckConfig) -> XorAckDynamoDB:
     with _TRACKERS_LOCK:
         tracker = _TRACKERS.get(config)
         if tracker is None:
-            tracker = connect(config)
+            tracker = XorAckDynamoDB.from_config(config)
             _TRACKERS[config] = tracker
         return tracker
 
@@ -195,9 +182,7 @@ class RunSpec:
 
     def owner(self, tag: str) -> str:
         """Who chain ``tag`` belongs to: named in every request sent to it."""
-        if self.owners is not None and tag in self.owners:
-            return self.owners[tag]
-        return self.tags.owner
+        return (self.owners or {}).get(tag, self.tags.owner)
 
     def tag(self, key: Any) -> str:
         return self.tags.tag(key, self.attempt)
@@ -282,24 +267,11 @@ class Ledger:
             tracker = executor_tracker(self.spec.config)
             before = snapshot(tracker)
             counts: Counter[str] = Counter()
-            batched = self._create_many(tracker, tags) if self.spec.transactions else {}
-            tags = [t for t in tags if t not in batched]
-            for tag, (result, carried) in batched.items():
-                counts.update(result)
-                if carried:
-                    pending[tag] = carried
-                else:
-                    pending.pop(tag, None)
-            if not tags:
-                results = []
-            elif len(tags) == 1:
-                results = [self._flush_one(tracker, tags[0])]
-            else:
-                with ThreadPoolExecutor(
-                    min(FLUSH_THREADS, len(tags)), thread_name_prefix="xor-ack-flush"
-                ) as pool:
-                    results = list(pool.map(partial(self._flush_one, tracker), tags))
-            for tag, (result, carried) in zip(tags, results, strict=True):
+            results = self._create_many(tracker, tags) if self.spec.transactions else {}
+            rest = [t for t in tags if t not in results]
+            flush_one = partial(self._flush_one, tracker)
+            results.update(zip(rest, pool_map(FLUSH_THREADS, flush_one, rest, "xor-ack-flush"), strict=True))
+            for tag, (result, carried) in results.items():
                 counts.update(result)
                 if tag in self.creates:
                     if carried:
@@ -307,7 +279,8 @@ class Ledger:
                     else:
                         pending.pop(tag, None)
             report(self.spec, tracker, before, counts)
-        self._after()
+        if self.spec.after_flush is not None:
+            self.spec.after_flush(self.step, self.partition)
         if not pending:
             return []
         return [(Carry(self.step, self.partition), None, pending)]
@@ -330,16 +303,14 @@ class Ledger:
                 owner=owner,
             )
             for tag, result in results.items():
-                counts: Counter[str] = Counter()
                 if isinstance(result, TagExists):
                     report_conflict(self.spec, tag)
-                    counts["create_exists"] += 1
-                    out[tag] = (counts, 0)
+                    out[tag] = (Counter(create_exists=1), 0)
                 elif isinstance(result, Exception):
                     raise result
                 else:
-                    counts["chains_created"] += 1
-                    out[tag] = (counts, group.finished(self.creates[tag]) if mine[tag] == 0 else 0)
+                    carried = group.finished(self.creates[tag]) if mine[tag] == 0 else 0
+                    out[tag] = (Counter(chains_created=1), carried)
         return out
 
     def _flush_one(self, tracker: XorAckDynamoDB, tag: str) -> tuple[Counter[str], int]:
@@ -365,8 +336,7 @@ class Ledger:
                 # chain's life, so a retry of ours is a duplicate, not this): never adopt
                 # it. The driver reports the root failed and sends it nothing.
                 report_conflict(self.spec, tag)
-                counts["create_exists"] += 1
-                return counts, 0
+                return Counter(create_exists=1), 0
             counts["chains_created"] += 1
             if value == 0 and tag not in self.failed:
                 carried = group.finished(root)
@@ -387,11 +357,5 @@ class Ledger:
         """Tags sorted, then rotated by the partition index: partitions flushing the same
         chains at the same moment start at different chains instead of racing on each."""
         ordered = sorted(tags)
-        if not ordered:
-            return ordered
-        shift = (self.partition * 7919) % len(ordered)
+        shift = (self.partition * 7919) % max(1, len(ordered))
         return ordered[shift:] + ordered[:shift]
-
-    def _after(self) -> None:
-        if self.spec.after_flush is not None:
-            self.spec.after_flush(self.step, self.partition)

@@ -19,6 +19,7 @@ Spark retries; deterministic edges and op ids make the retry safe.
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -47,7 +48,6 @@ __all__ = [
     "start_fan_out_partition",
     "fan_out_partition",
     "map_partition",
-    "filter_partition",
     "key_partition",
     "combine",
     "unpack_partition",
@@ -106,12 +106,7 @@ def _children(spec: RunSpec, parent: int, count: int) -> tuple[list[int], int]:
     """``count`` child edges of ``parent`` and what starting them all adds to a stamp
     (their XOR, or their sum)."""
     edges = spec.edges.children(parent, count)
-    if spec.group.is_sum:
-        return edges, sum(edges)
-    started = 0
-    for edge in edges:
-        started ^= edge
-    return edges, started
+    return edges, sum(edges) if spec.group.is_sum else functools.reduce(operator.xor, edges, 0)
 
 
 def fan_out_partition(
@@ -193,9 +188,17 @@ def start_fan_out_partition(
 
 
 def map_partition(
-    spec: RunSpec, step: str, fn: Callable[[Any], Any], index: int, records: Iterable[Record]
+    spec: RunSpec,
+    step: str,
+    fn: Callable[[Any], Any],
+    index: int,
+    records: Iterable[Record],
+    *,
+    keep: bool = False,
 ) -> Iterator[Record]:
-    """Replace each value by ``fn(value)``; the record keeps its anchor (no stamp)."""
+    """Replace each value by ``fn(value)``; the record keeps its anchor (no stamp). With
+    ``keep`` (a filter), keep the records whose value passes ``fn`` instead; a dropped
+    record is finished, so its edges are acked."""
     ledger = Ledger(spec, step, index)
     for value, tag, anchor in records:
         if type(value) is Carry:
@@ -206,26 +209,9 @@ def map_partition(
         except Exception as exc:
             ledger.fail_anchor(tag, anchor, exc)
             continue
-        yield result, tag, anchor
-    yield from ledger.flush()
-
-
-def filter_partition(
-    spec: RunSpec, step: str, pred: Callable[[Any], bool], index: int, records: Iterable[Record]
-) -> Iterator[Record]:
-    """Keep records whose value passes ``pred``; a dropped record is finished, so its
-    edges are acked."""
-    ledger = Ledger(spec, step, index)
-    for value, tag, anchor in records:
-        if type(value) is Carry:
-            yield value, tag, anchor
-            continue
-        try:
-            keep = pred(value)
-        except Exception as exc:
-            ledger.fail_anchor(tag, anchor, exc)
-            continue
-        if keep:
+        if not keep:
+            yield result, tag, anchor
+        elif result:
             yield value, tag, anchor
         else:
             ledger.anchor(tag, anchor)

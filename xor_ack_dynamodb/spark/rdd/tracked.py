@@ -109,7 +109,7 @@ class TrackedRDD(Generic[T]):
         """Like ``filter``; a dropped record is finished, so its edges are acked."""
         step = self._step(name)
         return self._then(
-            self.rdd.mapPartitionsWithIndex(partial(steps.filter_partition, self.spec, step, pred))
+            self.rdd.mapPartitionsWithIndex(partial(steps.map_partition, self.spec, step, pred, keep=True))
         )
 
     def reduce_by_key(

@@ -5,12 +5,8 @@ wrote, replaying.
 root, created on the executors; after the job it reads every chain (BatchGetItem) and
 replays the roots whose chains failed (unless permanently), expired, never started, or
 were still pending when the job ended, as new chains, up to ``max_attempts`` (the
-attempt loop of :mod:`..attempts`).
-
-Chains belong to the :class:`RDDTracking` object that made them: their tags embed its
-run id and a random nonce (see :mod:`..tags`), so a second run over the same keys, a
-reused run id, or a key that looks like another key's replay never meets a chain of
-another run.
+attempt loop of :mod:`..attempts`). Chains belong to the :class:`RDDTracking` object
+that made them: no other run meets them, whatever its run id and keys (:mod:`..tags`).
 """
 
 from __future__ import annotations
@@ -54,16 +50,12 @@ class RDDTracking(Driver):
         request per 100 chains instead of one or two per chain, at twice the write units
         on DynamoDB).
 
-    Chains of either mode work (``config.mode``): xor chains (the default) combine
-    anchors by XOR and stamp bytes; sum chains add started edges, subtract finished
-    anchors and stamp ints (one ``UpdateItem`` per stamp, never a lost race). Executors
-    never stamp: each step's per-partition amounts reach the driver as carrier records
-    (see :mod:`.executor`), which stamps each chain once per attempt. See
-    ``docs/spark.md``.
+    Chains of either mode work (``config.mode``; xor by default). Executors never stamp:
+    the driver stamps each chain once per attempt (:mod:`.executor`). See docs/spark.md,
+    "Chain modes and requests".
 
     Requests are counted per task and summed on the driver (:attr:`counters`), with the
     driver's own (sink stamps, reads, fails of stuck chains) added by :meth:`requests`.
-    The attempt loop is the one every path shares (:mod:`..attempts`).
     """
 
     def __init__(
