@@ -82,6 +82,7 @@ from ..core.algebra import Mode
 from ..core.chain import new_token
 from ..errors import InvalidConfig
 from ..stats import RequestStats
+from ..stores.dynamodb.codec import error_code
 from .errors import CompletionPending, TargetFailed
 
 __all__ = [
@@ -182,6 +183,17 @@ class DynamoDBGuard:
         )
         return response
 
+    def _update(self, tag: str, **kwargs: Any) -> dict[str, Any] | None:
+        """A conditional ``UpdateItem``: None when it was applied, the error's response
+        when its condition failed; any other error raises."""
+        try:
+            self._call("UpdateItem", tag, **kwargs)
+            return None
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return cast("dict[str, Any]", exc.response)
+
     def claim(
         self, tag: str, claimant: str, now: float, lease: float, lineage: Lineage | None = None
     ) -> ClaimResult:
@@ -214,21 +226,17 @@ class DynamoDBGuard:
         if lineage is not None and lineage.create_op is not None:
             condition += " AND #cop = :cop"
             names["#cop"], values[":cop"] = "cop", {"B": lineage.create_op}
-        try:
-            self._call(
-                "UpdateItem",
-                tag,
-                UpdateExpression="SET #st = :acked, #tok = :tok, #c = :claimed, #by = :me, #until = :until",
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+        refused = self._update(
+            tag,
+            UpdateExpression="SET #st = :acked, #tok = :tok, #c = :claimed, #by = :me, #until = :until",
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if refused is None:
             return "claimed"
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-            item: dict[str, Any] | None = cast("dict[str, Any] | None", exc.response.get("Item"))
+        item: dict[str, Any] | None = refused.get("Item")
         if item is None:  # backends that do not return ALL_OLD (dynalite), or no item
             item = self._call("GetItem", tag, ConsistentRead=True).get("Item") or {}
         if not item or not _same_lineage(item, lineage):
@@ -241,38 +249,27 @@ class DynamoDBGuard:
         return "held"
 
     def mark_fired(self, tag: str, claimant: str, now: float) -> bool:
-        try:
-            self._call(
-                "UpdateItem",
-                tag,
-                UpdateExpression="SET #c = :fired, #at = :now",
-                ConditionExpression="#by = :me",
-                ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#at": FIRED_AT},
-                ExpressionAttributeValues={
-                    ":fired": {"S": "fired"},
-                    ":me": {"S": claimant},
-                    ":now": {"N": str(int(now))},
-                },
-            )
-            return True
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-            return False
+        refused = self._update(
+            tag,
+            UpdateExpression="SET #c = :fired, #at = :now",
+            ConditionExpression="#by = :me",
+            ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#at": FIRED_AT},
+            ExpressionAttributeValues={
+                ":fired": {"S": "fired"},
+                ":me": {"S": claimant},
+                ":now": {"N": str(int(now))},
+            },
+        )
+        return refused is None
 
     def release(self, tag: str, claimant: str) -> None:
-        try:
-            self._call(
-                "UpdateItem",
-                tag,
-                UpdateExpression="REMOVE #c, #by, #until",
-                ConditionExpression="#by = :me AND #c = :claimed",
-                ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#until": CLAIM_UNTIL},
-                ExpressionAttributeValues={":me": {"S": claimant}, ":claimed": {"S": "claimed"}},
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
+        self._update(
+            tag,
+            UpdateExpression="REMOVE #c, #by, #until",
+            ConditionExpression="#by = :me AND #c = :claimed",
+            ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#until": CLAIM_UNTIL},
+            ExpressionAttributeValues={":me": {"S": claimant}, ":claimed": {"S": "claimed"}},
+        )
 
 
 def _same_lineage(item: dict[str, Any], lineage: Lineage | None) -> bool:
@@ -427,13 +424,8 @@ class EventBridgeTarget:
         detail_type: str = "Chain completed",
         stats: RequestStats | None = None,
     ) -> None:
-        self.client, self.bus_name, self.source, self.detail_type, self.stats = (
-            client,
-            bus_name,
-            source,
-            detail_type,
-            stats,
-        )
+        self.client, self.bus_name, self.stats = client, bus_name, stats
+        self.source, self.detail_type = source, detail_type
 
     def __call__(self, completion: Completion) -> None:
         if self.stats is not None:

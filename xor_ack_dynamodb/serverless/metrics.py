@@ -42,7 +42,7 @@ from typing import Any
 
 from ..stats import RequestStats
 
-__all__ = ["METRICS", "MetricsPublisher", "publisher"]
+__all__ = ["METRICS", "MetricsPublisher"]
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
@@ -104,8 +104,3 @@ class MetricsPublisher:
                 metrics.add_metric(name=name, unit=self._unit, value=value)
             metrics.flush_metrics()
         return gained
-
-
-def publisher(namespace: str | None = "xor-ack") -> MetricsPublisher:
-    """A publisher for a pipeline (``namespace`` None: never publishes)."""
-    return MetricsPublisher(namespace)

@@ -29,7 +29,8 @@ table's stream, whoever completed the chain (:mod:`.stream`).
 
 Errors the stamp raises, and what the record gets:
 
-* the chain is over (acked, failed, expired, missing, another owner's): dropped;
+* the chain is over (acked, failed, expired, missing, another owner's): dropped (an
+  INFO log line);
 * ``ChainModeMismatch``, ``BufferLengthsUnequal``, ``InvalidStamp``: the chain under the
   tag can never take this record's stamp (it counts in the other mode, or its stamp has
   another length, or the stamp is out of range), however often it is delivered: the
@@ -56,12 +57,9 @@ Why stamp before send, and what a crash between them does:
   redelivery. Stamp-then-send keeps the chain's value an upper bound of the work
   outstanding at every moment.
 
-A redelivered record whose stamp is a duplicate re-sends its children, because it cannot
-know whether its first attempt's sends completed: copies of a child are applied once
-(same edge, same op id, however long after the original: the chain's history is
-searched since the parent's position) but their handlers do run again: make handlers idempotent, as
-any SQS consumer must. Records of a chain that is acked, failed, expired, missing or of
-another owner are dropped with an INFO log line.
+A record whose stamp is a duplicate re-sends its children (it cannot know whether its
+first attempt's sends completed): their copies are applied once, but their handlers do
+run again: make handlers idempotent, as any SQS consumer must.
 
 A handler must emit the same *number* of children on every attempt (their bodies may
 differ): the stamp's payload is its edges, and the chain refuses an op id seen with

@@ -31,13 +31,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import TagExists, XorAckError
+from ..errors import TagExists
 from ..status import State
 from .context import Context, S3Object
 from .copies import as_sent
 from .edges import combine, new_incarnation, op_id, owner_for, root_edge, start_edge
 from .envelope import Message, decode_s3_metadata
-from .errors import EnvelopeError
+from .errors import EnvelopeError, RetryRecord
 from .parts import PipelineParts
 from .records import CHAIN_OVER, Handler, process_message
 from .sending import send_children
@@ -207,7 +207,7 @@ def process_s3_event(
                     counted=False,
                 )
                 if outcome == "retry":
-                    raise _Retry(f"object s3://{obj.bucket}/{obj.key} is to be handled again")
+                    raise RetryRecord(f"s3://{obj.bucket}/{obj.key} is to be handled again", outcome=outcome)
                 out["continued"].append(envelope.tag)
                 continue
             try:
@@ -228,7 +228,3 @@ def process_s3_event(
     if first_error is not None:
         raise first_error
     return out
-
-
-class _Retry(XorAckError):
-    """An S3-carried record to handle again (the event is retried)."""
