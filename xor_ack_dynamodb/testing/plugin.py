@@ -91,15 +91,24 @@ def _async_fixture(function: _F) -> _F:
 _tables = itertools.count()
 
 
+def _more(tracker: Any) -> Callable[..., Any]:
+    """A builder of more trackers of ``tracker``'s class on its table and client (pass
+    ``client=`` for another), with other options."""
+
+    def make(**options: Any) -> Any:
+        options.setdefault("client", tracker.client)
+        return type(tracker)(tracker.table, tracker.partition_key, **options)
+
+    return make
+
+
 def _fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials and a region for one test; no endpoint or profile from the
     developer's shell can send a request to a real account."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_SECURITY_TOKEN", "testing")
-    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", LOCAL_REGION)
-    monkeypatch.setenv("AWS_REGION", LOCAL_REGION)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(name, "testing")
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.setenv(name, LOCAL_REGION)
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
         monkeypatch.delenv(name, raising=False)
 
@@ -177,13 +186,7 @@ def xor_ack_factory(xor_ack: XorAckDynamoDB) -> Callable[..., XorAckDynamoDB]:
     """Build more trackers on ``xor_ack``'s table and client, with other options (each
     with its own cache; pass ``client=`` for another client). Atomic under threads, as
     ``xor_ack`` is."""
-    from ..stores.dynamodb.tracker import XorAckDynamoDB
-
-    def make(**options: Any) -> XorAckDynamoDB:
-        options.setdefault("client", xor_ack.client)
-        return XorAckDynamoDB(xor_ack.table, xor_ack.partition_key, **options)
-
-    return make
+    return _more(xor_ack)
 
 
 @pytest.fixture
@@ -231,13 +234,7 @@ async def async_xor_ack(
 def async_xor_ack_factory(async_xor_ack: AsyncXorAckDynamoDB) -> Callable[..., AsyncXorAckDynamoDB]:
     """Build more asyncio trackers on ``async_xor_ack``'s table and client, with other
     options (``clock=``, ``ttl=``, ``mode=``, ...)."""
-    from ..aio import AsyncXorAckDynamoDB
-
-    def make(**options: Any) -> AsyncXorAckDynamoDB:
-        options.setdefault("client", async_xor_ack.client)
-        return AsyncXorAckDynamoDB(async_xor_ack.table, async_xor_ack.partition_key, **options)
-
-    return make
+    return _more(async_xor_ack)
 
 
 @pytest.fixture
