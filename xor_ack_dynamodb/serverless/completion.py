@@ -285,8 +285,7 @@ def _same_lineage(item: dict[str, Any], lineage: Lineage | None) -> bool:
 
 def _skew(tracker: Any, skew: float | None) -> float:
     if skew is None:
-        rules = getattr(tracker, "rules", None)
-        skew = getattr(rules, "skew", 5)
+        skew = getattr(getattr(tracker, "rules", None), "skew", 5)
     if isinstance(skew, bool) or not isinstance(skew, (int, float)) or not 0 <= skew <= 3600:
         raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {skew!r}")
     return float(skew)

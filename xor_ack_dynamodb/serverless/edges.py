@@ -20,7 +20,6 @@ tracker's own :meth:`new_edge`.
 from __future__ import annotations
 
 import hashlib
-import secrets
 
 from ..core.algebra import Mode
 from ..stamps import Stamp, derive_edge, xor_all
@@ -34,7 +33,6 @@ __all__ = [
     "combine",
     "op_id",
     "owner_for",
-    "new_incarnation",
     "edge_text",
     "OWNER_PREFIX",
 ]
@@ -122,8 +120,3 @@ def owner_for(tag: str, incarnation: str) -> str:
     the same tag (a replay after expiry) names another and its predecessor's late
     messages are refused (``NotOwner``)."""
     return OWNER_PREFIX + _seed(tag, "owner\x00" + incarnation, 12).hex()
-
-
-def new_incarnation() -> str:
-    """A random incarnation id, for a start that need not be idempotent."""
-    return secrets.token_hex(12)

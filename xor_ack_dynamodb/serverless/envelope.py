@@ -309,7 +309,5 @@ def decode_record(record: Mapping[str, Any], mode: Mode | None = None) -> Messag
 def decode_s3_metadata(metadata: Mapping[str, str] | None, mode: Mode | None = None) -> Envelope | None:
     """The envelope in an S3 object's user metadata (``HeadObject``'s ``Metadata``), or
     None when it has none. Raises :class:`MalformedEnvelope` for an unreadable one."""
-    if not metadata:
-        return None
-    text = metadata.get(ATTRIBUTE)
+    text = (metadata or {}).get(ATTRIBUTE)
     return None if text is None else from_json(text, mode)

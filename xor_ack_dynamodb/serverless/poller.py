@@ -42,10 +42,7 @@ def _json_safe(value: Any) -> Any:
 def lambda_record(record: Mapping[str, Any], stream_arn: str) -> dict[str, Any]:
     """A record from ``GetRecords`` as Lambda delivers it: JSON (Binary as base64,
     times as epoch seconds) with the stream's ARN."""
-    found: dict[str, Any] = _json_safe(dict(record))
-    found.setdefault("eventSource", "aws:dynamodb")
-    found["eventSourceARN"] = stream_arn
-    return found
+    return {"eventSource": "aws:dynamodb", **_json_safe(dict(record)), "eventSourceARN": stream_arn}
 
 
 class StreamPoller:

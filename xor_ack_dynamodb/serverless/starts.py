@@ -26,6 +26,7 @@ the table's stream, :mod:`.stream`).
 from __future__ import annotations
 
 import logging
+import secrets
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from ..errors import TagExists
 from ..status import State
 from .context import Context, S3Object
 from .copies import as_sent
-from .edges import combine, new_incarnation, op_id, owner_for, root_edge, start_edge
+from .edges import combine, op_id, owner_for, root_edge, start_edge
 from .envelope import Message, decode_s3_metadata
 from .errors import EnvelopeError, RetryRecord
 from .parts import PipelineParts
@@ -81,7 +82,7 @@ def start(
     what the handler raises (nothing was created); a send that fails raises after the
     chain was created: call again with the same ``start_id``.
     """
-    incarnation = start_id if start_id is not None else new_incarnation()
+    incarnation = start_id if start_id is not None else secrets.token_hex(12)
     if not isinstance(incarnation, str) or not incarnation:
         raise ValueError("start_id must be a non-empty str")
     mode, size = pipeline.mode, pipeline.edge_size
