@@ -8,7 +8,7 @@ One JSON object, version 1::
 
 ``edge`` is decimal digits in sum mode, hex digits in xor mode. The last three fields
 (added within version 1; a reader of version 1 ignores fields it does not know) say what
-the message's stamp must check for earlier copies of itself (:mod:`.records`):
+the message's stamp must check for earlier copies of itself (:mod:`.copies`):
 
 * ``parent``: the op id of the stamp that sent this message (``edge:<edge>`` of a
   record, ``start:<incarnation>`` of a start): the parent the chain may have marked
@@ -20,7 +20,7 @@ the message's stamp must check for earlier copies of itself (:mod:`.records`):
 
 An envelope written before these fields existed carries none of them: it is read as a
 message that may be a duplicate, checked against the chain's whole history (see
-:mod:`.records` for why). Any other ``v`` is :class:`UnsupportedEnvelopeVersion`.
+:mod:`.copies` for why). Any other ``v`` is :class:`UnsupportedEnvelopeVersion`.
 Carriers:
 
 * **SQS message attributes** (the default): one String attribute named ``xor-ack``

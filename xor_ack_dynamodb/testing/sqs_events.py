@@ -31,21 +31,21 @@ def _lambda_attribute(value: Any) -> dict[str, Any]:
     Lambda's (``stringValue``) or the SQS API's (``StringValue``) shape."""
     if isinstance(value, Mapping):
         data_type = str(value.get("dataType", value.get("DataType", "String")))
+        out: dict[str, Any] = {"dataType": data_type, "stringListValues": [], "binaryListValues": []}
         string = value.get("stringValue", value.get("StringValue"))
         binary = value.get("binaryValue", value.get("BinaryValue"))
-    elif isinstance(value, bool) or not isinstance(value, (str, int, float, bytes)):
+        if string is not None:
+            out["stringValue"] = str(string)
+        if binary is not None:
+            out["binaryValue"] = binary
+        return out
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, bytes)):
         kind = type(value).__name__
         raise TypeError(f"a message attribute is a str, a number, bytes or a dict, not {kind}")
-    elif isinstance(value, bytes):
-        data_type, string, binary = "Binary", None, value
-    else:
-        data_type, string, binary = "String" if isinstance(value, str) else "Number", value, None
-    out: dict[str, Any] = {"dataType": data_type, "stringListValues": [], "binaryListValues": []}
-    if string is not None:
-        out["stringValue"] = str(string)
-    if binary is not None:
-        out["binaryValue"] = binary
-    return out
+    if isinstance(value, bytes):
+        return {"binaryValue": value, "dataType": "Binary", "stringListValues": [], "binaryListValues": []}
+    data_type = "String" if isinstance(value, str) else "Number"
+    return {"stringValue": str(value), "dataType": data_type, "stringListValues": [], "binaryListValues": []}
 
 
 def sqs_record(
