@@ -136,14 +136,14 @@ def _print_statuses(records: list[dict[str, Any]], title: str) -> None:
 
 
 def _reply(args: argparse.Namespace, data: Any, text: str | None = None, title: str = "") -> int:
-    """``data`` as JSON with ``--json``; else ``text``, or ``data`` (a chain's status) as a
-    table titled ``title``. Exit 0."""
+    """``data`` as JSON with ``--json``; else ``text``, or ``data`` (chains' statuses, or
+    one) as a table titled ``title``. Exit 0."""
     if args.json:
         emit_json(data)
     elif text is not None:
         print(text)
     else:
-        _print_statuses([data], title)
+        _print_statuses(data if isinstance(data, list) else [data], title)
     return EXIT_OK
 
 
@@ -265,10 +265,7 @@ def list_cmd(args: argparse.Namespace) -> int:
                 break
     matched.sort(key=lambda c: c.tag)
     records = [status_record(ack.rules.status(c, now)) for c in matched]
-    if args.json:
-        emit_json(records)
-    else:
-        _print_statuses(records, f"chains in {ack.table}")
+    _reply(args, records, title=f"chains in {ack.table}")
     print(
         f"xor-ack: scanned {scanned} items in {pages} pages; {len(records)} matched"
         + (f"; {corrupt} unreadable" if corrupt else ""),
