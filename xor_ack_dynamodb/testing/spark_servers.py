@@ -1,16 +1,10 @@
 """Spark servers started from the installed pyspark package, on 127.0.0.1: a standalone
-cluster (a master and one worker) and a Spark Connect server. For tests, benchmarks and
-trying things locally; nothing is downloaded (the pip package ships the jars, the
-``bin/spark-class`` and ``bin/spark-submit`` scripts and the Connect server's jar).
-
-The Connect server is ``org.apache.spark.sql.connect.service.SparkConnectServer`` run
-by ``spark-submit`` (what the package's ``sbin/start-connect-server.sh`` does, without
-daemonizing), with its own master (``local[N]`` by default). A client needs the
-``pyspark[connect]`` dependencies (pandas, pyarrow, grpcio, grpcio-status,
-googleapis-common-protos, zstandard; the ``spark`` extra installs them) and connects
-with ``SparkSession.builder.remote("sc://127.0.0.1:<port>")``. The server's Python
-workers run ``PYSPARK_PYTHON`` (default: this interpreter), so the data sources of
-:mod:`xor_ack_dynamodb.spark` import there.
+cluster (a master and one worker) and a Spark Connect server (its own master,
+``local[N]`` by default). For tests, benchmarks and trying things locally; nothing is
+downloaded. The Connect server's Python workers run ``PYSPARK_PYTHON`` (default: this
+interpreter), so the data sources of :mod:`xor_ack_dynamodb.spark` import there. A
+client connects with ``SparkSession.builder.remote("sc://127.0.0.1:<port>")``; what it
+needs installed: docs/spark.md, the paragraph on the Connect server.
 """
 
 from __future__ import annotations
