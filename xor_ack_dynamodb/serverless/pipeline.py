@@ -188,14 +188,25 @@ class PipelineConfig:
         client = client if client is not None else self.client("dynamodb")
         return XorAckDynamoDB.from_config(self.ack_config(), client=client)
 
-    def build(self, *, tracker: AckTracker | None = None, **parts: Any) -> Pipeline:
-        """The pipeline for this config. ``parts`` are :class:`Pipeline`'s keywords for the
-        parts a config does not hold (``sqs``, ``s3``, ``events``, ``on_complete``,
-        ``guard``, ``chains``, ``clock``); what is not given is built lazily."""
+    def build(
+        self,
+        *,
+        tracker: AckTracker | None = None,
+        sqs: Any = None,
+        s3: Any = None,
+        events: Any = None,
+        on_complete: Sequence[Target] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> Pipeline:
+        """The pipeline for this config; given parts are used, the rest built lazily."""
         return Pipeline(
             tracker if tracker is not None else self.tracker(),
             queue_url=self.queue_url,
+            sqs=sqs,
+            s3=s3,
+            events=events,
             max_receives=self.max_receives,
+            on_complete=on_complete,
             completion_queue_url=self.completion_queue_url,
             completion_bus=self.completion_bus,
             completion_lease=self.completion_lease_seconds,
@@ -203,7 +214,7 @@ class PipelineConfig:
             skew=self.skew_seconds,
             metrics_namespace=self.metrics_namespace,
             config=self,
-            **parts,
+            clock=clock,
         )
 
 
