@@ -28,6 +28,7 @@ from ..errors import (
     XorAckError,
 )
 from ..status import ChainStatus
+from ..stores.dynamodb.codec import error_code
 
 if TYPE_CHECKING:
     from ..stores.dynamodb.tracker import XorAckDynamoDB
@@ -47,7 +48,6 @@ __all__ = [
     "emit_json",
     "status_record",
     "print_table",
-    "stderr_console",
 ]
 
 EXIT_OK = 0
@@ -153,18 +153,20 @@ def _fail(code: int, kind: str, message: str) -> int:
     return code
 
 
-def exit_code_for(exc: BaseException) -> int:
-    """The exit status for an error (see :data:`EXIT_CODES_HELP`)."""
+def _classify(exc: Exception) -> tuple[int, str]:
+    """The exit status of an error (see :data:`EXIT_CODES_HELP`) and the kind it prints."""
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE, "usage"
     if isinstance(exc, (TableNotFound, TableSchemaMismatch)):
-        return EXIT_TABLE
-    if isinstance(exc, (InvalidTag, InvalidStamp, InvalidConfig, UsageError)):
-        return EXIT_USAGE
+        return EXIT_TABLE, exc.code
+    if isinstance(exc, (InvalidTag, InvalidStamp, InvalidConfig)):
+        return EXIT_USAGE, exc.code
     if isinstance(exc, XorAckError):
-        return EXIT_FAILED
+        return EXIT_FAILED, exc.code
     if isinstance(exc, ClientError):
-        code = exc.response.get("Error", {}).get("Code")
-        return EXIT_TABLE if code == "ResourceNotFoundException" else EXIT_AWS
-    return EXIT_AWS
+        code = error_code(exc)
+        return (EXIT_TABLE if code == "ResourceNotFoundException" else EXIT_AWS), code or "ClientError"
+    return EXIT_AWS, type(exc).__name__
 
 
 def handle_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -175,17 +177,10 @@ def handle_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argpar
     def run(args: argparse.Namespace) -> int:
         try:
             return func(args)
-        except UsageError as exc:
-            return _fail(EXIT_USAGE, "usage", str(exc))
-        except XorAckError as exc:
-            return _fail(exit_code_for(exc), exc.code, str(exc))
         except NoRegionError:
             return _fail(EXIT_AWS, "NoRegionError", "no AWS region: pass --region or set AWS_REGION")
-        except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code", "ClientError"))
-            return _fail(exit_code_for(exc), code, str(exc))
-        except BotoCoreError as exc:
-            return _fail(EXIT_AWS, type(exc).__name__, str(exc))
+        except (UsageError, XorAckError, ClientError, BotoCoreError) as exc:
+            return _fail(*_classify(exc), str(exc))
         except KeyboardInterrupt:
             return _fail(130, "interrupted", "interrupted")
 
@@ -214,15 +209,6 @@ def status_record(status: ChainStatus) -> dict[str, Any]:
 def emit_json(value: Any, out: TextIO | None = None) -> None:
     json.dump(value, out or sys.stdout, indent=2, sort_keys=True)
     (out or sys.stdout).write("\n")
-
-
-def stderr_console() -> Any:
-    """A rich console on stderr (progress, warnings), or None without rich."""
-    try:
-        from rich.console import Console
-    except ImportError:  # pragma: no cover - rich ships with the cli/test extras
-        return None
-    return Console(stderr=True)
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

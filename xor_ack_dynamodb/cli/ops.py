@@ -33,7 +33,6 @@ from .common import (
     print_table,
     short_hex,
     status_record,
-    stderr_console,
     tracker,
 )
 
@@ -136,6 +135,18 @@ def _print_statuses(records: list[dict[str, Any]], title: str) -> None:
     print_table(title, _STATUS_COLUMNS, rows)
 
 
+def _reply(args: argparse.Namespace, data: Any, text: str | None = None, title: str = "") -> int:
+    """``data`` as JSON with ``--json``; else ``text``, or ``data`` (chains' statuses, or
+    one) as a table titled ``title``. Exit 0."""
+    if args.json:
+        emit_json(data)
+    elif text is not None:
+        print(text)
+    else:
+        _print_statuses(data if isinstance(data, list) else [data], title)
+    return EXIT_OK
+
+
 def _stamp_cell(stamp: str | None, mode: str | None) -> str | None:
     """A chain's value for a table cell: hex (xor, shortened), decimal digits (sum)."""
     if stamp is None or mode == "sum":
@@ -152,11 +163,8 @@ def _when(iso: str | None) -> str | None:
 def table_create(args: argparse.Namespace) -> int:
     ack = tracker(args)
     created = ack.create_table()
-    if args.json:
-        emit_json({"table": ack.table, "partition_key": ack.partition_key, "created": created})
-    else:
-        print(f"table {ack.table} {'created' if created else 'already exists'} (key {ack.partition_key})")
-    return EXIT_OK
+    text = f"table {ack.table} {'created' if created else 'already exists'} (key {ack.partition_key})"
+    return _reply(args, {"table": ack.table, "partition_key": ack.partition_key, "created": created}, text)
 
 
 @handle_errors
@@ -194,13 +202,10 @@ def table_describe(args: argparse.Namespace) -> int:
 def status_cmd(args: argparse.Namespace) -> int:
     ack = tracker(args)
     found = ack.status_many(args.tags)
-    records: list[dict[str, Any]] = []
-    missing = [t for t in dict.fromkeys(args.tags) if t not in found]
-    for tag in dict.fromkeys(args.tags):
-        if tag in found:
-            records.append(status_record(found[tag]))
-        else:
-            records.append({"tag": tag, "state": None, "error": TagNotFound.__name__})
+    tags = list(dict.fromkeys(args.tags))
+    missing = [t for t in tags if t not in found]
+    absent = {"state": None, "error": TagNotFound.__name__}
+    records = [status_record(found[t]) if t in found else {"tag": t, **absent} for t in tags]
     if args.json:
         emit_json(records)
     else:
@@ -236,8 +241,7 @@ def list_cmd(args: argparse.Namespace) -> int:
     now = int(time.time())
     matched: list[Chain] = []
     scanned = pages = corrupt = 0
-    console = stderr_console()
-    progress = _progress(console)
+    progress = _progress()
     with progress:
         task = progress.add_task(f"scanning {ack.table}", total=None)
         for page in _scan(ack, args.prefix, args.page_size):
@@ -261,10 +265,7 @@ def list_cmd(args: argparse.Namespace) -> int:
                 break
     matched.sort(key=lambda c: c.tag)
     records = [status_record(ack.rules.status(c, now)) for c in matched]
-    if args.json:
-        emit_json(records)
-    else:
-        _print_statuses(records, f"chains in {ack.table}")
+    _reply(args, records, title=f"chains in {ack.table}")
     print(
         f"xor-ack: scanned {scanned} items in {pages} pages; {len(records)} matched"
         + (f"; {corrupt} unreadable" if corrupt else ""),
@@ -273,11 +274,12 @@ def list_cmd(args: argparse.Namespace) -> int:
     return EXIT_FAILED if corrupt else EXIT_OK
 
 
-def _progress(console: Any) -> Any:
+def _progress() -> Any:
     """A transient spinner on stderr while scanning (silent when stderr is not a terminal)."""
     try:
+        from rich.console import Console
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    except ImportError:  # pragma: no cover
+    except ImportError:  # pragma: no cover - rich ships with the cli/test extras
         import contextlib
 
         class _Quiet(contextlib.nullcontext[None]):
@@ -288,13 +290,14 @@ def _progress(console: Any) -> Any:
                 pass
 
         return _Quiet()
+    console = Console(stderr=True)
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
         console=console,
         transient=True,
-        disable=console is None or not console.is_terminal,
+        disable=not console.is_terminal,
     )
 
 
@@ -315,44 +318,24 @@ def stamp_cmd(args: argparse.Namespace) -> int:
     started = [_edge(e, args.mode) for e in args.start]
     ack = tracker(args, mode=args.mode)
     result = ack.stamp(args.tag, finished=finished, started=started, op_id=args.op_id, owner=args.owner)
-    if args.json:
-        emit_json({"tag": args.tag, "acked": result.acked, "duplicate": result.duplicate})
-    else:
-        again = " (duplicate)" if result.duplicate else ""
-        print(f"{args.tag}: {'acked' if result.acked else 'stamped'}{again}")
-    return EXIT_OK
+    again = " (duplicate)" if result.duplicate else ""
+    text = f"{args.tag}: {'acked' if result.acked else 'stamped'}{again}"
+    return _reply(args, {"tag": args.tag, "acked": result.acked, "duplicate": result.duplicate}, text)
 
 
 @handle_errors
 def fail_cmd(args: argparse.Namespace) -> int:
-    ack = tracker(args)
-    status = ack.fail(args.tag, args.reason)
-    if args.json:
-        emit_json(status_record(status))
-    else:
-        _print_statuses([status_record(status)], "failed")
-    return EXIT_OK
+    return _reply(args, status_record(tracker(args).fail(args.tag, args.reason)), title="failed")
 
 
 @handle_errors
 def touch_cmd(args: argparse.Namespace) -> int:
     if args.ttl is not None and not args.ttl > 0:
         raise UsageError(f"--ttl must be a positive number of seconds, got {args.ttl}")
-    ack = tracker(args)
-    status = ack.touch(args.tag, ttl=args.ttl)
-    if args.json:
-        emit_json(status_record(status))
-    else:
-        _print_statuses([status_record(status)], "touched")
-    return EXIT_OK
+    return _reply(args, status_record(tracker(args).touch(args.tag, ttl=args.ttl)), title="touched")
 
 
 @handle_errors
 def delete_cmd(args: argparse.Namespace) -> int:
-    ack = tracker(args)
-    ack.delete(args.tag)
-    if args.json:
-        emit_json({"tag": args.tag, "deleted": True})
-    else:
-        print(f"deleted {args.tag}")
-    return EXIT_OK
+    tracker(args).delete(args.tag)
+    return _reply(args, {"tag": args.tag, "deleted": True}, f"deleted {args.tag}")

@@ -237,15 +237,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _backend(args: argparse.Namespace, real: bool, stack: ExitStack) -> tuple[AckConfig, str]:
     """The table (created if missing) and how to name it."""
-    config, where = _where(args, real, stack)
-    from ..stores.dynamodb.tracker import XorAckDynamoDB
-
-    XorAckDynamoDB.from_config(config).create_table()
-    return config, where
-
-
-def _where(args: argparse.Namespace, real: bool, stack: ExitStack) -> tuple[AckConfig, str]:
     from ..config import AckConfig
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
     from ..testing.moto_server import LocalDynamoDB
 
     if real:
@@ -256,9 +249,12 @@ def _where(args: argparse.Namespace, real: bool, stack: ExitStack) -> tuple[AckC
             region=args.wc_region or getattr(args, "region", None),
             endpoint_url=endpoint,
         )
-        return config, f"DynamoDB table {config.table}" + (f" at {endpoint}" if endpoint else "")
-    local = stack.enter_context(LocalDynamoDB())
-    return local.config(DEFAULT_TABLE), f"embedded DynamoDB (moto) at {local.endpoint_url}"
+        where = f"DynamoDB table {config.table}" + (f" at {endpoint}" if endpoint else "")
+    else:
+        local = stack.enter_context(LocalDynamoDB())
+        config, where = local.config(DEFAULT_TABLE), f"embedded DynamoDB (moto) at {local.endpoint_url}"
+    XorAckDynamoDB.from_config(config).create_table()
+    return config, where
 
 
 class _Progress:

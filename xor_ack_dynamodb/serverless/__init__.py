@@ -1,48 +1,17 @@
 """Tracked serverless pipelines: SQS/Lambda fan-outs whose completion is one ack chain.
 
 A chain starts (:func:`start`, or an S3 upload through :func:`process_s3_event`) with the
-edges of its first messages; each SQS-triggered handler does its work and declares
-children with ``ctx.emit(body)``; :func:`process_sqs_batch` stamps once per record
-(finishing its edge, starting its children's) and sends the children; the chain table's
-DynamoDB stream fires the completion once when the chain reaches zero, whoever stamped
-it last (:meth:`Pipeline.process_chain_stream`, the handler of a second function on the
-stream)::
+edges of its first messages; each SQS-triggered handler declares children with
+``ctx.emit(body)``; :func:`process_sqs_batch` stamps once per record and then sends the
+children; the chain table's stream fires the completion once, whoever stamped last
+(:meth:`Pipeline.process_chain_stream`). Redelivered messages, retried handlers, re-sent
+children and redelivered S3 events are applied once; a crash loses nothing and acks
+nothing early; a record that keeps failing fails its chain with the reason. The default
+mode is ``sum`` (one atomic ``UpdateItem`` a stamp, no races between functions).
 
-    from xor_ack_dynamodb.serverless import Pipeline
-
-    pipeline = None
-
-    def handler(event, context):              # SQS trigger, ReportBatchItemFailures
-        global pipeline
-        pipeline = pipeline or Pipeline.from_env()
-        return pipeline.process_sqs_batch(event, work, context)
-
-    def on_chain_stream(event, context):      # the table's stream, ReportBatchItemFailures
-        global pipeline
-        pipeline = pipeline or Pipeline.from_env()
-        return pipeline.process_chain_stream(event)
-
-    def work(ctx):
-        job = ctx.json()
-        for part in split(job):
-            ctx.emit(part)                    # sent after this record's stamp
-
-Guarantees (details in each module): every message carries a versioned, validated
-envelope (:mod:`.envelope`); edges and op ids are derived, so redelivered messages,
-retried handlers, re-sent children and redelivered S3 events are applied once
-(:mod:`.edges`); the stamp lands before the sends, so a crash loses nothing and acks
-nothing early (:mod:`.records`, run per record by :mod:`.sqs`); a record that keeps
-failing fails its chain with the reason, records of finished chains are dropped with a
-log line; chains start in :mod:`.starts`; the completion fires once per chain from the
-table's stream (:mod:`.stream`, :mod:`.completion`; :mod:`.poller` reads the stream
-without Lambda); counters go to CloudWatch as EMF through Powertools Metrics when it is
-installed (:mod:`.metrics`); chains to replay are found by :mod:`.replay`.
-
-The default mode is ``sum``: a fan-out's functions stamp one chain concurrently, and a
-sum-mode stamp is one atomic ``UpdateItem`` that never loses a race. ``xor`` works too
-(the Node package's layout), at the cost of read-modify-write races on hot chains.
-AWS Lambda Powertools is optional: :meth:`Pipeline.record_handler` plugs a handler into
-its ``BatchProcessor`` (see ``docs/lambda.md``).
+Modules: :mod:`.envelope`, :mod:`.edges`, :mod:`.records` (run per record by
+:mod:`.sqs`), :mod:`.copies`, :mod:`.starts`, :mod:`.stream`, :mod:`.completion`,
+:mod:`.poller`, :mod:`.metrics`, :mod:`.replay`. See docs/lambda.md.
 """
 
 from __future__ import annotations

@@ -1,68 +1,26 @@
 """Completion: one firing per chain, whoever completed it, guarded by a conditional claim
 on the chain's item.
 
-A completion belongs to the chain, not to the caller whose stamp happened to complete
-it: the trigger is the chain's own transition to acked, read from the table's DynamoDB
-stream (:mod:`.stream`), so a chain completed by a Lambda, a Spark job, the CLI or
-another language's writer fires the same way, and the record of the transition
-outlives a crash of its completer (the stream keeps it 24 hours and Lambda retries it).
-Stream records arrive at least once (a retried batch, the stream read twice), so the
-firing itself is conditional:
+The trigger is the chain's own transition to complete, read from the table's stream
+(:mod:`.stream`). Each firing is **claim** (one ``UpdateItem`` on the chain's item,
+only if the chain is complete, of the stream record's lineage and not claimed or its
+claim's lease ran out; it stores ``acked`` and a new token, which refuses a sum-mode
+completer's token-guarded ``acked`` write, and on a zero sum changes nothing a reader
+sees), **fire** the targets, **mark** fired (only if ``cmpl_by`` is still this
+claimant). A copy that finds ``fired`` does nothing; a live claim raises
+:class:`CompletionPending` (retried); a failed target releases the claim.
 
-1. **claim**: one ``UpdateItem`` on the chain's own item, conditioned on the chain
-   being complete (stored ``acked``, or a sum-mode chain whose sum is zero while its
-   completer's ``acked`` write is still missing), on the lineage of the stream record
-   (same owner and create op: not a chain created again under the tag since), and on no
-   claim, or only a claim whose lease ran out:
-   ``SET state = acked, tok = <new>, cmpl = claimed, cmpl_by = :me, cmpl_until = ...``;
-2. **fire** the targets (a callback, an SQS queue, an EventBridge bus);
-3. **mark** it fired (``SET cmpl = fired``, conditioned on ``cmpl_by = :me``).
+Guarantee: once, and at least once (never zero) when the claimant dies between firing
+and marking or runs past its lease. A claim is taken over only when
+``cmpl_until < now - skew`` on the taker's clock, so it lasts at least ``lease`` real
+seconds while the functions' clocks disagree by at most the skew margin (5 s by
+default). Every firing carries the same :attr:`Completion.id` for deduplication
+downstream. The claim lives on the chain's item (atomic with its state, no second
+table): after ``acked`` the tracker never writes the item again (a create may overwrite
+it only after the retention), so keep the retention above the stream's 24 hours;
+``delete_on_ack`` trackers are refused.
 
-A copy that finds ``fired`` does nothing; one that finds a live claim is retried (the
-claimant may still die); one that finds a claim past its lease takes it over. If a
-target fails, the claim is released and the record retried. Race timelines::
-
-    A: stream record (pending -> acked) ─ claim ok ─ fire ─ mark fired
-    B: (the record again) ─ claim: cmpl = fired ─> nothing to do
-    B': (the record again, concurrently) ─ claim: lease live ─> CompletionPending, retried
-
-    A: claim ok ─ fire ─ (the function times out before the mark)
-    B: (the batch retried) ─ claim: lease ran out ─> takes over, fires again
-
-    C: ADD -> sum 0 ─────────────────── (crash: its acked write never happens)
-    A: record (sum 5 -> 0, pending) ─ claim stores acked, new tok ─ fire ─ mark
-    C': (C's redelivery) duplicate ─ chain stored acked ─> no write
-
-    C: ADD -> sum 0 ─ acked write (token-guarded Put) ─────────────
-    A: record (sum 5 -> 0) ──────────────── claim (item acked) ─ fire ─ mark
-    or A claims first: its new tok refuses C's Put, and C reads the chain acked
-
-Storing ``acked`` in the claim is what keeps the claim: the completer's ``acked`` write
-is a whole-item ``PutItem`` guarded by the token it read, so a claim that left the
-token alone would be overwritten by it. Storing ``acked`` on a zero sum changes nothing
-any reader sees (a zero sum reads ``acked`` already).
-
-**The lease, on two clocks.** ``cmpl_until`` is the claimant's clock plus the lease; a
-claim is taken over only when ``cmpl_until < now - skew`` on the taker's clock. So a
-claim lasts at least ``lease`` real seconds as long as the claimants' clocks disagree by
-at most ``skew`` seconds (the tracker's clock-skew margin, 5 by default): the bound the
-"once" below depends on. Past it, a live claimant can be overtaken
-(``tests/test_serverless_completion.py`` shows both sides of the bound).
-
-So a completion fires **once**, except when its claimant dies after firing and before
-marking, or runs past its lease (the second timeline): then it fires again (at least
-once, never zero). Every firing of a chain carries the same :attr:`Completion.id`; the
-SQS target uses it as the FIFO deduplication id (SQS drops a repeat within five
-minutes), and a consumer of a standard queue or of EventBridge must drop a repeat by it
-(keep the ids it has handled, e.g. with a conditional put, for longer than the lease).
-Set the lease above the completion function's timeout.
-
-Why the chain's item: the claim is atomic with the chain's state, and is purged with
-the tombstone; no second table. After a chain is stored ``acked`` the tracker never
-writes its item again (it refuses every stamp, fail and touch; a create may overwrite
-it only after its retention), so nothing erases the claim: keep the retention above
-the stream's 24 hours, so that every delivery of the record finds the claim.
-``delete_on_ack`` trackers are refused (their tombstone is gone at once).
+See docs/lambda.md, "Completion, once".
 """
 
 from __future__ import annotations
@@ -82,6 +40,7 @@ from ..core.algebra import Mode
 from ..core.chain import new_token
 from ..errors import InvalidConfig
 from ..stats import RequestStats
+from ..stores.dynamodb.codec import error_code
 from .errors import CompletionPending, TargetFailed
 
 __all__ = [
@@ -182,6 +141,17 @@ class DynamoDBGuard:
         )
         return response
 
+    def _update(self, tag: str, **kwargs: Any) -> dict[str, Any] | None:
+        """A conditional ``UpdateItem``: None when it was applied, the error's response
+        when its condition failed; any other error raises."""
+        try:
+            self._call("UpdateItem", tag, **kwargs)
+            return None
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return cast("dict[str, Any]", exc.response)
+
     def claim(
         self, tag: str, claimant: str, now: float, lease: float, lineage: Lineage | None = None
     ) -> ClaimResult:
@@ -214,21 +184,17 @@ class DynamoDBGuard:
         if lineage is not None and lineage.create_op is not None:
             condition += " AND #cop = :cop"
             names["#cop"], values[":cop"] = "cop", {"B": lineage.create_op}
-        try:
-            self._call(
-                "UpdateItem",
-                tag,
-                UpdateExpression="SET #st = :acked, #tok = :tok, #c = :claimed, #by = :me, #until = :until",
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+        refused = self._update(
+            tag,
+            UpdateExpression="SET #st = :acked, #tok = :tok, #c = :claimed, #by = :me, #until = :until",
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if refused is None:
             return "claimed"
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-            item: dict[str, Any] | None = cast("dict[str, Any] | None", exc.response.get("Item"))
+        item: dict[str, Any] | None = refused.get("Item")
         if item is None:  # backends that do not return ALL_OLD (dynalite), or no item
             item = self._call("GetItem", tag, ConsistentRead=True).get("Item") or {}
         if not item or not _same_lineage(item, lineage):
@@ -241,38 +207,27 @@ class DynamoDBGuard:
         return "held"
 
     def mark_fired(self, tag: str, claimant: str, now: float) -> bool:
-        try:
-            self._call(
-                "UpdateItem",
-                tag,
-                UpdateExpression="SET #c = :fired, #at = :now",
-                ConditionExpression="#by = :me",
-                ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#at": FIRED_AT},
-                ExpressionAttributeValues={
-                    ":fired": {"S": "fired"},
-                    ":me": {"S": claimant},
-                    ":now": {"N": str(int(now))},
-                },
-            )
-            return True
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-            return False
+        refused = self._update(
+            tag,
+            UpdateExpression="SET #c = :fired, #at = :now",
+            ConditionExpression="#by = :me",
+            ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#at": FIRED_AT},
+            ExpressionAttributeValues={
+                ":fired": {"S": "fired"},
+                ":me": {"S": claimant},
+                ":now": {"N": str(int(now))},
+            },
+        )
+        return refused is None
 
     def release(self, tag: str, claimant: str) -> None:
-        try:
-            self._call(
-                "UpdateItem",
-                tag,
-                UpdateExpression="REMOVE #c, #by, #until",
-                ConditionExpression="#by = :me AND #c = :claimed",
-                ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#until": CLAIM_UNTIL},
-                ExpressionAttributeValues={":me": {"S": claimant}, ":claimed": {"S": "claimed"}},
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
+        self._update(
+            tag,
+            UpdateExpression="REMOVE #c, #by, #until",
+            ConditionExpression="#by = :me AND #c = :claimed",
+            ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#until": CLAIM_UNTIL},
+            ExpressionAttributeValues={":me": {"S": claimant}, ":claimed": {"S": "claimed"}},
+        )
 
 
 def _same_lineage(item: dict[str, Any], lineage: Lineage | None) -> bool:
@@ -288,8 +243,7 @@ def _same_lineage(item: dict[str, Any], lineage: Lineage | None) -> bool:
 
 def _skew(tracker: Any, skew: float | None) -> float:
     if skew is None:
-        rules = getattr(tracker, "rules", None)
-        skew = getattr(rules, "skew", 5)
+        skew = getattr(getattr(tracker, "rules", None), "skew", 5)
     if isinstance(skew, bool) or not isinstance(skew, (int, float)) or not 0 <= skew <= 3600:
         raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {skew!r}")
     return float(skew)
@@ -427,13 +381,8 @@ class EventBridgeTarget:
         detail_type: str = "Chain completed",
         stats: RequestStats | None = None,
     ) -> None:
-        self.client, self.bus_name, self.source, self.detail_type, self.stats = (
-            client,
-            bus_name,
-            source,
-            detail_type,
-            stats,
-        )
+        self.client, self.bus_name, self.stats = client, bus_name, stats
+        self.source, self.detail_type = source, detail_type
 
     def __call__(self, completion: Completion) -> None:
         if self.stats is not None:

@@ -77,6 +77,7 @@ class Child:
         return self.bucket is not None
 
 
+@dataclass(kw_only=True, eq=False)
 class Context:
     """One unit of tracked work: a received message (``edge`` is the edge it finishes)
     or a start (``edge`` None; ``source`` is the S3 object that started it, if any).
@@ -84,40 +85,25 @@ class Context:
     Attributes: ``tag``, ``owner``, ``mode``, ``edge``, ``body`` (the message body, a
     ``str``; ``""`` for a start), ``record`` (the raw SQS record, or None),
     ``message_id``, ``receive_count`` (SQS's ``ApproximateReceiveCount``), ``source``
-    (an :class:`S3Object`), ``lambda_context`` (Lambda's, when given).
+    (an :class:`S3Object`), ``lambda_context`` (Lambda's, when given). Its children's
+    edges come from ``derive`` (by position), their default queue is ``default_queue``,
+    and their envelopes name ``parent`` (this work's op id).
     """
 
-    def __init__(
-        self,
-        *,
-        tag: str,
-        owner: str,
-        mode: Mode,
-        edge: Edge | None,
-        derive: Callable[[int], Edge],
-        default_queue: str | None,
-        body: str = "",
-        record: Mapping[str, Any] | None = None,
-        message_id: str | None = None,
-        receive_count: int = 1,
-        source: S3Object | None = None,
-        lambda_context: Any = None,
-        parent: str | None = None,
-    ) -> None:
-        self.tag = tag
-        self.owner = owner
-        self.mode = mode
-        self.edge = edge
-        self.body = body
-        self.record = record
-        self.message_id = message_id
-        self.receive_count = receive_count
-        self.source = source
-        self.lambda_context = lambda_context
-        self._derive = derive
-        self._parent = parent
-        self._default_queue = default_queue
-        self._children: list[Child] = []
+    tag: str
+    owner: str
+    mode: Mode
+    edge: Edge | None
+    derive: Callable[[int], Edge] = field(repr=False)
+    default_queue: str | None
+    body: str = ""
+    record: Mapping[str, Any] | None = None
+    message_id: str | None = None
+    receive_count: int = 1
+    source: S3Object | None = None
+    lambda_context: Any = None
+    parent: str | None = None
+    _children: list[Child] = field(default_factory=list, init=False, repr=False)
 
     @property
     def edge_id(self) -> str:
@@ -135,9 +121,7 @@ class Context:
         return json.loads(self.body)
 
     def _envelope(self) -> Envelope:
-        return Envelope(
-            self.tag, self._derive(len(self._children)), self.owner, self.mode, parent=self._parent
-        )
+        return Envelope(self.tag, self.derive(len(self._children)), self.owner, self.mode, parent=self.parent)
 
     def emit(
         self,
@@ -155,7 +139,7 @@ class Context:
         is the ``MessageGroupId`` of a FIFO queue. It is sent after this handler's stamp
         lands. Raises ``ValueError`` with no queue to send to, ``TypeError`` for a body
         that is not JSON-serializable."""
-        queue = queue_url or self._default_queue
+        queue = queue_url or self.default_queue
         if not queue:
             raise ValueError("emit() needs a queue_url: the pipeline has no default queue")
         extra = dict(attributes or {})

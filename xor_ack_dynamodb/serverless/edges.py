@@ -1,26 +1,17 @@
 """Deterministic edges, op ids and owners: why a retry repeats itself exactly.
 
-Every edge of a tracked fan-out is derived, never drawn at random at the point of use:
-
-* a start's edges from the chain's tag and the start's *incarnation* (a random id, or a
-  deterministic one such as an S3 object's version or event sequencer) and the child's
-  position;
-* a child's edge from its parent's edge and its position among the parent's children.
-
-So a handler that is retried (SQS redelivery, a Lambda retry, a redelivered S3 event)
-re-derives the very edges its first attempt did, and the op id of the stamp that finishes
-an edge is a function of that edge alone (:func:`op_id`): a redelivered message, a child
-sent twice and a start run twice are each applied once by the chain's op-id check.
-
-xor mode uses :func:`~xor_ack_dynamodb.derive_edge` (keyed BLAKE2b, as long as the
-parent); sum mode derives an int in [1, 2**63) the same way, as random-looking as the
-tracker's own :meth:`new_edge`.
+A start's edges derive from the chain's tag, the start's incarnation and the child's
+position; a child's edge from its parent's edge and its position. So a retried handler
+(SQS redelivery, a Lambda retry, a redelivered S3 event) re-derives the very edges of
+its first attempt, and the op id finishing an edge is a function of that edge alone
+(:func:`op_id`): every kind of copy is applied once. xor mode uses
+:func:`~xor_ack_dynamodb.derive_edge` (keyed BLAKE2b, as long as the parent); sum mode
+derives an int in [1, 2**63) the same way, as random-looking as :meth:`new_edge`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import secrets
 
 from ..core.algebra import Mode
 from ..stamps import Stamp, derive_edge, xor_all
@@ -34,7 +25,6 @@ __all__ = [
     "combine",
     "op_id",
     "owner_for",
-    "new_incarnation",
     "edge_text",
     "OWNER_PREFIX",
 ]
@@ -122,8 +112,3 @@ def owner_for(tag: str, incarnation: str) -> str:
     the same tag (a replay after expiry) names another and its predecessor's late
     messages are refused (``NotOwner``)."""
     return OWNER_PREFIX + _seed(tag, "owner\x00" + incarnation, 12).hex()
-
-
-def new_incarnation() -> str:
-    """A random incarnation id, for a start that need not be idempotent."""
-    return secrets.token_hex(12)

@@ -1,40 +1,18 @@
 """The envelope: how a chain's tag, a message's edge and the chain's owner travel.
 
-One JSON object, version 1::
+One JSON object, version 1 (``v``, ``tag``, ``mode``, ``edge``: decimal digits in sum
+mode, hex in xor mode, ``owner``; then ``parent``, ``after``, ``rs``, added within
+version 1, which say what the message's stamp must check for earlier copies of itself:
+:mod:`.copies`). A reader of version 1 ignores fields it does not know; an envelope
+without ``parent`` is read as a message that may be a copy. Carried as the SQS String
+attribute ``xor-ack``, as the JSON body form ``{"xor-ack": {...}, "body": ...}`` (an SQS
+or SNS body, an SNS notification's ``xor-ack`` attribute, an EventBridge ``detail``), or
+as S3 user metadata ``x-amz-meta-xor-ack``.
 
-    {"v": 1, "tag": "s3://in/a.csv@etag:9b2c...", "mode": "sum",
-     "edge": "6141899315462453321", "owner": "inc-3f0c...",
-     "parent": "edge:8034...", "after": "5f1c0e9a2b3d4c6e:41", "rs": 1}
-
-``edge`` is decimal digits in sum mode, hex digits in xor mode. The last three fields
-(added within version 1; a reader of version 1 ignores fields it does not know) say what
-the message's stamp must check for earlier copies of itself (:mod:`.records`):
-
-* ``parent``: the op id of the stamp that sent this message (``edge:<edge>`` of a
-  record, ``start:<incarnation>`` of a start): the parent the chain may have marked
-  re-sent (:meth:`~xor_ack_dynamodb.drivers.SyncTracker.mark_resent`);
-* ``after``: the position (:class:`~xor_ack_dynamodb.stamps.Position`) where that
-  parent's op landed: no copy of this message can have landed before it;
-* ``rs``: present (1) when the parent sent this message again (its own stamp was a
-  duplicate): this copy may be a duplicate.
-
-An envelope written before these fields existed carries none of them: it is read as a
-message that may be a duplicate, checked against the chain's whole history (see
-:mod:`.records` for why). Any other ``v`` is :class:`UnsupportedEnvelopeVersion`.
-Carriers:
-
-* **SQS message attributes** (the default): one String attribute named ``xor-ack``
-  holding the JSON (one attribute of SQS's ten; the body stays the user's).
-* **The JSON body form**, for transports without attributes or that wrap the body (SNS
-  without raw delivery, EventBridge): ``{"xor-ack": {...}, "body": <the user's body>}``.
-  Found in an SQS body, in an SNS notification's ``Message`` (or its ``xor-ack``
-  message attribute), or in an EventBridge event's ``detail``.
-* **S3 object metadata**: user metadata ``xor-ack`` (``x-amz-meta-xor-ack``), for an
-  object written as a child of a chain (its upload event continues the chain).
-
-Decoding never guesses: a record with no envelope is :class:`MissingEnvelope`, one whose
-envelope cannot be read is :class:`MalformedEnvelope`; both are raised before any
-request is sent.
+Decoding never guesses, and raises before any request: no envelope is
+:class:`MissingEnvelope`, an unreadable one :class:`MalformedEnvelope` (an edge of the
+other mode: :class:`EnvelopeModeMismatch`), any other ``v``
+:class:`UnsupportedEnvelopeVersion`. See docs/lambda.md, "The envelope".
 """
 
 from __future__ import annotations
@@ -309,7 +287,5 @@ def decode_record(record: Mapping[str, Any], mode: Mode | None = None) -> Messag
 def decode_s3_metadata(metadata: Mapping[str, str] | None, mode: Mode | None = None) -> Envelope | None:
     """The envelope in an S3 object's user metadata (``HeadObject``'s ``Metadata``), or
     None when it has none. Raises :class:`MalformedEnvelope` for an unreadable one."""
-    if not metadata:
-        return None
-    text = metadata.get(ATTRIBUTE)
+    text = (metadata or {}).get(ATTRIBUTE)
     return None if text is None else from_json(text, mode)

@@ -51,7 +51,8 @@ class EnvelopeModeMismatch(MalformedEnvelope):
 
 class RetryRecord(XorAckError):
     """Raised by :meth:`Pipeline.record_handler` (the Powertools-compatible record
-    function) for a record that should be delivered again; ``outcome`` says why."""
+    function), and by :func:`process_s3_event` for an S3-carried record, for a record
+    that should be delivered again; ``outcome`` says why."""
 
     def __init__(self, message: str, *, tag: str | None = None, outcome: object = None) -> None:
         super().__init__(message, tag=tag)

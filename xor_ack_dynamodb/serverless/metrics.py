@@ -1,36 +1,11 @@
 """CloudWatch metrics of a pipeline, in Embedded Metric Format (EMF), through AWS Lambda
 Powertools' Metrics when it is installed; nothing at all when it is not.
 
-A pipeline counts what happens to records, stamps, chains and completions in its
-``stats`` (:class:`~xor_ack_dynamodb.stats.RequestStats` events). At the end of each
-batch (``process_sqs_batch``, ``process_chain_stream``, ``process_s3_event``) the
-counts added since the last publication are printed to stdout as one EMF document,
-which Lambda ships to CloudWatch Logs and CloudWatch turns into metrics: no API call, no
-extra latency. Namespace: the pipeline's ``metrics_namespace`` (``xor-ack``, or
-``POWERTOOLS_METRICS_NAMESPACE`` for ``Pipeline.from_env``); dimension ``service``
-(``POWERTOOLS_SERVICE_NAME``); ``POWERTOOLS_METRICS_DISABLED=true`` turns them off, as for
-any Powertools metric. Each metric, unit Count:
-
-=========================  ==============================================================
-``Stamps``                 records whose stamp was applied (first delivery of their work)
-``DuplicatesRecognised``   records whose stamp was already applied (a redelivery, a
-                           re-sent child): recognised by the op id, applied once
-``Retries``                records reported for redelivery (``batchItemFailures``)
-``PoisonMessages``         records whose handler kept failing: their chain was failed
-``MalformedMessages``      records without a usable envelope, dropped at the receive limit
-``DroppedMessages``        records of chains already over (acked, failed, expired, gone)
-``Completions``            completions fired (once per chain)
-``CompletionsRepeated``    stream records of a completion already fired (not fired again)
-``CompletionRetries``      stream batches retried because a completion could not fire yet
-``CompletionsMissed``      completions that could not fire: the chain was purged or created
-                           again before its stream record was handled (alarm on it)
-``ChainsFailed``           chains of the pipeline that became ``failed`` (whoever failed
-                           them), from the stream
-``ChainsExpired``          pending chains removed by the table's TTL: they expired without
-                           completing (counted when DynamoDB purges them), from the stream
-=========================  ==============================================================
-
-Stream-counted metrics count stream records, which a retried batch can deliver again.
+At the end of each batch the counts the pipeline's ``stats`` added since the last
+publication (records, stamps, chains, completions) are printed to stdout as one EMF
+document: no API call, no extra latency. Every metric is a Count; the stream-counted
+ones count stream records, which a retried batch can deliver again. The metrics, their
+namespace, dimension and switches: docs/lambda.md, "Metrics".
 """
 
 from __future__ import annotations
@@ -42,7 +17,7 @@ from typing import Any
 
 from ..stats import RequestStats
 
-__all__ = ["METRICS", "MetricsPublisher", "publisher"]
+__all__ = ["METRICS", "MetricsPublisher"]
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
@@ -104,8 +79,3 @@ class MetricsPublisher:
                 metrics.add_metric(name=name, unit=self._unit, value=value)
             metrics.flush_metrics()
         return gained
-
-
-def publisher(namespace: str | None = "xor-ack") -> MetricsPublisher:
-    """A publisher for a pipeline (``namespace`` None: never publishes)."""
-    return MetricsPublisher(namespace)

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..config import AckConfig, TrackerOptions
@@ -46,6 +46,15 @@ log = logging.getLogger("xor_ack_dynamodb.serverless")
 #: The default mode of a serverless pipeline: ``sum`` (each stamp one atomic ``ADD``
 #: that never loses a race, whatever the number of concurrent functions).
 DEFAULT_MODE: Mode = "sum"
+
+#: The fields :meth:`PipelineConfig.from_env` reads, and from which variables.
+_ENV_VARIABLES = {
+    name: f"XOR_ACK_{name.upper()}"
+    for name in (
+        "queue_url mode partition_key ttl_seconds max_receives max_ops retention_seconds skew_seconds "
+        "edge_size completion_queue_url completion_bus completion_lease_seconds"
+    ).split()
+} | {"metrics_namespace": "POWERTOOLS_METRICS_NAMESPACE"}
 
 
 def _positive(value: float, name: str) -> float:
@@ -115,92 +124,48 @@ class PipelineConfig:
             raise InvalidConfig(f"mode must be 'sum' or 'xor', got {self.mode!r}")
         _receives(self.max_receives)
         _positive(self.completion_lease_seconds, "completion_lease_seconds")
-        options = self.ack_config().options()
-        TrackerOptions(**options).rules(deadline=True)  # every tracker option in range, now
+        TrackerOptions(**self.ack_config().options()).rules(deadline=True)  # every tracker option checked now
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> PipelineConfig:
-        """From ``env`` (default: the process environment):
-
-        ==================================  =====================================
-        ``XOR_ACK_TABLE`` (required)        ``table``
-        ``XOR_ACK_QUEUE_URL``               ``queue_url``
-        ``XOR_ACK_MODE``                    ``mode`` (default ``sum``)
-        ``XOR_ACK_PARTITION_KEY``           ``partition_key``
-        ``XOR_ACK_TTL_SECONDS``             ``ttl_seconds``
-        ``XOR_ACK_MAX_RECEIVES``            ``max_receives``
-        ``XOR_ACK_MAX_OPS``                 ``max_ops`` (the op-id window)
-        ``XOR_ACK_RETENTION_SECONDS``       ``retention_seconds``
-        ``XOR_ACK_SKEW_SECONDS``            ``skew_seconds``
-        ``XOR_ACK_EDGE_SIZE``               ``edge_size``
-        ``XOR_ACK_COMPLETION_QUEUE_URL``    ``completion_queue_url``
-        ``XOR_ACK_COMPLETION_BUS``          ``completion_bus``
-        ``XOR_ACK_COMPLETION_LEASE_SECONDS`` ``completion_lease_seconds``
-        ``POWERTOOLS_METRICS_NAMESPACE``    ``metrics_namespace`` (default ``xor-ack``)
-        ==================================  =====================================
+        """From ``env`` (default: the process environment): ``table`` from
+        ``XOR_ACK_TABLE`` (required), and from ``XOR_ACK_<FIELD>`` (``XOR_ACK_MAX_OPS``
+        for ``max_ops``, say) the fields ``queue_url``, ``mode`` (default ``sum``),
+        ``partition_key``, ``ttl_seconds``, ``max_receives``, ``max_ops`` (the op-id
+        window), ``retention_seconds``, ``skew_seconds``, ``edge_size``,
+        ``completion_queue_url``, ``completion_bus`` and ``completion_lease_seconds``;
+        ``metrics_namespace`` (default ``xor-ack``) from ``POWERTOOLS_METRICS_NAMESPACE``.
+        A variable unset or empty leaves the field's default.
 
         Raises :class:`InvalidConfig` naming the variable that is missing, unreadable or
         out of range."""
         env = os.environ if env is None else env
         if not env.get("XOR_ACK_TABLE"):
             raise InvalidConfig("set XOR_ACK_TABLE to the chains table's name")
-
-        def number(name: str, default: float, kind: type[float] | type[int] = float) -> Any:
+        values: dict[str, Any] = {"table": env["XOR_ACK_TABLE"]}
+        defaults = {f.name: f.default for f in fields(cls)}
+        for key, name in _ENV_VARIABLES.items():
             text = env.get(name)
+            if not text:
+                continue
+            kind = type(defaults[key])
             try:
-                return kind(text) if text else default
+                value: Any = kind(text) if kind in (int, float) else text
             except ValueError:
                 what = "a whole number" if kind is int else "a number"
                 raise InvalidConfig(f"{name} must be {what}, got {text!r}") from None
-
-        mode = env.get("XOR_ACK_MODE") or DEFAULT_MODE
-        if mode not in ("sum", "xor"):
-            raise InvalidConfig(f"XOR_ACK_MODE must be 'sum' or 'xor', got {mode!r}")
-        numbers = {  # field: (variable, default, type)
-            "max_receives": ("XOR_ACK_MAX_RECEIVES", 5, int),
-            "ttl_seconds": ("XOR_ACK_TTL_SECONDS", 3600.0, float),
-            "max_ops": ("XOR_ACK_MAX_OPS", 8, int),
-            "retention_seconds": ("XOR_ACK_RETENTION_SECONDS", 86400.0, float),
-            "skew_seconds": ("XOR_ACK_SKEW_SECONDS", 5.0, float),
-            "edge_size": ("XOR_ACK_EDGE_SIZE", 16, int),
-            "completion_lease_seconds": ("XOR_ACK_COMPLETION_LEASE_SECONDS", 300.0, float),
-        }
-        values = {key: number(name, default, kind) for key, (name, default, kind) in numbers.items()}
-        table = env["XOR_ACK_TABLE"]
-        for key, value in values.items():  # each alone, so that the error names its variable
-            try:
-                cls(table, **{key: value})
+            try:  # each alone, so that the error names its variable
+                cls(values["table"], **{key: value})
             except InvalidConfig as exc:
-                raise InvalidConfig(f"{numbers[key][0]}: {exc}") from None
-        return cls(
-            table=table,
-            queue_url=env.get("XOR_ACK_QUEUE_URL") or None,
-            mode=mode,  # type: ignore[arg-type]
-            partition_key=env.get("XOR_ACK_PARTITION_KEY") or "tagID",
-            completion_queue_url=env.get("XOR_ACK_COMPLETION_QUEUE_URL") or None,
-            completion_bus=env.get("XOR_ACK_COMPLETION_BUS") or None,
-            metrics_namespace=env.get("POWERTOOLS_METRICS_NAMESPACE") or "xor-ack",
-            **values,
-        )
+                raise InvalidConfig(f"{name}: {exc}") from None
+            values[key] = value
+        return cls(**values)
 
     def ack_config(self) -> AckConfig:
         """The tracker's half of this config, as an :class:`~xor_ack_dynamodb.AckConfig`
         (for a Spark job or any other process that continues the pipeline's chains)."""
-        return AckConfig(
-            table=self.table,
-            partition_key=self.partition_key,
-            region=self.region,
-            endpoint_url=self.endpoint_url,
-            ttl_seconds=self.ttl_seconds,
-            retention_seconds=self.retention_seconds,
-            max_ops=self.max_ops,
-            mode=self.mode,
-            skew_seconds=self.skew_seconds,
-            edge_size=self.edge_size,
-            retry=self.retry,
-            aws_access_key_id=self.aws_access_key_id,
-            aws_secret_access_key=self.aws_secret_access_key,
-        )
+        shared = [f.name for f in fields(AckConfig) if hasattr(self, f.name)]
+        return AckConfig(**{name: getattr(self, name) for name in shared})
 
     def client(self, service: str) -> Any:
         """A new client for ``service`` with this config's region, endpoint and keys."""
@@ -346,16 +311,12 @@ class Pipeline:
     def client(self, service: str) -> Any:
         """The pipeline's ``sqs``, ``s3``, ``events`` or ``dynamodbstreams`` client (built
         on first use)."""
-        found = self._clients.get(service)
-        if found is None:
-            if self.config is not None:
-                found = self.config.client(service)
-            else:
-                from ..stores.dynamodb.clients import aws_client
+        from ..stores.dynamodb.clients import aws_client
 
-                found = aws_client(service)
-            self._clients[service] = found
-        return found
+        if self._clients.get(service) is None:
+            config = self.config
+            self._clients[service] = config.client(service) if config is not None else aws_client(service)
+        return self._clients[service]
 
     @property
     def sqs(self) -> Any:

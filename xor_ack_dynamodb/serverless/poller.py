@@ -3,13 +3,12 @@ the chain table's stream through the DynamoDB Streams API and hands each batch, 
 Lambda's event format, to a handler (``Pipeline.process_chain_stream``, or the example's
 function), for ``run_local.py``, tests, and deployments without Lambda.
 
-It keeps Lambda's contract: records of a shard in order, a batch at a time; a batch
-whose response names a failed record is read again from that record (the records before
-it are done); a shard is read after its parent. moto (in-process and server) and
-DynamoDB Local serve the Streams API; dynalite does not (its tables have no stream, and
-:meth:`StreamPoller.for_table` says so). Requests are counted in :attr:`StreamPoller.stats`
-(``streams.DescribeStream``, ``streams.GetShardIterator``, ``streams.GetRecords``), apart
-from the tracker's.
+It keeps Lambda's contract (records of a shard in order; a batch whose response names a
+failed record is read again from it; a shard after its parent). dynalite serves no
+stream (:meth:`StreamPoller.for_table` says so). Its requests are counted in
+:attr:`StreamPoller.stats` (``streams.DescribeStream``, ``streams.GetShardIterator``,
+``streams.GetRecords``), apart from the tracker's. See docs/lambda.md, "Completion,
+once" (Without Lambda).
 """
 
 from __future__ import annotations
@@ -42,10 +41,7 @@ def _json_safe(value: Any) -> Any:
 def lambda_record(record: Mapping[str, Any], stream_arn: str) -> dict[str, Any]:
     """A record from ``GetRecords`` as Lambda delivers it: JSON (Binary as base64,
     times as epoch seconds) with the stream's ARN."""
-    found: dict[str, Any] = _json_safe(dict(record))
-    found.setdefault("eventSource", "aws:dynamodb")
-    found["eventSourceARN"] = stream_arn
-    return found
+    return {"eventSource": "aws:dynamodb", **_json_safe(dict(record)), "eventSourceARN": stream_arn}
 
 
 class StreamPoller:

@@ -1,72 +1,21 @@
 """One tracked record, start to end: the unit that :mod:`.sqs`'s batch loop runs per
 record. One stamp per record, then its children.
 
-For each record:
+Decode the envelope (missing or malformed: the handler never sees it, no chain is
+touched, the record is retried until ``max_receives`` and then dropped); run
+``handler(ctx)``, which declares children (nothing sent yet); then one stamp, op id
+``edge:<edge>``, finishes the record's edge and starts every child's, checking for an
+earlier copy of itself only as :mod:`.copies` says; then the children are sent. Stamp
+before send keeps the chain's value an upper bound of the work outstanding: a crash
+between them never acks early and loses nothing (the redelivery's stamp is a duplicate,
+applied once, which marks itself re-sent and sends the children again). A completing
+stamp fires nothing here (:mod:`.stream` does). A handler must emit the same number of
+children on every attempt, else ``OpIdReused`` fails the chain ("handler not
+deterministic").
 
-1. **Read the envelope** (:func:`~.envelope.decode_record`). Missing or malformed: the
-   handler is not called and no chain is touched; the record is reported for
-   redelivery (so a DLQ keeps it) until ``max_receives``, then dropped with an error
-   log line.
-2. **Run the handler** ``handler(ctx)``. It does the work and declares children with
-   ``ctx.emit(body)``; nothing is stamped or sent yet. If it raises, nothing happens to
-   the chain and the record is retried; at ``ApproximateReceiveCount >= max_receives``
-   (a poison message) the chain is failed with the reason and the record dropped. If
-   the chain turns out to be over already, the record is dropped at once.
-   ``raise FailChain(reason)`` fails the chain without retrying.
-3. **One stamp** finishes the record's edge and starts its children's, with the op id
-   derived from the record's edge and ``owner=`` the envelope's owner:
-   ``stamp(tag, finished=[edge], started=[c1, c2...], op_id="edge:<edge>", owner=...)``,
-   and what it must check for an earlier copy of itself (:mod:`.copies`): nothing
-   beyond the item for a first delivery (``first=True``, its parent named), the history
-   since its parent's position for a redelivery or a re-sent copy.
-4. **Then send the children** (SQS ``SendMessageBatch``; S3 ``PutObject`` for objects),
-   their envelopes naming this record's op as their parent and where it landed. A
-   record whose stamp was a duplicate first marks itself re-sent on the chain
-   (``mark_resent``), then sends its children flagged re-sent (:mod:`.copies`).
-
-A stamp that completes the chain fires nothing here: the completion fires from the
-table's stream, whoever completed the chain (:mod:`.stream`).
-
-Errors the stamp raises, and what the record gets:
-
-* the chain is over (acked, failed, expired, missing, another owner's): dropped;
-* ``ChainModeMismatch``, ``BufferLengthsUnequal``, ``InvalidStamp``: the chain under the
-  tag can never take this record's stamp (it counts in the other mode, or its stamp has
-  another length, or the stamp is out of range), however often it is delivered: the
-  chain is failed **at once** with the error as the reason, and the record dropped;
-* ``CorruptItem``: the chain's item cannot be read (another writer wrote it wrongly; an
-  operator may repair it): retried until ``max_receives``, then the chain is failed, or,
-  when even that cannot be done (the item still unreadable), the record is dropped with
-  an ERROR log line naming the tag;
-* ``OpIdReused`` (handler not deterministic), ``OutcomeUnknown``: the chain is failed;
-* throttling, the network, races lost past the retry budget: retried.
-
-Why stamp before send, and what a crash between them does:
-
-* *Crash after the stamp, before or during the sends:* the children's edges are in the
-  chain, so it cannot reach zero (nothing is acked early); the record was not deleted,
-  so SQS redelivers it; the handler runs again and emits the same edges (derived from
-  the record's edge and their position); the stamp is a duplicate (same op id, same
-  payload), applied once; the children are sent. Nothing lost. If the redeliveries run
-  out, the chain expires and is reported: never a false ack.
-* *Crash before the stamp:* nothing happened; the redelivery starts over.
-* The other order (send, then stamp) would also never ack early (the sum or XOR is
-  order-free), but a child could finish before its start is recorded, and a crash
-  would leave children running on a chain that does not know them until the parent's
-  redelivery. Stamp-then-send keeps the chain's value an upper bound of the work
-  outstanding at every moment.
-
-A redelivered record whose stamp is a duplicate re-sends its children, because it cannot
-know whether its first attempt's sends completed: copies of a child are applied once
-(same edge, same op id, however long after the original: the chain's history is
-searched since the parent's position) but their handlers do run again: make handlers idempotent, as
-any SQS consumer must. Records of a chain that is acked, failed, expired, missing or of
-another owner are dropped with an INFO log line.
-
-A handler must emit the same *number* of children on every attempt (their bodies may
-differ): the stamp's payload is its edges, and the chain refuses an op id seen with
-another payload (:class:`~xor_ack_dynamodb.errors.OpIdReused`), which fails the chain
-with the reason "handler not deterministic".
+What each outcome of the handler and the stamp does to the record (done, retried,
+dropped, its chain failed) is the table in docs/lambda.md, "What ends a record"; the
+order and its crashes are in "One record, one stamp, then the sends".
 """
 
 from __future__ import annotations

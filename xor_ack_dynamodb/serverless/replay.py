@@ -1,24 +1,12 @@
 """Finding the chains to replay: the ones that failed or expired.
 
-What is queryable decides the method. The chains table has only a partition key (the
-tag): DynamoDB can fetch known tags cheaply (``BatchGetItem``, 100 a request) and can
-otherwise only Scan. An index on the state would not fix it: a GSI keyed on ``state``
-puts every pending chain under one key (a hot partition that throttles the table's
-writes), and a chain *expires* without any write, so no index can list expired chains.
-Two ways, then:
-
-* **You know your roots** (:func:`unfinished`): the objects under an S3 prefix, the
-  orders of a day, the run's inputs. Ask for their tags: cost proportional to the
-  roots, strongly consistent, and a root whose chain is missing (never started, or
-  purged) is reported too. This is the way for pipelines: the S3 bucket is the
-  registry of the chains its uploads start (:func:`unfinished_objects`).
-* **You do not** (:func:`scan_unfinished`): a Scan of the whole table with a
-  server-side filter, for operators (it reads, and bills, every item; tombstones
-  included). The ``xor-ack list --state failed`` command does the same.
-
-A replay starts a new chain: under the same tag once the old one has expired (its new
-owner keeps the old incarnation's late messages out), or under a new tag for a failed
-one (its tombstone holds the tag for the retention period).
+The table has only a partition key and a chain expires without any write, so no index
+can list them. :func:`unfinished` asks for known roots' tags (``BatchGetItem``, 100 a
+request; strongly consistent; a tag with no chain, never started or purged, is reported
+too), and :func:`unfinished_objects` takes the roots from an S3 prefix;
+:func:`scan_unfinished` is a Scan with a server-side filter that reads and bills every
+item, tombstones included. Replay a failed chain under a new tag; an expired one under
+the same tag with a new ``start_id``. See docs/lambda.md, "Finding chains to replay".
 """
 
 from __future__ import annotations

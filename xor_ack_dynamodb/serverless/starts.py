@@ -1,43 +1,33 @@
 """Starting chains: from any caller (:func:`start`) or from S3 uploads
 (:func:`process_s3_event`, one chain per object).
 
-A start is one ``create`` holding the edges of all its children (their sum, or XOR),
-then the sends. Its *incarnation* (``start_id``) decides everything else: the owner
-stored on the chain and carried by every message (:func:`~.edges.owner_for`), the
-children's edges (:func:`~.edges.start_edge`) and the create's op id
-(``start:<incarnation>``). So:
-
-* the same start run again (a redelivered S3 event, a retried caller passing the same
-  ``start_id``) derives the same value; its create is a duplicate (the chain remembers
-  its create op for life) and, if the chain is still pending, the start marks itself
-  re-sent on the chain and sends the children again, flagged re-sent (their copies, and
-  originals that arrive after the mark, are checked against the chain's history and
-  applied once: :mod:`.copies`), else nothing is sent;
-* a new incarnation of the same tag (a replay after the old chain expired) stores a new
-  owner, so the old incarnation's late messages are refused (``NotOwner``) and dropped.
-
-Order: create, then send (a crash between them leaves a pending chain whose children
-were not sent: the retried start sends them; if it is never retried the chain expires
-and is reported, never acked). A start with no children creates its chain on a root
-edge and finishes it at once, so it completes like any other (its completion fires from
-the table's stream, :mod:`.stream`).
+A start is one ``create`` holding all its children's edges, then the sends; its
+incarnation (``start_id``) derives the owner, the children's edges and the create's op
+id ``start:<incarnation>``, so the same start run again is a duplicate (re-sending,
+marked, while the chain is pending; :mod:`.copies`) and a new incarnation's owner
+refuses the old one's late messages (``NotOwner``). A crash between the create and the
+sends leaves a pending chain that the retried start completes, or that expires and is
+reported, never acked. A start with no children creates its chain on a root edge and
+finishes it at once, so it completes (from the stream) like any other. See
+docs/lambda.md, "Starting chains, and who owns them".
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import TagExists, XorAckError
+from ..errors import TagExists
 from ..status import State
 from .context import Context, S3Object
 from .copies import as_sent
-from .edges import combine, new_incarnation, op_id, owner_for, root_edge, start_edge
+from .edges import combine, op_id, owner_for, root_edge, start_edge
 from .envelope import Message, decode_s3_metadata
-from .errors import EnvelopeError
+from .errors import EnvelopeError, RetryRecord
 from .parts import PipelineParts
 from .records import CHAIN_OVER, Handler, process_message
 from .sending import send_children
@@ -81,7 +71,7 @@ def start(
     what the handler raises (nothing was created); a send that fails raises after the
     chain was created: call again with the same ``start_id``.
     """
-    incarnation = start_id if start_id is not None else new_incarnation()
+    incarnation = start_id if start_id is not None else secrets.token_hex(12)
     if not isinstance(incarnation, str) or not incarnation:
         raise ValueError("start_id must be a non-empty str")
     mode, size = pipeline.mode, pipeline.edge_size
@@ -207,7 +197,7 @@ def process_s3_event(
                     counted=False,
                 )
                 if outcome == "retry":
-                    raise _Retry(f"object s3://{obj.bucket}/{obj.key} is to be handled again")
+                    raise RetryRecord(f"s3://{obj.bucket}/{obj.key} is to be handled again", outcome=outcome)
                 out["continued"].append(envelope.tag)
                 continue
             try:
@@ -228,7 +218,3 @@ def process_s3_event(
     if first_error is not None:
         raise first_error
     return out
-
-
-class _Retry(XorAckError):
-    """An S3-carried record to handle again (the event is retried)."""

@@ -1,31 +1,19 @@
 """The chain table's DynamoDB stream: the one trigger of completions.
 
-Every write to a chain item produces a stream record with the item before and after it
-(``NEW_AND_OLD_IMAGES``). :func:`process_chain_stream` reads a batch of them (a Lambda
-event from the table's stream, or :class:`~.poller.StreamPoller`'s locally), finds the
-records where a chain of this pipeline *became* complete, and fires its completion once
-(:mod:`.completion`). Whoever wrote that transition (this layer's SQS handler, a Spark
-job's ``apply_acks``, ``xor-ack stamp``, a plain ``stamp`` call, another language) does
-not matter, and nothing is lost if the writer dies right after it: the stream keeps the
-record for 24 hours and Lambda retries it.
+:func:`process_chain_stream` reads a batch of ``NEW_AND_OLD_IMAGES`` records (a Lambda
+event, or :class:`~.poller.StreamPoller`'s locally) and fires a completion once
+(:mod:`.completion`) where a chain of this pipeline *became* complete, whoever wrote
+the transition. A transition: the new image is complete (stored ``acked``, or a sum of
+zero whose completer's ``acked`` write is still missing) and the old one was not, or
+belonged to another lineage of the tag; the records of the claim's own writes are not
+transitions. Transitions to ``failed`` and pending chains removed by the TTL are
+counted. Chains of other owners than the pipeline's filter accepts (default ``inc-...``,
+:func:`~.edges.owner_for`), and items that are not chains, are skipped.
 
-What counts as the transition: the new image is complete and the old one was not (or
-belonged to another lineage of the tag). Complete means stored ``acked``, or, in sum
-mode, a sum of zero while the completer's follow-up ``acked`` write is still missing
-(its ``ADD`` is the transition; the ``acked`` write after it is not another one). The
-records of the claim's own writes are not transitions either (the chain was complete
-before them). A transition to ``failed`` is counted (``chains.failed``), and so is a
-pending chain removed by DynamoDB's TTL (``chains.expired``: a chain that never
-finished, purged after its retention).
-
-Chains "of this pipeline" are those whose owner its filter accepts (default: the owners
-:func:`~.edges.owner_for` derives, ``inc-...``); other chains sharing the table, and
-items that are not chains, are skipped.
-
-The answer is Lambda's partial batch response for stream sources: on the first record
-whose completion cannot fire yet (a live claim elsewhere, a target that failed),
-processing stops and that record's sequence number is returned, so Lambda retries the
-shard from it (set ``FunctionResponseTypes: [ReportBatchItemFailures]`` on the mapping).
+Returns Lambda's partial batch response for stream sources: processing stops at the
+first record whose completion cannot fire yet (a live claim, a failed target), and its
+sequence number is returned so that Lambda retries the shard from it. See
+docs/lambda.md, "Completion, once".
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ context manager, and a config or a client pointing at the started server."""
 from __future__ import annotations
 
 import socket
-from types import TracebackType
 from typing import Any, Self
 
 from ..config import AckConfig
@@ -41,12 +40,7 @@ class LocalEndpoint:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def config(self, table: str, **options: Any) -> AckConfig:

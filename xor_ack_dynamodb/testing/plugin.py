@@ -1,43 +1,15 @@
 """Pytest fixtures for code that uses xor-ack-dynamodb (a pytest plugin).
 
-Installed with the package and registered through the ``pytest11`` entry point, so in a
-project that has ``xor-ack-dynamodb`` and ``moto[server]`` installed these fixtures need no
-import and no conftest:
-
-``xor_ack``
-    An :class:`~xor_ack_dynamodb.XorAckDynamoDB` on a fresh table in moto's in-process
-    DynamoDB (``mock_aws``), with fake credentials set for the test. Nothing leaves the
-    process. Other boto3 clients made during the test (S3, SQS, ...) are mocked too.
-    Requests are atomic, as on DynamoDB: moto checks a condition and applies the write
-    in two steps with no lock, so for the test's duration the fixture serializes moto's
-    in-process request handling, for every client made in the test (its own, yours, in
-    any thread). Threads racing on one chain end exactly as they would on DynamoDB.
-``xor_ack_factory``
-    ``xor_ack_factory(**options)`` builds more trackers on the same table and client, with
-    options such as ``clock=``, ``ttl=``, ``max_ops=``, ``delete_on_ack=``.
-``memory_ack``
-    A :class:`~xor_ack_dynamodb.MemoryAck`: the same rules in a dict, no AWS at all.
-``xor_ack_server``
-    A :class:`~xor_ack_dynamodb.testing.MotoServer` (a moto server on 127.0.0.1 and a free
-    port) for the whole session: for code under test that runs in other processes
-    (Spark executors, subprocesses) and must reach DynamoDB over HTTP.
-``xor_ack_config``
-    A picklable :class:`~xor_ack_dynamodb.AckConfig` for a fresh table on
-    ``xor_ack_server`` (the table is created).
-``async_xor_ack``
-    An :class:`~xor_ack_dynamodb.aio.AsyncXorAckDynamoDB` on a fresh table of
-    ``xor_ack_server`` (aiobotocore cannot reach moto in-process; the server's requests
-    are serialized, so tasks racing on one chain end as on DynamoDB). An async fixture:
-    its client is made in the test's event loop and closed after the test. Needs the
-    ``async`` extra and pytest-asyncio (or another plugin that runs async fixtures).
-``async_xor_ack_factory``
-    ``async_xor_ack_factory(**options)``: more async trackers on that table and client.
-``async_memory_ack``
-    An :class:`~xor_ack_dynamodb.aio.AsyncMemoryAck`: ``MemoryAck``, awaited.
-
-Override ``xor_ack_table_name`` or ``xor_ack_partition_key`` (define a fixture of that name
-in your conftest) to change the table's name or key. The plugin imports moto only when a
-fixture that needs it is used, so it costs nothing in projects that do not use it.
+Registered through the ``pytest11`` entry point: with ``xor-ack-dynamodb`` and
+``moto[server]`` installed, ``xor_ack``, ``xor_ack_factory``, ``memory_ack``,
+``xor_ack_server``, ``xor_ack_config``, ``async_xor_ack``, ``async_xor_ack_factory`` and
+``async_memory_ack`` need no import and no conftest (override ``xor_ack_table_name`` or
+``xor_ack_partition_key`` to change the table). Requests are atomic, as on DynamoDB:
+for a test's duration moto's in-process request handling is serialized for every
+client made in the test, in any thread, and ``xor_ack_server`` serializes its requests.
+The async fixtures need the ``async`` extra and pytest-asyncio (or another plugin that
+runs async fixtures). moto is imported only when a fixture needs it. See docs/testing.md
+(the fixtures' table; "Threads: the fixtures are atomic, as DynamoDB is").
 """
 
 from __future__ import annotations
@@ -91,15 +63,24 @@ def _async_fixture(function: _F) -> _F:
 _tables = itertools.count()
 
 
+def _more(tracker: Any) -> Callable[..., Any]:
+    """A builder of more trackers of ``tracker``'s class on its table and client (pass
+    ``client=`` for another), with other options."""
+
+    def make(**options: Any) -> Any:
+        options.setdefault("client", tracker.client)
+        return type(tracker)(tracker.table, tracker.partition_key, **options)
+
+    return make
+
+
 def _fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials and a region for one test; no endpoint or profile from the
     developer's shell can send a request to a real account."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_SECURITY_TOKEN", "testing")
-    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", LOCAL_REGION)
-    monkeypatch.setenv("AWS_REGION", LOCAL_REGION)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(name, "testing")
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.setenv(name, LOCAL_REGION)
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
         monkeypatch.delenv(name, raising=False)
 
@@ -177,13 +158,7 @@ def xor_ack_factory(xor_ack: XorAckDynamoDB) -> Callable[..., XorAckDynamoDB]:
     """Build more trackers on ``xor_ack``'s table and client, with other options (each
     with its own cache; pass ``client=`` for another client). Atomic under threads, as
     ``xor_ack`` is."""
-    from ..stores.dynamodb.tracker import XorAckDynamoDB
-
-    def make(**options: Any) -> XorAckDynamoDB:
-        options.setdefault("client", xor_ack.client)
-        return XorAckDynamoDB(xor_ack.table, xor_ack.partition_key, **options)
-
-    return make
+    return _more(xor_ack)
 
 
 @pytest.fixture
@@ -231,13 +206,7 @@ async def async_xor_ack(
 def async_xor_ack_factory(async_xor_ack: AsyncXorAckDynamoDB) -> Callable[..., AsyncXorAckDynamoDB]:
     """Build more asyncio trackers on ``async_xor_ack``'s table and client, with other
     options (``clock=``, ``ttl=``, ``mode=``, ...)."""
-    from ..aio import AsyncXorAckDynamoDB
-
-    def make(**options: Any) -> AsyncXorAckDynamoDB:
-        options.setdefault("client", async_xor_ack.client)
-        return AsyncXorAckDynamoDB(async_xor_ack.table, async_xor_ack.partition_key, **options)
-
-    return make
+    return _more(async_xor_ack)
 
 
 @pytest.fixture

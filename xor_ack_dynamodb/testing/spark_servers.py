@@ -1,16 +1,10 @@
 """Spark servers started from the installed pyspark package, on 127.0.0.1: a standalone
-cluster (a master and one worker) and a Spark Connect server. For tests, benchmarks and
-trying things locally; nothing is downloaded (the pip package ships the jars, the
-``bin/spark-class`` and ``bin/spark-submit`` scripts and the Connect server's jar).
-
-The Connect server is ``org.apache.spark.sql.connect.service.SparkConnectServer`` run
-by ``spark-submit`` (what the package's ``sbin/start-connect-server.sh`` does, without
-daemonizing), with its own master (``local[N]`` by default). A client needs the
-``pyspark[connect]`` dependencies (pandas, pyarrow, grpcio, grpcio-status,
-googleapis-common-protos, zstandard; the ``spark`` extra installs them) and connects
-with ``SparkSession.builder.remote("sc://127.0.0.1:<port>")``. The server's Python
-workers run ``PYSPARK_PYTHON`` (default: this interpreter), so the data sources of
-:mod:`xor_ack_dynamodb.spark` import there.
+cluster (a master and one worker) and a Spark Connect server (its own master,
+``local[N]`` by default). For tests, benchmarks and trying things locally; nothing is
+downloaded. The Connect server's Python workers run ``PYSPARK_PYTHON`` (default: this
+interpreter), so the data sources of :mod:`xor_ack_dynamodb.spark` import there. A
+client connects with ``SparkSession.builder.remote("sc://127.0.0.1:<port>")``; what it
+needs installed: docs/spark.md, the paragraph on the Connect server.
 """
 
 from __future__ import annotations
@@ -50,7 +44,7 @@ def _wait_for(
 
 
 def _environment(workdir: Path, extra: Mapping[str, str] | None) -> dict[str, str]:
-    env = {
+    return {
         **os.environ,
         "SPARK_HOME": str(spark_home()),
         "SPARK_LOCAL_IP": "127.0.0.1",
@@ -58,11 +52,22 @@ def _environment(workdir: Path, extra: Mapping[str, str] | None) -> dict[str, st
         "SPARK_LOG_DIR": str(workdir / "logs"),
         **(extra or {}),
     }
-    return env
 
 
 def _logged(path: Path, text: bytes) -> bool:
     return path.exists() and text in path.read_bytes()
+
+
+def _spawn(
+    command: list[str], env: Mapping[str, str], log: Path, processes: list[subprocess.Popen[bytes]]
+) -> subprocess.Popen[bytes]:
+    """Start ``command`` in a session of its own, its output to ``log``; it joins ``processes``."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    processes.append(process)
+    return process
 
 
 def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
@@ -97,45 +102,32 @@ def standalone_cluster(
     port = free_port()
     master_url = f"spark://127.0.0.1:{port}"
     master_log = workdir / "master.log"
+    logs = [workdir / (f"worker-{number}.log" if number else "worker.log") for number in range(len(workers))]
     processes: list[subprocess.Popen[bytes]] = []
-    with master_log.open("wb") as master_out:
-        try:
-            master = subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
-                + ["--port", str(port), "--webui-port", str(free_port())],
-                env=environment,
-                stdout=master_out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+    try:
+        master = _spawn(
+            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
+            + ["--port", str(port), "--webui-port", str(free_port())],
+            environment,
+            master_log,
+            processes,
+        )
+        _wait_for(partial(_logged, master_log, b"I have been elected leader"), 90, "the master", master)
+        for host, log in zip(workers, logs, strict=True):
+            _spawn(
+                [spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", host]
+                + ["--cores", str(cores), "--memory", memory, "--webui-port", str(free_port())]
+                + ["--work-dir", str(workdir / "work")],
+                environment,
+                log,
+                processes,
             )
-            processes.append(master)
-            _wait_for(
-                lambda: b"I have been elected leader" in master_log.read_bytes(), 90, "the master", master
-            )
-            for number, host in enumerate(workers):
-                log = workdir / ("worker.log" if number == 0 else f"worker-{number}.log")
-                with log.open("wb") as out:
-                    worker = subprocess.Popen(
-                        [spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", host]
-                        + ["--cores", str(cores), "--memory", memory, "--webui-port", str(free_port())]
-                        + ["--work-dir", str(workdir / "work")],
-                        env=environment,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-                processes.append(worker)
-            for number, worker in enumerate(processes[1:]):
-                log = workdir / ("worker.log" if number == 0 else f"worker-{number}.log")
-                _wait_for(
-                    partial(_logged, log, b"Successfully registered with master"),
-                    90,
-                    "the worker to register",
-                    worker,
-                )
-            yield master_url
-        finally:
-            _stop(processes)
+        for log, worker in zip(logs, processes[1:], strict=True):
+            registered = partial(_logged, log, b"Successfully registered with master")
+            _wait_for(registered, 90, "the worker to register", worker)
+        yield master_url
+    finally:
+        _stop(processes)
 
 
 @contextmanager
@@ -164,22 +156,10 @@ def connect_server(
     command.append("spark-internal")
     log = workdir / "connect.log"
     processes: list[subprocess.Popen[bytes]] = []
-    with log.open("wb") as out:
-        try:
-            server = subprocess.Popen(
-                command,
-                env=_environment(workdir, env),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            processes.append(server)
-            _wait_for(
-                lambda: b"Spark Connect server started at" in log.read_bytes(),
-                120,
-                "the Connect server",
-                server,
-            )
-            yield f"sc://127.0.0.1:{port}"
-        finally:
-            _stop(processes)
+    try:
+        server = _spawn(command, _environment(workdir, env), log, processes)
+        started = partial(_logged, log, b"Spark Connect server started at")
+        _wait_for(started, 120, "the Connect server", server)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        _stop(processes)
