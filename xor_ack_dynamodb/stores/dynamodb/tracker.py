@@ -157,14 +157,10 @@ class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
         **options: Unpack[TrackerKeywords],
     ) -> None:
         settings, requests, stats = self._setup(table, partition_key, ttl_attribute, options)
-        self._settings: ClientSettings | None = None
-        self._client: Any = None
-        if isinstance(client, ClientSettings):
-            self._settings = client
-        elif client is None:
-            self._settings = client_settings(retry=self.retry)
-        else:
-            self._client = client
+        if client is None:
+            client = client_settings(retry=self.retry)
+        self._settings = client if isinstance(client, ClientSettings) else None
+        self._client: Any = None if self._settings is not None else client
         self._owned: AbstractAsyncContextManager[Any] | None = None
         self._opening = asyncio.Lock()
         self.store = AsyncDynamoDBStore(self.get_client, requests, stats)
