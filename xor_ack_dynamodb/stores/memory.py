@@ -260,8 +260,6 @@ class _Memory:
     store: MemoryStore
     on_acked: AckedCallback | None
     on_failed: FailedCallback | None
-    _limits: ChainRules
-    _time: Callable[[], float]
 
     def __init__(
         self,
