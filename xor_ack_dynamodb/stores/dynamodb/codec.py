@@ -150,10 +150,6 @@ class RequestCodec:
     items: ItemCodec
     rules: ChainRules
 
-    @property
-    def partition_key(self) -> str:
-        return self.items.partition_key
-
     def transact_request(self, requests: list[Request]) -> dict[str, Any]:
         """The TransactWriteItems parameters for ``requests`` (at most 100, on distinct
         chains, each one of :data:`~xor_ack_dynamodb.core.messages.TRANSACTABLE`): each
@@ -161,12 +157,9 @@ class RequestCodec:
         entries = []
         for request in requests:
             prepared = self.prepare(request)
-            body = {
-                k: v
-                for k, v in prepared.kwargs.items()
-                if k not in ("ReturnValues", "ReturnConsumedCapacity")
-            }
-            body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            body = {**prepared.kwargs, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+            for per_request in ("ReturnValues", "ReturnConsumedCapacity"):  # not in an entry
+                body.pop(per_request, None)
             entries.append({_TRANSACT_ENTRY[prepared.operation]: body})
         return {"TransactItems": entries, "ReturnConsumedCapacity": "TOTAL"}
 
@@ -217,7 +210,7 @@ class RequestCodec:
             return TableNotFound(missing_table_message(self.table))
         return TableSchemaMismatch(
             f"table {self.table!r} does not have a String partition key named "
-            f"{self.partition_key!r}: {exc.response.get('Error', {}).get('Message')}"
+            f"{self.items.partition_key!r}: {exc.response.get('Error', {}).get('Message')}"
         )
 
     def prepare(self, request: Request) -> Prepared:

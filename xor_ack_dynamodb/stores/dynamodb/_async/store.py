@@ -149,4 +149,4 @@ class AsyncDynamoDBStore:
             found = table_key(await describe(await self.client(), self.codec.table))
         except (ClientError, TableNotFound):
             return False
-        return found != (self.codec.partition_key, "S")
+        return found != (self.codec.items.partition_key, "S")

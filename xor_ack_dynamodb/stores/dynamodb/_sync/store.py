@@ -151,4 +151,4 @@ class DynamoDBStore:
             found = table_key(describe(self.client(), self.codec.table))
         except (ClientError, TableNotFound):
             return False
-        return found != (self.codec.partition_key, "S")
+        return found != (self.codec.items.partition_key, "S")
