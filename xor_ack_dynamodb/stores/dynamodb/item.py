@@ -302,17 +302,14 @@ def _ops(keys: Any, digests: Any, tag: str) -> tuple[Op, ...]:
                 raise CorruptItem("chain item's 'ops' holds a malformed op key", tag=tag) from None
         else:
             raise CorruptItem("chain item's 'ops' holds a malformed op key", tag=tag)
-    hashes: list[bytes] = []
-    if digests is not None:
-        if not isinstance(digests, list) or len(digests) != len(out):
-            raise CorruptItem("chain item's 'oph' does not match its 'ops'", tag=tag)
-        for digest in digests:
-            if not isinstance(digest, Binary):
-                raise CorruptItem("chain item's 'oph' holds a non-Binary hash", tag=tag)
-            hashes.append(bytes(cast(Any, digest).value) or UNKNOWN_DIGEST)
-    else:
-        hashes = [UNKNOWN_DIGEST] * len(out)
-    return tuple(Op(k, d) for k, d in zip(out, hashes, strict=True))
+    if digests is None:
+        return tuple(Op(k, UNKNOWN_DIGEST) for k in out)
+    if not isinstance(digests, list) or len(digests) != len(out):
+        raise CorruptItem("chain item's 'oph' does not match its 'ops'", tag=tag)
+    if not all(isinstance(d, Binary) for d in digests):
+        raise CorruptItem("chain item's 'oph' holds a non-Binary hash", tag=tag)
+    hashes = [bytes(cast(Any, h).value) or UNKNOWN_DIGEST for h in digests]
+    return tuple(Op(k, h) for k, h in zip(out, hashes, strict=True))
 
 
 def _create_op(value: Any, tag: str) -> Op | None:
