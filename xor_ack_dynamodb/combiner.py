@@ -23,11 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import AckConfig
-from .core.algebra import EdgeLike, Value
-from .core.chain import Op
-from .core.history import Delivery
+from .core.algebra import EdgeLike
 from .core.stamping import StampCall
-from .core.verdicts import DEFERRED
+from .core.verdicts import DEFERRED, StampItem
 from .drivers import SyncTracker
 from .errors import OutcomeUnknown, XorAckError
 from .stamps import Position, Stamp, Sum
@@ -42,10 +40,7 @@ log = logging.getLogger("xor_ack_dynamodb")
 class _Pending:
     """One caller's stamp waiting in a tag's queue, and later its outcome."""
 
-    delta: Value
-    op: Op
-    owner: str | None
-    delivery: Delivery
+    item: StampItem
     wake: threading.Event = field(default_factory=threading.Event)
     lead: bool = False  # this caller writes the next batch for the tag
     settled: bool = False
@@ -154,8 +149,7 @@ class CombiningTracker(SyncTracker):
             result = self.driver.run(call)
             self.stamped(call.tag, result)
             return result
-        delta, op, checked_owner, delivery = call.stamps[0]
-        mine = _Pending(delta, op, checked_owner, delivery)
+        mine = _Pending(call.stamps[0])
         with self._lock:
             queue = self._queues.setdefault(call.tag, _Queue())
             queue.waiting.append(mine)
@@ -236,8 +230,7 @@ class CombiningTracker(SyncTracker):
         driver = self.driver
         if len(batch) > 1:
             driver.stats.add("combined", len(batch))
-        items = [(p.delta, p.op, p.owner, p.delivery) for p in batch]
-        call = StampCall(driver.rules, tag, items, driver.cache.get(tag))
+        call = StampCall(driver.rules, tag, [p.item for p in batch], driver.cache.get(tag))
         plan = driver.run(call)
         if plan.new is not None:
             driver.stats.add("batches")
