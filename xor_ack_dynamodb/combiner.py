@@ -20,20 +20,15 @@ import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .config import AckConfig
-from .core.algebra import EdgeLike, Mode, Value
-from .core.chain import Op
-from .core.history import Delivery
-from .core.rules import DEFERRED
+from .core.algebra import EdgeLike
 from .core.stamping import StampCall
+from .core.verdicts import DEFERRED, StampItem
 from .drivers import SyncTracker
 from .errors import OutcomeUnknown, XorAckError
 from .stamps import Position, Stamp, Sum
-from .stats import RequestStats
-from .status import ChainStatus
 from .stores.dynamodb.tracker import XorAckDynamoDB
 
 __all__ = ["CombiningTracker"]
@@ -45,10 +40,7 @@ log = logging.getLogger("xor_ack_dynamodb")
 class _Pending:
     """One caller's stamp waiting in a tag's queue, and later its outcome."""
 
-    delta: Value
-    op: Op
-    owner: str | None
-    delivery: Delivery
+    item: StampItem
     wake: threading.Event = field(default_factory=threading.Event)
     lead: bool = False  # this caller writes the next batch for the tag
     settled: bool = False
@@ -72,10 +64,13 @@ class _Queue:
     busy: bool = False
 
 
-class CombiningTracker:
+class CombiningTracker(SyncTracker):
     """A tracker whose ``stamp()`` combines the concurrent xor-mode stamps of this
-    process on one tag into one conditional write. Every other method is the wrapped
-    tracker's. Share one per process (it is thread-safe).
+    process on one tag into one conditional write. Every other method is
+    :class:`SyncTracker`'s on the wrapped tracker's driver, with its hooks (``MemoryAck``'s
+    callbacks). Share one per process (it is thread-safe). Its ``stats`` are the wrapped
+    tracker's counters, plus ``batches`` (combined writes made) and ``combined`` (stamps
+    that rode in a batch with at least one other).
 
     Guarantees of :meth:`stamp`, beyond those of the wrapped tracker's:
 
@@ -108,6 +103,7 @@ class CombiningTracker:
         if not isinstance(tracker, SyncTracker):
             raise TypeError(f"CombiningTracker wraps a tracker, got {type(tracker).__name__}")
         self.tracker = tracker
+        self.driver, self.calls = tracker.driver, tracker.calls
         self._lock = threading.Lock()
         self._queues: dict[str, _Queue] = {}
         # A waiter hearing nothing for this long gives up (the leader's call itself is
@@ -121,16 +117,6 @@ class CombiningTracker:
 
     def __repr__(self) -> str:
         return f"CombiningTracker({self.tracker!r})"
-
-    @property
-    def stats(self) -> RequestStats:
-        """The wrapped tracker's counters, plus ``batches`` (combined writes made) and
-        ``combined`` (stamps that rode in a batch with at least one other)."""
-        return self.tracker.stats
-
-    @property
-    def mode(self) -> Mode:
-        return self.tracker.mode
 
     def waiting(self, tag: str) -> int:
         """How many stamps on ``tag`` are queued for the next write (those of the write
@@ -157,16 +143,13 @@ class CombiningTracker:
         """Apply one stamp (see the wrapped tracker's ``stamp``), sharing the write with
         concurrent stamps on the same tag. Returns the value after this stamp, in queue
         order. Bad input is rejected before queueing."""
-        known = self.tracker.driver.cache.get(tag) if isinstance(tag, str) else None
-        call = self.tracker.calls.stamp(
-            tag, value, finished, started, op_id, owner, known, after, first, parent
-        )
+        known = self.driver.cache.get(tag) if isinstance(tag, str) else None
+        call = self.calls.stamp(tag, value, finished, started, op_id, owner, known, after, first, parent)
         if not isinstance(call, StampCall):  # sum mode: one ADD never loses a race
-            result = self.tracker.driver.run(call)
-            self.tracker.stamped(call.tag, result)
+            result = self.driver.run(call)
+            self.stamped(call.tag, result)
             return result
-        delta, op, checked_owner, delivery = call.stamps[0]
-        mine = _Pending(delta, op, checked_owner, delivery)
+        mine = _Pending(call.stamps[0])
         with self._lock:
             queue = self._queues.setdefault(call.tag, _Queue())
             queue.waiting.append(mine)
@@ -193,7 +176,7 @@ class CombiningTracker:
         if mine.error is not None:
             raise mine.error
         assert mine.result is not None
-        self.tracker.stamped(call.tag, mine.result)
+        self.stamped(call.tag, mine.result)
         return mine.result
 
     def _abandon(self, tag: str, mine: _Pending) -> None:
@@ -222,7 +205,7 @@ class CombiningTracker:
         """Write the stamps queued on ``tag`` (up to a window's worth) as one batch; put
         any the chain's window could not take back at the head of the queue; hand the
         tag to the first caller still queued."""
-        cap = max(1, self.tracker.rules.batch_cap)
+        cap = max(1, self.rules.batch_cap)
         with self._lock:
             queue = self._queues[tag]
             batch, queue.waiting = queue.waiting[:cap], queue.waiting[cap:]
@@ -244,11 +227,10 @@ class CombiningTracker:
                 self._hand_on(tag, queue)
 
     def _commit(self, tag: str, batch: list[_Pending]) -> list[_Pending]:
-        driver = self.tracker.driver
+        driver = self.driver
         if len(batch) > 1:
             driver.stats.add("combined", len(batch))
-        items = [(p.delta, p.op, p.owner, p.delivery) for p in batch]
-        call = StampCall(driver.rules, tag, items, driver.cache.get(tag))
+        call = StampCall(driver.rules, tag, [p.item for p in batch], driver.cache.get(tag))
         plan = driver.run(call)
         if plan.new is not None:
             driver.stats.add("batches")
@@ -262,49 +244,16 @@ class CombiningTracker:
                 pending.settle(outcome)
         return deferred
 
-    # -- delegated --------------------------------------------------------------------
+    # -- the wrapped tracker's hooks ------------------------------------------------------
 
-    def new_edge(self) -> Stamp | int:
-        """See :meth:`SyncTracker.new_edge`."""
-        return self.tracker.new_edge()
+    def stamped(self, tag: str, result: Stamp | Sum) -> None:
+        self.tracker.stamped(tag, result)
 
-    def create(
-        self,
-        tag: str,
-        value: EdgeLike,
-        *,
-        op_id: str | None = None,
-        owner: str | None = None,
-        replace_expired: bool = True,
-    ) -> Stamp | Sum:
-        """See :meth:`SyncTracker.create`."""
-        return self.tracker.create(tag, value, op_id=op_id, owner=owner, replace_expired=replace_expired)
+    def timed_out(self, tag: str) -> bool:
+        return self.tracker.timed_out(tag)
 
-    def mark_resent(self, tag: str, parent: str) -> None:
-        """See :meth:`SyncTracker.mark_resent`."""
-        self.tracker.mark_resent(tag, parent)
-
-    def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus:
-        """See :meth:`SyncTracker.fail`."""
-        return self.tracker.fail(tag, reason, owner=owner)
-
-    def touch(
-        self, tag: str, ttl: timedelta | float | None = None, *, owner: str | None = None
-    ) -> ChainStatus:
-        """See :meth:`SyncTracker.touch`."""
-        return self.tracker.touch(tag, ttl, owner=owner)
-
-    def status(self, tag: str) -> ChainStatus:
-        """See :meth:`SyncTracker.status`."""
-        return self.tracker.status(tag)
-
-    def status_many(self, tags: Iterable[str]) -> dict[str, ChainStatus]:
-        """See :meth:`SyncTracker.status_many`."""
-        return self.tracker.status_many(tags)
-
-    def delete(self, tag: str) -> None:
-        """See :meth:`SyncTracker.delete`."""
-        self.tracker.delete(tag)
+    def failed(self, tag: str, reason: str | None) -> None:
+        self.tracker.failed(tag, reason)
 
 
 def _own(exc: BaseException) -> BaseException:
@@ -316,10 +265,3 @@ def _own(exc: BaseException) -> BaseException:
     except Exception:  # any failure to copy: share the original rather than strand a waiter
         return exc
     return mine
-
-
-if TYPE_CHECKING:  # mypy proves the combiner satisfies the protocol, signatures included
-    from .interfaces import AckTracker
-
-    def _conforms(a: CombiningTracker) -> AckTracker:
-        return a

@@ -51,9 +51,10 @@ class XorAckError(Exception):
         return type(self).__name__
 
     def __reduce__(self) -> tuple[object, ...]:
-        # Keyword-only ``tag`` would be lost by the default exception pickling, and
-        # these errors cross process boundaries (Spark executors, multiprocessing).
-        return (_rebuild, (type(self), str(self), self.tag))
+        # Keyword-only ``tag`` (and a subclass's own attributes, in ``__dict__``) would be
+        # lost by the default exception pickling, and these errors cross process
+        # boundaries (Spark executors, multiprocessing).
+        return (_rebuild, (type(self), str(self), self.tag), self.__dict__)
 
 
 def _rebuild(cls: type[XorAckError], message: str, tag: str | None) -> XorAckError:
@@ -124,13 +125,6 @@ class TagFailed(XorAckError):
     def __init__(self, message: str, *, tag: str | None = None, reason: str | None = None):
         super().__init__(message, tag=tag)
         self.reason = reason
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild_failed, (str(self), self.tag, self.reason))
-
-
-def _rebuild_failed(message: str, tag: str | None, reason: str | None) -> TagFailed:
-    return TagFailed(message, tag=tag, reason=reason)
 
 
 class OpIdReused(XorAckError, ValueError):

@@ -98,13 +98,10 @@ class RetryPolicy:
         """:meth:`retrying` for coroutines: the same budget, waiting with ``asyncio.sleep``."""
         return tenacity.AsyncRetrying(**self._budget(retry))
 
-    def _wait(self) -> tenacity.wait.wait_base:
-        return tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait)
-
     def _budget(self, retry: tenacity.retry_base) -> dict[str, Any]:
         return {
             "stop": tenacity.stop_after_attempt(self.max_attempts) | _StopBeforeDeadline(self.max_seconds),
-            "wait": self._wait(),
+            "wait": tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait),
             "retry": retry,
             "reraise": False,
         }

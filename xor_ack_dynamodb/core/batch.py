@@ -19,7 +19,7 @@ sent again at once. A store without transactions (dynalite) gets the writes one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from ..errors import BatchIncomplete, CorruptItem
@@ -40,7 +40,7 @@ from .messages import (
 )
 from .rules import ChainRules
 
-__all__ = ["Lockstep", "BATCH_SIZE", "TRANSACTION_SIZE", "chunks", "distinct", "statuses"]
+__all__ = ["Lockstep", "BATCH_SIZE", "TRANSACTION_SIZE", "chunks", "statuses"]
 
 T = TypeVar("T")
 
@@ -55,11 +55,6 @@ Answer = tuple[Any, Exception | None]
 
 def chunks(items: Sequence[T], size: int) -> list[list[T]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
-
-
-def distinct(tags: Iterable[str]) -> list[str]:
-    """The tags in order, each once."""
-    return list(dict.fromkeys(tags))
 
 
 def statuses(batch: BatchRead, rules: ChainRules, now: int) -> dict[str, ChainStatus]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .algebra import Algebra, Value
-from .chain import Chain, Op, new_token
+from .chain import Chain, Op, updated
 from .messages import Guard, Trim
 
 __all__ = ["BlindWrites"]
@@ -64,26 +64,12 @@ class BlindWrites:
         """``chain`` after a sum-mode stamp: ``ADD sum :delta``, the op appended (not
         trimmed), a new token. The state is left pending: the writer that sees zero
         stores ``acked`` next (:meth:`completed`)."""
-        return replace(
-            chain,
-            value=self.algebra.combine(chain.value, delta),
-            ops=chain.ops + (op,),
-            seq=chain.seq + 1,
-            version=chain.version + 1,
-            token=new_token(),
-            updated_at=now,
-        )
+        value = self.algebra.combine(chain.value, delta)
+        return updated(chain, now, value=value, ops=chain.ops + (op,), seq=chain.seq + 1)
 
     def completed(self, chain: Chain, now: int) -> Chain:
         """``chain`` (whose value is zero) stored as an ``acked`` tombstone."""
-        return replace(
-            chain,
-            state="acked",
-            purge_at=self._purge(now),
-            version=chain.version + 1,
-            token=new_token(),
-            updated_at=now,
-        )
+        return updated(chain, now, state="acked", purge_at=self._purge(now))
 
     def trim_allowed(self, chain: Chain | None, trim: Trim) -> bool:
         """A trim's condition: the list still starts at position ``trim.cut + 1`` on the
@@ -112,13 +98,7 @@ class BlindWrites:
     def marked(self, chain: Chain, key: bytes, now: int) -> Chain:
         """``chain`` with parent ``key`` marked re-sent (a new token: a read-modify-write
         based on the chain before it cannot drop the mark)."""
-        return replace(
-            chain,
-            resent=chain.resent + (key,),
-            version=chain.version + 1,
-            token=new_token(),
-            updated_at=now,
-        )
+        return updated(chain, now, resent=chain.resent + (key,))
 
 
 def _is_zero(value: Value) -> bool:

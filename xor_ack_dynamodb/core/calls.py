@@ -67,8 +67,8 @@ from .messages import (
     Request,
     Written,
 )
-from .rules import ChainRules, Duplicate, Reject, Unchanged
-from .verdicts import DEFERRED, Plan
+from .rules import ChainRules
+from .verdicts import DEFERRED, Duplicate, Plan, Reject, Unchanged
 
 __all__ = [
     "Again",
@@ -178,6 +178,14 @@ class Call(Generic[T]):
     def _saw(self, chain: Chain | None) -> None:
         self.known, self.fresh, self.gone = chain, True, chain is None
 
+    def _after(self, reply: Written) -> Chain:
+        """The chain a write left; :class:`TagNotFound` when it was read back after a
+        transaction and found deleted since."""
+        if reply.chain is None:
+            raise self._not_found()
+        self._saw(reply.chain)
+        return reply.chain
+
     def _not_found(self) -> TagNotFound:
         self.gone = True
         return TagNotFound(f"chain {self.tag!r} does not exist", tag=self.tag)
@@ -210,31 +218,26 @@ class CreateCall(Call[Stamp | Sum]):
 
     def round(self, now: int) -> Round[Stamp | Sum]:
         chain = self.known
-        if chain is None:
-            new = self.rules.new_chain(self.tag, self.value, self.op, self.owner, now)
-            reply = yield from self._io(Put(new, None))
+        while True:
+            if chain is not None:
+                verdict = self.rules.judge_create(chain, self.op, now, self.replace_expired)
+                if isinstance(verdict, Duplicate):
+                    self.events["duplicates"] += 1
+                    return verdict.result
+                if isinstance(verdict, Reject):
+                    raise verdict.error
+            new = self.rules.new_chain(self.tag, self.value, self.op, self.owner, now, old=chain)
+            reply = yield from self._io(Put(new, chain))
             if isinstance(reply, Written):
                 self._saw(new)
                 return wrap(self.value, acked=False, position=Position(new.line, 0))
-            chain = reply.current
-            self._saw(chain)
-            if chain is None:  # deleted since the condition was checked
+            self._saw(reply.current)
+            # A blind Put that found a chain judges it now; anything else lost a race
+            # (the chain changed, or was deleted since the condition was checked).
+            if chain is not None or reply.current is None:
                 self.events["conflicts"] += 1
                 raise Again
-        verdict = self.rules.judge_create(chain, self.op, now, self.replace_expired)
-        if isinstance(verdict, Duplicate):
-            self.events["duplicates"] += 1
-            return verdict.result
-        if isinstance(verdict, Reject):
-            raise verdict.error
-        new = self.rules.new_chain(self.tag, self.value, self.op, self.owner, now, old=chain)
-        reply = yield from self._io(Put(new, chain))
-        if isinstance(reply, Written):
-            self._saw(new)
-            return wrap(self.value, acked=False, position=Position(new.line, 0))
-        self._saw(reply.current)
-        self.events["conflicts"] += 1
-        raise Again
+            chain = reply.current
 
 
 def remove_tombstone(call: Call[Any], chain: Chain) -> Generator[Request, Any, None]:
@@ -260,10 +263,7 @@ class FailCall(Call[tuple[ChainStatus, bool]]):
     def round(self, now: int) -> Round[tuple[ChainStatus, bool]]:
         reply = yield from self._io(MarkFailed(self.tag, self.reason, self.owner, now))
         if isinstance(reply, Written):
-            if reply.chain is None:  # read back after a transaction: deleted since
-                raise self._not_found()
-            self._saw(reply.chain)
-            return self.rules.status(reply.chain, now), True
+            return self.rules.status(self._after(reply), now), True
         self._saw(reply.current)
         verdict = self.rules.judge_fail(self.tag, reply.current, self.owner, now)
         if isinstance(verdict, Unchanged):
@@ -285,10 +285,7 @@ class TouchCall(Call[ChainStatus]):
     def round(self, now: int) -> Round[ChainStatus]:
         reply = yield from self._io(Extend(self.tag, self.ttl, self.owner, now))
         if isinstance(reply, Written):
-            if reply.chain is None:  # read back after a transaction: deleted since
-                raise self._not_found()
-            self._saw(reply.chain)
-            return self.rules.status(reply.chain, now)
+            return self.rules.status(self._after(reply), now)
         self._saw(reply.current)
         verdict = self.rules.judge_touch(self.tag, reply.current, self.owner, now)
         if isinstance(verdict, Reject):

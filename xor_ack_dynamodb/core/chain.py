@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from ..errors import InvalidConfig
 from .algebra import Mode, Value
@@ -21,6 +21,7 @@ __all__ = [
     "op_key",
     "random_op",
     "new_token",
+    "updated",
     "new_lineage",
     "OP_KEY_BYTES",
     "DIGEST_BYTES",
@@ -78,11 +79,7 @@ def op_key(op_id: str, namespace: str) -> bytes:
 def payload_digest(kind: str, payload: bytes) -> bytes:
     """The hash an op is remembered with: ``kind`` (stamp/create) and the canonical
     bytes of its value."""
-    h = hashlib.blake2b(digest_size=DIGEST_BYTES)
-    h.update(kind.encode())
-    h.update(b"\x00")
-    h.update(payload)
-    return h.digest()
+    return hashlib.blake2b(kind.encode() + b"\x00" + payload, digest_size=DIGEST_BYTES).digest()
 
 
 def make_op(op_id: str | None, namespace: str, payload: bytes) -> Op:
@@ -157,17 +154,11 @@ class Chain:
 
     def find(self, key: bytes) -> Op | None:
         """The remembered op with ``key``, if it is still in the window."""
-        for op in self.ops:
-            if op.key == key:
-                return op
-        return None
+        return next((op for op in self.ops if op.key == key), None)
 
     def position_of(self, key: bytes) -> int | None:
         """The position of the op with ``key`` in the window, if it is there."""
-        for i, op in enumerate(self.ops):
-            if op.key == key:
-                return self.cut_seq + i + 1
-        return None
+        return next((self.cut_seq + i + 1 for i, op in enumerate(self.ops) if op.key == key), None)
 
     @property
     def line(self) -> bytes:
@@ -178,6 +169,12 @@ class Chain:
     def foreign(self) -> bool:
         """True when the item was last written by a writer that keeps no history."""
         return self.token is None
+
+
+def updated(chain: Chain, now: int, **changes: Any) -> Chain:
+    """``chain`` as a write at ``now`` leaves it: ``changes``, one more version and a new
+    token (a read-modify-write based on the chain before it is then refused)."""
+    return replace(chain, version=chain.version + 1, token=new_token(), updated_at=now, **changes)
 
 
 def check_window(window: object) -> int:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ..errors import InvalidConfig, ZeroBufferNoOp
-from ..stamps import Position, check_tag, check_tags
+from ..stamps import Position, check_tag
 from .algebra import EdgeLike, Value
 from .calls import CreateCall, DeleteCall, FailCall, MarkResentCall, StatusCall, TouchCall
 from .chain import Chain, make_op, op_key
@@ -178,7 +178,3 @@ class CallFactory:
 
     def delete(self, tag: object) -> DeleteCall:
         return DeleteCall(self.rules, check_tag(tag))
-
-    @staticmethod
-    def tags(tags: Iterable[str]) -> list[str]:
-        return check_tags(tags)

@@ -52,15 +52,14 @@ from ..errors import (
 from ..stamps import Position, Stamp, Sum
 from ..status import ChainStatus, State, epoch_to_datetime
 from .algebra import Algebra, Mode, Value, XorAlgebra, wrap
-from .blind import BlindWrites
-from .chain import BLOCK, Chain, Op, StoredState, check_window, new_lineage, new_token, random_op
+from .blind import BlindWrites, _is_zero
+from .chain import BLOCK, Chain, Op, StoredState, check_window, new_lineage, new_token, random_op, updated
 from .history import NO_CHECK, Block, Delivery, Lookup, NoCheck, Unknowable, due, scope
 from .verdicts import (
     APPLY,
     DEFERRED,
     MAX_TRIM,
     NEGATIVE,
-    Apply,
     Duplicate,
     NeedHistory,
     Outcome,
@@ -72,22 +71,8 @@ from .verdicts import (
     Verdict,
 )
 
-__all__ = [
-    "ChainRules",
-    "Verdict",
-    "Apply",
-    "Duplicate",
-    "Reject",
-    "Unchanged",
-    "NeedHistory",
-    "Plan",
-    "APPLY",
-    "DEFERRED",
-    "MAX_TRIM",
-    "NEGATIVE",
-    "Searched",
-    "StampItem",
-]
+# The verdicts themselves live in :mod:`.verdicts`; MAX_TRIM is also named here.
+__all__ = ["ChainRules", "MAX_TRIM"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,15 +357,13 @@ class ChainRules(BlindWrites):
         window = self.window_of(chain)
         done = _is_zero(value)
         base = self.adopt(chain)
-        grown = replace(
+        grown = updated(
             base,
+            now,
             value=value,
             ops=base.ops + ops,
             seq=base.seq + len(ops),
             window=window,
-            version=chain.version + 1,
-            token=new_token(),
-            updated_at=now,
             state="acked" if done else chain.state,
             purge_at=self._purge(now) if done else chain.purge_at,
         )
@@ -489,15 +472,8 @@ class ChainRules(BlindWrites):
         )
 
     def failed(self, chain: Chain, reason: str | None, now: int) -> Chain:
-        return replace(
-            chain,
-            state="failed",
-            reason=reason if reason else chain.reason,
-            purge_at=self._purge(now),
-            version=chain.version + 1,
-            token=new_token(),
-            updated_at=now,
-        )
+        reason = reason if reason else chain.reason
+        return updated(chain, now, state="failed", reason=reason, purge_at=self._purge(now))
 
     def judge_touch(self, tag: str, chain: Chain | None, owner: str | None, now: int) -> Verdict:
         """``touch()`` on ``chain``: only a pending chain whose deadline has not passed
@@ -521,18 +497,8 @@ class ChainRules(BlindWrites):
         """``chain`` with its deadline ``ttl`` from now (unchanged for None: a chain
         that expires by rotation only)."""
         deadline = chain.deadline if ttl is None else now + ttl
-        return replace(
-            chain,
-            deadline=deadline,
-            purge_at=chain.purge_at if deadline is None else deadline + self.skew + self.retention,
-            version=chain.version + 1,
-            token=new_token(),
-            updated_at=now,
-        )
-
-
-def _is_zero(value: Value) -> bool:
-    return not any(value) if isinstance(value, bytes) else value == 0
+        purge_at = chain.purge_at if deadline is None else deadline + self.skew + self.retention
+        return updated(chain, now, deadline=deadline, purge_at=purge_at)
 
 
 def _negative(value: Value) -> bool:

@@ -364,10 +364,7 @@ class AddCall(_History[Stamp | Sum]):
         raise Again
 
     def _applied_add(self, reply: Written, now: int) -> Generator[Request, Any, Stamp | Sum]:
-        after = reply.chain
-        if after is None:  # read back after a transaction: deleted since
-            raise self._not_found()
-        self._saw(after)
+        after = self._after(reply)
         position = after.seq if not reply.later else after.position_of(self.op.key)
         where = None if position is None else Position(after.line, position)
         if isinstance(after.value, int) and after.value < 0:

@@ -16,7 +16,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Unpack
+from typing import Unpack
 
 from ..config import TrackerKeywords, TrackerOptions
 from ..core.chain import Chain, Op, new_token
@@ -40,6 +40,7 @@ from ..core.messages import (
     Trim,
     WriteHistory,
     Written,
+    tag_of,
 )
 from ..core.rules import ChainRules
 from ..drivers import AsyncTracker, SyncTracker
@@ -136,19 +137,15 @@ class MemoryStore:
         """The chain ``request`` finds, and how to apply it, or None when its condition
         (the rules' predicate, as DynamoDB's ConditionExpression) fails. Lock held."""
         rules = self.rules
+        current = self._chains.get(tag_of(request))
         if isinstance(request, RemoveAny):
-            return self._chains.get(request.tag), lambda: Written(self._drop(request.tag))
-        if isinstance(request, Put):
-            current = self._chains.get(request.new.tag)
+            return current, lambda: Written(self._drop(request.tag))
+        if isinstance(request, (Put, Remove)):
             if not _same(current, request.expect):
                 return current, None
-            return current, lambda: Written(self._keep(request.new, current))
-        if isinstance(request, Remove):
-            current = self._chains.get(request.expect.tag)
-            if not _same(current, request.expect):
-                return current, None
+            if isinstance(request, Put):
+                return current, lambda: Written(self._keep(request.new, current))
             return current, lambda: (self._drop(request.expect.tag), Written(None))[1]
-        current = self._chains.get(request.tag)
         if current is None:
             return None, None
         chain = current
@@ -256,23 +253,23 @@ class _AsyncMemoryStore:
 
 
 class _Memory:
-    """What both memory trackers add to the shared methods: the store, rotation and the
-    ``on_acked`` / ``on_failed`` callbacks (called from the tracker's hooks)."""
+    """What both memory trackers add to the shared methods: the constructor, the store,
+    rotation and the ``on_acked`` / ``on_failed`` callbacks (called from the tracker's
+    hooks)."""
 
     store: MemoryStore
     on_acked: AckedCallback | None
     on_failed: FailedCallback | None
-    _limits: ChainRules
-    _time: Callable[[], float]
 
-    def _setup(
+    def __init__(
         self,
-        buckets: int,
-        on_acked: AckedCallback | None,
-        on_failed: FailedCallback | None,
-        share: _Memory | None,
-        options: TrackerKeywords,
-    ) -> TrackerOptions:
+        *,
+        buckets: int = 3,
+        on_acked: AckedCallback | None = None,
+        on_failed: FailedCallback | None = None,
+        share: MemoryAck | AsyncMemoryAck | None = None,
+        **options: Unpack[TrackerKeywords],
+    ) -> None:
         if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 2:
             raise InvalidConfig(f"buckets must be an int of at least 2, got {buckets!r}")
         options.setdefault("ttl", None)
@@ -282,15 +279,15 @@ class _Memory:
         self.on_acked, self.on_failed, self._time = on_acked, on_failed, settings.clock
         shared = None if share is None else share.store
         self.store = MemoryStore(self._limits, RequestStats(), buckets, shared)
-        return settings
+        self._open(settings)
+
+    def _open(self, settings: TrackerOptions) -> None:
+        """Bind the tracker's driver to :attr:`store`."""
+        raise NotImplementedError
 
     def __len__(self) -> int:
         """How many chains (tombstones included) the tracker holds."""
         return len(self.store)
-
-    @property
-    def max_ops(self) -> int:
-        return self._limits.window
 
     def stamped(self, tag: str, result: Stamp | Sum) -> None:
         """Calls ``on_acked(tag)`` when this stamp completed the chain (not for a
@@ -344,16 +341,7 @@ class MemoryAck(_Memory, SyncTracker):
     deadline.
     """
 
-    def __init__(
-        self,
-        *,
-        buckets: int = 3,
-        on_acked: AckedCallback | None = None,
-        on_failed: FailedCallback | None = None,
-        share: MemoryAck | AsyncMemoryAck | None = None,
-        **options: Unpack[TrackerKeywords],
-    ) -> None:
-        settings = self._setup(buckets, on_acked, on_failed, share, options)
+    def _open(self, settings: TrackerOptions) -> None:
         self._bind(self.store, self._limits, settings, self.store.stats)
 
 
@@ -361,21 +349,5 @@ class AsyncMemoryAck(_Memory, AsyncTracker):
     """Ack chains in memory, awaited: :class:`MemoryAck`'s parameters, callbacks,
     rotation and guarantees (``share`` takes either memory tracker)."""
 
-    def __init__(
-        self,
-        *,
-        buckets: int = 3,
-        on_acked: AckedCallback | None = None,
-        on_failed: FailedCallback | None = None,
-        share: MemoryAck | AsyncMemoryAck | None = None,
-        **options: Unpack[TrackerKeywords],
-    ) -> None:
-        settings = self._setup(buckets, on_acked, on_failed, share, options)
+    def _open(self, settings: TrackerOptions) -> None:
         self._bind(_AsyncMemoryStore(self.store), self._limits, settings, self.store.stats)
-
-
-if TYPE_CHECKING:  # mypy proves each tracker satisfies its protocol, signatures included
-    from ..drivers import AckTracker, AsyncAckTracker
-
-    def _conforms(a: MemoryAck, b: AsyncMemoryAck) -> tuple[AckTracker, AsyncAckTracker]:
-        return a, b

@@ -1,5 +1,5 @@
 """The one interface every tracker of a flavour (sync or asyncio) implements, with
-identical signatures (mypy checks it where each tracker is defined), so pipeline code can
+identical signatures (mypy checks it for the class they share), so pipeline code can
 take any of them. Written for asyncio; the sync protocol is generated from it by
 ``scripts/unasync.py``.
 """

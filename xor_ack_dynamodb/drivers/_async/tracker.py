@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from ...config import TrackerOptions
 from ...core.algebra import EdgeLike, Mode
 from ...core.calls import Call, first_outcome
 from ...core.factory import CallFactory, StampSpec
-from ...core.rules import ChainRules, Plan
+from ...core.rules import ChainRules
 from ...core.stamping import StampCall
+from ...core.verdicts import Plan
 from ...errors import XorAckError
-from ...stamps import Position, Stamp, Sum
+from ...stamps import Position, Stamp, Sum, check_tags
 from ...stats import RequestStats
 from ...status import ChainStatus
 from .driver import AsyncChainStore, AsyncDriver
@@ -36,8 +38,6 @@ class AsyncTracker:
     def _bind(
         self, store: AsyncChainStore, rules: ChainRules, options: TrackerOptions, stats: RequestStats
     ) -> None:
-        """Run this tracker's calls on ``store`` under ``rules``, with the budget, clock
-        and cache of ``options``, counting in ``stats``."""
         budget, clock, size = options.budget, options.clock, options.cache_size
         self.driver = AsyncDriver(store, rules, retry=budget, stats=stats, clock=clock, cache_size=size)
         self.calls = CallFactory(rules)
@@ -61,6 +61,11 @@ class AsyncTracker:
     def mode(self) -> Mode:
         """``"xor"`` or ``"sum"``."""
         return self.driver.rules.mode
+
+    @property
+    def max_ops(self) -> int:
+        """The op-id window of the chains this tracker creates."""
+        return self.driver.rules.window
 
     def new_edge(self) -> Stamp | int:
         """A random edge for this tracker's mode: random bytes (never all zeros) in xor
@@ -248,7 +253,7 @@ class AsyncTracker:
         of up to 100 conditional updates, and one batch read for their new values. Each
         chain gets what :meth:`touch` would give it, its status or its error
         (``TagAcked``, ``TagExpired``...), in the returned dict."""
-        calls = [self.calls.touch(tag, ttl, owner) for tag in self.calls.tags(tags)]
+        calls = [self.calls.touch(tag, ttl, owner) for tag in check_tags(tags)]
         self.calls.distinct([c.tag for c in calls])
         outcomes = await self.driver.run_many(calls)
         return {call.tag: outcome for call, outcome in zip(calls, outcomes, strict=True)}
@@ -314,10 +319,18 @@ class AsyncTracker:
         chain are absent; an item that cannot be decoded reads ``corrupt`` (the others
         are still returned). Raises :class:`BatchIncomplete` if keys are still
         unprocessed when the retry budget is spent."""
-        return await self.driver.status_many(self.calls.tags(tags))
+        return await self.driver.status_many(check_tags(tags))
 
     async def delete(self, tag: str) -> None:
         """Delete the chain whatever its state. Raises :class:`TagNotFound` if there is
         none, unless the request had to be sent again (by botocore or by this library's
         retry), since the first attempt may be the one that deleted it."""
         await self.driver.run(self.calls.delete(tag))
+
+
+if TYPE_CHECKING:  # mypy proves the tracker satisfies its protocol, signatures included, and
+    # so every tracker (each is a subclass, whose overrides mypy checks against this class)
+    from .protocol import AsyncAckTracker
+
+    def _conforms(a: AsyncTracker) -> AsyncAckTracker:
+        return a

@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 import tenacity
 
-from ...core.batch import BATCH_SIZE, TRANSACTION_SIZE, Answer, Lockstep, chunks, distinct, statuses
+from ...core.batch import BATCH_SIZE, TRANSACTION_SIZE, Answer, Lockstep, chunks, statuses
 from ...core.calls import Again, Call, Step, Transient
 from ...core.chain import Chain
 from ...core.messages import (
@@ -58,9 +58,8 @@ class ChainStore(Protocol):
     None, a ``ReadHistory`` with a ``HistoryRead`` and every other request with a
     ``Written`` or ``Rejected``; it raises on failure. ``is_transient`` tells failures
     after which the request may or may not have been applied and that are worth
-    another attempt. ``transact`` applies requests
-    on distinct chains all or none, or raises ``TransactionsUnsupported`` where the
-    backend has no transactions.
+    another attempt. ``transact`` applies requests on distinct chains all or none, or
+    raises ``TransactionsUnsupported`` where the backend has no transactions.
     """
 
     def execute(self, request: Request) -> Reply | Chain | HistoryRead | None: ...
@@ -141,7 +140,7 @@ class Driver:
         """Statuses of ``tags`` (already checked), :data:`BATCH_SIZE` per read (see
         :meth:`read`). Tags with no chain are absent; an item that cannot be decoded is
         reported ``corrupt`` instead of failing the call."""
-        wanted = distinct(tags)
+        wanted = list(dict.fromkeys(tags))  # in order, each once
         found: dict[str, ChainStatus] = {}
         for chunk in chunks(wanted, BATCH_SIZE):
             found.update(statuses(self.read(chunk), self.rules, self.now()))

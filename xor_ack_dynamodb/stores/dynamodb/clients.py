@@ -159,11 +159,8 @@ def aws_client(
     config: Any = None,
 ) -> Any:
     """A new low-level boto3 client for ``service`` (``"dynamodb"``, ``"sqs"``, ``"s3"``,
-    ``"events"``...), built as :func:`dynamodb_client` describes: region from ``region``,
-    ``AWS_REGION``, then botocore's order; endpoint from ``endpoint_url``, then
-    botocore's order (``AWS_ENDPOINT_URL_<SERVICE>``, e.g. ``AWS_ENDPOINT_URL_SQS``, then
-    ``AWS_ENDPOINT_URL``); timeouts and retries from ``retry``. Raises
-    :class:`~xor_ack_dynamodb.errors.InvalidConfig` as :func:`dynamodb_client` does."""
+    ``"events"``...), built and checked as :func:`dynamodb_client` describes, the endpoint
+    variable being ``AWS_ENDPOINT_URL_<SERVICE>`` (e.g. ``AWS_ENDPOINT_URL_SQS``)."""
     import boto3
     from botocore.exceptions import UnknownServiceError
 
@@ -217,18 +214,10 @@ def client_settings(
     retry: RetryPolicy | None = None,
     config: Any = None,
 ) -> ClientSettings:
-    """Resolve and check an aiobotocore client's settings, in the order of
-    :func:`dynamodb_client`: region from ``region``, ``AWS_REGION``, then botocore's own
-    order (``AWS_DEFAULT_REGION``, the profile); endpoint from ``endpoint_url``, else
-    botocore's own order when the client is made (``AWS_ENDPOINT_URL_DYNAMODB``,
-    ``AWS_ENDPOINT_URL``, the profile); timeouts and botocore retries from ``retry``
-    (see :func:`client_config`), with ``config`` (a botocore or aiobotocore ``Config``)
-    merged over them.
-
-    Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig` when no region is set anywhere,
-    when the region or ``endpoint_url`` is not valid, when the profile named by
-    ``AWS_PROFILE`` does not exist, or when only one of the two keys is given.
-    """
+    """Resolve and check an aiobotocore client's settings as :func:`dynamodb_client`
+    describes (``config`` may also be an aiobotocore ``Config``); an endpoint from the
+    environment is resolved when the client is made. Raises
+    :class:`~xor_ack_dynamodb.errors.InvalidConfig` as :func:`dynamodb_client` does."""
     from aiobotocore.config import AioConfig
     from aiobotocore.session import get_session
     from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url, validate_region_name

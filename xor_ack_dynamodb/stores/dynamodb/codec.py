@@ -51,7 +51,6 @@ __all__ = [
     "Prepared",
     "TRANSIENT_CODES",
     "MISSING",
-    "METHODS",
     "is_transient",
     "error_code",
     "retry_attempts",
@@ -151,10 +150,6 @@ class RequestCodec:
     items: ItemCodec
     rules: ChainRules
 
-    @property
-    def partition_key(self) -> str:
-        return self.items.partition_key
-
     def transact_request(self, requests: list[Request]) -> dict[str, Any]:
         """The TransactWriteItems parameters for ``requests`` (at most 100, on distinct
         chains, each one of :data:`~xor_ack_dynamodb.core.messages.TRANSACTABLE`): each
@@ -162,12 +157,9 @@ class RequestCodec:
         entries = []
         for request in requests:
             prepared = self.prepare(request)
-            body = {
-                k: v
-                for k, v in prepared.kwargs.items()
-                if k not in ("ReturnValues", "ReturnConsumedCapacity")
-            }
-            body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            body = {**prepared.kwargs, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+            for per_request in ("ReturnValues", "ReturnConsumedCapacity"):  # not in an entry
+                body.pop(per_request, None)
             entries.append({_TRANSACT_ENTRY[prepared.operation]: body})
         return {"TransactItems": entries, "ReturnConsumedCapacity": "TOTAL"}
 
@@ -218,7 +210,7 @@ class RequestCodec:
             return TableNotFound(missing_table_message(self.table))
         return TableSchemaMismatch(
             f"table {self.table!r} does not have a String partition key named "
-            f"{self.partition_key!r}: {exc.response.get('Error', {}).get('Message')}"
+            f"{self.items.partition_key!r}: {exc.response.get('Error', {}).get('Message')}"
         )
 
     def prepare(self, request: Request) -> Prepared:
@@ -226,31 +218,23 @@ class RequestCodec:
         codec, rules = self.items, self.rules
         if isinstance(request, Read):
             return Prepared("GetItem", self._base(Key=codec.key(request.tag), ConsistentRead=True))
-        if isinstance(request, Put):
+        if isinstance(request, (Put, Remove)):
             if request.expect is None:
                 values: dict[str, Any] = {}
                 condition, names = "attribute_not_exists(#pk)", codec.names("#pk")
             else:
                 condition, names, values = self._guard(request.expect)
+            if isinstance(request, Put):
+                operation, target = "PutItem", {"Item": codec.encode(request.new)}
+            else:
+                operation, target = "DeleteItem", {"Key": codec.key(request.expect.tag)}
             return Prepared(
-                "PutItem",
+                operation,
                 self._base(
-                    Item=codec.encode(request.new),
+                    **target,
                     ConditionExpression=condition,
                     ExpressionAttributeNames=names,
-                    **_values(values),
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ),
-            )
-        if isinstance(request, Remove):
-            condition, names, values = self._guard(request.expect)
-            return Prepared(
-                "DeleteItem",
-                self._base(
-                    Key=codec.key(request.expect.tag),
-                    ConditionExpression=condition,
-                    ExpressionAttributeNames=names,
-                    **_values(values),
+                    **({"ExpressionAttributeValues": values} if values else {}),
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 ),
             )
@@ -322,8 +306,7 @@ class RequestCodec:
         if isinstance(request, MarkResent):
             values = {":k": {"L": [{"B": request.key}]}, ":kb": {"B": request.key}, ":none": {"L": []}}
             values.update(_marks(request.now))
-            for unused in (":pending", ":zero"):
-                values.pop(unused)
+            del values[":pending"], values[":zero"]  # this update does not check them
             return self._update(
                 request.tag,
                 "SET #rs = list_append(if_not_exists(#rs, :none), :k), #tok = :tok, #u = :now ADD #v :one",
@@ -379,11 +362,11 @@ class RequestCodec:
             ":one": {"N": "1"},
             ":count": {"N": str(request.count)},
             ":lin": {"B": request.lineage},
+            ":cut": {"N": str(request.cut)},
         }
         at = "#cn = :cut"
         if request.cut == 0:
             at = "(attribute_not_exists(#cn) OR #cn = :cut)"
-        values[":cut"] = {"N": str(request.cut)}
         update = "REMOVE " + ", ".join(paths) + " ADD #tr :one, #cn :count"
         if request.adopt:
             condition = f"attribute_not_exists(#lin) AND {at} AND size(#ops) >= :n"
@@ -392,17 +375,9 @@ class RequestCodec:
                 names.update(codec.names("#hb"))
         else:
             condition = f"#lin = :lin AND {at} AND size(#ops) >= :n"
-        return Prepared(
-            "UpdateItem",
-            self._base(
-                Key=codec.key(request.tag),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            ),
-        )
+        prepared = self._update(request.tag, update, condition, names, values)
+        del prepared.kwargs["ReturnValues"]  # its answer is Written(None): no item to return
+        return prepared
 
     def _guarded(self, guard: Guard, names: dict[str, str], values: dict[str, Any]) -> str:
         """A guard's part of a condition: no op after ``guard.cut`` left the window, on
@@ -428,13 +403,11 @@ class RequestCodec:
             return None if item is None else self.items.parse(item, tag)
         if isinstance(request, Put):
             return Written(request.new, resent)
-        if isinstance(request, Remove):
+        if isinstance(request, (Remove, Trim, WriteHistory)):
             return Written(None, resent)
         if isinstance(request, RemoveAny):
             old = response.get("Attributes")
             return Written(None if old is None else _parse_loosely(self.items, old, tag), resent)
-        if isinstance(request, (Trim, WriteHistory)):
-            return Written(None, resent)
         return Written(self.items.parse(response["Attributes"], tag), resent)
 
     def old_item(self, exc: ClientError, request: Request) -> Chain | None | object:
@@ -531,10 +504,6 @@ def _marks(now: int) -> dict[str, Any]:
     }
 
 
-def _values(values: dict[str, Any]) -> dict[str, Any]:
-    return {"ExpressionAttributeValues": values} if values else {}
-
-
 def _parse_loosely(codec: ItemCodec, item: Item, tag: str) -> Chain | None:
     """A deleted item, for the record: an undecodable one was deleted all the same."""
     try:
@@ -542,17 +511,6 @@ def _parse_loosely(codec: ItemCodec, item: Item, tag: str) -> Chain | None:
     except CorruptItem:
         return Chain(tag=tag, mode="xor", value=b"\x00")
 
-
-#: The client method of each operation.
-METHODS = {
-    "GetItem": "get_item",
-    "PutItem": "put_item",
-    "UpdateItem": "update_item",
-    "DeleteItem": "delete_item",
-    "BatchGetItem": "batch_get_item",
-    "BatchWriteItem": "batch_write_item",
-    "TransactWriteItems": "transact_write_items",
-}
 
 #: The TransactWriteItems entry of each single-item operation.
 _TRANSACT_ENTRY = {"PutItem": "Put", "UpdateItem": "Update", "DeleteItem": "Delete"}

@@ -145,20 +145,17 @@ class ItemCodec:
         for name, number in numbers.items():
             if number is not None:
                 item[name] = {"N": str(number)}
-        if chain.token is not None:
-            item["tok"] = {"B": chain.token}
-        if chain.lineage is not None:
-            item["lin"] = {"B": chain.lineage}
+        cop = None if chain.create_op is None else chain.create_op.key + chain.create_op.digest
+        for name, data in (("tok", chain.token), ("lin", chain.lineage), ("cop", cop)):
+            if data is not None:
+                item[name] = {"B": data}
+        for name, text in (("owner", chain.owner), ("reason", chain.reason)):
+            if text is not None:
+                item[name] = {"S": text}
         if chain.resent:
             item["rs"] = {"L": [{"B": key} for key in chain.resent]}
         item["ops"] = {"L": [{"B": op.key} for op in chain.ops]}
         item["oph"] = {"L": [{"B": op.digest} for op in chain.ops]}
-        if chain.create_op is not None:
-            item["cop"] = {"B": chain.create_op.key + chain.create_op.digest}
-        if chain.owner is not None:
-            item["owner"] = {"S": chain.owner}
-        if chain.reason is not None:
-            item["reason"] = {"S": chain.reason}
         return item
 
     # -- reading ---------------------------------------------------------------------
@@ -184,9 +181,7 @@ class ItemCodec:
         state = data.get("state", "pending")
         if state not in STORED_STATES:
             raise CorruptItem(f"chain item's 'state' is {state!r}", tag=tag)
-        token = data.get("tok")
-        if token is not None and not isinstance(token, Binary):
-            raise CorruptItem("chain item's 'tok' is not Binary", tag=tag)
+        token = _binary(data, "tok", tag)
         purge_at = self._number(data, self.ttl_attribute, tag)
         deadline = self._number(data, "deadline", tag)
         if token is None and deadline is None and state == "pending":
@@ -198,7 +193,7 @@ class ItemCodec:
             state=state,
             deadline=deadline,
             purge_at=purge_at,
-            token=bytes(cast(Any, token).value) if token is not None else None,
+            token=token,
             version=self._number(data, "version", tag) or 0,
             seq=self._number(data, "seq", tag) or 0,
             ops=_ops(data.get("ops"), data.get("oph"), tag),
@@ -307,17 +302,14 @@ def _ops(keys: Any, digests: Any, tag: str) -> tuple[Op, ...]:
                 raise CorruptItem("chain item's 'ops' holds a malformed op key", tag=tag) from None
         else:
             raise CorruptItem("chain item's 'ops' holds a malformed op key", tag=tag)
-    hashes: list[bytes] = []
-    if digests is not None:
-        if not isinstance(digests, list) or len(digests) != len(out):
-            raise CorruptItem("chain item's 'oph' does not match its 'ops'", tag=tag)
-        for digest in digests:
-            if not isinstance(digest, Binary):
-                raise CorruptItem("chain item's 'oph' holds a non-Binary hash", tag=tag)
-            hashes.append(bytes(cast(Any, digest).value) or UNKNOWN_DIGEST)
-    else:
-        hashes = [UNKNOWN_DIGEST] * len(out)
-    return tuple(Op(k, d) for k, d in zip(out, hashes, strict=True))
+    if digests is None:
+        return tuple(Op(k, UNKNOWN_DIGEST) for k in out)
+    if not isinstance(digests, list) or len(digests) != len(out):
+        raise CorruptItem("chain item's 'oph' does not match its 'ops'", tag=tag)
+    if not all(isinstance(d, Binary) for d in digests):
+        raise CorruptItem("chain item's 'oph' holds a non-Binary hash", tag=tag)
+    hashes = [bytes(cast(Any, h).value) or UNKNOWN_DIGEST for h in digests]
+    return tuple(Op(k, h) for k, h in zip(out, hashes, strict=True))
 
 
 def _create_op(value: Any, tag: str) -> Op | None:

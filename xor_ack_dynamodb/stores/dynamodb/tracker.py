@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AbstractAsyncContextManager
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from ...config import AckConfig, TrackerKeywords, TrackerOptions
 from ...core.rules import ChainRules
@@ -73,10 +72,6 @@ class _OnTable:
     def delete_on_ack(self) -> bool:
         return self._limits.delete_on_ack
 
-    @property
-    def max_ops(self) -> int:
-        return self._limits.window
-
 
 class XorAckDynamoDB(_OnTable, SyncTracker):
     """Ack chains in one DynamoDB table. The chain methods (``create``, ``stamp``,
@@ -122,10 +117,8 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         or a new one built from its region, endpoint, keys and retry budget
         (:func:`~xor_ack_dynamodb.stores.dynamodb.clients.client_for`). ``options``
         override or add constructor keywords (``clock=``, ``cache_size=``, ...)."""
-        merged = config.options()
-        merged.update(options)
         client = client if client is not None else client_for(config)
-        return cls(config.table, config.partition_key, client=client, **merged)
+        return cls(config.table, config.partition_key, client=client, **(config.options() | options))
 
     def create_table(self, *, wait: bool = True, stream: bool = False) -> bool:
         """Create the table: on demand, String partition key, TTL on the expiry
@@ -164,14 +157,10 @@ class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
         **options: Unpack[TrackerKeywords],
     ) -> None:
         settings, requests, stats = self._setup(table, partition_key, ttl_attribute, options)
-        self._settings: ClientSettings | None = None
-        self._client: Any = None
-        if isinstance(client, ClientSettings):
-            self._settings = client
-        elif client is None:
-            self._settings = client_settings(retry=self.retry)
-        else:
-            self._client = client
+        if client is None:
+            client = client_settings(retry=self.retry)
+        self._settings = client if isinstance(client, ClientSettings) else None
+        self._client: Any = None if self._settings is not None else client
         self._owned: AbstractAsyncContextManager[Any] | None = None
         self._opening = asyncio.Lock()
         self.store = AsyncDynamoDBStore(self.get_client, requests, stats)
@@ -183,10 +172,8 @@ class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
     ) -> AsyncXorAckDynamoDB:
         """:meth:`XorAckDynamoDB.from_config`, on an aiobotocore ``client`` or one it
         builds (when first used) from ``config``'s region, endpoint, keys and retry."""
-        merged = config.options()
-        merged.update(options)
         client = client if client is not None else settings_for(config)
-        return cls(config.table, config.partition_key, client=client, **merged)
+        return cls(config.table, config.partition_key, client=client, **(config.options() | options))
 
     @property
     def client(self) -> Any:
@@ -219,22 +206,10 @@ class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
         await self.get_client()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def create_table(self, *, wait: bool = True, stream: bool = False) -> bool:
         """Create the table; see :meth:`XorAckDynamoDB.create_table`."""
         client, key, ttl = await self.get_client(), self.partition_key, self.codec.ttl_attribute
         return await async_create_table(client, self.table, key, ttl, wait=wait, stream=stream)
-
-
-if TYPE_CHECKING:  # mypy proves each tracker satisfies its protocol, signatures included
-    from ...drivers import AckTracker, AsyncAckTracker
-
-    def _conforms(a: XorAckDynamoDB, b: AsyncXorAckDynamoDB) -> tuple[AckTracker, AsyncAckTracker]:
-        return a, b

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from botocore import xform_name
 from botocore.exceptions import ClientError
 
 from ....core.chain import Chain
@@ -35,7 +36,6 @@ from ....core.messages import (
 from ....errors import TableNotFound
 from ....stats import RequestStats
 from ..codec import (
-    METHODS,
     MISSING,
     RequestCodec,
     capacity_units,
@@ -119,7 +119,7 @@ class AsyncDynamoDBStore:
         botocore must not resend it after an outcome that may have been applied
         (:mod:`..resend`)."""
         client = await self.client()
-        method = getattr(client, METHODS[operation])
+        method = getattr(client, xform_name(operation))  # GetItem -> get_item
         log.debug("%s %s tag=%r", operation, self.codec.table, tag)
         try:
             if once:
@@ -149,4 +149,4 @@ class AsyncDynamoDBStore:
             found = table_key(await describe(await self.client(), self.codec.table))
         except (ClientError, TableNotFound):
             return False
-        return found != (self.codec.partition_key, "S")
+        return found != (self.codec.items.partition_key, "S")

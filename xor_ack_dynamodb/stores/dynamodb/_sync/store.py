@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from botocore import xform_name
 from botocore.exceptions import ClientError
 
 from ....core.chain import Chain
@@ -37,7 +38,6 @@ from ....core.messages import (
 from ....errors import TableNotFound
 from ....stats import RequestStats
 from ..codec import (
-    METHODS,
     MISSING,
     RequestCodec,
     capacity_units,
@@ -121,7 +121,7 @@ class DynamoDBStore:
         botocore must not resend it after an outcome that may have been applied
         (:mod:`..resend`)."""
         client = self.client()
-        method = getattr(client, METHODS[operation])
+        method = getattr(client, xform_name(operation))  # GetItem -> get_item
         log.debug("%s %s tag=%r", operation, self.codec.table, tag)
         try:
             if once:
@@ -151,4 +151,4 @@ class DynamoDBStore:
             found = table_key(describe(self.client(), self.codec.table))
         except (ClientError, TableNotFound):
             return False
-        return found != (self.codec.partition_key, "S")
+        return found != (self.codec.items.partition_key, "S")
