@@ -21,7 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from conftest import unique_table
 from reliability.faults import FaultInjector, FaultRates, client_config
 
-from xor_ack_dynamodb import AckTracker, RetryPolicy, Stamp, XorAckDynamoDB, errors, new_stamp, xor
+from xor_ack_dynamodb import AckTracker, RetryPolicy, Stamp, StampSpec, XorAckDynamoDB, errors, new_stamp, xor
 from xor_ack_dynamodb.combiner import CombiningTracker
 from xor_ack_dynamodb.core.chain import UNKNOWN_DIGEST, Op, op_key, payload_digest
 
@@ -502,3 +502,21 @@ def test_a_caller_interrupted_while_queued_leaves_the_queue_working(backend: Any
     assert after.outcome() == xor(root, d0, db)  # b was led; the interrupted stamp never written
     assert ack.status(TAG).stamp == xor(root, d0, db)
     assert not combiner._queues
+
+
+def test_the_batch_calls_go_straight_to_the_wrapped_tracker(moto_server: Any) -> None:
+    """docs/guarantees.md: a combiner's ``create_many``/``stamp_many``/``touch_many`` are
+    the wrapped tracker's, uncombined: one transaction each way, and each chain gets
+    what the single call would give it."""
+    ack = tracker(moto_server)
+    combiner = CombiningTracker(ack)
+    roots = {f"c{i}": new_stamp() for i in range(3)}
+    created = combiner.create_many(roots, op_ids={t: f"{t}/create" for t in roots})
+    assert {t: v.acked for t, v in created.items()} == dict.fromkeys(roots, False)  # type: ignore[union-attr]
+    before = ack.stats.requests["TransactWriteItems"]
+    done = combiner.stamp_many([StampSpec(t, finished=(roots[t],), op_id=f"{t}/end") for t in ("c0", "c1")])
+    assert {t: v.acked for t, v in done.items()} == {"c0": True, "c1": True}  # type: ignore[union-attr]
+    assert ack.stats.requests["TransactWriteItems"] == before + 1
+    touched = combiner.touch_many(["c1", "c2"], ttl=60)
+    assert isinstance(touched["c1"], errors.TagAcked) and touched["c2"].state == "pending"  # type: ignore[union-attr]
+    assert combiner.status("c2").stamp == roots["c2"]
