@@ -203,15 +203,27 @@ def run_frame(spark: Any, config: AckConfig, out: Path) -> dict[str, Any]:
     }
 
 
-def check(result: dict[str, Any]) -> None:
-    """Every chain acked exactly: output exact, one create and one stamp per chain."""
+def check(result: dict[str, Any], speculation: bool = False) -> None:
+    """Every chain acked exactly: output exact, one create and one stamp per chain.
+
+    With ``speculation`` (the cluster's application has it on for every scenario), a
+    speculative copy of a targeted reduce task may finish before the first attempt
+    reaches its kill: Spark then kills that attempt itself and no mark is left. A fault
+    that did not happen is allowed there, for up to a quarter of the targets; a kill
+    outside the targets never is."""
     assert result["states"] == ["acked"] * len(ROOTS), result
     assert result["exact"], result
     assert result["versions"] == [2] and result["zero"], result
     assert result["stamps"] == len(ROOTS), result
     if result["scenario"] == "kill":
-        # the reduce tasks died once: half after the filter's flush, half after the write
-        assert len(result["kills"]) == len(range(0, PARTITIONS, 2 * result["every"])) * 2, result
+        # the reduce tasks died once: odd ones after the filter's flush, even ones after
+        # the write; a mark is "<stage>-<step>-<partition>"
+        targets = range(0, PARTITIONS, 2 * result["every"])
+        expected = {f"sink-{p}" for p in targets} | {f"filter-{p + 1}" for p in targets}
+        killed = {mark.split("-", 1)[1] for mark in result["kills"]}
+        assert killed <= expected, (sorted(killed - expected), result)
+        missed = expected - killed
+        assert len(missed) <= (len(expected) // 4 if speculation else 0), (sorted(missed), result)
     else:
         # the straggler was copied: a second attempt of its partition, no failure
         last = f"{result.get('slow', PARTITIONS - 1)}-"

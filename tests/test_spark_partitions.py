@@ -88,4 +88,4 @@ def test_200_partitions_killed_and_speculated_on_a_cluster(
     assert [r["scenario"] for r in results] == ["kill", "speculate", "frame-speculate"], done.stdout
     for result in results:
         print(result["scenario"], result["seconds"], "s", result["requests"], "requests")
-        partitions_job.check(result)
+        partitions_job.check(result, speculation=True)
