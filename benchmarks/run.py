@@ -101,11 +101,15 @@ def _process_targets(r: Results) -> list[Target]:
 def _targets(r: Results) -> list[Target]:
     raw = r.raw1.rate
     quiet = r.one_chain[(1, "plain")]
+    history = quiet.events.get("history_writes", 0)
     targets = [
         Target(
-            "uncontended: 1.0 requests per stamp",
-            f"{quiet.requests_per_op:.2f}",
-            quiet.requests_per_op <= 1.0 + 1e-9,
+            "uncontended: 1.0 requests per stamp, besides one history write per 40 stamps",
+            f"{(quiet.requests - history) / quiet.ops:.2f} + {history / quiet.ops:.3f} "
+            f"({history} history writes for {quiet.ops} stamps)",
+            quiet.requests - history <= quiet.ops,
+            "each block of 40 op ids that leaves a chain's item is written to its history "
+            "first (docs/concepts.md)",
         ),
         Target(
             "uncontended: stamp rate ≥ 0.85 × raw conditional-write rate",
