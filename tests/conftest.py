@@ -25,9 +25,11 @@ _names = itertools.count()
 #: Connect server, DynamoDB Local) live for seconds to minutes on small data: HotSpot's
 #: optimizing compiler (C2) costs them more CPU than it saves. With the quick compiler
 #: only, a small Spark job took half the CPU (13.7 s against 26.5 s) and the DynamoDB
-#: Local contract tests ran in 12 s instead of 19 s. Test-only: what users run, and the
+#: Local contract tests ran in 12 s instead of 19 s. Their heaps are small, so the serial
+#: collector serves them with less CPU than G1's concurrent threads (a SparkSession's
+#: start and first job: 7.3 s of CPU against 8.3 s). Test-only: what users run, and the
 #: benchmarks, keep the JVM's defaults.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def pytest_configure(config: pytest.Config) -> None:
