@@ -164,7 +164,7 @@ class PipelineConfig:
     def ack_config(self) -> AckConfig:
         """The tracker's half of this config, as an :class:`~xor_ack_dynamodb.AckConfig`
         (for a Spark job or any other process that continues the pipeline's chains)."""
-        shared = [f.name for f in fields(AckConfig) if hasattr(self, f.name)]
+        shared = {f.name for f in fields(self)} & {f.name for f in fields(AckConfig)}
         return AckConfig(**{name: getattr(self, name) for name in shared})
 
     def client(self, service: str) -> Any:
