@@ -251,3 +251,23 @@ def test_many_local_files_are_listed_by_the_driver_not_by_a_job(
     assert spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold", None) is None
     totals = spark.read.parquet(str(tmp_path / "out")).groupBy("word").sum("count").collect()
     assert {r[0]: r[1] for r in totals} == {"common": 40, **{f"w{i}": 1 for i in range(40)}}
+
+
+def test_an_empty_or_null_array_leaves_a_ghost_that_acks_its_root(
+    spark: Any, config: AckConfig, tmp_path: Path
+) -> None:
+    """docs/spark.md ("How the tracking works", explode): a row whose array is empty or
+    null becomes one ghost row that carries its edge, so its root is acked with no row
+    in the output, and the other roots' rows are all there."""
+    from pyspark.sql import functions as F
+
+    rows = [("a", []), ("b", None), ("c", ["x", "y"])]
+
+    def job(attempt: FrameAttempt) -> Any:
+        frame = attempt.start(attempt.spark.createDataFrame(rows, "root string, items array<string>"), "root")
+        return frame.explode(F.col("items"), "item").select("root", "item").write(tmp_path / "out")
+
+    report = FrameTracking(spark, config).run(["a", "b", "c"], lambda k: k, job)
+    assert [o.state for o in report.outcomes] == ["acked"] * 3
+    written = sorted((r["root"], r["item"]) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert written == [("c", "x"), ("c", "y")]

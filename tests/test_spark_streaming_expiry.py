@@ -91,3 +91,53 @@ def test_a_root_that_expires_after_the_check_is_refused_not_overwritten(
     status = tracker.status(tracking.tag("o1"))
     assert (status.state, [status.version]) == ("expired", versions)  # nothing written since batch 0
     assert [(a.note, a.state) for a in tracking.replayable()] == [("o1", "expired")]
+
+
+def test_a_purged_chains_key_starts_a_new_chain(
+    spark: Any, moto_server: LocalDynamoDB, tmp_path: Path
+) -> None:
+    """docs/spark.md ("Structured Streaming"): once a finished chain is purged (here its
+    item is deleted, as DynamoDB's TTL deletes it after the retention), a later row of
+    its key starts a new chain, which its batch acks; nothing is refused."""
+    config: AckConfig = moto_server.config(unique_table("stream-purged"))
+    XorAckDynamoDB.from_config(config).create_table()
+    inbox, out = tmp_path / "inbox", tmp_path / "out"
+    inbox.mkdir()
+    landed = time.time() - 100
+    for i in range(2):
+        temp = tmp_path / f".b{i}.json"
+        temp.write_text('{"order": "o1", "last": true}\n')
+        os.utime(temp, (landed + i, landed + i))
+        temp.replace(inbox / f"b{i}.json")
+    tracker = XorAckDynamoDB.from_config(config)
+
+    def purge_after_batch_0(batch_id: int, phase: str) -> None:
+        if (batch_id, phase) == (0, "stamped"):
+            assert tracker.status(tracking.tag("o1")).state == "acked"
+            tracker.delete(tracking.tag("o1"))
+
+    tracking = StreamTracking(
+        config,
+        lambda frame, batch_id: frame.select("order"),
+        stream_id="purged",
+        location=out,
+        key="order",
+        closes="last",
+        tracker=tracker,
+        hook=purge_after_batch_0,
+    )
+    stream = (
+        spark.readStream.schema("order string, last boolean").option("maxFilesPerTrigger", 1).json(str(inbox))
+    )
+    query = (
+        stream.writeStream.foreachBatch(tracking)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    reports = tracking.reports()
+    assert [(r.acked, dict(r.refused)) for r in reports] == [(["o1"], {}), (["o1"], {})]
+    status = tracker.status(tracking.tag("o1"))
+    assert (status.state, status.version) == ("acked", 2)  # a new chain: one create, one stamp
+    assert tracking.replayable() == []
