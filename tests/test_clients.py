@@ -178,11 +178,16 @@ def test_missing_profile_is_invalid_config(bare_env: pytest.MonkeyPatch) -> None
 
 
 def test_client_config_follows_the_retry_policy(bare_env: pytest.MonkeyPatch) -> None:
+    from botocore.validate import ParamValidationDecorator
+
     bare_env.setenv("AWS_REGION", "us-east-1")
     # The environment cannot stretch a call: these are overridden.
     bare_env.setenv("AWS_MAX_ATTEMPTS", "10")
     bare_env.setenv("AWS_RETRY_MODE", "legacy")
-    default = dynamodb_client().meta.config
+    client = dynamodb_client()
+    default = client.meta.config
+    # botocore's parameter check is off (the library checks its input itself).
+    assert not isinstance(client._serializer, ParamValidationDecorator)
     assert (default.connect_timeout, default.read_timeout) == (5.0, 5.0)
     assert default.retries == {"mode": "standard", "total_max_attempts": 3}
     short = dynamodb_client(retry=RetryPolicy(max_seconds=3)).meta.config

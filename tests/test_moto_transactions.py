@@ -47,11 +47,13 @@ def test_a_cancelled_transaction_changes_nothing_and_tables_are_not_copied() -> 
                 "ExpressionAttributeValues": {":b": {"S": "b"}},
             }
         }
-        items = [_put(f"new{i}", "n") for i in range(50)] + [update, _put("old0", "x")]  # the last one fails
-        with pytest.raises(client.exceptions.TransactionCanceledException):
+        delete = {"Delete": {"TableName": "tx", "Key": {"k": {"S": "old3"}}}}
+        replace = _put("old2", "p", new=False)  # a Put over an item is undone too
+        items = [_put(f"new{i}", "n") for i in range(50)] + [update, replace, delete, _put("old0", "x")]
+        with pytest.raises(client.exceptions.TransactionCanceledException):  # the last one fails
             client.transact_write_items(TransactItems=items)
         keys = {item["k"]["S"]: item["v"]["S"] for item in client.scan(TableName="tx")["Items"]}
-        assert keys == {f"old{i}": "a" for i in range(100)}  # no new item, old1 and old0 unchanged
+        assert keys == {f"old{i}": "a" for i in range(100)}  # no new item; old0-old3 as they were
         client.transact_write_items(TransactItems=[_put("new0", "n"), update])
         assert client.get_item(TableName="tx", Key={"k": {"S": "old1"}})["Item"]["v"]["S"] == "b"
         table = object.__new__(models.Table)

@@ -222,6 +222,29 @@ def test_a_missing_file_fails_its_root_only(spark: Any, config: AckConfig, tmp_p
     assert "FileNotFoundError" in (gone.attempts[0].reason or "")
 
 
+def test_a_local_table_is_a_local_relation(spark: Any) -> None:
+    """``local_table`` keeps its types and nulls, and its rows are in the plan (a
+    ``LocalTableScan``, where ``createDataFrame`` of Python rows scans an RDD)."""
+    from xor_ack_dynamodb.spark.frame.columns import local_table
+
+    columns = {
+        "k": ("string", ["a", None, "c'\\"]),
+        "n": ("int", [0, 1, None]),
+        "e": ("bigint", [-(2**63), 2**63 - 1, None]),
+        "g": ("boolean", [True, None, False]),
+    }
+    table = local_table(spark, columns)
+    assert [tuple(r) for r in table.collect()] == list(zip(*(v for _, v in columns.values()), strict=True))
+    assert [f.dataType.simpleString() for f in table.schema] == ["string", "int", "bigint", "boolean"]
+    assert local_table(spark, {"k": ("string", [])}).collect() == []
+
+    def plan(df: Any) -> str:
+        return str(df._jdf.queryExecution().executedPlan().toString())
+
+    assert plan(table).startswith("LocalTableScan")
+    assert "LocalTableScan" not in plan(spark.createDataFrame([("a", 0)], "k string, n int"))
+
+
 def test_many_local_files_are_listed_by_the_driver_not_by_a_job(
     spark: Any, config: AckConfig, tmp_path: Path
 ) -> None:

@@ -102,7 +102,9 @@ def _snapshot_touched_items() -> None:
                 hash_key, range_key = _key(table, op_type, op)
             except (AttributeError, KeyError, TypeError):
                 continue  # moto's own checks report it
-            saved.append((table, hash_key, range_key, copy.deepcopy(table.get_item(hash_key, range_key))))
+            item = table.get_item(hash_key, range_key)
+            # moto's Put and Delete replace or drop the item object; only Update changes it.
+            saved.append((table, hash_key, range_key, copy.deepcopy(item) if op_type == "Update" else item))
         try:
             original(self, transact_items)
         except Exception:
@@ -159,6 +161,7 @@ def _serial_moto_server(host: str, port: int) -> Any:
                 self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
             )
             self._server_ready_event.set()
-            self._server.serve_forever()
+            # stop() waits for the loop to look at its flag: every 0.05 s, not 0.5 s.
+            self._server.serve_forever(poll_interval=0.05)
 
     return SerialMotoServer(ip_address=host, port=port, verbose=False)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..output import Location, OutputRefused
-from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, by_chain, with_tags
+from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, by_chain, local_table, with_tags
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -113,7 +113,7 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], *, publish: bool =
     if tag is not None:
         tagged = df.withColumn(staged.tag_column, tag)
     else:
-        names = spark.createDataFrame(list(enumerate(tags)), f"{CHAIN} int, {staged.tag_column} string")
+        names = local_table(spark, {CHAIN: ("int", range(len(tags))), staged.tag_column: ("string", tags)})
         tagged = df.join(F.broadcast(names), CHAIN)
     rows = tagged.select(*staged.columns, staged.tag_column, EDGE, GHOST, ERR, NOTE)
     rows.write.mode("append").parquet(staged.staging.url)

@@ -28,7 +28,7 @@ from ...errors import InvalidConfig
 from ..outcomes import PERMANENT
 from ..output import Location
 from ..tags import escape_key, unescape_key
-from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, by_chain, to_signed
+from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, by_chain, local_table, to_signed
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -160,9 +160,13 @@ def _root_ghosts(
     """One ghost per root holding its root edge (and a failure reason, if any)."""
     from pyspark.sql import functions as F
 
-    rows = spark.createDataFrame(
-        [(chain, to_signed(edge), error) for chain, edge, error in edges],
-        f"{CHAIN} int, {EDGE} bigint, {ERR} string",
+    rows = local_table(
+        spark,
+        {
+            CHAIN: ("int", [chain for chain, _, _ in edges]),
+            EDGE: ("bigint", [to_signed(edge) for _, edge, _ in edges]),
+            ERR: ("string", [error for _, _, error in edges]),
+        },
     )
     kinds = {f.name: f.dataType for f in schema}
     return rows.select(
@@ -241,10 +245,14 @@ def read_text(
     parts: list[DataFrame] = []
 
     def names() -> DataFrame:
-        return spark.createDataFrame([(r.chain, r.text) for r in roots], f"{CHAIN} int, path string")
+        return local_table(
+            spark, {CHAIN: ("int", [r.chain for r in roots]), "path": ("string", [r.text for r in roots])}
+        )
 
     if native:
-        keys = spark.createDataFrame([(r.uri, r.chain) for r in native], f"{_KEY} string, {CHAIN} int")
+        keys = local_table(
+            spark, {_KEY: ("string", [r.uri for r in native]), CHAIN: ("int", [r.chain for r in native])}
+        )
         decoded = F.url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
         uris = [r.uri or "" for r in native]
         with _listed_here(spark, uris):
@@ -256,7 +264,9 @@ def read_text(
         parts.append(found.select(chain.alias(CHAIN), "value", F.lit(None).cast("string").alias(ERR)))
     if other:
         where = Location.s3_environment()
-        listed = spark.createDataFrame([(r.chain, r.text) for r in other], f"{CHAIN} int, path string")
+        listed = local_table(
+            spark, {CHAIN: ("int", [r.chain for r in other]), "path": ("string", [r.text for r in other])}
+        )
         read = listed.repartition(max(1, min(len(other), partitions))).mapInArrow(
             partial(_fallback_lines, where), f"{CHAIN} int, value binary, error string"
         )
@@ -308,11 +318,13 @@ def start(
     spark = df.sparkSession
     value = F.col(key).cast("string")
     if known is not None:
-        listed = spark.createDataFrame([(k,) for k in known], f"{_KEY} string")
+        listed = local_table(spark, {_KEY: ("string", list(known))})
         stray = df.select(value.alias(_KEY)).join(F.broadcast(listed), _KEY, "left_anti").limit(1).collect()
         if stray:
             raise InvalidConfig(f"a row's {key!r} is {stray[0][0]!r}, not the key of any root of the run")
-    roots = spark.createDataFrame([(k, c) for k, c, _ in chains], f"{_KEY} string, {CHAIN} int")
+    roots = local_table(
+        spark, {_KEY: ("string", [k for k, _, _ in chains]), CHAIN: ("int", [c for _, c, _ in chains])}
+    )
     joined = df.join(F.broadcast(roots), value == F.col(_KEY), "inner").drop(_KEY)
     rows = _edges(joined, run_key)
     return rows.unionByName(

@@ -91,7 +91,10 @@ def client_config(retry: RetryPolicy | None = None) -> Any:
     ``RetryPolicy()``): its connect and read timeouts (:meth:`RetryPolicy.timeouts`) and
     botocore's ``standard`` retry mode with ``retry.http_attempts`` attempts per request.
     Set explicitly, so ``AWS_MAX_ATTEMPTS``, ``AWS_RETRY_MODE`` or a profile's
-    ``max_attempts`` cannot stretch a call past its budget."""
+    ``max_attempts`` cannot stretch a call past its budget. botocore's own check of each
+    request's parameters is off: the library checks its input before it builds a request
+    (a typed error, nothing sent), DynamoDB checks every request again, and botocore's
+    check took a third of the client's time on a 100-item transaction."""
     from botocore.config import Config
 
     policy = retry if retry is not None else RetryPolicy()
@@ -100,6 +103,7 @@ def client_config(retry: RetryPolicy | None = None) -> Any:
         connect_timeout=connect,
         read_timeout=read,
         retries={"mode": "standard", "total_max_attempts": policy.http_attempts},
+        parameter_validation=False,
     )
 
 
