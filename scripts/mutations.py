@@ -287,6 +287,15 @@ MUTANTS: list[Mutant] = [
         "if chain is None or len(chain.ops)",
         ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[memory]",),
     ),
+    Mutant(
+        "block-past-the-write-unit-budget",
+        "concepts.md/issue 18: one writer's sum item stays under 1 KB, one write unit a stamp, "
+        "with an S3 object's tag (what bounds a history block at 40 op ids)",
+        "core/chain.py",
+        "BLOCK = 40\n",
+        "BLOCK = 48\n",
+        ("tests/test_item_budget.py::test_one_writer_spends_one_write_unit_a_stamp_through_its_largest_item",),
+    ),
     # -- the chain rules (core/rules.py): every store, every driver ---------------------------
     Mutant(
         "duplicate-in-window-applied",
