@@ -58,3 +58,37 @@ def test_a_cancelled_transaction_changes_nothing_and_tables_are_not_copied() -> 
         assert client.get_item(TableName="tx", Key={"k": {"S": "old1"}})["Item"]["v"]["S"] == "b"
         table = object.__new__(models.Table)
         assert models.copy.deepcopy(table) is table  # type: ignore[attr-defined]
+
+
+def test_the_item_size_limit_holds_with_items_measured_once() -> None:
+    """The embedded server builds items measuring them once (``_measure_items_once``),
+    with moto's limit: an item just under 400 KB is stored, one past it refused, in a
+    PutItem and in a transaction."""
+    with LocalDynamoDB() as server:
+        client = boto3.client(
+            "dynamodb",
+            endpoint_url=server.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id="x",
+            aws_secret_access_key="x",
+        )
+        client.create_table(
+            TableName="sized",
+            KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        client.put_item(
+            TableName="sized", Item={"k": {"S": "small"}, "a": {"S": "x" * 200_000}, "b": {"S": "y" * 199_000}}
+        )
+        with pytest.raises(client.exceptions.ClientError, match="Item size has exceeded"):
+            client.put_item(
+                TableName="sized", Item={"k": {"S": "big"}, "a": {"S": "x" * 200_000}, "b": {"S": "y" * 206_000}}
+            )
+        with pytest.raises(client.exceptions.ClientError, match="Item size has exceeded"):
+            client.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": "sized", "Item": {"k": {"S": "big"}, "a": {"S": "x" * 406_000}}}}
+                ]
+            )
+        assert [i["k"]["S"] for i in client.scan(TableName="sized")["Items"]] == ["small"]

@@ -203,13 +203,17 @@ def test_a_file_whose_name_is_not_utf8_is_tracked(
     with open(raw, "wb") as handle:
         handle.write(b"alpha beta beta\n")
     (folder / "plain.txt").write_text("beta gamma\n", encoding="utf-8")
+    # A "+" in a name with no escape in its URI, and one in a name with an escape.
+    (folder / "c+d.txt").write_text("delta\n", encoding="utf-8")
+    (folder / "naïve +e.txt").write_text("delta epsilon\n", encoding="utf-8")
     inputs = find_inputs([folder])
-    assert len(inputs) == 2
+    assert len(inputs) == 4
     report = run_wordcount(spark, inputs, tmp_path / "out", config, api=api)
-    assert [f.state for f in report.files] == ["acked", "acked"]
+    assert [f.state for f in report.files] == ["acked"] * 4
     names = sorted(Path(f.path).name for f in report.files)
-    assert names == ["plain.txt", "r%E9sum%E9 100%25.txt"]
-    assert read_counts(tmp_path / "out" / "counts.csv") == Counter({"beta": 3, "alpha": 1, "gamma": 1})
+    assert names == ["c+d.txt", "naïve +e.txt", "plain.txt", "r%E9sum%E9 100%25.txt"]
+    counted = Counter({"beta": 3, "alpha": 1, "gamma": 1, "delta": 2, "epsilon": 1})
+    assert read_counts(tmp_path / "out" / "counts.csv") == counted
     json.loads((tmp_path / "out" / "report.json").read_text())  # valid JSON, valid UTF-8
 
 

@@ -28,7 +28,7 @@ from ...spark.outcomes import RunReport
 from .words import FaultPlan, Options
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from ...config import AckConfig
 
@@ -75,8 +75,12 @@ class CountAhead:
         self._ahead: tuple[str, Future[Counter[str]]] | None = None
 
     def start(self, spark: SparkSession, staged: str) -> None:
+        # The query is built here, by the calling thread: the thread's one call into the
+        # JVM then runs it while the caller stamps (building it there, call by call,
+        # competed for the GIL with the stamps and started the job only after them).
+        query = _totals_frame(spark, [staged], None)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="wordcount-count-ahead")
-        self._ahead = (staged, self._pool.submit(totals, spark, [staged], None))
+        self._ahead = (staged, self._pool.submit(_counted, query))
 
     def take(self, staged: Sequence[str]) -> Counter[str] | None:
         """The count started ahead, if it was of exactly ``staged`` and succeeded."""
@@ -153,6 +157,10 @@ def run_frame(
 def totals(spark: SparkSession, staged: Sequence[str], acked: Sequence[str] | None) -> Counter[str]:
     """Sum, per word, the rows staged under ``staged`` (of the chains ``acked`` only,
     unless None: all), in Spark; only the distinct words come back (as Arrow)."""
+    return _counted(_totals_frame(spark, staged, acked))
+
+
+def _totals_frame(spark: SparkSession, staged: Sequence[str], acked: Sequence[str] | None) -> DataFrame:
     from pyspark.sql import functions as F
 
     # The staged columns it reads, given: no schema inference (a job of its own).
@@ -160,7 +168,11 @@ def totals(spark: SparkSession, staged: Sequence[str], acked: Sequence[str] | No
     rows = spark.read.schema(schema).parquet(*staged).where(~F.col(GHOST))
     if acked is not None:
         rows = with_tags(rows, TAG_COLUMN, acked)
-    found = rows.groupBy("word").agg(F.sum("count").alias("count")).toArrow()
+    return rows.groupBy("word").agg(F.sum("count").alias("count"))
+
+
+def _counted(query: DataFrame) -> Counter[str]:
+    found = query.toArrow()
     return Counter(dict(zip(*found.to_pydict().values(), strict=True)))  # columns word, count
 
 

@@ -253,7 +253,12 @@ def read_text(
         keys = local_table(
             spark, {_KEY: ("string", [r.uri for r in native]), CHAIN: ("int", [r.chain for r in native])}
         )
-        decoded = F.url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
+        # Spark's file_path is the URI's text; only one holding a % escape differs from
+        # the decoded path (a "+" stays a "+"), so only that one is decoded, not every line.
+        raw = F.col("_metadata.file_path")
+        decoded = F.when(raw.contains("%"), F.url_decode(F.replace(raw, F.lit("+"), F.lit("%2B")))).otherwise(
+            raw
+        )
         uris = [r.uri or "" for r in native]
         with _listed_here(spark, uris):
             lines = spark.read.text(uris).select(F.col("value"), decoded.alias(_KEY))
