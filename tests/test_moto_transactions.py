@@ -21,23 +21,30 @@ def _put(key: str, value: str, new: bool = True) -> dict[str, Any]:
     return {"Put": put}
 
 
+def _client(server: LocalDynamoDB, table: str) -> Any:
+    """A client of ``server`` and a new table ``table`` keyed by ``k`` (moto's tables
+    outlive a server in this process: each test names its own)."""
+    client = boto3.client(
+        "dynamodb",
+        endpoint_url=server.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+    )
+    client.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return client
+
+
 def test_a_cancelled_transaction_changes_nothing_and_tables_are_not_copied() -> None:
     from moto.dynamodb import models
 
     with LocalDynamoDB() as server:
-        client = boto3.client(
-            "dynamodb",
-            endpoint_url=server.endpoint_url,
-            region_name="us-east-1",
-            aws_access_key_id="x",
-            aws_secret_access_key="x",
-        )
-        client.create_table(
-            TableName="tx",
-            KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        client = _client(server, "tx")
         client.transact_write_items(TransactItems=[_put(f"old{i}", "a") for i in range(100)])
         update = {
             "Update": {
@@ -65,30 +72,16 @@ def test_the_item_size_limit_holds_with_items_measured_once() -> None:
     with moto's limit: an item just under 400 KB is stored, one past it refused, in a
     PutItem and in a transaction."""
     with LocalDynamoDB() as server:
-        client = boto3.client(
-            "dynamodb",
-            endpoint_url=server.endpoint_url,
-            region_name="us-east-1",
-            aws_access_key_id="x",
-            aws_secret_access_key="x",
-        )
-        client.create_table(
-            TableName="sized",
-            KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        client.put_item(
-            TableName="sized", Item={"k": {"S": "small"}, "a": {"S": "x" * 200_000}, "b": {"S": "y" * 199_000}}
-        )
+        client = _client(server, "sized")
+
+        def item(key: str, *sizes: int) -> dict[str, Any]:
+            return {"k": {"S": key}, **{f"a{i}": {"S": "x" * size} for i, size in enumerate(sizes)}}
+
+        client.put_item(TableName="sized", Item=item("small", 200_000, 199_000))
         with pytest.raises(client.exceptions.ClientError, match="Item size has exceeded"):
-            client.put_item(
-                TableName="sized", Item={"k": {"S": "big"}, "a": {"S": "x" * 200_000}, "b": {"S": "y" * 206_000}}
-            )
+            client.put_item(TableName="sized", Item=item("big", 200_000, 206_000))
         with pytest.raises(client.exceptions.ClientError, match="Item size has exceeded"):
             client.transact_write_items(
-                TransactItems=[
-                    {"Put": {"TableName": "sized", "Item": {"k": {"S": "big"}, "a": {"S": "x" * 406_000}}}}
-                ]
+                TransactItems=[{"Put": {"TableName": "sized", "Item": item("big", 406_000)}}]
             )
         assert [i["k"]["S"] for i in client.scan(TableName="sized")["Items"]] == ["small"]
