@@ -64,6 +64,12 @@ def _query(spark: Any, inbox: Path, checkpoint: Path, tracking: StreamTracking) 
     )
 
 
+def _requests(report: Any) -> dict[str, int]:
+    """A batch report's DynamoDB requests by operation."""
+    prefix = "requests."
+    return {k[len(prefix) :]: v for k, v in sorted(report.counts.items()) if k.startswith(prefix)}
+
+
 def _job(frame: TrackedFrame, batch_id: int) -> TrackedFrame:
     return frame.select("path", "value")
 
@@ -131,6 +137,14 @@ def test_failed_batches_rerun_from_the_checkpoint_ack_every_file_once(
 
     reports = third.reports()
     assert [r.batch_id for r in reports] == [0, 1, 2]
+    # docs/spark.md, "Requests" (two files a batch): batch 0 re-run before any stamp had
+    # landed (its creates recognised as applied), batch 1 re-run after its stamps had
+    # (found applied by a read), batch 2 a first run (a create and a stamp per file).
+    assert [_requests(r) for r in reports] == [
+        {"BatchGetItem": 2, "PutItem": 4},
+        {"BatchGetItem": 2, "GetItem": 2, "PutItem": 2},
+        {"BatchGetItem": 2, "PutItem": 4},
+    ]
     acked = [Path(k).name for r in reports for k in r.acked]
     assert sorted(acked) == sorted(files)  # every file acked, in exactly one batch
     assert all(not r.failed and not r.refused and not r.pending for r in reports)
@@ -199,6 +213,15 @@ def test_a_root_spans_batches_until_a_row_closes_it(spark: Any, config: AckConfi
         ([], ["o1", "o2"], ["o3"]),
         (["o2"], ["o1"], []),
         (["o1"], [], []),
+    ]
+    # docs/spark.md, "Requests": a root opened in a batch costs a create and the sink's
+    # stamp (o3: a fail instead); a continued one three writes and no read (a create
+    # refused with TagExists, which returns the chain; the start that carries it; the
+    # sink's stamp); two BatchGetItem per batch.
+    assert [_requests(r) for r in reports] == [
+        {"BatchGetItem": 2, "PutItem": 5, "UpdateItem": 1},
+        {"BatchGetItem": 2, "PutItem": 6},
+        {"BatchGetItem": 2, "PutItem": 3},
     ]
     statuses = XorAckDynamoDB.from_config(config).status_many([tracking.tag("o1"), tracking.tag("o2")])
     # o1: a create, then per batch a start and a sink stamp (the last start finishes the carry).
