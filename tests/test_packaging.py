@@ -2,9 +2,11 @@
 
 - The sdist and the wheel that ``python -m build`` makes pass ``twine check --strict`` and
   hold every module, the metadata and the entry points (one build serves this module).
-- The wheel with the ``spark`` extra, installed into a clean virtualenv (nothing of this
-  repository or the test venv on its path), gives a working ``xor-ack``: ``--help`` and a
-  tracked word count (the embedded moto server, Spark ``local[*]``).
+- The wheel with the ``local`` extra, installed into a clean virtualenv (nothing of this
+  repository or the test venv on its path), runs the README's first example and the
+  walkthrough; with the ``spark`` extra added to that venv (``spark`` holds all of
+  ``local``: checked), it gives a working ``xor-ack``: ``--help`` and a tracked word
+  count (the embedded moto server, Spark ``local[*]``).
 - The README's EMR recipe, run as written (its ``spark-submit`` command is read from the
   README), on a Spark standalone cluster whose workers' Python has no copy of the
   package: a venv with the wheel and the ``cluster`` extra, packed by venv-pack, shipped
@@ -12,7 +14,8 @@
   that started it, as ``/usr/lib/spark/python/lib/pyspark.zip`` on EMR) is on the
   workers' path, so the archive carries no PySpark: that is what EMR does too, and it
   keeps the archive at about 130 MB. A probe shows that the workers' Python cannot import
-  the package without the archive and imports it from the archive with it.
+  the package without the archive, and, run in the recipe's own application after its
+  word count, that they import it from the archive with it.
 
 The clean venvs are installed by the test venv's pip (``pip --python``) from the index
 the machine's pip uses, through pip's own cache when it has the files (most of them
@@ -88,9 +91,14 @@ def new_venv(path: Path, *requirements: str) -> Path:
     for the ``spark`` extra (35 s against 16 s)."""
     run([sys.executable, "-m", "venv", "--without-pip", str(path)])
     if requirements:
-        pip = [sys.executable, "-m", "pip", "--python", str(path / "bin" / "python"), "install"]
-        run(pip + ["--quiet", "--disable-pip-version-check", "--no-compile", *requirements], timeout=600)
+        pip_install(path, *requirements)
     return path / "bin"
+
+
+def pip_install(venv: Path, *requirements: str) -> None:
+    """``requirements`` installed into ``venv`` by the test venv's pip (no byte-compiling)."""
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install"]
+    run(pip + ["--quiet", "--disable-pip-version-check", "--no-compile", *requirements], timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -143,30 +151,81 @@ def test_the_changelog_has_an_entry_for_this_version() -> None:
     assert re.search(rf"^## \[{re.escape(xor_ack_dynamodb.__version__)}\]", changelog, re.MULTILINE)
 
 
+def _distributions(python: Path) -> set[str]:
+    """The names of the distributions installed in the venv of ``python``."""
+    script = "import json, importlib.metadata as m; print(json.dumps([d.name for d in m.distributions()]))"
+    listing = run([str(python), "-c", script], env=clean_environment())
+    return {name.lower() for name in json.loads(listing.stdout)}
+
+
+@pytest.fixture(scope="module")
+def local_venv(dist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A clean virtualenv with the wheel and the ``local`` extra, nothing else, in which
+    the README's first example and ``examples/walkthrough.py`` run at once (from a
+    directory outside the repository), before anything else is installed into it: their
+    outputs, what was installed then, and the venv (``spark_venv`` adds the ``spark``
+    extra to this same venv: one venv, one install of what the two extras share)."""
+    readme = (REPO / "README.md").read_text()
+    first = re.search(r"```python\n(.*?)```", readme, re.DOTALL)
+    assert first is not None
+    here = tmp_path_factory.mktemp("local")
+    (here / "first.py").write_text(first.group(1))
+    python = new_venv(here / "venv", f"{dist['wheel']}[local]") / "python"
+    env = clean_environment()
+    return {
+        "readme": readme,
+        "first": first.group(1),
+        "venv": here / "venv",
+        "installed": _distributions(python),
+        "first_out": run([str(python), "first.py"], cwd=here, env=env).stdout,
+        "walked": run([str(python), str(REPO / "examples" / "walkthrough.py")], cwd=here, env=env).stdout,
+    }
+
+
 def test_a_clean_venv_with_the_local_extra_runs_the_readme_example_and_the_walkthrough(
-    dist: dict[str, Path], tmp_path: Path
+    local_venv: dict[str, Any],
 ) -> None:
     """The README's install line for the examples, ``pip install '.[local]'`` (here the
     wheel with that extra, nothing else): its first example, as written, and
     ``examples/walkthrough.py`` run on the embedded moto server. Before the ``local`` extra,
     the base install failed them with ``ModuleNotFoundError: No module named 'moto'``."""
-    readme = (REPO / "README.md").read_text()
-    assert "pip install '.[local]'" in readme
-    first = re.search(r"```python\n(.*?)```", readme, re.DOTALL)
-    assert first is not None and "MotoServer()" in first.group(1)
-    (tmp_path / "first.py").write_text(first.group(1))
-    python = new_venv(tmp_path / "venv", f"{dist['wheel']}[local]") / "python"
-    env = clean_environment()
-    assert "acked" in run([str(python), "first.py"], cwd=tmp_path, env=env).stdout
-    walked = run([str(python), str(REPO / "examples" / "walkthrough.py")], cwd=tmp_path, env=env).stdout
-    assert "-> 00 acked=True" in walked
+    assert "pip install '.[local]'" in local_venv["readme"]
+    assert "MotoServer()" in local_venv["first"]
+    installed = local_venv["installed"]
+    assert {"xor-ack-dynamodb", "moto"} <= installed
+    assert not {"pyspark", "pandas", "pyarrow", "rich"} & installed, "more than the local extra"
+    assert "acked" in local_venv["first_out"]
+    assert "-> 00 acked=True" in local_venv["walked"]
 
 
-def test_a_clean_venv_with_the_spark_extra_runs_xor_ack(dist: dict[str, Path], tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def spark_venv(local_venv: dict[str, Any], dist: dict[str, Path]) -> Path:
+    """``local_venv``'s venv (its runs done) with the wheel's ``spark`` extra installed
+    too: the ``spark`` extra holds every requirement of the ``local`` one (checked below),
+    so this is the venv ``pip install 'xor-ack-dynamodb[spark]'`` makes, for the price of
+    what ``local`` lacks. Returns its ``bin``."""
+    venv: Path = local_venv["venv"]
+    pip_install(venv, f"{dist['wheel']}[spark]")
+    return venv / "bin"
+
+
+def test_the_spark_extra_holds_every_requirement_of_the_local_extra(dist: dict[str, Path]) -> None:
+    """What lets one venv serve both clean-venv tests: ``[spark]`` = ``[local]`` + more."""
+    with zipfile.ZipFile(dist["wheel"]) as wheel:
+        info = f"xor_ack_dynamodb-{xor_ack_dynamodb.__version__}.dist-info/METADATA"
+        requires = email.parser.Parser().parsestr(wheel.read(info).decode()).get_all("Requires-Dist") or []
+
+    def extra(name: str) -> set[str]:
+        return {r.split(";")[0].strip() for r in requires if f'extra == "{name}"' in r}
+
+    assert extra("local") and extra("local") <= extra("spark"), (extra("local"), extra("spark"))
+
+
+def test_a_clean_venv_with_the_spark_extra_runs_xor_ack(spark_venv: Path, tmp_path: Path) -> None:
     """``pip install 'xor-ack-dynamodb[spark]'`` into a clean virtualenv (the built wheel
     instead of PyPI's) gives a working ``xor-ack``: its help, and a tracked word count on
     the embedded default, run from a directory outside the repository."""
-    bin_dir = new_venv(tmp_path / "venv", f"{dist['wheel']}[spark]")
+    bin_dir = spark_venv
     env = clean_environment()
     where = run(
         [
@@ -179,7 +238,7 @@ def test_a_clean_venv_with_the_spark_extra_runs_xor_ack(dist: dict[str, Path], t
         env=env,
     )
     module, version, installed = json.loads(where.stdout)
-    assert Path(module).is_relative_to(tmp_path / "venv"), module
+    assert Path(module).is_relative_to(bin_dir.parent), module
     assert version == installed == xor_ack_dynamodb.__version__
     help_text = run([str(bin_dir / "xor-ack"), "--help"], cwd=tmp_path, env=env).stdout
     assert "wordcount" in help_text
@@ -299,32 +358,15 @@ def test_without_the_archive_the_workers_cannot_import_the_package(
     assert foreign(answer["path"], answer["cwd"]) == []
 
 
-def test_with_the_archive_the_workers_import_it_from_the_archive(
-    bare_cluster: tuple[str, Path, Path], packed: Path
-) -> None:
-    master, _, work = bare_cluster
-    answer = probe(
-        master,
-        packed,
-        "--archives",
-        "env.tar.gz#env",
-        "--conf",
-        "spark.pyspark.python=./env/bin/python",
-    )
-    assert answer["error"] is None
-    executor_dir = Path(answer["cwd"])
-    assert executor_dir.is_relative_to(work)  # an executor's directory on the worker
-    assert Path(answer["module"]).is_relative_to(executor_dir / "env" / "lib")
-    assert answer["version"] == xor_ack_dynamodb.__version__
-    assert foreign(answer["path"], answer["cwd"]) == []
-
-
-def test_the_readme_emr_recipe_runs_the_word_count(
+def test_the_readme_emr_recipe_runs_the_word_count_with_the_package_from_the_archive(
     bare_cluster: tuple[str, Path, Path], packed: Path, moto_server: Any
 ) -> None:
     """The README's spark-submit command, with only its places changed (README_PLACES),
     from the directory that holds ``env``: tracked, exact and acked, on executors that got
-    the package from the archive."""
+    the package from the archive. Its ``spark_submit.py`` runs, unchanged, under
+    ``tests/packaged_probe.py``, which then probes an executor of the same application
+    (one driver and one set of executors for both): the workers import the package from
+    the unpacked archive (and cannot without it: the test above)."""
     master, _, work = bare_cluster
     (submit,) = [c for c in readme_recipe() if c[0] == "spark-submit"]
     text = " ".join(submit)
@@ -335,6 +377,7 @@ def test_the_readme_emr_recipe_runs_the_word_count(
     for path in inputs:
         (packed / "corpus" / path.name).write_bytes(path.read_bytes())
     (packed / "spark_submit.py").write_bytes((REPO / "examples" / "spark_submit.py").read_bytes())
+    (packed / "packaged_probe.py").write_bytes((REPO / "tests" / "packaged_probe.py").read_bytes())
     places: Mapping[str, str] = {
         "yarn": master,
         "s3://my-bucket/env.tar.gz#env": "env.tar.gz#env",
@@ -343,10 +386,20 @@ def test_the_readme_emr_recipe_runs_the_word_count(
         "s3://my-bucket/wordcount": "out",
     }
     args = [places.get(arg, arg) for arg in submit[1:]] + ["--endpoint-url", moto_server.endpoint_url]
+    assert args.count("spark_submit.py") == 1
+    args.insert(args.index("spark_submit.py"), "packaged_probe.py")  # runs it, then probes
     apps_before = set(work.glob("app-*"))
     result = spark_submit(args, packed)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert f"Spark {master}, frame api" in result.stdout
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith("PROBE ")]
+    answer = json.loads(line.removeprefix("PROBE "))
+    assert answer["error"] is None
+    executor_dir = Path(answer["cwd"])
+    assert executor_dir.is_relative_to(work)  # an executor's directory on the worker
+    assert Path(answer["module"]).is_relative_to(executor_dir / "env" / "lib")
+    assert answer["version"] == xor_ack_dynamodb.__version__
+    assert foreign(answer["path"], answer["cwd"]) == []
     report = json.loads((packed / "out" / "report.json").read_text())
     assert report["totals"]["acked"] == report["totals"]["files"] == len(inputs)
     assert read_counts(packed / "out" / "counts.csv") == plain_count(
@@ -355,6 +408,7 @@ def test_the_readme_emr_recipe_runs_the_word_count(
     tracker = XorAckDynamoDB(table="xor-ack-wordcount", client=moto_server.client())
     states = tracker.status_many([f["tag"] for f in report["files"]])
     assert {s.state for s in states.values()} == {"acked"}
-    # The executors ran on the worker, from the unpacked archive.
+    # The executors ran on the worker, from the unpacked archive; the probe was one of them.
     (app,) = set(work.glob("app-*")) - apps_before
     assert list(app.glob("*/env/bin/python"))
+    assert executor_dir.is_relative_to(app)

@@ -7,6 +7,7 @@ together so that threads race on the same chains in a random order.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -25,6 +26,23 @@ from .faults import FaultInjector, client_config
 from .workload import SUM, XOR, ChainTruth, Tree, Verdict, random_tree
 
 __all__ = ["RunResult", "TrackerFactory", "run_trees", "make_trees", "settle", "unique_table"]
+
+
+#: Held while a client is built from the shared session (a session is not thread-safe).
+_SESSION_LOCK = threading.Lock()
+
+
+@functools.cache
+def _session() -> Any:
+    """The one boto3 session every reliability client is built from (under
+    ``_SESSION_LOCK``). Each client is still its own: its endpoint, connection pool,
+    retry configuration and event hooks (botocore copies the session's hooks into each
+    client, so an injector attached to one client sees only its requests). A new session
+    per client parsed botocore's endpoint rules and the DynamoDB model again each time:
+    half the CPU of a fault scenario (py-spy, sum mode on the moto server)."""
+    return boto3.session.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
 
 
 def unique_table(prefix: str) -> str:
@@ -62,12 +80,10 @@ class TrackerFactory:
     max_ops: int = 32
 
     def client(self) -> Any:
-        session = boto3.session.Session(
-            aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
-        )
-        client = session.client(
-            "dynamodb", endpoint_url=self.endpoint_url, config=client_config(self.botocore_attempts)
-        )
+        with _SESSION_LOCK:
+            client = _session().client(
+                "dynamodb", endpoint_url=self.endpoint_url, config=client_config(self.botocore_attempts)
+            )
         return self.injector.attach(client)
 
     def __call__(self, retry: RetryPolicy | None = None) -> XorAckDynamoDB:
