@@ -340,3 +340,24 @@ def test_a_call_to_a_refusing_endpoint_ends_near_its_budget() -> None:
     elapsed = time.monotonic() - started
     print(f"\nrefusing endpoint: {elapsed:.2f} s, {ack.stats.events.get('retries', 0)} library retries")
     assert elapsed <= BOUND
+
+
+def test_clients_share_one_model_loader_per_data_path(bare_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The library's clients share botocore's loader of service models (what a new
+    session would parse again), one per data path, and boto3's data folder is on it once
+    however many sessions were made on it."""
+    import os
+
+    from xor_ack_dynamodb.stores.dynamodb.clients import _models
+
+    bare_env.setenv("AWS_REGION", "us-east-1")
+    bare_env.delenv("AWS_DATA_PATH", raising=False)
+    clients = [dynamodb_client() for _ in range(5)]
+    assert len({id(c.meta.service_model) for c in clients}) == 5  # clients of their own
+    paths = _models(None).search_paths
+    boto3_data = [p for p in paths if p.endswith(os.path.join("boto3", "data"))]
+    assert len(boto3_data) == 1 and len(paths) == len(set(paths))
+    custom = tmp_path / "models"
+    bare_env.setenv("AWS_DATA_PATH", str(custom))
+    assert dynamodb_client().meta.service_model.service_name == "dynamodb"
+    assert str(custom) in _models(str(custom)).search_paths and str(custom) not in paths
