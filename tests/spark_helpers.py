@@ -142,3 +142,51 @@ def remote_session(url: str) -> Iterator[Any]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def order_tracking(config: Any, tmp_path: Path, *, stream_id: str, tracker: Any, hook: Any) -> Any:
+    """A ``StreamTracking`` keyed by ``order`` and closed by ``last`` (its job keeps
+    ``order``), writing under ``tmp_path / "out"``, with ``tracker`` and ``hook``."""
+    from xor_ack_dynamodb.spark import StreamTracking
+
+    return StreamTracking(
+        config,
+        lambda frame, batch_id: frame.select("order"),
+        stream_id=stream_id,
+        location=tmp_path / "out",
+        key="order",
+        closes="last",
+        tracker=tracker,
+        hook=hook,
+    )
+
+
+def run_order_stream(
+    spark: Any,
+    tmp_path: Path,
+    files: list[list[str]],
+    tracking: Any,
+    schema: str = "order string, last boolean",
+) -> None:
+    """Land ``files`` (each a list of JSON lines with ``order`` and ``last``) in
+    ``tmp_path / "inbox"``, in order, and run ``tracking`` (a ``StreamTracking`` such as
+    :func:`order_tracking`) over them until the query ends: one file a batch,
+    ``availableNow``."""
+    import time
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    landed = time.time() - 100
+    for i, lines in enumerate(files):
+        temp = tmp_path / f".b{i}.json"
+        temp.write_text("".join(f"{line}\n" for line in lines))
+        os.utime(temp, (landed + i, landed + i))
+        temp.replace(inbox / f"b{i}.json")
+    stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(inbox))
+    query = (
+        stream.writeStream.foreachBatch(tracking)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()

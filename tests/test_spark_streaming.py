@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import Clock, unique_table
-from spark_helpers import remote_session
+from spark_helpers import order_tracking, remote_session, run_order_stream
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
@@ -174,8 +174,6 @@ def test_a_root_spans_batches_until_a_row_closes_it(spark: Any, config: AckConfi
     next batch and acked by the closing one; a root whose job fails is replayable."""
     from pyspark.sql import functions as F
 
-    inbox, out = tmp_path / "inbox", tmp_path / "out"
-    inbox.mkdir()
     batches = [
         [("o1", "a", False), ("o2", "b", False), ("o3", "bad", True)],
         [("o1", "c", False), ("o2", "d", True)],
@@ -185,28 +183,14 @@ def test_a_root_spans_batches_until_a_row_closes_it(spark: Any, config: AckConfi
     def job(frame: TrackedFrame, batch_id: int) -> TrackedFrame:
         return frame.fail_when(F.col("item") == "bad", "bad item").select("order", "item")
 
-    tracking = StreamTracking(config, job, stream_id="orders", location=out, key="order", closes="last")
-    clock = time.time() - 100
-    for i, rows in enumerate(batches):
-        text = "".join(
-            f'{{"order": "{o}", "item": "{x}", "last": {str(last).lower()}}}\n' for o, x, last in rows
-        )
-        temp = tmp_path / f".b{i}.json"
-        temp.write_text(text)
-        os.utime(temp, (clock + i, clock + i))
-        temp.replace(inbox / f"b{i}.json")
-    stream = (
-        spark.readStream.schema("order string, item string, last boolean")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(inbox))
+    tracking = StreamTracking(
+        config, job, stream_id="orders", location=tmp_path / "out", key="order", closes="last"
     )
-    query = (
-        stream.writeStream.foreachBatch(tracking)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    files = [
+        [f'{{"order": "{o}", "item": "{x}", "last": {str(last).lower()}}}' for o, x, last in rows]
+        for rows in batches
+    ]
+    run_order_stream(spark, tmp_path, files, tracking, schema="order string, item string, last boolean")
     reports = tracking.reports()
     summary = [(r.acked, r.pending, sorted(r.failed)) for r in reports]
     assert summary == [
@@ -243,14 +227,6 @@ def test_an_open_root_whose_chain_expired_is_refused_and_replayable(
     (open in batch 0) has expired when batch 1 brings its closing row: the chain is not
     revived (a create would overwrite an expired chain), the key is refused and listed
     for replay."""
-    inbox, out = tmp_path / "inbox", tmp_path / "out"
-    inbox.mkdir()
-    clock = time.time() - 100
-    for i, text in enumerate(['{"order": "o1", "last": false}', '{"order": "o1", "last": true}']):
-        temp = tmp_path / f".b{i}.json"
-        temp.write_text(text + "\n")
-        os.utime(temp, (clock + i, clock + i))
-        temp.replace(inbox / f"b{i}.json")
     now = Clock()
     client = XorAckDynamoDB.from_config(config).client
     tracker = XorAckDynamoDB(config.table, client=client, ttl=60, clock=now)
@@ -259,26 +235,11 @@ def test_an_open_root_whose_chain_expired_is_refused_and_replayable(
         if (batch_id, phase) == (0, "stamped"):
             now.advance(120)
 
-    tracking = StreamTracking(
-        config,
-        lambda frame, batch_id: frame.select("order"),
-        stream_id="expiring",
-        location=out,
-        key="order",
-        closes="last",
-        tracker=tracker,
-        hook=wait_after_batch_0,
+    files = [['{"order": "o1", "last": false}'], ['{"order": "o1", "last": true}']]
+    tracking = order_tracking(
+        config, tmp_path, stream_id="expiring", tracker=tracker, hook=wait_after_batch_0
     )
-    stream = (
-        spark.readStream.schema("order string, last boolean").option("maxFilesPerTrigger", 1).json(str(inbox))
-    )
-    query = (
-        stream.writeStream.foreachBatch(tracking)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    run_order_stream(spark, tmp_path, files, tracking)
     reports = tracking.reports()
     assert [(r.pending, r.acked, r.refused) for r in reports] == [
         (["o1"], [], {}),

@@ -5,16 +5,14 @@ replace_expired=False)``, decided in the create's own condition). On a real Spar
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Clock, unique_table
+from spark_helpers import order_tracking, run_order_stream
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
-from xor_ack_dynamodb.spark import StreamTracking
 
 pytestmark = pytest.mark.spark
 
@@ -46,14 +44,6 @@ def test_a_root_that_expires_after_the_check_is_refused_not_overwritten(
     Now the create keeps it: refused, and listed for replay."""
     config: AckConfig = moto_server.config(unique_table("stream-expiry"))
     XorAckDynamoDB.from_config(config).create_table()
-    inbox, out = tmp_path / "inbox", tmp_path / "out"
-    inbox.mkdir()
-    landed = time.time() - 100
-    for i, text in enumerate(['{"order": "o1", "last": false}', '{"order": "o1", "last": true}']):
-        temp = tmp_path / f".b{i}.json"
-        temp.write_text(text + "\n")
-        os.utime(temp, (landed + i, landed + i))
-        temp.replace(inbox / f"b{i}.json")
     now = Clock()
     client = XorAckDynamoDB.from_config(config).client
     tracker = ExpiresAfterTheCheck(XorAckDynamoDB(config.table, client=client, ttl=60, clock=now), now)
@@ -65,26 +55,9 @@ def test_a_root_that_expires_after_the_check_is_refused_not_overwritten(
             versions.append(tracker.status(tracking.tag("o1")).version)
             tracker.armed = True
 
-    tracking = StreamTracking(
-        config,
-        lambda frame, batch_id: frame.select("order"),
-        stream_id="racing",
-        location=out,
-        key="order",
-        closes="last",
-        tracker=tracker,  # type: ignore[arg-type]
-        hook=arm_after_batch_0,
-    )
-    stream = (
-        spark.readStream.schema("order string, last boolean").option("maxFilesPerTrigger", 1).json(str(inbox))
-    )
-    query = (
-        stream.writeStream.foreachBatch(tracking)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    files = [['{"order": "o1", "last": false}'], ['{"order": "o1", "last": true}']]
+    tracking = order_tracking(config, tmp_path, stream_id="racing", tracker=tracker, hook=arm_after_batch_0)
+    run_order_stream(spark, tmp_path, files, tracking)
     reports = tracking.reports()
     assert [(r.pending, r.acked) for r in reports] == [(["o1"], []), ([], [])]
     assert list(reports[1].refused) == ["o1"] and "ended" in reports[1].refused["o1"]
@@ -101,14 +74,6 @@ def test_a_purged_chains_key_starts_a_new_chain(
     its key starts a new chain, which its batch acks; nothing is refused."""
     config: AckConfig = moto_server.config(unique_table("stream-purged"))
     XorAckDynamoDB.from_config(config).create_table()
-    inbox, out = tmp_path / "inbox", tmp_path / "out"
-    inbox.mkdir()
-    landed = time.time() - 100
-    for i in range(2):
-        temp = tmp_path / f".b{i}.json"
-        temp.write_text('{"order": "o1", "last": true}\n')
-        os.utime(temp, (landed + i, landed + i))
-        temp.replace(inbox / f"b{i}.json")
     tracker = XorAckDynamoDB.from_config(config)
 
     def purge_after_batch_0(batch_id: int, phase: str) -> None:
@@ -116,26 +81,9 @@ def test_a_purged_chains_key_starts_a_new_chain(
             assert tracker.status(tracking.tag("o1")).state == "acked"
             tracker.delete(tracking.tag("o1"))
 
-    tracking = StreamTracking(
-        config,
-        lambda frame, batch_id: frame.select("order"),
-        stream_id="purged",
-        location=out,
-        key="order",
-        closes="last",
-        tracker=tracker,
-        hook=purge_after_batch_0,
-    )
-    stream = (
-        spark.readStream.schema("order string, last boolean").option("maxFilesPerTrigger", 1).json(str(inbox))
-    )
-    query = (
-        stream.writeStream.foreachBatch(tracking)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    files = [['{"order": "o1", "last": true}']] * 2
+    tracking = order_tracking(config, tmp_path, stream_id="purged", tracker=tracker, hook=purge_after_batch_0)
+    run_order_stream(spark, tmp_path, files, tracking)
     reports = tracking.reports()
     assert [(r.acked, dict(r.refused)) for r in reports] == [(["o1"], {}), (["o1"], {})]
     status = tracker.status(tracking.tag("o1"))
