@@ -19,6 +19,7 @@ from spark_helpers import CORPUS, corpus_files, plain_count, plain_count_replaci
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.cli import main
+from xor_ack_dynamodb.jobs.wordcount.frame import words_of
 from xor_ack_dynamodb.jobs.wordcount.job import find_inputs, run_wordcount, tokenize
 from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking, read_csv_parts
 from xor_ack_dynamodb.spark.frame.sources import BAD_BYTES_NOTE
@@ -65,6 +66,21 @@ def test_tokenize_rule() -> None:
     ]
     assert tokenize("cafe\u0301") == ["café"]  # combining accent, normalized to NFC
     assert tokenize("  42 -- !") == []
+
+
+def test_the_jvm_splits_words_as_tokenize_does_in_generated_code(spark: Any) -> None:
+    """The DataFrame job's words are tokenize's (lowercased after), and its split is
+    plain expressions: a lambda (``filter``) would be evaluated row by row by Spark's
+    interpreter, about a tenth of the word count's main stage."""
+    from pyspark.sql import functions as F
+
+    line = "  Don't co-op: MP3 x²y café snake_case Ünïcödé -- 42"
+    words = spark.createDataFrame([(line,), ("",), ("  42 -- !",)], "line string").select(
+        words_of(F.col("line")).alias("words")
+    )
+    assert [[w.lower() for w in r["words"]] for r in words.collect()] == [tokenize(line), [], []]
+    plan = str(words._jdf.queryExecution().executedPlan().toString())
+    assert "array_remove" in plan and "lambda" not in plan, plan
 
 
 @both_apis
