@@ -50,6 +50,15 @@ class Worker:
         for line in self.process.stdout:
             self.lines.append(json.loads(line))
 
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until the process polls (its imports and clients done): a worker still
+        starting when the queue fills would find nothing left on a busy machine."""
+        deadline = time.monotonic() + timeout
+        while not self.lines and time.monotonic() < deadline:
+            assert self.process.poll() is None, "the worker process ended before it was ready"
+            time.sleep(0.05)
+        assert self.lines and self.lines[0] == {"ready": True}
+
     def stop(self) -> dict[str, Any]:
         assert self.process.stdin is not None
         self.process.stdin.write("stop\n")
@@ -79,6 +88,8 @@ def test_worker_processes_pull_concurrently(
 
     workers = [Worker(dict(os.environ, PYTHONPATH=str(ROOT))) for _ in range(3)]
     firers = [Worker(dict(os.environ, PYTHONPATH=str(ROOT)), "stream") for _ in range(2)]
+    for process in workers + firers:
+        process.wait_ready()
     inputs = {f"in/{i}.jsonl": jsonl(10 + i, seed=i) for i in range(3)}
     bad, _ = jsonl(6, poison_at=5)
     tags: dict[str, Counter[str] | None] = {}
