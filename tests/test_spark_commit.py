@@ -228,3 +228,35 @@ def test_explode_leaves_its_source_array_behind(spark: Any, config: AckConfig, t
     assert report.outcomes[0].state == "acked"
     rows = sorted((r["item"], r["part"]) for r in spark.read.parquet(str(tmp_path / "out")).collect())
     assert rows == [("apple", "apple"), ("pear", ""), ("pear", "pea")]
+
+
+def test_the_read_back_merges_each_chains_groups_without_sorting_the_rows(spark: Any, tmp_path: Path) -> None:
+    """What a staged write owes each chain: the XOR of its rows' edges, its first reason
+    and first note (by string order), its rows of data; read with a hash aggregate
+    (a string ``min`` would sort every staged row)."""
+    from xor_ack_dynamodb.spark.frame.columns import EDGE, ERR, GHOST, NOTE
+    from xor_ack_dynamodb.spark.output import Location
+
+    rows = [
+        # tag, edge, ghost, reason, note
+        ("t1", 3, False, None, None),
+        ("t1", -5, True, "b: later", "note z"),
+        ("t1", 9, True, "a: first", None),
+        ("t1", 1, False, None, "note y"),
+        ("t2", 6, False, None, None),
+        ("t2", 6, True, None, None),
+        ("t3", 2, True, "only", None),
+    ]
+    staged = protocol.Staged(Location.of(str(tmp_path)), "w1", "tag", ("word",), "parquet")
+    schema = f"tag string, {EDGE} bigint, {GHOST} boolean, {ERR} string, {NOTE} string"
+    frame = spark.createDataFrame(rows, schema)
+    frame.write.parquet(staged.staging.url)
+
+    xors = protocol.read_back(spark, staged)
+    mask = (1 << 64) - 1
+    assert xors.xors == {"t1": (3 ^ -5 ^ 9 ^ 1) & mask, "t2": 0, "t3": 2}
+    assert xors.errors == {"t1": "a: first", "t3": "only"}
+    assert xors.notes == {"t1": "note y"}
+    assert xors.rows == 3
+    plan = spark._jsparkSession.sharedState().statusStore().executionsList().last().physicalPlanDescription()
+    assert "HashAggregate" in plan and "SortAggregate" not in plan, plan

@@ -140,26 +140,24 @@ def read_back(spark: SparkSession, staged: Staged) -> ChainXors:
     # nor reads the user's columns.
     quoted = "`" + tag.replace("`", "``") + "`"
     schema = f"{quoted} string, {EDGE} bigint, {GHOST} boolean, {ERR} string, {NOTE} string"
+    # The reason and the note are grouping keys, not string mins: a string min makes
+    # Spark sort every staged row (a sort-based aggregate); grouped by them the
+    # aggregate stays hash-based, and the few groups per chain are merged here.
     found = (
         spark.read.schema(schema)
         .parquet(staged.staging.url)
-        .groupBy(tag)
-        .agg(
-            F.bit_xor(EDGE).alias("x"),
-            F.min(ERR).alias("e"),
-            F.min(NOTE).alias("n"),
-            F.count_if(~F.col(GHOST)).alias("r"),
-        )
+        .groupBy(tag, ERR, NOTE)
+        .agg(F.bit_xor(EDGE).alias("x"), F.count_if(~F.col(GHOST)).alias("r"))
         .collect()
     )
     out = ChainXors()
     for row in found:
-        name = row[tag]
-        out.xors[name] = row["x"] % (1 << 64)
-        if row["e"] is not None:
-            out.errors[name] = row["e"]
-        if row["n"] is not None:
-            out.notes[name] = row["n"]
+        name, error, note = row[tag], row[ERR], row[NOTE]
+        out.xors[name] = out.xors.get(name, 0) ^ (row["x"] % (1 << 64))
+        if error is not None and (name not in out.errors or error < out.errors[name]):
+            out.errors[name] = error
+        if note is not None and (name not in out.notes or note < out.notes[name]):
+            out.notes[name] = note
         out.rows += row["r"]
     return out
 
