@@ -140,24 +140,33 @@ def read_back(spark: SparkSession, staged: Staged) -> ChainXors:
     # nor reads the user's columns.
     quoted = "`" + tag.replace("`", "``") + "`"
     schema = f"{quoted} string, {EDGE} bigint, {GHOST} boolean, {ERR} string, {NOTE} string"
-    # The reason and the note are grouping keys, not string mins: a string min makes
-    # Spark sort every staged row (a sort-based aggregate); grouped by them the
-    # aggregate stays hash-based, and the few groups per chain are merged here.
-    found = (
+    # Grouped first by chain, reason and note (a hash aggregate over every staged row),
+    # then by chain alone: a string min over all rows would make Spark sort every one
+    # (a sort-based aggregate); over the groups it sorts a few per chain.
+    groups = (
         spark.read.schema(schema)
         .parquet(staged.staging.url)
         .groupBy(tag, ERR, NOTE)
         .agg(F.bit_xor(EDGE).alias("x"), F.count_if(~F.col(GHOST)).alias("r"))
+    )
+    found = (
+        groups.groupBy(tag)
+        .agg(
+            F.bit_xor("x").alias("x"),
+            F.min(ERR).alias("e"),
+            F.min(NOTE).alias("n"),
+            F.sum("r").alias("r"),
+        )
         .collect()
     )
     out = ChainXors()
     for row in found:
-        name, error, note = row[tag], row[ERR], row[NOTE]
-        out.xors[name] = out.xors.get(name, 0) ^ (row["x"] % (1 << 64))
-        if error is not None and (name not in out.errors or error < out.errors[name]):
-            out.errors[name] = error
-        if note is not None and (name not in out.notes or note < out.notes[name]):
-            out.notes[name] = note
+        name = row[tag]
+        out.xors[name] = row["x"] % (1 << 64)
+        if row["e"] is not None:
+            out.errors[name] = row["e"]
+        if row["n"] is not None:
+            out.notes[name] = row["n"]
         out.rows += row["r"]
     return out
 
