@@ -161,6 +161,17 @@ def order_tracking(config: Any, tmp_path: Path, *, stream_id: str, tracker: Any,
     )
 
 
+def land(folder: Path, name: str, lines: list[str], mtime: float) -> Path:
+    """A file landing in the watched ``folder`` with modification time ``mtime`` (written
+    aside, renamed in: a file source must never see a half-written file)."""
+    temp = folder.parent / f".{name}"
+    temp.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    os.utime(temp, (mtime, mtime))
+    path = folder / name
+    temp.replace(path)
+    return path
+
+
 def run_order_stream(
     spark: Any,
     tmp_path: Path,
@@ -178,10 +189,7 @@ def run_order_stream(
     inbox.mkdir()
     landed = time.time() - 100
     for i, lines in enumerate(files):
-        temp = tmp_path / f".b{i}.json"
-        temp.write_text("".join(f"{line}\n" for line in lines))
-        os.utime(temp, (landed + i, landed + i))
-        temp.replace(inbox / f"b{i}.json")
+        land(inbox, f"b{i}.json", lines, landed + i)
     stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(inbox))
     query = (
         stream.writeStream.foreachBatch(tracking)

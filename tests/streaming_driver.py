@@ -11,7 +11,6 @@ exactly.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -22,6 +21,7 @@ from typing import Any
 def main(master: str, workdir: Path) -> dict[str, Any]:
     from pyspark.errors import StreamingQueryException
     from pyspark.sql import functions as F
+    from spark_helpers import land
 
     from xor_ack_dynamodb import LocalDynamoDB, XorAckDynamoDB
     from xor_ack_dynamodb.spark import StreamTracking, TrackedFrame
@@ -32,10 +32,7 @@ def main(master: str, workdir: Path) -> dict[str, Any]:
     files = {f"f{i}.txt": [f"line {j} of file {i}" for j in range(i + 1)] for i in range(4)}
     clock = time.time() - 100
     for i, (name, lines) in enumerate(files.items()):
-        temp = workdir / f".{name}"
-        temp.write_text("".join(f"{line}\n" for line in lines))
-        os.utime(temp, (clock + i, clock + i))
-        temp.replace(inbox / name)
+        land(inbox, name, lines, clock + i)
 
     def job(frame: TrackedFrame, batch_id: int) -> TrackedFrame:
         return frame.select("path", "value")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 import pytest
 
 from xor_ack_dynamodb import LocalDynamoDB
@@ -24,13 +23,7 @@ def _put(key: str, value: str, new: bool = True) -> dict[str, Any]:
 def _client(server: LocalDynamoDB, table: str) -> Any:
     """A client of ``server`` and a new table ``table`` keyed by ``k`` (moto's tables
     outlive a server in this process: each test names its own)."""
-    client = boto3.client(
-        "dynamodb",
-        endpoint_url=server.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="x",
-    )
+    client = server.client()
     client.create_table(
         TableName=table,
         KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],

@@ -5,7 +5,6 @@ holds every line exactly once."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import Clock, unique_table
-from spark_helpers import order_tracking, remote_session, run_order_stream
+from spark_helpers import land, order_tracking, remote_session, run_order_stream
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
@@ -28,17 +27,6 @@ def config(moto_server: LocalDynamoDB) -> AckConfig:
     config = moto_server.config(unique_table("stream"))
     XorAckDynamoDB.from_config(config).create_table()
     return config
-
-
-def _land(folder: Path, name: str, lines: list[str], mtime: float) -> Path:
-    """A file landing in the watched folder (written aside, renamed in: a file source
-    must never see a half-written file)."""
-    temp = folder.parent / f".{name}"
-    temp.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-    os.utime(temp, (mtime, mtime))
-    path = folder / name
-    temp.replace(path)
-    return path
 
 
 def _files(count: int, start: int = 0) -> dict[str, list[str]]:
@@ -104,7 +92,7 @@ def test_failed_batches_rerun_from_the_checkpoint_ack_every_file_once(
     files = _files(4)
     clock = time.time() - 100
     for i, (name, lines) in enumerate(files.items()):
-        _land(inbox, name, lines, clock + i)
+        land(inbox, name, lines, clock + i)
 
     def tracking(**options: Any) -> StreamTracking:
         return StreamTracking(config, _job, stream_id="files", location=out, key="path", **options)
@@ -129,7 +117,7 @@ def test_failed_batches_rerun_from_the_checkpoint_ack_every_file_once(
     # processes batch 2.
     more = _files(2, start=4)
     for i, (name, lines) in enumerate(more.items()):
-        _land(inbox, name, lines, time.time() + i)
+        land(inbox, name, lines, time.time() + i)
     files.update(more)
     third = tracking()
     _query(spark, inbox, checkpoint, third).awaitTermination()
@@ -331,7 +319,7 @@ def test_streaming_under_spark_connect(remote: Any, config: AckConfig, tmp_path:
     files = _files(3)
     clock = time.time() - 100
     for i, (name, lines) in enumerate(files.items()):
-        _land(inbox, name, lines, clock + i)
+        land(inbox, name, lines, clock + i)
 
     def job(frame: TrackedFrame, batch_id: int) -> TrackedFrame:  # local: pickled by value
         return frame.select("path", "value")
