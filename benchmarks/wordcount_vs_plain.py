@@ -20,9 +20,11 @@ Corpus: the UTF-8 ``copyright`` files under ``/usr/share/doc`` (the Debian packa
 notices: 710 files and 2,555,041 words on the machine the issue was measured on);
 where there are fewer than 700, a reproducible corpus of 710 real-looking files and
 2.5 million words is built (:mod:`benchmarks.corpus`). Peak memory: the largest peak
-resident set of the driver's JVM, the driver's Python process and any Python worker,
-sampled from ``/proc``. Also on a standalone cluster (``--masters cluster``, started
-from the pyspark package).
+resident set of the driver's JVM, the driver's Python process and any Python worker;
+CPU seconds: every process of the command's tree, and the JVM's JIT compiler threads
+apart, with the median of each round's CPU ratio to the plain run (locally: a cluster's
+executors are not in the tree); both sampled from ``/proc``. Also on a standalone
+cluster (``--masters cluster``, started from the pyspark package).
 
 Writes ``wordcount_vs_plain.{json,md,png}`` beside this file (or into ``--out``). Exit
 status 1 if any run was not exact or left a file not acked.
@@ -121,18 +123,35 @@ def _kind(root: bool, cmdline: bytes) -> str | None:
     return "driver" if root else None
 
 
+#: Linux's name (15 characters at most) of the JVM's JIT compiler threads.
+_JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+
+
+def _cpu_seconds(stat: str) -> float:
+    """User + system CPU seconds from a ``/proc/.../stat`` line."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class PeakMemory:
     """Peak resident set (MiB) of a process tree's JVM, driver Python and Python
-    workers, polled from ``/proc`` while a command runs."""
+    workers, and the tree's CPU seconds (all its processes, and the JVM's JIT compiler
+    threads apart), polled from ``/proc`` while a command runs. Each process counts with
+    its last poll (every 0.1 s; the compiler threads every 0.5 s), so up to one interval
+    of a process's last CPU time is missed; executors a cluster's workers start are not
+    in the tree."""
 
     def __init__(self, root: int) -> None:
         self.root = root
         self.peaks: dict[str, int] = {"jvm": 0, "driver": 0, "workers": 0}
+        self.cpu: dict[int, float] = {}
+        self.jit: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
-    def _tree(self) -> list[tuple[int, bytes]]:
+    def _tree(self) -> list[tuple[int, bytes, str]]:
         children: dict[int, list[int]] = {}
+        stats: dict[int, str] = {}
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 try:
@@ -141,23 +160,41 @@ class PeakMemory:
                 except (OSError, ValueError, IndexError):
                     continue
                 children.setdefault(parent, []).append(int(entry.name))
+                stats[int(entry.name)] = stat
         out, todo = [], [self.root]
         while todo:
             pid = todo.pop()
             try:
-                out.append((pid, Path(f"/proc/{pid}/cmdline").read_bytes()))
+                out.append((pid, Path(f"/proc/{pid}/cmdline").read_bytes(), stats.get(pid, "")))
             except OSError:
                 continue
             todo += children.get(pid, [])
         return out
 
+    def _jit_seconds(self, pid: int) -> float:
+        total = 0.0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                stat = (task / "stat").read_text()
+            except OSError:
+                continue
+            if stat[stat.index("(") + 1 : stat.rindex(")")] in _JIT_THREADS:
+                total += _cpu_seconds(stat)
+        return total
+
     def _poll(self) -> None:
+        tick = 0
         while not self._stop.wait(0.1):
-            for pid, cmdline in self._tree():
+            tick += 1
+            for pid, cmdline, stat in self._tree():
+                if stat:
+                    self.cpu[pid] = max(self.cpu.get(pid, 0.0), _cpu_seconds(stat))
                 kind = _kind(pid == self.root, cmdline)
                 if kind is None:
                     continue
                 try:
+                    if kind == "jvm" and tick % 5 == 0:
+                        self.jit[pid] = max(self.jit.get(pid, 0.0), self._jit_seconds(pid))
                     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                         if line.startswith("VmHWM:"):
                             self.peaks[kind] = max(self.peaks[kind], int(line.split()[1]))
@@ -175,8 +212,14 @@ class PeakMemory:
     def mib(self) -> dict[str, float]:
         return {k: round(v / 1024, 1) for k, v in self.peaks.items()}
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """``{"all": the tree's CPU seconds, "jit": its JVMs' compiler threads'}``."""
+        return {"all": round(sum(self.cpu.values()), 2), "jit": round(sum(self.jit.values()), 2)}
 
-def run(command: list[str], env: dict[str, str]) -> tuple[float, dict[str, float], str]:
+
+def run(command: list[str], env: dict[str, str]) -> tuple[float, dict[str, float], dict[str, float], str]:
+    """Wall seconds, peak memory, CPU seconds (:class:`PeakMemory`) and output of
+    ``command``."""
     clock = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     with PeakMemory(process.pid) as memory:
@@ -186,7 +229,7 @@ def run(command: list[str], env: dict[str, str]) -> tuple[float, dict[str, float
         raise RuntimeError(
             f"{command[:3]} exited {process.returncode}:\n{output.decode(errors='replace')[-3000:]}"
         )
-    return seconds, memory.mib(), output.decode(errors="replace")
+    return seconds, memory.mib(), memory.cpu_seconds(), output.decode(errors="replace")
 
 
 def read_plain(out: Path) -> Counter[str]:
@@ -239,8 +282,8 @@ def one_master(master: str, files: list[str], pairs: int, work: Path, env: dict[
         turn = round_ % len(order)
         for name in order[turn:] + order[:turn]:
             out = work / f"{name}-{round_}"
-            seconds, memory, _ = run(commands[name](out), env)
-            entry: dict[str, Any] = {"seconds": round(seconds, 2), "memory_mib": memory}
+            seconds, memory, cpu, _ = run(commands[name](out), env)
+            entry: dict[str, Any] = {"seconds": round(seconds, 2), "memory_mib": memory, "cpu_seconds": cpu}
             if name in ("plain", "staged"):
                 counts = read_plain(out if name == "plain" else out / "counts")
             else:
@@ -257,9 +300,15 @@ def one_master(master: str, files: list[str], pairs: int, work: Path, env: dict[
             entry["exact"] = counts == reference
             exact &= entry["exact"]
             runs[name].append(entry)
-            print(f"{master} round {round_}: {name} {seconds:.1f} s {memory}", flush=True)
+            print(f"{master} round {round_}: {name} {seconds:.1f} s, CPU {cpu} s, {memory}", flush=True)
     ratios = {
         name: [runs[name][i]["seconds"] / runs["plain"][i]["seconds"] for i in range(pairs)]
+        for name in ("staged", "frame", "rdd")
+    }
+    cpu_ratios = {
+        name: [
+            runs[name][i]["cpu_seconds"]["all"] / runs["plain"][i]["cpu_seconds"]["all"] for i in range(pairs)
+        ]
         for name in ("staged", "frame", "rdd")
     }
     words = sum(reference.values()) if reference else 0
@@ -270,21 +319,31 @@ def one_master(master: str, files: list[str], pairs: int, work: Path, env: dict[
         "runs": runs,
         "ratios": {k: [round(r, 3) for r in v] for k, v in ratios.items()},
         "median_ratio": {k: round(statistics.median(v), 3) for k, v in ratios.items()},
+        "cpu_ratios": {k: [round(r, 3) for r in v] for k, v in cpu_ratios.items()},
+        "median_cpu_ratio": {k: round(statistics.median(v), 3) for k, v in cpu_ratios.items()},
         "exact": exact,
     }
 
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| master | job | median wall s | median ratio to plain | requests per word "
-        "| peak MiB (JVM / driver / worker) |",
-        "|---|---|---|---|---|---|",
+        "| master | job | median wall s | median ratio to plain | median CPU s (JIT) | median CPU ratio "
+        "| requests per word | peak MiB (JVM / driver / worker) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
+        local = result["master"].startswith("local")
         for name in ("plain", "staged", "frame", "rdd"):
             runs = result["runs"][name]
             wall = statistics.median(r["seconds"] for r in runs)
             ratio = "1" if name == "plain" else f"{result['median_ratio'][name]:.2f}"
+            # On a cluster the executors are not in the command's process tree.
+            cpu = cpu_ratio = "-"
+            if local:
+                total = statistics.median(r["cpu_seconds"]["all"] for r in runs)
+                jit = statistics.median(r["cpu_seconds"]["jit"] for r in runs)
+                cpu = f"{total:.1f} ({jit:.1f})"
+                cpu_ratio = "1" if name == "plain" else f"{result['median_cpu_ratio'][name]:.2f}"
             rpw = "-" if name in ("plain", "staged") else f"{runs[-1]['requests_per_word']:.5f}"
             memory = max(runs, key=lambda r: r["memory_mib"]["jvm"])["memory_mib"]
             label = {
@@ -294,7 +353,8 @@ def table(results: list[dict[str, Any]]) -> str:
                 "rdd": "xor-ack wordcount --api rdd",
             }[name]
             lines.append(
-                f"| {result['master']} | {label} | {wall:.1f} | {ratio} | {rpw} | "
+                f"| {result['master']} | {label} | {wall:.1f} | {ratio} | {cpu} | {cpu_ratio} "
+                f"| {rpw} | "
                 f"{memory['jvm']:.0f} / {memory['driver']:.0f} / {memory['workers']:.0f} |"
             )
     return "\n".join(lines) + "\n"

@@ -1,0 +1,48 @@
+"""The word-count benchmark's process sampler (``benchmarks/wordcount_vs_plain.py``):
+the CPU seconds it reports are the whole process tree's, children included, as the
+figures in docs/performance.md say."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.wordcount_vs_plain import PeakMemory  # noqa: E402
+
+#: A parent that starts a child; each burns about ``BURN`` CPU seconds, then both exit.
+TREE = """
+import subprocess, sys, time
+def burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1]])
+burn(float(sys.argv[2]))
+child.wait()
+"""
+BURN = 0.6
+CHILD = f"""
+import time
+end = time.process_time() + {BURN}
+while time.process_time() < end:
+    pass
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the sampler reads /proc (Linux)")
+def test_the_sampler_counts_the_cpu_of_the_whole_process_tree() -> None:
+    process = subprocess.Popen([sys.executable, "-c", TREE, CHILD, str(BURN)])
+    with PeakMemory(process.pid) as sampler:
+        assert process.wait(timeout=60) == 0
+    cpu = sampler.cpu_seconds()
+    # Two processes each burned BURN seconds; the last 0.1 s poll interval of each may
+    # be missed, and start-up adds a little.
+    assert 2 * BURN - 0.25 <= cpu["all"] <= 2 * BURN + 1.0, cpu
+    assert len(sampler.cpu) >= 2, sampler.cpu  # the child was seen, not only the parent
+    assert cpu["jit"] == 0.0  # no JVM in this tree
+    assert sampler.mib()["driver"] > 0
