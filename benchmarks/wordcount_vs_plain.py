@@ -138,8 +138,9 @@ class PeakMemory:
     workers, and the tree's CPU seconds (all its processes, and the JVM's JIT compiler
     threads apart), polled from ``/proc`` while a command runs. Each process counts with
     its last poll (every 0.1 s; the compiler threads every 0.5 s), so up to one interval
-    of a process's last CPU time is missed; executors a cluster's workers start are not
-    in the tree."""
+    of a process's last CPU time is missed, and the time of a compiler thread the JVM
+    stops after its last poll; executors a cluster's workers start are not in the
+    tree."""
 
     def __init__(self, root: int) -> None:
         self.root = root
