@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["WorkerMemory"]
+__all__ = ["WorkerMemory", "peak_kib"]
 
 _MARKERS = (b"pyspark.daemon", b"pyspark/daemon.py", b"pyspark.worker", b"pyspark.sql.worker")
 
@@ -34,7 +34,8 @@ def _workers() -> list[int]:
     return found
 
 
-def _peak_kib(pid: int) -> int:
+def peak_kib(pid: int) -> int:
+    """A process's peak resident set (``VmHWM``) in KiB; 0 if it cannot be read."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
@@ -70,7 +71,7 @@ class WorkerMemory:
         for pid in _workers():
             if pid not in self.workers_seen:
                 self.workers_seen.add(pid)
-            self.peak_kib = max(self.peak_kib, _peak_kib(pid))
+            self.peak_kib = max(self.peak_kib, peak_kib(pid))
 
     def _poll(self) -> None:
         while not self._stop.wait(self.interval):

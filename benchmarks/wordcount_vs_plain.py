@@ -46,6 +46,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .memory import peak_kib
+
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
 XOR_ACK = str(Path(PYTHON).with_name("xor-ack"))
@@ -173,8 +175,13 @@ class PeakMemory:
         return out
 
     def _jit_seconds(self, pid: int) -> float:
+        """The CPU seconds of ``pid``'s JIT compiler threads (0 once it has exited)."""
         total = 0.0
-        for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            return total
+        for task in tasks:
             try:
                 stat = (task / "stat").read_text()
             except OSError:
@@ -193,14 +200,9 @@ class PeakMemory:
                 kind = _kind(pid == self.root, cmdline)
                 if kind is None:
                     continue
-                try:
-                    if kind == "jvm" and tick % 5 == 0:
-                        self.jit[pid] = max(self.jit.get(pid, 0.0), self._jit_seconds(pid))
-                    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                        if line.startswith("VmHWM:"):
-                            self.peaks[kind] = max(self.peaks[kind], int(line.split()[1]))
-                except (OSError, ValueError):
-                    pass
+                if kind == "jvm" and tick % 5 == 0:
+                    self.jit[pid] = max(self.jit.get(pid, 0.0), self._jit_seconds(pid))
+                self.peaks[kind] = max(self.peaks[kind], peak_kib(pid))
 
     def __enter__(self) -> PeakMemory:
         self._thread.start()
