@@ -48,3 +48,31 @@ def test_the_sampler_counts_the_cpu_of_the_whole_process_tree() -> None:
     assert len(sampler.cpu) >= 2, sampler.cpu  # the child was seen, not only the parent
     assert cpu["jit"] == 0.0  # no JVM in this tree
     assert sampler.mib()["driver"] > 0
+
+
+#: A JVM with hot code (a loop the JIT compiles), then a second's idle before it exits.
+HOT = """
+public class Hot {
+    public static void main(String[] args) throws Exception {
+        long sum = 0;
+        for (int round = 0; round < 50; round++)
+            for (int i = 0; i < 1_000_000; i++) sum += Integer.toString(i ^ round).hashCode();
+        System.out.println(sum);
+        Thread.sleep(1000);
+    }
+}
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the sampler reads /proc (Linux)")
+def test_the_sampler_counts_the_jvms_jit_compiler_threads_apart(tmp_path: Path) -> None:
+    """A JVM's compiler threads are counted as JIT time, and within the tree's total.
+    (Java 17, which Spark needs, runs a source file itself.)"""
+    source = tmp_path / "Hot.java"
+    source.write_text(HOT, encoding="utf-8")
+    process = subprocess.Popen(["java", str(source)], stdout=subprocess.DEVNULL)
+    with PeakMemory(process.pid) as sampler:
+        assert process.wait(timeout=120) == 0
+    cpu = sampler.cpu_seconds()
+    assert 0.0 < cpu["jit"] < cpu["all"], cpu
+    assert sampler.mib()["jvm"] > 0
