@@ -198,3 +198,26 @@ def run_order_stream(
         .start()
     )
     query.awaitTermination()
+
+
+def sql_executions(spark: Any) -> int:
+    """How many SQL executions (queries) this classic session has started so far, once
+    Spark's listeners have seen every event posted."""
+    jsc = spark.sparkContext._jsc.sc()
+    jsc.listenerBus().waitUntilEmpty()
+    store = spark._jsparkSession.sharedState().statusStore()
+    return int(store.executionsList().last().executionId()) + 1 if store.executionsCount() else 0
+
+
+@contextmanager
+def spark_reads_back(spark: Any) -> Iterator[None]:
+    """Within: the driver leaves every read-back to Spark (``spark.xorack.driverReadBytes``
+    0), as for output on ``s3://``, under Spark Connect, or too large to read in the
+    driver."""
+    from xor_ack_dynamodb.spark.frame.driver_read import DRIVER_READ_CONF
+
+    spark.conf.set(DRIVER_READ_CONF, "0")
+    try:
+        yield
+    finally:
+        spark.conf.unset(DRIVER_READ_CONF)

@@ -6,6 +6,7 @@ the publish; what the sink refuses before any task; roots derived from the data.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import unique_table
+from spark_helpers import spark_reads_back, sql_executions
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
@@ -230,11 +232,15 @@ def test_explode_leaves_its_source_array_behind(spark: Any, config: AckConfig, t
     assert rows == [("apple", "apple"), ("pear", ""), ("pear", "pea")]
 
 
-def test_the_read_back_merges_each_chains_groups_without_sorting_the_rows(spark: Any, tmp_path: Path) -> None:
-    """What a staged write owes each chain: the XOR of its rows' edges, its first reason
-    and first note (by string order), its rows of data; every staged row goes through a
-    hash aggregate first (a string ``min`` over the rows would sort every one), and only
-    its groups through the sort."""
+@pytest.mark.parametrize("reader", ["driver", "spark"])
+def test_the_read_back_merges_each_chains_groups_without_sorting_the_rows(
+    spark: Any, tmp_path: Path, reader: str
+) -> None:
+    """What a staged write owes each chain: the XOR of its rows' edges (nulls ignored),
+    its first reason and first note (by string order: UTF-8 bytes), its rows of data.
+    Read by the driver (small local output: no Spark query at all) or by Spark, the
+    same; in Spark every staged row goes through a hash aggregate first (a string
+    ``min`` over the rows would sort every one), and only its groups through the sort."""
     from xor_ack_dynamodb.spark.frame.columns import EDGE, ERR, GHOST, NOTE
     from xor_ack_dynamodb.spark.output import Location
 
@@ -247,18 +253,27 @@ def test_the_read_back_merges_each_chains_groups_without_sorting_the_rows(spark:
         ("t2", 6, False, None, None),
         ("t2", 6, True, None, None),
         ("t3", 2, True, "only", None),
+        ("t4", None, True, "\u00e9 sorts after z", None),
+        ("t4", 7, False, "z", None),
     ]
     staged = protocol.Staged(Location.of(str(tmp_path)), "w1", "tag", ("word",), "parquet")
     schema = f"tag string, {EDGE} bigint, {GHOST} boolean, {ERR} string, {NOTE} string"
     frame = spark.createDataFrame(rows, schema)
-    frame.write.parquet(staged.staging.url)
+    frame.repartition(3).write.parquet(staged.staging.url)
+    assert len(list(Path(staged.staging.url).glob("part-*"))) >= 2
 
-    xors = protocol.read_back(spark, staged)
+    before = sql_executions(spark)
+    with spark_reads_back(spark) if reader == "spark" else contextlib.nullcontext():
+        xors = protocol.read_back(spark, staged)
     mask = (1 << 64) - 1
-    assert xors.xors == {"t1": (3 ^ -5 ^ 9 ^ 1) & mask, "t2": 0, "t3": 2}
-    assert xors.errors == {"t1": "a: first", "t3": "only"}
+    assert xors.xors == {"t1": (3 ^ -5 ^ 9 ^ 1) & mask, "t2": 0, "t3": 2, "t4": 7}
+    assert xors.errors == {"t1": "a: first", "t3": "only", "t4": "z"}
     assert xors.notes == {"t1": "note y"}
-    assert xors.rows == 3
+    assert xors.rows == 4
+    if reader == "driver":
+        assert sql_executions(spark) == before
+        return
+    assert sql_executions(spark) == before + 1
     plan = spark._jsparkSession.sharedState().statusStore().executionsList().last().physicalPlanDescription()
     scan = plan.index("Scan parquet")
     first = plan.rindex("Aggregate", 0, scan)  # the aggregate that reads the scan's rows

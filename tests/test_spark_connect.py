@@ -115,3 +115,14 @@ def test_command_with_remote(connect_url: str, moto_server: LocalDynamoDB, tmp_p
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["totals"]["acked"] == 2
     assert read_counts(tmp_path / "counts.csv") == plain_count(Path(p) for p in inputs)
+
+
+def test_read_backs_are_left_to_the_server(remote: Any, tmp_path: Path) -> None:
+    """Under Spark Connect the files are the server's: the client never reads staged
+    output itself (``driver_read``), even where it could see the folder."""
+    from xor_ack_dynamodb.spark.frame.driver_read import driver_files
+    from xor_ack_dynamodb.spark.output import Location
+
+    remote.range(3).write.parquet(str(tmp_path / "staged"))
+    assert list((tmp_path / "staged").glob("part-*"))
+    assert driver_files(remote, [Location.of(tmp_path / "staged")]) is None

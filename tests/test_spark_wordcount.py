@@ -4,6 +4,7 @@ separate Python processes: they reach it like any DynamoDB endpoint)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import sys
@@ -15,7 +16,15 @@ import boto3
 import pytest
 from conftest import unique_table
 from pyspark import cloudpickle
-from spark_helpers import CORPUS, corpus_files, plain_count, plain_count_replacing, read_counts
+from spark_helpers import (
+    CORPUS,
+    corpus_files,
+    plain_count,
+    plain_count_replacing,
+    read_counts,
+    spark_reads_back,
+    sql_executions,
+)
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.cli import main
@@ -238,6 +247,31 @@ def test_untracked_job_counts_the_same(spark: Any, api: str, tmp_path: Path) -> 
     report = run_wordcount(spark, find_inputs([CORPUS]), tmp_path, None, api=api)
     assert read_counts(tmp_path / "counts.csv") == plain_count(corpus_files())
     assert report.totals()["dynamodb_requests"] == 0
+
+
+@pytest.mark.parametrize("fail_rate", [0.0, 0.2])
+def test_the_frame_job_reads_its_counts_back_in_the_driver_or_in_spark_alike(
+    spark: Any, config: AckConfig, tmp_path: Path, fail_rate: float
+) -> None:
+    """Small staged output on a directory the driver sees is read back by the driver:
+    one Spark query per attempt, the tracked write. Read back by Spark (output on
+    ``s3://``, Spark Connect, or past ``spark.xorack.driverReadBytes``), each attempt's
+    read-back is a query, and so is the final count (started ahead while the driver
+    stamps when attempt 1 wrote no failure, made after the run otherwise). The counts
+    are exact either way."""
+    files = corpus_files()
+    queries = {}
+    for reader in ("driver", "spark"):
+        before = sql_executions(spark)
+        with spark_reads_back(spark) if reader == "spark" else contextlib.nullcontext():
+            report = run_wordcount(
+                spark, find_inputs([CORPUS]), tmp_path / reader, config, fail_rate=fail_rate, seed=7
+            )
+        queries[reader] = sql_executions(spark) - before
+        assert read_counts(tmp_path / reader / "counts.csv") == plain_count(files)
+        assert all(f.state == "acked" for f in report.files)
+    attempts = 2 if fail_rate else 1
+    assert queries == {"driver": attempts, "spark": 2 * attempts + 1}
 
 
 # -- the tracked-RDD API beyond the word count ----------------------------------------

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 from ...spark.frame import FrameAttempt, FrameTracking
 from ...spark.frame.columns import GHOST, with_tags
 from ...spark.frame.commit import STAGING, new_write_id
+from ...spark.frame.driver_read import codes, driver_batches, driver_files, kept
 from ...spark.frame.sources import TextRoot, nfc
 from ...spark.outcomes import RunReport
+from ...spark.output import Location
 from .words import FaultPlan, Options
 
 if TYPE_CHECKING:
@@ -78,6 +80,8 @@ class CountAhead:
         self._ahead: tuple[str, Future[Counter[str]]] | None = None
 
     def start(self, spark: SparkSession, staged: str) -> None:
+        if driver_files(spark, [Location.of(staged)]) is not None:
+            return  # the driver counts it in a fraction of a Spark query's time: see totals()
         # The query is built here, by the calling thread: the thread's one call into the
         # JVM then runs it while the caller stamps (building it there, call by call,
         # competed for the GIL with the stamps and started the job only after them).
@@ -159,8 +163,33 @@ def run_frame(
 
 def totals(spark: SparkSession, staged: Sequence[str], acked: Sequence[str] | None) -> Counter[str]:
     """Sum, per word, the rows staged under ``staged`` (of the chains ``acked`` only,
-    unless None: all), in Spark; only the distinct words come back (as Arrow)."""
-    return _counted(_totals_frame(spark, staged, acked))
+    unless None: all): in the driver when it can read them
+    (:mod:`~xor_ack_dynamodb.spark.frame.driver_read`), otherwise in Spark, where only
+    the distinct words come back (as Arrow)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    schema = pa.schema(
+        [("word", pa.string()), ("count", pa.int64()), (TAG_COLUMN, pa.string()), (GHOST, pa.bool_())]
+    )
+    batches = driver_batches(spark, [Location.of(url) for url in staged], schema)
+    if batches is None:
+        return _counted(_totals_frame(spark, staged, acked))
+    wanted = None if acked is None else set(acked)
+    counts: Counter[str] = Counter()
+    for batch in batches:
+        words, word = codes(batch.column("word"))
+        keep = kept(batch)
+        if wanted is not None:
+            tags, tag = codes(batch.column(TAG_COLUMN))
+            keep &= np.array([t in wanted for t in tags], dtype=bool)[tag]
+        sums = np.zeros(len(words), dtype=np.int64)
+        np.add.at(sums, word[keep], pc.fill_null(batch.column("count"), 0).to_numpy()[keep])
+        seen = np.zeros(len(words), dtype=bool)
+        seen[word[keep]] = True
+        counts.update({words[i]: int(sums[i]) for i in np.flatnonzero(seen).tolist()})
+    return counts
 
 
 def _totals_frame(spark: SparkSession, staged: Sequence[str], acked: Sequence[str] | None) -> DataFrame:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..output import Location, OutputRefused
 from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, by_chain, local_table, with_tags
+from .driver_read import chain_xors, driver_batches
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -132,10 +133,19 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], *, publish: bool =
 
 
 def read_back(spark: SparkSession, staged: Staged) -> ChainXors:
-    """Per chain, what the committed staged files hold (a column-pruned aggregation)."""
+    """Per chain, what the committed staged files hold: read by the driver when it sees
+    them and they are small (:mod:`.driver_read`), otherwise by a column-pruned
+    aggregation in Spark."""
+    import pyarrow as pa
     from pyspark.sql import functions as F
 
     tag = staged.tag_column
+    columns = pa.schema(
+        [(tag, pa.string()), (EDGE, pa.int64()), (GHOST, pa.bool_()), (ERR, pa.string()), (NOTE, pa.string())]
+    )
+    batches = driver_batches(spark, [staged.staging], columns)
+    if batches is not None:
+        return chain_xors(batches, tag)
     # Given the columns it needs, the reader neither infers a schema (a job of its own)
     # nor reads the user's columns.
     quoted = "`" + tag.replace("`", "``") + "`"

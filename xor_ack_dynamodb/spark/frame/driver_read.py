@@ -1,0 +1,174 @@
+"""Small committed output read back in the driver, with Arrow, instead of by a Spark query.
+
+After a tracked write commits, the driver reads what it wrote: what the write owes each
+chain (:func:`chain_xors`, for the stamps) and, in the word count, the totals. When the
+driver itself sees the files (a local or shared directory, a classic session) and they
+total at most ``spark.xorack.driverReadBytes`` (default :data:`DRIVER_READ_BYTES`; 0
+turns this off), they are read here with pyarrow's Parquet reader and aggregated
+vectorized. This reads the same files a Spark reader lists (a file whose name starts
+with ``_`` or ``.`` is not data) and gives the same result; it only saves a query's
+planning, code generation and scheduling: about a second of a 20-second word count on
+two cores. Larger output, ``s3://`` and Spark Connect (whose files are the server's) are
+read by Spark (:func:`driver_table` returns None).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..context import is_connect
+from ..output import Location
+from .columns import EDGE, ERR, GHOST, NOTE, ChainXors
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "DRIVER_READ_CONF",
+    "DRIVER_READ_BYTES",
+    "BATCH_ROWS",
+    "driver_files",
+    "driver_batches",
+    "chain_xors",
+]
+
+#: The Spark setting that bounds what the driver reads itself (bytes of Parquet files).
+DRIVER_READ_CONF = "spark.xorack.driverReadBytes"
+#: Its default: 16 MiB of Parquet files (the word count of 710 files stages 3.5 MB).
+DRIVER_READ_BYTES = 16 << 20
+#: Rows per batch the driver holds while it reads.
+BATCH_ROWS = 65536
+
+
+def _data_files(location: Location) -> list[Path] | None:
+    """The data files of a staged folder as Spark lists them (names starting with ``_``
+    or ``.`` are markers, checksums and temporary files), or None when the folder is
+    missing (Spark's reader raises) or has a subfolder (partitioned output: Spark's
+    reader decides what it holds)."""
+    folder = Path(location.url)
+    if not folder.is_dir():
+        return None
+    files = []
+    for entry in folder.iterdir():
+        if entry.name.startswith(("_", ".")) or entry.name.endswith("._COPYING_"):
+            continue  # as Spark's file index leaves them out
+        if not entry.is_file():
+            return None
+        files.append(entry)
+    return sorted(files)
+
+
+def driver_files(spark: SparkSession, locations: Sequence[Location]) -> list[str] | None:
+    """The data files of ``locations`` if the driver is to read them itself, or None
+    where Spark must read them (module doc)."""
+    if is_connect(spark) or any(loc.is_s3 for loc in locations):
+        return None
+    limit = int(spark.conf.get(DRIVER_READ_CONF, None) or DRIVER_READ_BYTES)
+    if limit <= 0:
+        return None
+    files: list[Path] = []
+    for location in locations:
+        found = _data_files(location)
+        if found is None:
+            return None
+        files.extend(found)
+    if sum(os.path.getsize(f) for f in files) > limit:
+        return None
+    return [str(f) for f in files]
+
+
+def driver_batches(
+    spark: SparkSession, locations: Sequence[Location], schema: pa.Schema
+) -> Iterator[pa.RecordBatch] | None:
+    """The rows of the Parquet files of ``locations``, ``schema``'s columns (a column a
+    file lacks is null, as with Spark's reader given a schema; a text column present
+    comes dictionary-encoded, see :func:`codes`), in batches of at most
+    :data:`BATCH_ROWS` read in the driver (it holds one batch at a time); or None where
+    Spark must read them (module doc)."""
+    files = driver_files(spark, locations)
+    return None if files is None else _batches(files, schema)
+
+
+def _batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # Text columns come dictionary-encoded, as Parquet stores them: a chain's tag once
+    # per file, not once per row (a third of the memory the driver's read otherwise takes).
+    text = [f.name for f in schema if pa.types.is_string(f.type)]
+    for path in files:
+        footer = pq.read_metadata(path)
+        present = set(footer.schema.to_arrow_schema().names)
+        handle = pq.ParquetFile(path, metadata=footer, read_dictionary=[n for n in text if n in present])
+        for batch in handle.iter_batches(BATCH_ROWS, columns=[n for n in schema.names if n in present]):
+            yield pa.RecordBatch.from_arrays(
+                [
+                    batch.column(f.name) if f.name in present else pa.nulls(batch.num_rows, f.type)
+                    for f in schema
+                ],
+                names=schema.names,
+            )
+
+
+def codes(column: pa.Array) -> tuple[list[Any], npt.NDArray[np.int64]]:
+    """``column`` as a list of its distinct values (null among them, if any) and, per
+    row, the index of its value in that list."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    encoded = column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)
+    values = encoded.dictionary.to_pylist()
+    indices = encoded.indices
+    if indices.null_count:
+        indices = pc.fill_null(indices, len(values))
+        values.append(None)
+    return values, np.asarray(indices.to_numpy(), dtype=np.int64)
+
+
+def kept(batch: pa.RecordBatch) -> npt.NDArray[np.bool_]:
+    """Per row: not a ghost (a null flag is not kept, as with Spark's ``where(~ghost)``)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.fill_null(pc.invert(batch.column(GHOST)), False).to_numpy(zero_copy_only=False))
+
+
+def chain_xors(batches: Iterable[pa.RecordBatch], tag: str) -> ChainXors:
+    """What the staged rows ``batches`` (columns ``tag``, edge, ghost, reason, note) owe
+    each chain, as :func:`~.commit.read_back` computes it in Spark: per tag, the XOR of
+    the edges (nulls ignored), the first reason and note by string order (UTF-8 bytes,
+    as Spark compares them), and the rows that are not ghosts."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    out = ChainXors()
+    xors: dict[str | None, int] = {}
+    for batch in batches:
+        names, chain = codes(batch.column(tag))
+        found = np.zeros(len(names), dtype=np.int64)
+        np.bitwise_xor.at(found, chain, pc.fill_null(batch.column(EDGE), 0).to_numpy())
+        for name, value in zip(names, found.tolist(), strict=True):
+            xors[name] = xors.get(name, 0) ^ value
+        for firsts, column in ((out.errors, ERR), (out.notes, NOTE)):
+            texts, text = codes(batch.column(column))
+            valid = np.array([t is not None for t in texts], dtype=bool)[text]
+            # One visit per distinct (chain, text) pair, not per row.
+            pairs = np.unique(chain[valid] * len(texts) + text[valid])
+            for pair in pairs.tolist():
+                name, first = names[pair // len(texts)], texts[pair % len(texts)]
+                if name not in firsts or _utf8(first) < _utf8(firsts[name]):
+                    firsts[name] = first
+        out.rows += int(np.count_nonzero(kept(batch)))
+    out.xors = {name: value % (1 << 64) for name, value in xors.items()}
+    return out
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
