@@ -89,6 +89,30 @@ def test_help_lists_commands_and_exit_codes() -> None:
     assert "WHOLE table" in listing.stdout and "exit codes:" in listing.stdout
 
 
+def test_the_console_script_exits_with_the_status_and_freezes_what_the_run_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``xor-ack`` is :func:`~xor_ack_dynamodb.cli.run`: the status of ``main`` is the
+    exit status (the subprocess tests here check each code through it), and the objects
+    left are frozen first, so the interpreter's exit does not collect them again."""
+    import gc
+    from importlib.metadata import entry_points
+
+    from xor_ack_dynamodb import cli
+
+    (script,) = entry_points(group="console_scripts", name="xor-ack")
+    assert script.value == "xor_ack_dynamodb.cli:run"
+    monkeypatch.setattr(cli, "main", lambda: 3)
+    gc.unfreeze()
+    try:
+        with pytest.raises(SystemExit) as exited:
+            cli.run()
+        assert exited.value.code == 3
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
 def test_table_create_then_describe(server: LocalDynamoDB) -> None:
     name = unique_table("cli-create")
     # Options after the subcommand...

@@ -7,13 +7,14 @@ its parser and sets ``func`` (taking the parsed arguments, returning the exit st
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 
 from . import ops, wordcount
 from .common import EXIT_CODES_HELP, add_global_options
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "run", "build_parser"]
 
 #: Modules that add subcommands, in the order ``--help`` lists them.
 SUBCOMMANDS = [wordcount, ops]
@@ -40,5 +41,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def run() -> None:
+    """The console script (``xor-ack``, ``python -m xor_ack_dynamodb``): :func:`main`,
+    then exit with its status. The objects the run leaves are frozen first
+    (:func:`gc.freeze`), so the interpreter's exit skips a last garbage collection over
+    all of them: a word count leaves about 200,000 (Spark's, moto's, botocore's), and
+    that collection took 0.5 to 0.7 s after the work was done. Every file the command
+    writes is closed before :func:`main` returns."""
+    status = main()
+    gc.freeze()
+    sys.exit(status)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()
