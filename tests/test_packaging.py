@@ -138,7 +138,7 @@ def test_the_wheel_holds_every_module_its_metadata_and_entry_points(dist: dict[s
     assert not any(r.startswith("pyspark") for r in cluster), "the cluster's own PySpark is used"
     assert "Typing :: Typed" in (metadata.get_all("Classifier") or [])
     assert metadata.get_all("Project-URL")
-    assert "xor-ack = xor_ack_dynamodb.cli:main" in entry_points
+    assert "xor-ack = xor_ack_dynamodb.cli:run" in entry_points
     assert "xor_ack_dynamodb = xor_ack_dynamodb.testing.plugin" in entry_points
     with tarfile.open(dist["sdist"]) as sdist:
         members = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
