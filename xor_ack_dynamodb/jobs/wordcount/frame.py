@@ -4,9 +4,12 @@ One chain per input file, created by the driver while the job runs and stamped o
 after the write committed: two requests per file, whatever its size; every per-word
 step stays in the JVM. Every attempt's rows (``word, count, xor_ack_tag``) stay staged
 under ``<parts>`` (``publish=False``); the final count aggregates the rows of the chains
-that ended acked. :class:`CountAhead` starts it as soon as attempt 1's write committed
-without a failure, so its Spark jobs run while the driver stamps; it is used only if
-every chain acked in attempt 1, and made again over the acked chains' rows otherwise.
+that ended acked: in the driver, with pyarrow, when it reads the staged Parquet itself
+(:mod:`~xor_ack_dynamodb.spark.frame.driver_read`: small, on a directory it sees, a
+classic session), otherwise in Spark, where :class:`CountAhead` starts it as soon as
+attempt 1's write committed without a failure, so its Spark jobs run while the driver
+stamps; it is used only if every chain acked in attempt 1, and made again over the
+acked chains' rows otherwise.
 
 See docs/wordcount.md and docs/spark.md, "The word count" (how the JVM's words agree
 with :func:`~xor_ack_dynamodb.jobs.wordcount.words.tokenize`).
@@ -73,7 +76,10 @@ class CountAhead:
     count's Spark jobs overlap the requests instead of following them. It is the final
     count only when every chain of the run acked in attempt 1 (the common case); then
     :func:`frame_counts` takes it, otherwise it counts again over the acked chains'
-    rows. Not started when the write already carries a failure (that chain cannot ack)."""
+    rows. Not started when the write already carries a failure (that chain cannot ack),
+    nor when the driver reads the staged rows itself: then it counts them after the
+    stamps in 0.1 to 0.2 s (710 files), and a Spark job beside the stamps would only
+    compete with them for the CPU."""
 
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
