@@ -9,7 +9,7 @@ vectorized. This reads the same files a Spark reader lists (a file whose name st
 with ``_`` or ``.`` is not data) and gives the same result; it only saves a query's
 planning, code generation and scheduling: about a second of a 20-second word count on
 two cores. Larger output, ``s3://`` and Spark Connect (whose files are the server's) are
-read by Spark (:func:`driver_table` returns None).
+read by Spark (:func:`driver_files` and :func:`driver_batches` return None).
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ __all__ = [
     "driver_files",
     "driver_batches",
     "chain_xors",
+    "codes",
+    "kept",
 ]
 
 #: The Spark setting that bounds what the driver reads itself (bytes of Parquet files).
@@ -100,7 +102,8 @@ def _batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.RecordBatch
     import pyarrow.parquet as pq
 
     # Text columns come dictionary-encoded, as Parquet stores them: a chain's tag once
-    # per file, not once per row (a third of the memory the driver's read otherwise takes).
+    # per file, not once per row. With batches, the word count's driver peaks at 264 MiB
+    # against 373 MiB reading its staged table whole, as strings (217 MiB without it).
     text = [f.name for f in schema if pa.types.is_string(f.type)]
     for path in files:
         footer = pq.read_metadata(path)
