@@ -46,7 +46,7 @@ def run() -> None:
     then exit with its status. The objects the run leaves are frozen first
     (:func:`gc.freeze`), so the interpreter's exit skips a last garbage collection over
     all of them: a word count leaves about 200,000 (Spark's, moto's, botocore's), and
-    that collection took 0.5 to 0.7 s after the work was done. Every file the command
+    that collection took 0.5 to 0.8 s after the work was done. Every file the command
     writes is closed before :func:`main` returns."""
     status = main()
     gc.freeze()
