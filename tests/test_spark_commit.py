@@ -234,13 +234,14 @@ def test_explode_leaves_its_source_array_behind(spark: Any, config: AckConfig, t
 
 @pytest.mark.parametrize("reader", ["driver", "spark"])
 def test_the_read_back_merges_each_chains_groups_without_sorting_the_rows(
-    spark: Any, tmp_path: Path, reader: str
+    spark: Any, tmp_path: Path, reader: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What a staged write owes each chain: the XOR of its rows' edges (nulls ignored),
     its first reason and first note (by string order: UTF-8 bytes), its rows of data.
     Read by the driver (small local output: no Spark query at all) or by Spark, the
     same; in Spark every staged row goes through a hash aggregate first (a string
     ``min`` over the rows would sort every one), and only its groups through the sort."""
+    from xor_ack_dynamodb.spark.frame import driver_read
     from xor_ack_dynamodb.spark.frame.columns import EDGE, ERR, GHOST, NOTE
     from xor_ack_dynamodb.spark.output import Location
 
@@ -255,6 +256,10 @@ def test_the_read_back_merges_each_chains_groups_without_sorting_the_rows(
         ("t3", 2, True, "only", None),
         ("t4", None, True, "\u00e9 sorts after z", None),
         ("t4", 7, False, "z", None),
+        # U+FF01 before U+1F600 in UTF-8 (Spark's order) and in code points; not in UTF-16.
+        ("t5", 1, True, "\U0001f600", None),
+        ("t5", 1, True, "\uff01", None),
+        (None, 4, None, None, None),
     ]
     staged = protocol.Staged(Location.of(str(tmp_path)), "w1", "tag", ("word",), "parquet")
     schema = f"tag string, {EDGE} bigint, {GHOST} boolean, {ERR} string, {NOTE} string"
@@ -263,11 +268,13 @@ def test_the_read_back_merges_each_chains_groups_without_sorting_the_rows(
     assert len(list(Path(staged.staging.url).glob("part-*"))) >= 2
 
     before = sql_executions(spark)
+    # Batches of 2 rows: the driver merges each chain across batches and files.
+    monkeypatch.setattr(driver_read, "BATCH_ROWS", 2)
     with spark_reads_back(spark) if reader == "spark" else contextlib.nullcontext():
         xors = protocol.read_back(spark, staged)
     mask = (1 << 64) - 1
-    assert xors.xors == {"t1": (3 ^ -5 ^ 9 ^ 1) & mask, "t2": 0, "t3": 2, "t4": 7}
-    assert xors.errors == {"t1": "a: first", "t3": "only", "t4": "z"}
+    assert xors.xors == {"t1": (3 ^ -5 ^ 9 ^ 1) & mask, "t2": 0, "t3": 2, "t4": 7, "t5": 0, None: 4}
+    assert xors.errors == {"t1": "a: first", "t3": "only", "t4": "z", "t5": "\uff01"}
     assert xors.notes == {"t1": "note y"}
     assert xors.rows == 4
     if reader == "driver":

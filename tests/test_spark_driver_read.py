@@ -1,21 +1,28 @@
 """The driver reads small committed output back itself (``spark/frame/driver_read.py``):
 the files Spark's reader lists, the same rows, up to ``spark.xorack.driverReadBytes``
-and Spark past it; never ``s3://``, a missing or partitioned folder (Spark decides)."""
+and Spark past it; never ``s3://``, a missing or partitioned folder (Spark decides);
+Spark reads what the driver fails to read."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
+from xor_ack_dynamodb import AckConfig
+from xor_ack_dynamodb.errors import InvalidConfig
+from xor_ack_dynamodb.spark import FrameTracking
+from xor_ack_dynamodb.spark.frame import driver_read
 from xor_ack_dynamodb.spark.frame.driver_read import (
     BATCH_ROWS,
     DRIVER_READ_BYTES,
     DRIVER_READ_CONF,
     driver_batches,
     driver_files,
+    driver_read_limit,
 )
 from xor_ack_dynamodb.spark.output import Location
 
@@ -34,8 +41,8 @@ def _written(spark: Any, folder: Path) -> list[Path]:
 
 
 @pytest.fixture
-def bound(spark: Any) -> Any:
-    def set_bound(value: int | None) -> None:
+def bound(spark: Any) -> Iterator[Callable[[int | str | None], None]]:
+    def set_bound(value: int | str | None) -> None:
         if value is None:
             spark.conf.unset(DRIVER_READ_CONF)
         else:
@@ -61,6 +68,18 @@ def test_the_driver_reads_up_to_the_bound_and_leaves_more_to_spark(
     assert driver_batches(spark, where, SCHEMA) is None
     bound(0)
     assert driver_files(spark, where) is None
+    bound("16m")  # as Spark writes sizes
+    assert driver_read_limit(spark) == 16 << 20 and driver_files(spark, where) == [str(p) for p in parts]
+    bound("512 KiB")
+    assert driver_read_limit(spark) == 512 << 10
+
+
+def test_a_bad_bound_is_refused_before_any_request(spark: Any, bound: Any) -> None:
+    bound("1.5m")
+    with pytest.raises(InvalidConfig, match="spark.xorack.driverReadBytes"):
+        driver_read_limit(spark)
+    with pytest.raises(InvalidConfig, match="spark.xorack.driverReadBytes"):
+        FrameTracking(spark, AckConfig(table="never-used", region="us-east-1"))
 
 
 def test_the_driver_reads_the_rows_spark_reads(spark: Any, tmp_path: Path) -> None:
@@ -82,10 +101,15 @@ def test_the_driver_reads_the_rows_spark_reads(spark: Any, tmp_path: Path) -> No
 
 
 def test_what_the_driver_leaves_to_spark(spark: Any, tmp_path: Path) -> None:
-    _written(spark, tmp_path / "staged")
+    parts = _written(spark, tmp_path / "staged")
+    (tmp_path / "staged" / "part-empty.parquet").write_bytes(b"")  # Spark lists no empty file
+    assert driver_files(spark, [Location.of(tmp_path / "staged")]) == [str(p) for p in parts]
+    (tmp_path / "staged" / "_k=v").write_bytes(b"x")  # data to Spark's rules (a "=" in a "_" name)
+    assert driver_files(spark, [Location.of(tmp_path / "staged")]) is None
+    _written(spark, tmp_path / "again")
     assert driver_files(spark, [Location.of(tmp_path / "missing")]) is None  # Spark raises
     assert driver_files(spark, [Location.of("s3://bucket/staged")]) is None
-    assert driver_files(spark, [Location.of(tmp_path / "staged"), Location.of(tmp_path / "missing")]) is None
+    assert driver_files(spark, [Location.of(tmp_path / "again"), Location.of(tmp_path / "missing")]) is None
     _written(spark, tmp_path / "partitioned" / "day=1")
     assert driver_files(spark, [Location.of(tmp_path / "partitioned")]) is None
     empty = tmp_path / "empty"
@@ -106,3 +130,62 @@ def test_the_driver_holds_one_batch_at_a_time(spark: Any, tmp_path: Path) -> Non
     assert batches is not None
     sizes = [b.num_rows for b in batches]
     assert sum(sizes) == rows and len(sizes) >= 2 and max(sizes) <= BATCH_ROWS
+
+
+def test_what_the_driver_fails_to_read_spark_reads(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file the driver cannot read (here a corrupt one, which Spark is told to skip)
+    is read by Spark: the driver's read raises before anything is stamped, and the
+    read-back runs Spark's query instead."""
+    from xor_ack_dynamodb.spark.frame import commit as protocol
+    from xor_ack_dynamodb.spark.frame.columns import EDGE, ERR, GHOST, NOTE
+
+    staged = protocol.Staged(Location.of(str(tmp_path)), "w1", "tag", ("word",), "parquet")
+    schema = f"tag string, {EDGE} bigint, {GHOST} boolean, {ERR} string, {NOTE} string"
+    spark.createDataFrame([("t1", 5, False, None, None)], schema).write.parquet(staged.staging.url)
+    (Path(staged.staging.url) / "part-99999-corrupt.parquet").write_bytes(b"PAR1 not really")
+    spark.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
+    try:
+        with caplog.at_level("WARNING", logger="xor_ack_dynamodb.spark"):
+            xors = protocol.read_back(spark, staged)
+    finally:
+        spark.conf.unset("spark.sql.files.ignoreCorruptFiles")
+    assert xors.xors == {"t1": 5} and xors.rows == 1
+    assert "the driver could not read" in caplog.text
+
+
+@pytest.mark.parametrize("acked", [None, ["t1", "t3"]])
+def test_the_word_counts_totals_are_the_same_read_by_the_driver_or_by_spark(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, acked: list[str] | None
+) -> None:
+    """The word count's final count over staged rows in several files and batches:
+    ghosts left out, only the acked chains' rows when some did not ack."""
+    from spark_helpers import spark_reads_back
+
+    from xor_ack_dynamodb.jobs.wordcount.frame import totals
+    from xor_ack_dynamodb.spark.frame.columns import GHOST
+
+    rows = [
+        ("a", 2, "t1", False),
+        ("b", 1, "t1", False),
+        ("a", 5, "t2", False),
+        ("c", 7, "t2", True),
+        ("a", 1, "t3", False),
+        ("\U0001f600", 3, "t3", False),
+        (None, 4, "t1", False),
+        ("b", 9, "t3", None),
+    ]
+    schema = f"word string, count bigint, xor_ack_tag string, {GHOST} boolean"
+    staged = [str(tmp_path / "w1"), str(tmp_path / "w2")]
+    spark.createDataFrame(rows[:4], schema).repartition(2).write.parquet(staged[0])
+    spark.createDataFrame(rows[4:], schema).write.parquet(staged[1])
+    monkeypatch.setattr(driver_read, "BATCH_ROWS", 2)
+    mine = totals(spark, staged, acked)
+    with spark_reads_back(spark):
+        theirs = totals(spark, staged, acked)
+    assert mine == theirs
+    if acked is None:
+        assert mine == {"a": 8, "b": 1, "\U0001f600": 3, None: 4}
+    else:
+        assert mine == {"a": 3, "b": 1, "\U0001f600": 3, None: 4}

@@ -10,6 +10,7 @@ import argparse
 import gc
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from . import ops, wordcount
 from .common import EXIT_CODES_HELP, add_global_options
@@ -41,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-def run() -> None:
+def run() -> NoReturn:
     """The console script (``xor-ack``, ``python -m xor_ack_dynamodb``): :func:`main`,
     then exit with its status. The objects the run leaves are frozen first
     (:func:`gc.freeze`), so the interpreter's exit skips a last garbage collection over

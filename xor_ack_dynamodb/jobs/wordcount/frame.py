@@ -17,8 +17,9 @@ with :func:`~xor_ack_dynamodb.jobs.wordcount.words.tokenize`).
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -26,18 +27,21 @@ from typing import TYPE_CHECKING, Any
 from ...spark.frame import FrameAttempt, FrameTracking
 from ...spark.frame.columns import GHOST, with_tags
 from ...spark.frame.commit import STAGING, new_write_id
-from ...spark.frame.driver_read import codes, driver_batches, driver_files, kept
+from ...spark.frame.driver_read import READ_ERRORS, codes, driver_batches, driver_files, kept
 from ...spark.frame.sources import TextRoot, nfc
 from ...spark.outcomes import RunReport
 from ...spark.output import Location
 from .words import FaultPlan, Options
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from ...config import AckConfig
 
 __all__ = ["CountAhead", "frame_job", "run_frame", "frame_counts", "plain_counts", "totals", "NOT_LETTERS"]
+
+log = logging.getLogger("xor_ack_dynamodb.wordcount")
 
 #: Java regex that splits words: a run of anything but Unicode letters.
 NOT_LETTERS = r"[^\p{L}]+"
@@ -172,29 +176,37 @@ def totals(spark: SparkSession, staged: Sequence[str], acked: Sequence[str] | No
     unless None: all): in the driver when it can read them
     (:mod:`~xor_ack_dynamodb.spark.frame.driver_read`), otherwise in Spark, where only
     the distinct words come back (as Arrow)."""
-    import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     schema = pa.schema(
         [("word", pa.string()), ("count", pa.int64()), (TAG_COLUMN, pa.string()), (GHOST, pa.bool_())]
     )
     batches = driver_batches(spark, [Location.of(url) for url in staged], schema)
-    if batches is None:
-        return _counted(_totals_frame(spark, staged, acked))
-    wanted = None if acked is None else set(acked)
+    if batches is not None:
+        try:
+            return _summed(batches, None if acked is None else set(acked))
+        except READ_ERRORS as exc:  # Spark's executors may read what the driver cannot
+            log.warning("the driver could not read the staged counts (%s): Spark reads them", exc)
+    return _counted(_totals_frame(spark, staged, acked))
+
+
+def _summed(batches: Iterable[pa.RecordBatch], acked: set[str] | None) -> Counter[str]:
+    """Per word, the sum of the counts of the rows that are not ghosts (of the ``acked``
+    chains only, unless None), vectorized per batch."""
+    import numpy as np
+    import pyarrow.compute as pc
+
     counts: Counter[str] = Counter()
     for batch in batches:
         words, word = codes(batch.column("word"))
         keep = kept(batch)
-        if wanted is not None:
+        if acked is not None:
             tags, tag = codes(batch.column(TAG_COLUMN))
-            keep &= np.array([t in wanted for t in tags], dtype=bool)[tag]
+            keep &= np.array([t in acked for t in tags], dtype=bool)[tag]
         sums = np.zeros(len(words), dtype=np.int64)
         np.add.at(sums, word[keep], pc.fill_null(batch.column("count"), 0).to_numpy()[keep])
-        seen = np.zeros(len(words), dtype=bool)
-        seen[word[keep]] = True
-        counts.update({words[i]: int(sums[i]) for i in np.flatnonzero(seen).tolist()})
+        for i in np.unique(word[keep]).tolist():
+            counts[words[i]] += int(sums[i])
     return counts
 
 

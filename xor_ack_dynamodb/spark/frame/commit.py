@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..output import Location, OutputRefused
 from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, by_chain, local_table, with_tags
-from .driver_read import chain_xors, driver_batches
+from .driver_read import READ_ERRORS, chain_xors, driver_batches
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -145,7 +145,10 @@ def read_back(spark: SparkSession, staged: Staged) -> ChainXors:
     )
     batches = driver_batches(spark, [staged.staging], columns)
     if batches is not None:
-        return chain_xors(batches, tag)
+        try:
+            return chain_xors(batches, tag)
+        except READ_ERRORS as exc:  # Spark's executors may read what the driver cannot
+            log.warning("the driver could not read %s (%s): Spark reads it", staged.staging.url, exc)
     # Given the columns it needs, the reader neither infers a schema (a job of its own)
     # nor reads the user's columns.
     quoted = "`" + tag.replace("`", "``") + "`"

@@ -5,11 +5,15 @@ chain (:func:`chain_xors`, for the stamps) and, in the word count, the totals. W
 driver itself sees the files (a local or shared directory, a classic session) and they
 total at most ``spark.xorack.driverReadBytes`` (default :data:`DRIVER_READ_BYTES`; 0
 turns this off), they are read here with pyarrow's Parquet reader and aggregated
-vectorized. This reads the same files a Spark reader lists (a file whose name starts
-with ``_`` or ``.`` is not data) and gives the same result; it only saves a query's
-planning, code generation and scheduling: about a second of a 20-second word count on
-two cores. Larger output, ``s3://`` and Spark Connect (whose files are the server's) are
-read by Spark (:func:`driver_files` and :func:`driver_batches` return None).
+vectorized. This reads the files a Spark reader lists (not a name starting with ``_``
+or ``.``, nor one ending ``._COPYING_``, nor an empty file) and gives the result Spark's
+query gives for the rows a tracked write stages (which always have an edge, a ghost
+flag, and a count in the word count); it only saves a query's planning, code generation
+and scheduling: about a second of a 20-second word count on two cores. Larger output,
+``s3://``, a folder with partition folders (a name holding ``=``) and Spark Connect
+(whose files are the server's) are read by Spark (:func:`driver_files` and
+:func:`driver_batches` return None), and so is output the driver fails to read (a file
+it may not open, a corrupt one: :data:`READ_ERRORS`, see :func:`~.commit.read_back`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...errors import InvalidConfig
 from ..context import is_connect
 from ..output import Location
 from .columns import EDGE, ERR, GHOST, NOTE, ChainXors
@@ -33,6 +38,8 @@ __all__ = [
     "DRIVER_READ_CONF",
     "DRIVER_READ_BYTES",
     "BATCH_ROWS",
+    "READ_ERRORS",
+    "driver_read_limit",
     "driver_files",
     "driver_batches",
     "chain_xors",
@@ -46,6 +53,24 @@ DRIVER_READ_CONF = "spark.xorack.driverReadBytes"
 DRIVER_READ_BYTES = 16 << 20
 #: Rows per batch the driver holds while it reads.
 BATCH_ROWS = 65536
+#: What a read in the driver may raise where Spark's executors could still read the
+#: files: the caller then has Spark read them (nothing was stamped yet).
+READ_ERRORS: tuple[type[Exception], ...] = (OSError, ValueError)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def driver_read_limit(spark: SparkSession) -> int:
+    """``spark.xorack.driverReadBytes`` in bytes, written as Spark writes sizes (``16m``,
+    ``512k``, ``1g``, or a number of bytes; 0 or less: the driver reads nothing).
+    :class:`InvalidConfig` for anything else (:class:`~.tracking.FrameTracking` checks
+    it when it is made, before any request)."""
+    import re
+
+    text = str(spark.conf.get(DRIVER_READ_CONF, None) or DRIVER_READ_BYTES).strip().lower()
+    found = re.fullmatch(r"(-?\d+)\s*([kmgt]?)(?:i?b)?", text)
+    if found is None:
+        raise InvalidConfig(f"{DRIVER_READ_CONF} must be a size such as 16m, 512k or 1048576, got {text!r}")
+    return int(found.group(1)) * _UNITS[found.group(2)]
 
 
 def _data_files(location: Location) -> list[Path] | None:
@@ -58,11 +83,14 @@ def _data_files(location: Location) -> list[Path] | None:
         return None
     files = []
     for entry in folder.iterdir():
+        if "=" in entry.name:
+            return None  # a partition folder, or a name Spark's rules treat apart
         if entry.name.startswith(("_", ".")) or entry.name.endswith("._COPYING_"):
             continue  # as Spark's file index leaves them out
         if not entry.is_file():
             return None
-        files.append(entry)
+        if entry.stat().st_size:  # Spark lists no empty file either
+            files.append(entry)
     return sorted(files)
 
 
@@ -71,7 +99,7 @@ def driver_files(spark: SparkSession, locations: Sequence[Location]) -> list[str
     where Spark must read them (module doc)."""
     if is_connect(spark) or any(loc.is_s3 for loc in locations):
         return None
-    limit = int(spark.conf.get(DRIVER_READ_CONF, None) or DRIVER_READ_BYTES)
+    limit = driver_read_limit(spark)
     if limit <= 0:
         return None
     files: list[Path] = []
@@ -102,37 +130,41 @@ def _batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.RecordBatch
     import pyarrow.parquet as pq
 
     # Text columns come dictionary-encoded, as Parquet stores them: a chain's tag once
-    # per file, not once per row. With batches, the word count's driver peaks at 264 MiB
+    # per file, not once per row. With batches, the word count's driver peaks at 262-264 MiB
     # against 373 MiB reading its staged table whole, as strings (217 MiB without it).
     text = [f.name for f in schema if pa.types.is_string(f.type)]
     for path in files:
         footer = pq.read_metadata(path)
         present = set(footer.schema.to_arrow_schema().names)
-        handle = pq.ParquetFile(path, metadata=footer, read_dictionary=[n for n in text if n in present])
-        for batch in handle.iter_batches(BATCH_ROWS, columns=[n for n in schema.names if n in present]):
-            yield pa.RecordBatch.from_arrays(
-                [
-                    batch.column(f.name) if f.name in present else pa.nulls(batch.num_rows, f.type)
-                    for f in schema
-                ],
-                names=schema.names,
-            )
+        dictionary = [n for n in text if n in present]
+        with pq.ParquetFile(path, metadata=footer, read_dictionary=dictionary) as handle:
+            for batch in handle.iter_batches(BATCH_ROWS, columns=[n for n in schema.names if n in present]):
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        batch.column(f.name) if f.name in present else pa.nulls(batch.num_rows, f.type)
+                        for f in schema
+                    ],
+                    names=schema.names,
+                )
 
 
-def codes(column: pa.Array) -> tuple[list[Any], npt.NDArray[np.int64]]:
-    """``column`` as a list of its distinct values (null among them, if any) and, per
-    row, the index of its value in that list."""
+def codes(column: pa.Array) -> tuple[list[Any], npt.NDArray[np.intp]]:
+    """``column`` as a list of the values its rows hold (null among them, if any) and,
+    per row, the index of its value in that list. (A dictionary-encoded column may carry
+    its row group's whole dictionary in every batch: only the values used are listed.)"""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     encoded = column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)
-    values = encoded.dictionary.to_pylist()
-    indices = encoded.indices
-    if indices.null_count:
-        indices = pc.fill_null(indices, len(values))
-        values.append(None)
-    return values, np.asarray(indices.to_numpy(), dtype=np.int64)
+    dictionary = encoded.dictionary
+    indices = np.asarray(pc.fill_null(encoded.indices, len(dictionary)).to_numpy(), dtype=np.int64)
+    used, rows = np.unique(indices, return_inverse=True)
+    inside = used[used < len(dictionary)]
+    values = dictionary.take(pa.array(inside, pa.int64())).to_pylist()
+    if len(inside) < len(used):
+        values.append(None)  # a null row (its index is past the dictionary's end)
+    return values, rows
 
 
 def kept(batch: pa.RecordBatch) -> npt.NDArray[np.bool_]:
@@ -166,12 +198,9 @@ def chain_xors(batches: Iterable[pa.RecordBatch], tag: str) -> ChainXors:
             pairs = np.unique(chain[valid] * len(texts) + text[valid])
             for pair in pairs.tolist():
                 name, first = names[pair // len(texts)], texts[pair % len(texts)]
-                if name not in firsts or _utf8(first) < _utf8(firsts[name]):
+                # Code point order, which is UTF-8's byte order: the order Spark's min uses.
+                if name not in firsts or first < firsts[name]:
                     firsts[name] = first
         out.rows += int(np.count_nonzero(kept(batch)))
     out.xors = {name: value % (1 << 64) for name, value in xors.items()}
     return out
-
-
-def _utf8(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")

@@ -21,6 +21,7 @@ from ..output import Location
 from . import commit as protocol
 from .attempt import Commit, FrameAttempt, FrameJob
 from .columns import to_signed, with_tags
+from .driver_read import driver_read_limit
 from .tracked import TrackedFrame
 
 if TYPE_CHECKING:
@@ -98,6 +99,8 @@ class FrameTracking(Driver):
             threads=threads,
             edge_key=edge_key,
         )
+        if not is_connect(spark):
+            driver_read_limit(spark)  # a bad spark.xorack.driverReadBytes fails here, before any request
         self.spark = spark
         self.transactions = transactions
         self.run_key = to_signed(int.from_bytes(self.edges.key[:8], "big"))
