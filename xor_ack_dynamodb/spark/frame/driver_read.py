@@ -130,7 +130,7 @@ def _batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.RecordBatch
     import pyarrow.parquet as pq
 
     # Text columns come dictionary-encoded, as Parquet stores them: a chain's tag once
-    # per file, not once per row. With batches, the word count's driver peaks at 262-264 MiB
+    # per file, not once per row. With batches, the word count's driver peaks at 262 to 278 MiB
     # against 373 MiB reading its staged table whole, as strings (217 MiB without it).
     text = [f.name for f in schema if pa.types.is_string(f.type)]
     for path in files:
