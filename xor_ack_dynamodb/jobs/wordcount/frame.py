@@ -17,7 +17,6 @@ with :func:`~xor_ack_dynamodb.jobs.wordcount.words.tokenize`).
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ...spark.frame import FrameAttempt, FrameTracking
 from ...spark.frame.columns import GHOST, with_tags
 from ...spark.frame.commit import STAGING, new_write_id
-from ...spark.frame.driver_read import READ_ERRORS, codes, driver_batches, driver_files, kept
+from ...spark.frame.driver_read import codes, driver_files, in_driver, kept
 from ...spark.frame.sources import TextRoot, nfc
 from ...spark.outcomes import RunReport
 from ...spark.output import Location
@@ -40,8 +39,6 @@ if TYPE_CHECKING:
     from ...config import AckConfig
 
 __all__ = ["CountAhead", "frame_job", "run_frame", "frame_counts", "plain_counts", "totals", "NOT_LETTERS"]
-
-log = logging.getLogger("xor_ack_dynamodb.wordcount")
 
 #: Java regex that splits words: a run of anything but Unicode letters.
 NOT_LETTERS = r"[^\p{L}]+"
@@ -181,13 +178,9 @@ def totals(spark: SparkSession, staged: Sequence[str], acked: Sequence[str] | No
     schema = pa.schema(
         [("word", pa.string()), ("count", pa.int64()), (TAG_COLUMN, pa.string()), (GHOST, pa.bool_())]
     )
-    batches = driver_batches(spark, [Location.of(url) for url in staged], schema)
-    if batches is not None:
-        try:
-            return _summed(batches, None if acked is None else set(acked))
-        except READ_ERRORS as exc:  # Spark's executors may read what the driver cannot
-            log.warning("the driver could not read the staged counts (%s): Spark reads them", exc)
-    return _counted(_totals_frame(spark, staged, acked))
+    wanted = None if acked is None else set(acked)
+    found = in_driver(spark, [Location.of(url) for url in staged], schema, partial(_summed, acked=wanted))
+    return found if found is not None else _counted(_totals_frame(spark, staged, acked))
 
 
 def _summed(batches: Iterable[pa.RecordBatch], acked: set[str] | None) -> Counter[str]:

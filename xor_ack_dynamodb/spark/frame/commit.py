@@ -23,11 +23,12 @@ import logging
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..output import Location, OutputRefused
 from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, by_chain, local_table, with_tags
-from .driver_read import READ_ERRORS, chain_xors, driver_batches
+from .driver_read import chain_xors, in_driver
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -143,12 +144,9 @@ def read_back(spark: SparkSession, staged: Staged) -> ChainXors:
     columns = pa.schema(
         [(tag, pa.string()), (EDGE, pa.int64()), (GHOST, pa.bool_()), (ERR, pa.string()), (NOTE, pa.string())]
     )
-    batches = driver_batches(spark, [staged.staging], columns)
-    if batches is not None:
-        try:
-            return chain_xors(batches, tag)
-        except READ_ERRORS as exc:  # Spark's executors may read what the driver cannot
-            log.warning("the driver could not read %s (%s): Spark reads it", staged.staging.url, exc)
+    owed = in_driver(spark, [staged.staging], columns, partial(chain_xors, tag=tag))
+    if owed is not None:
+        return owed
     # Given the columns it needs, the reader neither infers a schema (a job of its own)
     # nor reads the user's columns.
     quoted = "`" + tag.replace("`", "``") + "`"

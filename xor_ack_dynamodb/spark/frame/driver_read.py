@@ -13,15 +13,16 @@ and scheduling: about a second of a 20-second word count on two cores. Larger ou
 ``s3://``, a folder with partition folders (a name holding ``=``) and Spark Connect
 (whose files are the server's) are read by Spark (:func:`driver_files` and
 :func:`driver_batches` return None), and so is output the driver fails to read (a file
-it may not open, a corrupt one: :data:`READ_ERRORS`, see :func:`~.commit.read_back`).
+it may not open, a corrupt one: :data:`READ_ERRORS`, see :func:`in_driver`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...errors import InvalidConfig
 from ..context import is_connect
@@ -42,10 +43,15 @@ __all__ = [
     "driver_read_limit",
     "driver_files",
     "driver_batches",
+    "in_driver",
     "chain_xors",
     "codes",
     "kept",
 ]
+
+log = logging.getLogger("xor_ack_dynamodb.spark")
+
+T = TypeVar("T")
 
 #: The Spark setting that bounds what the driver reads itself (bytes of Parquet files).
 DRIVER_READ_CONF = "spark.xorack.driverReadBytes"
@@ -123,6 +129,28 @@ def driver_batches(
     Spark must read them (module doc)."""
     files = driver_files(spark, locations)
     return None if files is None else _batches(files, schema)
+
+
+def in_driver(
+    spark: SparkSession,
+    locations: Sequence[Location],
+    schema: pa.Schema,
+    aggregate: Callable[[Iterator[pa.RecordBatch]], T],
+) -> T | None:
+    """``aggregate`` of the rows of ``locations`` (:func:`driver_batches`) when the driver
+    reads them itself; None where Spark must read them: the cases of the module doc, and
+    output the driver fails to read (:data:`READ_ERRORS`, logged as a warning), which
+    Spark's executors may still read. ``aggregate`` must build its result afresh and
+    touch nothing else (it is abandoned on such a failure)."""
+    batches = driver_batches(spark, locations, schema)
+    if batches is None:
+        return None
+    try:
+        return aggregate(batches)
+    except READ_ERRORS as exc:
+        where = ", ".join(location.url for location in locations)
+        log.warning("the driver could not read %s (%s): Spark reads it", where, exc)
+        return None
 
 
 def _batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
