@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test reliability mutations bench bench-fanout bench-spark bench-wordcount lint docs dist clean dynalite dynamodb-local unasync
+.PHONY: setup demo test test-main test-async test-lowest reliability mutations bench bench-fanout bench-spark bench-wordcount lint docs dist clean dynalite dynamodb-local unasync
 
 # --no-compile: Python compiles what it imports when it first imports it; byte-compiling
 # every installed module up front (PySpark's thousands) took a third of the install.
@@ -48,9 +48,58 @@ $(DYNAMODB_LOCAL):
 
 dynamodb-local: $(DYNAMODB_LOCAL)
 
-# The static checks and the API reference's build, then the whole test suite (what CI runs).
-test: lint docs dynalite dynamodb-local
-	$(PY) -m pytest
+# The static checks, the API reference's build, then the three test legs (what CI runs):
+# - test-main: the package as `pip install '.[local,spark]'` resolves it today (the newest
+#   releases within the declared bounds), every test but the asyncio tracker's;
+# - test-async: the asyncio tracker's tests, in a venv of their own with aiobotocore, which
+#   holds botocore to an older window than the rest of the package needs;
+# - test-lowest: the declared minimums (boto3, tenacity, moto: uv's lowest-direct
+#   resolution) on the core, serverless and docs-example tests.
+test: lint docs test-main test-async test-lowest
+
+test-main: $(STAMP) dynalite dynamodb-local
+	$(PY) -m pytest -m "not aio"
+
+VENV_ASYNC := .venv-async
+ASYNC_STAMP := $(VENV_ASYNC)/.installed
+
+$(ASYNC_STAMP): pyproject.toml
+	rm -rf $(VENV_ASYNC)
+	$(PYTHON) -m venv $(VENV_ASYNC)
+	$(VENV_ASYNC)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_ASYNC)/bin/python -m pip install --quiet --no-compile -e '.[async,local,test-base]'
+	touch $(ASYNC_STAMP)
+
+ASYNC_TESTS := tests/test_aio.py tests/test_aio_clients.py tests/test_aio_plugin.py tests/test_batch.py \
+	tests/test_config.py tests/contract tests/test_docs_examples.py
+
+test-async: $(ASYNC_STAMP) dynalite dynamodb-local
+	$(VENV_ASYNC)/bin/python -m pytest -m aio -p no:cacheprovider $(ASYNC_TESTS)
+
+VENV_LOWEST := .venv-lowest
+LOWEST_STAMP := $(VENV_LOWEST)/.installed
+
+# The package's own dependencies at their declared minimums (uv's lowest-direct: the
+# direct dependencies at their lowest bound, what they need at its newest), then the test
+# runner beside them (uv keeps what is already installed and satisfies it).
+$(LOWEST_STAMP): pyproject.toml $(STAMP)
+	rm -rf $(VENV_LOWEST)
+	$(PYTHON) -m venv $(VENV_LOWEST)
+	$(VENV)/bin/uv pip install --quiet --python $(VENV_LOWEST)/bin/python --resolution lowest-direct -e '.[local]'
+	$(VENV)/bin/uv pip install --quiet --python $(VENV_LOWEST)/bin/python -e '.[local,test-base]'
+	$(VENV_LOWEST)/bin/python -m pip list 2>/dev/null | grep -iE '^(boto3|botocore|tenacity|moto) ' || true
+	touch $(LOWEST_STAMP)
+
+LOWEST_TESTS := tests/contract tests/test_memory.py tests/test_dynamodb.py tests/test_dynamodb_server.py \
+	tests/test_ddblocal.py tests/test_stamps.py tests/test_table.py tests/test_trims.py tests/test_errors.py \
+	tests/test_guards.py tests/test_core_regressions.py tests/test_once_history.py tests/test_once_node.py \
+	tests/test_once_regressions.py tests/test_batch.py tests/test_clients.py tests/test_config.py \
+	tests/test_moto_transactions.py tests/test_item_budget.py tests/test_combiner.py \
+	tests/test_serverless.py tests/test_serverless_completion.py tests/test_serverless_envelope.py \
+	tests/test_serverless_redelivery.py tests/test_sqs_events.py tests/test_docs_examples.py
+
+test-lowest: $(LOWEST_STAMP) dynalite dynamodb-local
+	$(VENV_LOWEST)/bin/python -m pytest -m "not aio and not spark" -p no:cacheprovider $(LOWEST_TESTS)
 
 # Fault injection, process kills, the hot chain, property tests and bad input, at full
 # size, then one table of figures.
@@ -132,4 +181,4 @@ dist: $(STAMP)
 	$(VENV)/bin/twine check --strict dist/*
 
 clean:
-	rm -rf $(VENV) .dynalite .dynamodb-local out build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV_ASYNC) $(VENV_LOWEST) .dynalite .dynamodb-local out build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

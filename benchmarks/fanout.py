@@ -268,11 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         if args.dynamodb == "inproc":
-            runs(
-                boto3.client("dynamodb", region_name="us-east-1"),
-                boto3.client("dynamodbstreams", region_name="us-east-1"),
-                sqs,
-            )
+            from xor_ack_dynamodb.serverless import streams_client
+
+            dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+            runs(dynamodb, streams_client(dynamodb), sqs)
         else:
             from xor_ack_dynamodb import DynamoDBLocal
             from xor_ack_dynamodb.stores.dynamodb.clients import aws_client

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aiobotocore.awsrequest import AioAWSResponse
 from botocore.compat import HTTPHeaders
 from scripted import Script, _Step
 
@@ -55,4 +54,6 @@ class AsyncScript(Script):
         return self._act(step, request)
 
     def _response(self, url: str, status: int, headers: HTTPHeaders, body: bytes) -> Any:
+        from aiobotocore.awsrequest import AioAWSResponse  # the async leg's venv alone has it
+
         return AioAWSResponse(url, status, headers, _AsyncRaw(body))

@@ -5,6 +5,7 @@ gets wrong."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import itertools
 import os
 import shutil
@@ -20,6 +21,37 @@ from reliability.dynalite import Dynalite
 from xor_ack_dynamodb import DynamoDBLocal, LocalDynamoDB, XorAckDynamoDB, errors
 
 _names = itertools.count()
+
+#: Whether this venv has aiobotocore: the async test leg's does (Makefile's test-async,
+#: with aiobotocore's pins), the main leg's does not (the newest botocore, as users get).
+HAS_AIOBOTOCORE = importlib.util.find_spec("aiobotocore") is not None
+#: The modules that test the asyncio tracker alone; the other modules' asyncio cases are
+#: their parameters named ``async...`` (see :func:`pytest_collection_modifyitems`).
+AIO_MODULES = ("test_aio.py", "test_aio_clients.py", "test_aio_plugin.py")
+collect_ignore = [] if HAS_AIOBOTOCORE else list(AIO_MODULES)
+#: The documentation pages whose examples (tests/test_docs_examples.py) need the asyncio
+#: tracker's aiobotocore, and those that need PySpark.
+ASYNC_PAGES = ("docs/async.md",)
+SPARK_PAGES = ("docs/spark.md", "docs/wordcount.md")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if HAS_AIOBOTOCORE:
+        return "asyncio tests: collected (aiobotocore is installed; the async leg selects them with -m aio)"
+    return "asyncio tests: not collected here (no aiobotocore): they run in `make test-async`"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``aio`` every test of the asyncio tracker: those of :data:`AIO_MODULES`, the
+    cases of other modules whose id names the ``async`` kind or backend (``async-server``)
+    and the examples of :data:`ASYNC_PAGES`; mark ``spark`` those of :data:`SPARK_PAGES`."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        case = callspec.id if callspec is not None else ""
+        if item.path.name in AIO_MODULES or "async" in case.split("-") or case.startswith(ASYNC_PAGES):
+            item.add_marker(pytest.mark.aio)
+        if case.startswith(SPARK_PAGES):
+            item.add_marker(pytest.mark.spark)
 
 #: The JVMs the suite starts (Spark drivers, executors and standalone clusters, the Spark
 #: Connect server, DynamoDB Local) live for seconds to minutes on small data: HotSpot's

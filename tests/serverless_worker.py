@@ -30,7 +30,7 @@ def stream() -> None:
     pipeline = fn.pipeline()
     tracker = pipeline.tracker
     poller = StreamPoller.for_table(
-        tracker.client, pipeline.client("dynamodbstreams"), tracker.table, fn.on_chain_stream
+        tracker.client, None, tracker.table, fn.on_chain_stream
     )
     print(json.dumps({"ready": True}), flush=True)
     while not stopped():

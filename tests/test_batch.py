@@ -19,7 +19,7 @@ import pytest
 from aio_helpers import Blocking, LoopThread
 from aio_scripted import AsyncScript
 from botocore.config import Config
-from conftest import Clock, unique_table
+from conftest import HAS_AIOBOTOCORE, Clock, unique_table
 from scripted import Script
 
 from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, StampSpec, XorAckDynamoDB, errors
@@ -27,7 +27,8 @@ from xor_ack_dynamodb.aio import AsyncMemoryAck, AsyncXorAckDynamoDB, async_dyna
 from xor_ack_dynamodb.retry import RetryPolicy
 
 BACKENDS = ["memory", "inproc", "server", "dynalite", "ddblocal"]
-ASYNC_BACKENDS = ["async-memory", "async-server", "async-dynalite", "async-ddblocal"]
+#: Run in the async test leg alone (Makefile's test-async: its venv has aiobotocore).
+ASYNC_BACKENDS = ["async-memory", "async-server", "async-dynalite", "async-ddblocal"] if HAS_AIOBOTOCORE else []
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +163,7 @@ def test_a_transaction_whose_response_is_lost_is_applied_once(moto_server: Local
 
 
 @pytest.mark.server
+@pytest.mark.aio
 def test_an_async_transaction_whose_response_is_lost_is_applied_once(moto_server: LocalDynamoDB) -> None:
     """The same on the asyncio tracker: its batch retry (tenacity's ``AsyncRetrying``)
     reads every chain again and applies none twice."""

@@ -41,6 +41,7 @@ from xor_ack_dynamodb.serverless import (
     op_id,
     owner_for,
     read_change,
+    streams_client,
 )
 from xor_ack_dynamodb.serverless.envelope import MalformedEnvelope
 from xor_ack_dynamodb.stores.dynamodb.clients import aws_client
@@ -86,7 +87,7 @@ def aws(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
         sqs, s3 = boto3.client("sqs", region_name=REGION), boto3.client("s3", region_name=REGION)
         if request.param == "inproc":
             dynamodb = boto3.client("dynamodb", region_name=REGION)
-            yield Aws("inproc", dynamodb, boto3.client("dynamodbstreams", region_name=REGION), sqs, s3)
+            yield Aws("inproc", dynamodb, streams_client(dynamodb), sqs, s3)
             return
         server = request.getfixturevalue("ddblocal")
         # The CLI signs with the environment's keys: DynamoDB Local keeps one database per key.
@@ -468,8 +469,8 @@ def test_a_batch_publishes_its_metrics_as_emf(
 ) -> None:
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "wordcount")
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
-    clients = (boto3.client(s, region_name=REGION) for s in ("dynamodb", "dynamodbstreams", "sqs", "s3"))
-    aws = Aws("inproc", *clients)
+    dynamodb, sqs, s3 = (boto3.client(s, region_name=REGION) for s in ("dynamodb", "sqs", "s3"))
+    aws = Aws("inproc", dynamodb, streams_client(dynamodb), sqs, s3)
     fired: list[Completion] = []
     pipeline, queue = pipeline_on(aws, "sum", fired, max_receives=2, metrics_namespace="pipelines")
     pipeline.start("m", children=["ok", "bad", "ok too"])

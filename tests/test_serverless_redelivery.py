@@ -33,7 +33,7 @@ from moto import mock_aws
 from serverless_helpers import example
 
 from xor_ack_dynamodb import XorAckDynamoDB
-from xor_ack_dynamodb.serverless import Context, Pipeline, decode_record
+from xor_ack_dynamodb.serverless import Context, Pipeline, decode_record, streams_client
 from xor_ack_dynamodb.serverless.starts import start
 
 REGION = "us-east-1"
@@ -293,7 +293,7 @@ def test_a_fan_out_with_every_message_delivered_twice_ends_exact(mode: str) -> N
 
     with mock_aws():
         client = boto3.client("dynamodb", region_name=REGION)
-        streams = boto3.client("dynamodbstreams", region_name=REGION)
+        streams = streams_client(client)
         sqs = boto3.client("sqs", region_name=REGION)
         result = run(
             client, streams, sqs, mode=mode, delivery="twice+late", objects=1, children=60, late=0.25

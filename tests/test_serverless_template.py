@@ -271,7 +271,7 @@ def test_the_example_runs_on_the_stacks_resources(stack: Stack, monkeypatch: pyt
         return fn.on_chain_stream({"Records": filtered(stack, event["Records"])}, context)
 
     poller = StreamPoller.for_table(
-        dynamodb, stack.client("dynamodbstreams"), stack.resources["Chains"], completion_function, twice=True
+        dynamodb, None, stack.resources["Chains"], completion_function, twice=True
     )
     poller.drain()
     reader = fn.pipeline().item_reader()

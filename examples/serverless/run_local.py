@@ -177,12 +177,9 @@ def main(argv: list[str]) -> int:
 def stream_poller(dynamodb: Any, table: str, handler: Any, *, twice: bool = False) -> Any:
     """Lambda's event source on the table's stream, locally (``twice``: every batch
     handed over twice)."""
-    import boto3
-
     from xor_ack_dynamodb.serverless import StreamPoller
 
-    streams = boto3.client("dynamodbstreams", region_name=dynamodb.meta.region_name)
-    return StreamPoller.for_table(dynamodb, streams, table, handler, twice=twice)
+    return StreamPoller.for_table(dynamodb, None, table, handler, twice=twice)  # None: a client beside dynamodb
 
 
 def report(pipeline: Any, tags: list[str], work: int, completions: int, stream: Any) -> None:

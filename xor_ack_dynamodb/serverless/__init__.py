@@ -51,7 +51,7 @@ from .errors import (
 )
 from .metrics import METRICS, MetricsPublisher
 from .pipeline import Pipeline, PipelineConfig
-from .poller import StreamPoller
+from .poller import StreamPoller, streams_client
 from .records import CHAIN_OVER, PERMANENT, Handler, Outcome, process_record
 from .replay import Unfinished, scan_unfinished, unfinished, unfinished_objects
 from .sending import ChildrenNotSent
@@ -116,6 +116,7 @@ __all__ = [
     "scan_unfinished",
     "start",
     "start_edge",
+    "streams_client",
     "unfinished",
     "unfinished_objects",
 ]

@@ -376,12 +376,14 @@ class Pipeline:
     def stream_poller(self, streams: Any = None, **options: Any) -> StreamPoller:
         """A :class:`~xor_ack_dynamodb.serverless.poller.StreamPoller` of the tracker's
         table feeding :meth:`process_chain_stream` (``streams``: a ``dynamodbstreams``
-        client, default the pipeline's; ``options``: the poller's)."""
+        client, default one beside the tracker's DynamoDB client, from its region, endpoint
+        and credentials: :func:`~xor_ack_dynamodb.serverless.poller.streams_client`;
+        ``options``: the poller's)."""
         table: str = getattr(self.tracker, "table", "")
         client = getattr(self.tracker, "client", None)
         if not table or client is None:
             raise InvalidConfig(f"a {type(self.tracker).__name__} has no stream to poll")
-        streams = streams if streams is not None else self.client("dynamodbstreams")
+        streams = streams if streams is not None else self._clients.get("dynamodbstreams")
         return StreamPoller.for_table(client, streams, table, self.process_chain_stream, **options)
 
     def publish_metrics(self) -> dict[str, int]:

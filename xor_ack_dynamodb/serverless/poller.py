@@ -17,11 +17,15 @@ import base64
 import datetime
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import InvalidConfig
 from ..stats import RequestStats
 
-__all__ = ["StreamPoller", "lambda_record"]
+__all__ = ["StreamPoller", "lambda_record", "streams_client"]
+
+#: The host suffixes of AWS's own endpoints (the standard, China and dual-stack partitions).
+_AWS_HOSTS = (".amazonaws.com", ".amazonaws.com.cn", ".api.aws")
 
 StreamHandler = Callable[[dict[str, Any], Any], Any]
 
@@ -44,12 +48,52 @@ def lambda_record(record: Mapping[str, Any], stream_arn: str) -> dict[str, Any]:
     return {"eventSource": "aws:dynamodb", **_json_safe(dict(record)), "eventSourceARN": stream_arn}
 
 
+def streams_client(dynamodb: Any) -> Any:
+    """A DynamoDB Streams client beside the boto3 DynamoDB client ``dynamodb``: its
+    region, credentials and botocore settings, and
+
+    - on a local endpoint (a moto server, DynamoDB Local), that same endpoint, which
+      serves both APIs;
+    - on AWS's own endpoint, the regional streams endpoint
+      (``streams.dynamodb.<region>.amazonaws.com``). botocore 1.44 and later resolve a
+      streams call to an endpoint named after the stream ARN's account
+      (``<account>.streams-ddb.<region>.amazonaws.com``); AWS serves both, and moto's
+      in-process mock (``mock_aws``) only the regional one, so this one client works on
+      AWS and under ``mock_aws`` alike, with no setting to know.
+
+    A streams client you build yourself is used as it is."""
+    import boto3
+
+    meta = dynamodb.meta
+    endpoint: str | None = meta.endpoint_url
+    config = meta.config
+    if endpoint is None or (urlsplit(endpoint).hostname or "").endswith(_AWS_HOSTS):
+        endpoint = None
+        from botocore.config import Config
+
+        if "account_id_endpoint_mode" in Config.OPTION_DEFAULTS:  # botocore >= 1.35
+            config = config.merge(Config(account_id_endpoint_mode="disabled"))
+    get = getattr(dynamodb, "_get_credentials", None)  # deferred credentials, botocore >= 1.35
+    credentials = get() if get is not None else dynamodb._request_signer._credentials
+    keys: dict[str, Any] = {}
+    if credentials is not None:
+        frozen = credentials.get_frozen_credentials()
+        keys = {
+            "aws_access_key_id": frozen.access_key,
+            "aws_secret_access_key": frozen.secret_key,
+            "aws_session_token": frozen.token,
+        }
+    return boto3.session.Session(region_name=meta.region_name, **keys).client(
+        "dynamodbstreams", endpoint_url=endpoint, config=config
+    )
+
+
 class StreamPoller:
     """Reads ``stream_arn`` and calls ``handler(event, None)`` per batch of at most
     ``batch_size`` records. ``start``: ``TRIM_HORIZON`` (every record the stream holds,
     Lambda's usual choice) or ``LATEST``. ``twice``: hand every batch to the handler
     twice (at-least-once delivery, as a retried batch gets; the second answer counts).
-    ``streams`` is a boto3 ``dynamodbstreams`` client."""
+    ``streams`` is a boto3 ``dynamodbstreams`` client (see :func:`streams_client`)."""
 
     def __init__(
         self,
@@ -76,7 +120,8 @@ class StreamPoller:
     def for_table(
         cls, dynamodb: Any, streams: Any, table: str, handler: StreamHandler, **options: Any
     ) -> StreamPoller:
-        """The poller of ``table``'s stream (``dynamodb``: a boto3 DynamoDB client).
+        """The poller of ``table``'s stream (``dynamodb``: a boto3 DynamoDB client;
+        ``streams``: a ``dynamodbstreams`` client, or None for :func:`streams_client`'s).
         Raises :class:`InvalidConfig` when the table has no stream (create it with
         ``create_table(stream=True)``; dynalite has none at all)."""
         description = dynamodb.describe_table(TableName=table)["Table"]
@@ -86,7 +131,7 @@ class StreamPoller:
                 f"table {table!r} has no stream: create it with create_table(stream=True) "
                 "(moto and DynamoDB Local serve streams; dynalite does not)"
             )
-        return cls(streams, str(arn), handler, **options)
+        return cls(streams if streams is not None else streams_client(dynamodb), str(arn), handler, **options)
 
     def _shards(self) -> list[dict[str, Any]]:
         shards: list[dict[str, Any]] = []
