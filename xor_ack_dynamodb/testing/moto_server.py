@@ -159,27 +159,30 @@ def _measure_items_once() -> None:
     Item.__init__ = __init__  # type: ignore[method-assign]
 
 
-def _serial_moto_server(host: str, port: int) -> Any:
-    """A ``ThreadedMotoServer`` that handles one request at a time.
+class _SerialServer:
+    """moto's DynamoDB (and every other service it serves) on a werkzeug server in a
+    daemon thread, handling one request at a time.
 
     moto checks a ConditionExpression and applies the update in two steps with no lock,
     so two threads of its server can both pass the same condition and one write is
     lost (measured: 82 "successful" conditional increments left the counter at 72).
     DynamoDB makes each conditional write atomic; serializing requests restores that.
+
+    Built on what every moto 5 release has (``DomainDispatcherApplication``,
+    ``create_backend_app``) and werkzeug's server, not on ``ThreadedMotoServer``'s
+    internals, which changed between releases (the declared minimum, moto 5.0.0, has no
+    ready event).
     """
-    import threading
 
-    from moto.moto_server.werkzeug_app import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
-    from moto.server import ThreadedMotoServer
-    from werkzeug.serving import make_server
+    def __init__(self, host: str, port: int) -> None:
+        import threading
 
-    lock = threading.Lock()
+        from moto.moto_server import werkzeug_app
+        from werkzeug.serving import make_server
 
-    def serialized(app: Any) -> Any:
+        lock = threading.Lock()
+        app = werkzeug_app.DomainDispatcherApplication(werkzeug_app.create_backend_app)
+
         def serve(environ: Any, start_response: Any) -> list[bytes]:
             with lock:
                 result = app(environ, start_response)
@@ -189,16 +192,30 @@ def _serial_moto_server(host: str, port: int) -> Any:
                     if hasattr(result, "close"):
                         result.close()
 
-        return serve
+        # The request handler moto's own server uses: moto 5.2.5 added one (it keeps the
+        # underscores of S3 metadata headers); before it, werkzeug's default, as moto did.
+        handler = getattr(werkzeug_app, "MotoRequestHandler", None)
+        self._server = make_server(host, port, serve, True, request_handler=handler)
+        self._thread = threading.Thread(target=self._serve, name="moto-server", daemon=True)
 
-    class SerialMotoServer(ThreadedMotoServer):
-        def _server_entry(self) -> None:
-            app = serialized(DomainDispatcherApplication(create_backend_app))
-            self._server = make_server(
-                self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
-            )
-            self._server_ready_event.set()
-            # stop() waits for the loop to look at its flag: every 0.05 s, not 0.5 s.
-            self._server.serve_forever(poll_interval=0.05)
+    def _serve(self) -> None:
+        # stop() waits for the loop to look at its flag: every 0.05 s, not 0.5 s.
+        self._server.serve_forever(poll_interval=0.05)
 
-    return SerialMotoServer(ip_address=host, port=port, verbose=False)
+    def start(self) -> None:
+        self._thread.start()  # the socket is bound and listening already
+
+    def get_host_and_port(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+def _serial_moto_server(host: str, port: int) -> _SerialServer:
+    """A moto server on ``host``:``port`` (0: a free port) that handles one request at
+    a time (see :class:`_SerialServer`)."""
+    return _SerialServer(host, port)
