@@ -96,7 +96,8 @@ LOWEST_TESTS := tests/contract tests/test_memory.py tests/test_dynamodb.py tests
 	tests/test_once_regressions.py tests/test_batch.py tests/test_clients.py tests/test_config.py \
 	tests/test_moto_transactions.py tests/test_item_budget.py tests/test_combiner.py \
 	tests/test_serverless.py tests/test_serverless_completion.py tests/test_serverless_envelope.py \
-	tests/test_serverless_redelivery.py tests/test_sqs_events.py tests/test_docs_examples.py
+	tests/test_serverless_redelivery.py tests/test_sqs_events.py tests/test_docs_examples.py \
+	tests/test_once_six.py tests/test_streams_client.py tests/test_batch_scale.py
 
 test-lowest: $(LOWEST_STAMP) dynalite dynamodb-local
 	$(VENV_LOWEST)/bin/python -m pytest -m "not aio and not spark" -p no:cacheprovider $(LOWEST_TESTS)

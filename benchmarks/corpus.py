@@ -18,6 +18,10 @@ What makes it look real, and exercises the job:
   mark; paragraphs are wrapped at about 72 columns, or not wrapped at all.
 
 ``python -m benchmarks.corpus DIR [--files N] [--words N] [--seed S]`` writes one.
+
+:func:`replicate` makes a corpus ``k`` times larger from any other (the word count's
+larger size: the 710 Debian notices ten times, 7,100 files), each file ``k`` times
+under new names, so the words per file stay those of the real files.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CorpusSpec", "build_corpus", "corpus_words"]
+__all__ = ["CorpusSpec", "build_corpus", "corpus_words", "replicate"]
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "data"
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -190,6 +194,27 @@ def build_corpus(directory: Path, spec: CorpusSpec = CorpusSpec()) -> list[Path]
         path.write_bytes(data)
         paths.append(path)
     return sorted(paths)
+
+
+def replicate(source: Path, files: list[Path], directory: Path, times: int) -> list[Path]:
+    """Copy each of ``files`` (under ``source``) ``times`` times into ``directory``, at
+    the same relative folder, copy ``k`` of ``name.ext`` named ``name.k.ext``; return
+    the copies, sorted. Copies that already hold the same bytes are left alone, so a
+    second call is quick; copies, not links, so that each is a file of its own (as a
+    user's would be, in the page cache too). Deterministic: names and bytes follow from
+    the inputs alone."""
+    out: list[Path] = []
+    for path in files:
+        data = path.read_bytes()
+        relative = path.relative_to(source)
+        folder = directory / relative.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        for k in range(times):
+            copy = folder / f"{relative.stem}.{k}{relative.suffix}"
+            if not copy.exists() or copy.stat().st_size != len(data) or copy.read_bytes() != data:
+                copy.write_bytes(data)
+            out.append(copy)
+    return sorted(out)
 
 
 def main() -> None:

@@ -2,9 +2,9 @@
 
 A fan-out as a serverless pipeline runs it: the root's work starts ``processes x
 stamps`` children with one stamp; then each child is finished by one stamp from one of
-``processes`` worker processes, each a first delivery (``first=True``, as the serverless
-layer stamps a message received once; a stamp made again after ``StaleLocalData`` is
-checked for the chain's whole life). Every worker is spawned (not forked: its own
+``processes`` worker processes, each stamp with an op id the library draws (nothing
+to check but its own copies: the floor of the contention cost; a serverless child's
+stamp adds its check from its parent's position). Every worker is spawned (not forked: its own
 interpreter, as a Lambda function is its own process), builds its own client and
 tracker from an :class:`~xor_ack_dynamodb.AckConfig` as a function would, and waits at a
 barrier; the barrier releases them all at once, and each then stamps its children one
@@ -128,18 +128,14 @@ def _stamp_all(index: int, job: Job, clients: dict[str, tuple[Any, ItemMeter]], 
     if part.error is not None:
         return part
     try:
-        for k, edge in enumerate(job.edges):
+        for edge in job.edges:
             began = time.perf_counter()
-            first = True  # a first delivery, as the serverless layer stamps one
             while True:
-                try:
-                    value = tracker.stamp(
-                        job.tag, finished=[edge], op_id=f"{job.tag}/{index}/{k}", first=first
-                    )
+                try:  # an op id the library draws: nothing to check but its own copies
+                    value = tracker.stamp(job.tag, finished=[edge])
                     break
-                except StaleLocalData:  # the budget was spent on lost races: same op id again,
-                    part.failed += 1  # checked for the chain's whole life (a hidden outcome)
-                    first = False
+                except StaleLocalData:  # the budget was spent on lost races: nothing of this
+                    part.failed += 1  # call landed (its own lost writes it decides itself)
             part.latencies.append(time.perf_counter() - began)
             part.acked += bool(value.acked)
     except Exception as exc:  # noqa: BLE001

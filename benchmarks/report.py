@@ -229,7 +229,7 @@ def markdown(r: Results, environment: str) -> str:
                 f"One chain finished by N processes, {r.process_stamps} stamps each (one process: "
                 f"{r.process_stamps * 32} stamps, one writer; spawned processes, "
                 "each with its own client and tracker, released together by a barrier; every stamp a "
-                "first delivery, `first=True`). *requests/stamp* "
+                "stamp with an op id the library draws: nothing to check). *requests/stamp* "
                 "counts every request the processes made (botocore's resends, sum mode's history "
                 "writes, trims and its completion write included); *WCU/stamp* is what DynamoDB Local "
                 "reported with `ReturnConsumedCapacity` for the "

@@ -2,24 +2,31 @@
 whole processes, as a user starts them.
 
     .venv/bin/python -m benchmarks.wordcount_vs_plain [--pairs 3] [--masters local,cluster]
-        [--corpus DIR] [--out DIR]
+        [--corpus DIR] [--sizes 1,10] [--jobs plain,staged,frame,rdd] [--out DIR]
 
-Four commands per round, in rotating order: (a) the plain PySpark DataFrame word count
-(:data:`PLAIN`: ``spark.read.text``, ``split`` on ``[^\\p{L}]+``, lower-case, empties
-dropped, ``explode``, ``groupBy("word").count()``, CSV write), (b) ``xor-ack wordcount``
-(tracked, DataFrame path) and (c) ``xor-ack wordcount --api rdd`` (tracked, RDD path),
-both on the embedded default backend (the moto server the command starts itself), and
-(d) :data:`STAGED`: the plain job with the Spark work that exactness per file takes and
-no tracking at all (counts per file and word written as Parquet, read back per file,
-then counted per word from there; the input listed by the driver, as (b) lists it), the
-floor of the tracked DataFrame job. Each round's ratios b/a, c/a and d/a are a pair; the
-report gives the median of at least three. The counts of (b), (c) and (d) must equal
+Every job is given the data as it lies: the corpus's folder (a glob of it where its
+files sit in nested folders), as a user writes the job. Four commands per round, in
+rotating order: (a) the plain PySpark DataFrame word count as a user writes it
+(:data:`PLAIN`: ``spark.read.text(folder)`` with default settings, ``split`` on
+``[^\\p{L}]+``, lower-case, empties dropped, ``explode``, ``groupBy("word").count()``,
+CSV write), (b) ``xor-ack wordcount FOLDER`` (tracked, DataFrame path) and (c)
+``xor-ack wordcount --api rdd FOLDER`` (tracked, RDD path), both on the embedded
+default backend (the moto server the command starts itself), and (d) :data:`STAGED`:
+the plain job with the Spark work that exactness per file takes and no tracking at all
+(counts per file and word written as Parquet, read back per file, then counted per word
+from there; the input listed by the driver, as (b) lists it), the floor of the tracked
+DataFrame job. Each round's ratios b/a, c/a and d/a are a pair; the report gives the
+median of at least three, per size. The counts of (b), (c) and (d) must equal
 (a)'s exactly and every file must end acked.
 
 Corpus: the UTF-8 ``copyright`` files under ``/usr/share/doc`` (the Debian packages'
 notices: 710 files and 2,555,041 words on the machine the issue was measured on);
 where there are fewer than 700, a reproducible corpus of 710 real-looking files and
-2.5 million words is built (:mod:`benchmarks.corpus`). Peak memory: the largest peak
+2.5 million words is built (:mod:`benchmarks.corpus`). Each size after the first
+(``--sizes``: multiples of it, default 1 and 10: 7,100 files and 25.6M words) is that
+corpus with each file copied that many times under new names
+(:func:`benchmarks.corpus.replicate`, into ``benchmarks/.corpus/<name>-x<k>/``, kept
+between runs). Peak memory: the largest peak
 resident set of the driver's JVM, the driver's Python process and any Python worker;
 CPU seconds: every process of the command's tree, and the JVM's JIT compiler threads
 apart, with the median of each round's CPU ratio to the plain run (locally: a cluster's
@@ -43,6 +50,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +60,14 @@ HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
 XOR_ACK = str(Path(PYTHON).with_name("xor-ack"))
 
-#: The job a user would write without tracking (run as ``python -c PLAIN MASTER OUT FILE...``).
+#: The job a user would write without tracking (run as ``python -c PLAIN MASTER OUT
+#: FOLDER``, where FOLDER is the corpus's folder or a glob of its nested folders).
 PLAIN = """
 import sys
 from pyspark.sql import SparkSession, functions as F
-master, out, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+master, out, folder = sys.argv[1], sys.argv[2], sys.argv[3]
 spark = SparkSession.builder.master(master).appName("plain wordcount").getOrCreate()
-words = spark.read.text(files).select(F.explode(F.split("value", r"[^\\p{L}]+")).alias("word"))
+words = spark.read.text(folder).select(F.explode(F.split("value", r"[^\\p{L}]+")).alias("word"))
 counts = words.where(F.col("word") != "").select(F.lower("word").alias("word")).groupBy("word").count()
 counts.write.mode("overwrite").option("header", "true").csv(out)
 spark.stop()
@@ -67,11 +76,13 @@ spark.stop()
 #: The plain job with the Spark work of exactness per file (each file's counts staged
 #: apart, read back per file, then the final count from the staged rows), untracked, and
 #: its input listed by the driver as the tracked job lists it: the floor of the tracked
-#: DataFrame job, so that tracked / staged is what tracking itself costs.
+#: DataFrame job, so that tracked / staged is what tracking itself costs. (Run as
+#: ``python -c STAGED MASTER OUT LIST``: LIST a file of the input paths, one a line.)
 STAGED = """
 import sys
 from pyspark.sql import SparkSession, functions as F
-master, out, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+master, out = sys.argv[1], sys.argv[2]
+files = open(sys.argv[3], encoding="utf-8", errors="surrogateescape").read().splitlines()
 spark = SparkSession.builder.master(master).appName("plain wordcount, staged per file").getOrCreate()
 # The driver lists the input files, as the tracked job does (no 710-task listing job).
 spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(len(files) + 1))
@@ -114,6 +125,50 @@ def built_corpus() -> list[str]:
     root = HERE / ".corpus-plain"
     build_corpus(root, CorpusSpec(files=710, words=2_500_000))
     return sorted(str(p) for p in root.rglob("*") if p.is_file())
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A folder of input files as every job is given it: ``folder`` (to ``xor-ack
+    wordcount``), ``spark_path`` (to ``spark.read.text``: the folder, or a glob when the
+    files sit in nested folders) and ``files`` (the paths, for the staged job and the
+    checks)."""
+
+    folder: Path
+    spark_path: str
+    files: list[str]
+
+
+def corpus_of(folder: Path) -> Corpus:
+    """The :class:`Corpus` of every file under ``folder`` but hidden ones. Spark's text
+    reader reads a folder's own files, not its subfolders': files in nested folders
+    are read through a glob of their depth, which must then be the same for all."""
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not any(x.startswith((".", "_")) for x in p.relative_to(folder).parts)
+    )
+    depths = {len(p.relative_to(folder).parts) for p in files}
+    if len(depths) != 1:
+        raise SystemExit(
+            f"{folder}: files at depths {sorted(depths)}; give a folder whose files sit at one depth"
+        )
+    depth = depths.pop()
+    spark_path = str(folder) if depth == 1 else str(folder / "/".join("*" * depth))
+    return Corpus(folder, spark_path, [str(p) for p in files])
+
+
+def larger(base: Corpus, times: int) -> Corpus:
+    """``base`` with each file ``times`` times (:func:`benchmarks.corpus.replicate`), in
+    ``benchmarks/.corpus/<base's folder>-x<times>/`` (gitignored); built once, checked
+    byte for byte on later runs."""
+    from .corpus import replicate
+
+    if times == 1:
+        return base
+    folder = HERE / ".corpus" / f"{base.folder.name.lstrip('.')}-x{times}"
+    replicate(base.folder, [Path(f) for f in base.files], folder, times)
+    return corpus_of(folder)
 
 
 def _kind(root: bool, cmdline: bytes) -> str | None:
@@ -250,10 +305,16 @@ def read_tracked(out: Path) -> tuple[Counter[str], dict[str, Any]]:
     return counts, json.loads((out / "report.json").read_text())
 
 
-def one_master(master: str, files: list[str], pairs: int, work: Path, env: dict[str, str]) -> dict[str, Any]:
-    commands = {
-        "plain": lambda out: [PYTHON, "-c", PLAIN, master, str(out), *files],
-        "staged": lambda out: [PYTHON, "-c", STAGED, master, str(out), *files],
+def one_master(
+    master: str, corpus: Corpus, pairs: int, work: Path, env: dict[str, str], jobs: list[str]
+) -> dict[str, Any]:
+    files = corpus.files
+    work.mkdir(parents=True, exist_ok=True)
+    listing = work / "inputs.txt"
+    listing.write_text("\n".join(files) + "\n", encoding="utf-8", errors="surrogateescape")
+    every = {
+        "plain": lambda out: [PYTHON, "-c", PLAIN, master, str(out), corpus.spark_path],
+        "staged": lambda out: [PYTHON, "-c", STAGED, master, str(out), str(listing)],
         "frame": lambda out: [
             XOR_ACK,
             "wordcount",
@@ -262,7 +323,7 @@ def one_master(master: str, files: list[str], pairs: int, work: Path, env: dict[
             "--output",
             str(out),
             "--quiet",
-            *files,
+            str(corpus.folder),
         ],
         "rdd": lambda out: [
             XOR_ACK,
@@ -274,9 +335,12 @@ def one_master(master: str, files: list[str], pairs: int, work: Path, env: dict[
             "--output",
             str(out),
             "--quiet",
-            *files,
+            str(corpus.folder),
         ],
     }
+    commands = {name: every[name] for name in every if name in jobs}
+    compared = [name for name in commands if name != "plain"]
+    load = [os.getloadavg()]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
     reference: Counter[str] | None = None
     exact = True
@@ -303,22 +367,29 @@ def one_master(master: str, files: list[str], pairs: int, work: Path, env: dict[
             entry["exact"] = counts == reference
             exact &= entry["exact"]
             runs[name].append(entry)
-            print(f"{master} round {round_}: {name} {seconds:.1f} s, CPU {cpu} s, {memory}", flush=True)
+            print(
+                f"{master} {len(files)} files round {round_}: {name} {seconds:.1f} s, CPU {cpu} s, {memory}, "
+                f"load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+            load.append(os.getloadavg())
     ratios = {
         name: [runs[name][i]["seconds"] / runs["plain"][i]["seconds"] for i in range(pairs)]
-        for name in ("staged", "frame", "rdd")
+        for name in compared
     }
     cpu_ratios = {
         name: [
             runs[name][i]["cpu_seconds"]["all"] / runs["plain"][i]["cpu_seconds"]["all"] for i in range(pairs)
         ]
-        for name in ("staged", "frame", "rdd")
+        for name in compared
     }
     words = sum(reference.values()) if reference else 0
     return {
         "master": master,
         "files": len(files),
         "words": words,
+        "input": corpus.spark_path,
+        "load_1min": [round(x[0], 1) for x in load],
         "runs": runs,
         "ratios": {k: [round(r, 3) for r in v] for k, v in ratios.items()},
         "median_ratio": {k: round(statistics.median(v), 3) for k, v in ratios.items()},
@@ -330,13 +401,16 @@ def one_master(master: str, files: list[str], pairs: int, work: Path, env: dict[
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| master | job | median wall s | median ratio to plain | median CPU s (JIT) | median CPU ratio "
-        "| requests per word | peak MiB (JVM / driver / worker) |",
+        "| master, input | job | median wall s | median ratio to plain | median CPU s (JIT) "
+        "| median CPU ratio | requests per word | peak MiB (JVM / driver / worker) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         local = result["master"].startswith("local")
+        where = f"{result['master']}, {result['files']:,} files / {result['words'] / 1e6:.2f}M words"
         for name in ("plain", "staged", "frame", "rdd"):
+            if name not in result["runs"]:
+                continue
             runs = result["runs"][name]
             wall = statistics.median(r["seconds"] for r in runs)
             ratio = "1" if name == "plain" else f"{result['median_ratio'][name]:.2f}"
@@ -356,7 +430,7 @@ def table(results: list[dict[str, Any]]) -> str:
                 "rdd": "xor-ack wordcount --api rdd",
             }[name]
             lines.append(
-                f"| {result['master']} | {label} | {wall:.1f} | {ratio} | {cpu} | {cpu_ratio} "
+                f"| {where} | {label} | {wall:.1f} | {ratio} | {cpu} | {cpu_ratio} "
                 f"| {rpw} | "
                 f"{memory['jvm']:.0f} / {memory['driver']:.0f} / {memory['workers']:.0f} |"
             )
@@ -369,11 +443,12 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(results), figsize=(5.2 * len(results), 3.6), squeeze=False)
     for ax, result in zip(axes[0], results, strict=True):
-        names = ["plain", "staged", "frame", "rdd"]
+        labels = {"plain": "plain", "staged": "plain, staged", "frame": "tracked frame", "rdd": "tracked rdd"}
+        names = [n for n in labels if n in result["runs"]]
         values = [[r["seconds"] for r in result["runs"][n]] for n in names]
-        ax.boxplot(values, tick_labels=["plain", "plain, staged", "tracked frame", "tracked rdd"])
+        ax.boxplot(values, tick_labels=[labels[n] for n in names])
         ax.set_title(f"{result['master']}: {result['files']} files, {result['words']:,} words")
         ax.set_ylabel("wall seconds (whole process)")
     fig.tight_layout()
@@ -385,33 +460,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--masters", default="local")
     parser.add_argument("--corpus", help="a directory of text files instead of the Debian notices")
-    parser.add_argument("--limit", type=int, help="use only the first N files (development runs)")
+    parser.add_argument("--sizes", default="1,10", help="the corpus times each (default 1,10)")
+    parser.add_argument("--jobs", default="plain,staged,frame,rdd", help="which jobs to run (plain always)")
     parser.add_argument("--out", type=Path, default=HERE)
     args = parser.parse_args(argv)
     if args.corpus:
-        files = sorted(str(p) for p in Path(args.corpus).rglob("*") if p.is_file())
+        base = corpus_of(Path(args.corpus).resolve())
     else:
         files = debian_corpus() or built_corpus()
-    files = files[: args.limit] if args.limit else files
+        base = corpus_of(Path(files[0]).parent if ".debian-corpus" in files[0] else HERE / ".corpus-plain")
+    sizes = [int(k) for k in args.sizes.split(",")]
+    jobs = ["plain", *(j for j in args.jobs.split(",") if j != "plain")]
+    unknown = set(jobs) - {"plain", "staged", "frame", "rdd"}
+    if unknown:
+        parser.error(f"unknown jobs: {sorted(unknown)}")
     env = {**os.environ, "PYSPARK_PYTHON": PYTHON}
     results = []
     with tempfile.TemporaryDirectory(prefix="wc-vs-plain-") as temp:
         for master in args.masters.split(","):
-            if master == "cluster":
-                from xor_ack_dynamodb.testing.spark_servers import standalone_cluster
+            for size in sizes:
+                corpus = larger(base, size)
+                work = Path(temp) / f"{master}-x{size}"
+                if master == "cluster":
+                    from xor_ack_dynamodb.testing.spark_servers import standalone_cluster
 
-                with standalone_cluster(Path(temp) / "cluster", cores=2, memory="2g") as url:
-                    result = one_master(url, files, args.pairs, Path(temp) / "cluster-runs", env)
-                result["master"] = "standalone cluster"
-            else:
-                result = one_master("local[*]", files, args.pairs, Path(temp) / "local-runs", env)
-            results.append(result)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "wordcount_vs_plain.json").write_text(json.dumps(results, indent=2) + "\n")
-    (args.out / "wordcount_vs_plain.md").write_text(table(results))
-    plot(results, args.out / "wordcount_vs_plain.png")
+                    with standalone_cluster(Path(temp) / f"cluster-x{size}", cores=2, memory="2g") as url:
+                        result = one_master(url, corpus, args.pairs, work, env, jobs)
+                    result["master"] = "standalone cluster"
+                else:
+                    result = one_master("local[*]", corpus, args.pairs, work, env, jobs)
+                results.append(result)
+                write(results, args.out)  # after each size: a long run's figures so far
     print(table(results))
     return 0 if all(r["exact"] for r in results) else 1
+
+
+def write(results: list[dict[str, Any]], out: Path) -> None:
+    """``wordcount_vs_plain.{json,md,png}`` of ``results`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "wordcount_vs_plain.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / "wordcount_vs_plain.md").write_text(table(results))
+    plot(results, out / "wordcount_vs_plain.png")
 
 
 if __name__ == "__main__":

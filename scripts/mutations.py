@@ -75,6 +75,7 @@ def contract(test: str, *configs: str) -> tuple[str, ...]:
 
 
 GUARDS = "tests/test_guards.py"
+SIX = "tests/test_once_six.py"
 ONCE = "tests/test_once_regressions.py"
 CORE = "tests/test_core_regressions.py"
 DYNAMODB = "tests/test_dynamodb.py"
@@ -177,31 +178,68 @@ MUTANTS: list[Mutant] = [
         "        if False:\n            names.update",
         (f"{ONCE}::test_a_stale_lineage_in_the_cache_never_lets_a_retry_apply_twice",),
     ),
+    # -- issue 31: one rule for every delivery, and the six scenarios it was found by ------------
     Mutant(
-        "sum-add-without-parent-resent",
-        "issue 18: a child's first delivery is refused once its parent is marked re-sent "
-        "(NOT contains(rs, :parent)), then checked for an earlier copy",
-        "stores/dynamodb/codec.py",
-        "            if request.parent is not None:\n                condition +=",
-        "            if False:\n                condition +=",
-        (f"{GUARDS}::test_a_child_resent_by_its_parent_is_applied_once[inproc-sum]",),
+        "named-op-taken-as-drawn",
+        "issue 31 (1): only an op id the library drew itself needs no check (core/factory.py)",
+        "core/factory.py",
+        "    return Delivery(after, drawn=op_id is None)",
+        "    return Delivery(after, drawn=True)",
+        (f"{SIX}::test_1_a_child_sent_twice_by_botocore_is_applied_once[server-xor]",),
     ),
     Mutant(
-        "sum-add-without-parent-resent-memory",
-        "the same guard in the memory store's predicate (core/blind.py add_allowed)",
-        "core/blind.py",
-        "            and (parent is None or parent not in chain.resent)\n",
-        "",
-        (f"{GUARDS}::test_a_child_resent_by_its_parent_is_applied_once[memory-sum]",),
-    ),
-    Mutant(
-        "first-delivery-ignores-resent-parent",
-        "issue 18: a first delivery whose parent was marked re-sent is checked since after= "
-        "(core/history.py Delivery.bound; xor mode and batches decide with it)",
+        "retry-after-unknown-drops-bound",
+        "issue 31 (2): a named op's retry after an unknown outcome keeps its bound "
+        "(core/history.py Delivery.unknown)",
         "core/history.py",
-        "        if self.first and not (self.parent is not None and self.parent in chain.resent):",
-        "        if self.first:",
-        (f"{GUARDS}::test_a_child_resent_by_its_parent_is_applied_once[memory-xor]",),
+        "        if not self.drawn:\n            return self\n",
+        "",
+        (f"{SIX}::test_2_a_throttled_copy_keeps_its_bound[server]",),
+    ),
+    Mutant(
+        "claim-ignores-own-claimant",
+        "issue 31 (3): a completion claim refused because it already holds is its own",
+        "serverless/completion.py",
+        '            return "claimed"  # our own claim',
+        '            return "held"  # our own claim',
+        (f"{SIX}::test_3_a_resent_completion_claim_is_its_own[server]",),
+    ),
+    Mutant(
+        "negative-fail-write-not-retried",
+        "issue 31 (4): a negative sum ends failed: the fail-write is sent again after a transient error",
+        "core/stamping.py",
+        "        if self.failing:\n            return (yield from self._fail_negative(now))\n",
+        "",
+        (f"{SIX}::test_4_a_negative_sum_ends_failed_when_its_fail_write_is_throttled[server]",),
+    ),
+    Mutant(
+        "negative-copy-left-pending",
+        "issue 31 (4): a copy that finds its chain pending below zero fails it",
+        "core/stamping.py",
+        '                if current is not None and current.state == "pending" and _below_zero(',
+        "                if False and (",
+        (f"{SIX}::test_4_a_copy_finding_a_negative_pending_chain_fails_it[server]",),
+    ),
+    Mutant(
+        "state-refusal-before-history",
+        "issue 31 (5): a duplicate's history lookup comes before a refusal on state (TagAcked)",
+        "core/rules.py",
+        "        if not delivery.drawn:\n            found = scope(chain, delivery.after)",
+        "        if self._refusal(chain, now) is None and not delivery.drawn:\n"
+        "            found = scope(chain, delivery.after)",
+        (
+            f"{SIX}::test_5_a_duplicate_after_completion_is_a_duplicate[sum-memory]",
+            f"{SIX}::test_5_a_duplicate_after_completion_is_a_duplicate[xor-server]",
+        ),
+    ),
+    Mutant(
+        "fail-write-reply-ignored",
+        "issue 31 (6): a stamp never reports TagFailed for a chain that ended acked (reads the "
+        "fail-write's reply)",
+        "core/stamping.py",
+        '        if isinstance(reply, Rejected) and state == "acked":',
+        "        if False:",
+        (f"{SIX}::test_6_a_finish_that_overtook_its_start_reports_the_ack[server]",),
     ),
     Mutant(
         "resend-of-add-not-stopped",
@@ -319,8 +357,8 @@ MUTANTS: list[Mutant] = [
         "duplicate-in-history-applied",
         "issue 18: an op that left the window is found in the chain's history: not applied again",
         "core/rules.py",
-        "            if hit is not None:\n                return self._known(chain, hit[0], op, now,",
-        "            if False:\n                return self._known(chain, hit[0], op, now,",
+        "                if hit is not None:\n                    return self._known(chain, hit[0], op, now,",
+        "                if False:\n                    return self._known(chain, hit[0], op, now,",
         (
             f"{MEMORY}::test_a_duplicate_is_caught_past_the_window",
             f"{DYNAMODB}::test_a_duplicate_is_caught_past_the_window",
@@ -338,7 +376,7 @@ MUTANTS: list[Mutant] = [
         "missing-history-block-guessed",
         "issue 18: a missing history block makes the answer unknowable: OutcomeUnknown, never a guess",
         "core/history.py",
-        '            if lookup.exhaustive:\n                return Unknowable(f"its history block',
+        '            if not isinstance(ops, tuple):\n                return Unknowable(f"its history block',
         '            if False:\n                return Unknowable(f"its history block',
         (
             f"{GUARDS}::test_a_missing_history_block_raises_outcome_unknown[xor]",
@@ -350,9 +388,9 @@ MUTANTS: list[Mutant] = [
         "issue 18, stamp(): where the history that would tell is gone (ops an older version "
         "dropped, a foreign reset) the duplicate check refuses with OutcomeUnknown, never guesses",
         "core/rules.py",
-        "        if isinstance(found, Unknowable):\n"
-        "            return Reject(self._unknowable(chain, found))",
-        "        if False:\n            return Reject(self._unknowable(chain, found))",
+        "            if isinstance(found, Unknowable):\n"
+        "                return Reject(self._unknowable(chain, found))",
+        "            if False:\n                return Reject(self._unknowable(chain, found))",
         (
             "tests/test_trims.py::test_a_stamp_that_needs_ops_an_older_version_dropped_is_refused[memory]",
             "tests/test_trims.py::test_a_stamp_that_needs_ops_an_older_version_dropped_is_refused[inproc]",
@@ -450,7 +488,7 @@ MUTANTS: list[Mutant] = [
         "negative-sum-stays-pending",
         "issue 18: a sum below zero (a double application) fails the chain at once",
         "core/stamping.py",
-        "        if isinstance(after.value, int) and after.value < 0:",
+        "        if _below_zero(after.value):",
         "        if False:",
         (f"{ONCE}::test_a_negative_sum_fails_the_chain_at_once",),
     ),
@@ -467,10 +505,8 @@ MUTANTS: list[Mutant] = [
         "lost-add-retried-unguarded",
         "issue 18: a sum ADD whose outcome is unknown is retried as a possible duplicate of its own copy",
         "core/stamping.py",
-        "        if not self.unknown:\n"
-        "            return self.delivery\n"
-        "        return self.delivery.retried(self.view)",
-        "        if True:\n            return self.delivery\n        return self.delivery.retried(self.view)",
+        "        return self.delivery.unknown(self.view) if self.unknown else self.delivery",
+        "        return self.delivery",
         (f"{ONCE}::test_botocores_resend_of_an_add_after_its_op_moved_out_is_not_applied_again",),
     ),
     Mutant(
@@ -568,6 +604,25 @@ MUTANTS: list[Mutant] = [
         "        failed = tracker.fail(tag, reason=reason, owner=owner)\n",
         "        failed = tracker.status(tag)\n",
         ("tests/test_spark_wordcount.py::test_expired_chains_are_replayed",),
+    ),
+    Mutant(
+        "spark-ghosts-meet-conditions",
+        "spark.md: a fail_when/where condition counts on data rows only, never on a ghost (issue 32)",
+        "spark/frame/tracked.py",
+        "    return ~F.col(GHOST) & F.coalesce(condition, F.lit(False))",
+        "    return F.coalesce(condition, F.lit(False))",
+        ("tests/test_spark_differential.py::test_tracked_frames_mean_plain_pipelines",),
+    ),
+    Mutant(
+        "spark-ghosts-keep-data",
+        "spark.md: a ghost's user columns are NULL, so no expression meets a row a filter dropped (issue 32)",
+        "spark/frame/tracked.py",
+        "            df.select(*(F.when(data, _name(c)).alias(c) for c in users), *TRACKING), self._attempt",
+        "            df, self._attempt",
+        (
+            "tests/test_spark_differential.py::test_null_tests_never_meet_ghost_rows"
+            "[ANSI division after a filter]",
+        ),
     ),
 ]
 

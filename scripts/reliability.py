@@ -3,11 +3,14 @@
     python scripts/reliability.py [--size full|ci] [pytest args...]
 
 ``--size full`` (what ``make reliability`` runs) sets ``XOR_ACK_RELIABILITY=full``: 200
-chains per fault scenario and the larger kill, hot-chain and budget runs. Every scenario
+chains per fault scenario and the larger kill, hot-chain and budget runs, and about
+5,000 generated pipelines in the differential test of tracked DataFrames
+(tests/test_spark_differential.py). Every scenario
 writes its figures as it passes or fails; the exit code is pytest's. The hot chain and the
 bad-input matrix run on every backend (moto, dynalite, DynamoDB Local), the mixed fault
 scenario on DynamoDB Local too. A randomized scenario prints its seed; replay it with
-``XOR_ACK_SEED=<seed>``.
+``XOR_ACK_SEED=<seed>``. The serverless layer's model-based test
+(``tests/test_once_model.py``) runs here too, with many more examples than in ``make test``.
 """
 
 from __future__ import annotations
@@ -113,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
                 "-m",
                 "pytest",
                 "tests/reliability",
+                # Tracked DataFrames against plain PySpark: 25 times make test's pipelines.
+                "tests/test_spark_differential.py",
+                "tests/test_once_model.py",
                 "-q",
                 "-p",
                 "no:cacheprovider",

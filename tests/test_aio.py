@@ -93,7 +93,7 @@ def test_64_tasks_on_one_chain_ack_exactly_once(endpoint: str, table: str, mode:
         results = await asyncio.gather(
             # First deliveries: with op ids alone, the stamps still in flight when block 0
             # moves to history would pay the whole-life check (a refused ADD, a read).
-            *(ack.stamp(TAG, finished=[kid], op_id=f"kid-{i}", first=True) for i, kid in enumerate(kids))
+            *(ack.stamp(TAG, finished=[kid], op_id=f"kid-{i}") for i, kid in enumerate(kids))
         )
         assert sorted(r.acked for r in results) == [False] * 63 + [True]
         assert not any(r.duplicate for r in results)

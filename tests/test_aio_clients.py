@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 from test_clients import BOUND, BUDGET, HangingServer, bare_env, hanging, shows_alone
 
-from xor_ack_dynamodb import RetryPolicy
+from xor_ack_dynamodb import RetryPolicy, errors
 from xor_ack_dynamodb.aio import AsyncXorAckDynamoDB, client_settings
 from xor_ack_dynamodb.errors import InvalidConfig
 from xor_ack_dynamodb.stores.dynamodb.clients import NO_REGION_MESSAGE
@@ -89,8 +89,9 @@ def test_a_call_to_a_hanging_endpoint_ends_near_its_budget(hanging: HangingServe
     async def call() -> float:
         async with AsyncXorAckDynamoDB("acks", client=settings, retry=BUDGET) as ack:
             started = time.monotonic()
-            with pytest.raises(ReadTimeoutError):
+            with pytest.raises(errors.ReadTimeout) as caught:
                 await ack.status("file-1")
+            assert isinstance(caught.value.__cause__, ReadTimeoutError)
             return time.monotonic() - started
 
     elapsed = asyncio.run(call())

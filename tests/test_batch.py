@@ -1,4 +1,4 @@
-"""Many chains at once: create_many, stamp_many, touch_many.
+"""Many chains at once: create_many, stamp_many, touch_many (at scale: test_batch_scale.py).
 
 Each call of a batch gets exactly what it would get alone (the same sans-IO calls run in
 lockstep); the batch costs one BatchGetItem per 100 reads and one TransactWriteItems per
@@ -28,7 +28,9 @@ from xor_ack_dynamodb.retry import RetryPolicy
 
 BACKENDS = ["memory", "inproc", "server", "dynalite", "ddblocal"]
 #: Run in the async test leg alone (Makefile's test-async: its venv has aiobotocore).
-ASYNC_BACKENDS = ["async-memory", "async-server", "async-dynalite", "async-ddblocal"] if HAS_AIOBOTOCORE else []
+ASYNC_BACKENDS = (
+    ["async-memory", "async-server", "async-dynalite", "async-ddblocal"] if HAS_AIOBOTOCORE else []
+)
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +122,23 @@ def test_touch_many_is_a_heartbeat(make: Any, clock: Clock) -> None:
     clock.advance(50)  # 100 s after the create, 50 after the heartbeat: still pending
     assert ack.status("t5").state == "pending"
     assert ack.stamp("t5", roots["t5"]).acked
+
+
+def test_a_batch_runs_in_groups_with_progress_and_a_summary(make: Any) -> None:
+    """Groups of 100, several at once (one at a time on moto in-process, which is not
+    thread-safe), progress after each, failures by type, missing tags named."""
+    ack = make(ttl=600)
+    roots = {f"g{i:03}": ack.new_edge() for i in range(250)}
+    ack.create("g007", ack.new_edge())
+    concurrency = 1 if getattr(make, "backend", "") == "inproc" else 3
+    seen: list[tuple[int, int]] = []
+    created = ack.create_many(roots, concurrency=concurrency, progress=lambda d, t: seen.append((d, t)))
+    assert seen[0] == (0, 250) and seen[-1] == (250, 250) and len(seen) == 4, seen
+    assert created.failures_by_type() == {"TagExists": ["g007"]}
+    assert created.summary() == "250 chains: 249 ok, 1 failed (TagExists 1)"
+    states = ack.status_many(["nope-1", *roots, "nope-2"], concurrency=concurrency)
+    assert states.missing == ["nope-1", "nope-2"] and list(states) == list(roots)
+    assert states.summary() == "252 tags: 250 found (pending 250), 2 missing"
 
 
 def test_bad_batches_are_refused_before_any_request(make: Any) -> None:

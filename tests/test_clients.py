@@ -24,7 +24,7 @@ import tenacity
 from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
-from xor_ack_dynamodb import AckConfig, LocalDynamoDB, RetryPolicy, XorAckDynamoDB, new_stamp
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB, RetryPolicy, XorAckDynamoDB, errors, new_stamp
 from xor_ack_dynamodb.errors import InvalidConfig
 from xor_ack_dynamodb.stores.dynamodb.clients import (
     NO_REGION_MESSAGE,
@@ -334,8 +334,9 @@ def test_a_call_to_a_hanging_endpoint_ends_near_its_budget(hanging: HangingServe
     for call in (lambda: ack.status("file-1"), lambda: ack.stamp("file-1", new_stamp())):
         before = hanging.accepted
         started = time.monotonic()
-        with pytest.raises(ReadTimeoutError, match=f"127.0.0.1:{hanging.port}"):
+        with pytest.raises(errors.ReadTimeout, match=f"127.0.0.1:{hanging.port}") as caught:
             call()
+        assert isinstance(caught.value.__cause__, ReadTimeoutError)
         elapsed = time.monotonic() - started
         print(f"\nhanging endpoint: {elapsed:.2f} s, {hanging.accepted - before} connections")
         assert elapsed <= BOUND
@@ -346,8 +347,9 @@ def test_a_call_to_a_hanging_endpoint_ends_near_its_budget(hanging: HangingServe
 def test_a_call_to_a_refusing_endpoint_ends_near_its_budget() -> None:
     ack = dead_end_tracker(refused_port())
     started = time.monotonic()
-    with pytest.raises(EndpointConnectionError):
+    with pytest.raises(errors.EndpointUnreachable) as caught:
         ack.stamp("file-1", new_stamp())
+    assert isinstance(caught.value.__cause__, EndpointConnectionError)
     elapsed = time.monotonic() - started
     print(f"\nrefusing endpoint: {elapsed:.2f} s, {ack.stats.events.get('retries', 0)} library retries")
     assert elapsed <= BOUND

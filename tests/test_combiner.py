@@ -434,7 +434,7 @@ def test_threads_on_one_chain_under_fault_injection(backend: Any) -> None:
                     if combiner.stamp(TAG, deltas[op], op_id=op).acked:
                         acked.append(op)
                     break
-                except (ClientError, BotoCoreError, errors.StaleLocalData) as exc:
+                except (ClientError, BotoCoreError, errors.RequestFailed, errors.StaleLocalData) as exc:
                     failures.append(exc)
             else:
                 raise AssertionError(f"{op} never went through")

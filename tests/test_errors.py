@@ -34,6 +34,13 @@ EXPECTED_BASES: dict[str, tuple[type[BaseException], ...]] = {
     "NotOwner": (),
     "ChainModeMismatch": (),
     "OutcomeUnknown": (),
+    "UnknownRegion": (ValueError,),
+    "RequestFailed": (),
+    "EndpointUnreachable": (),
+    "ConnectTimeout": (),
+    "ResponseLost": (),
+    "ReadTimeout": (),
+    "BadResponse": (),
 }
 
 #: The Node package's six, which must keep their names and codes.

@@ -46,7 +46,7 @@ def test_one_writer_spends_one_write_unit_a_stamp_through_its_largest_item(ddblo
         ack.create(tag, root)
         ack.stamp(tag, finished=[root], started=children)
         for i, child in enumerate(children):
-            ack.stamp(tag, finished=[child], op_id=f"child-{i}", first=True)
+            ack.stamp(tag, finished=[child], op_id=f"child-{i}")
     finally:
         ddblocal_client.meta.events.unregister("after-call.dynamodb", meter)
     assert ack.status(tag).state == "acked"

@@ -40,7 +40,7 @@ def with_history(ack: XorAckDynamoDB) -> dict[str, Any]:
     kids = [ack.new_edge() for _ in range(60)]
     ack.stamp(TAG, finished=[root], started=kids, op_id="fan")
     for i, kid in enumerate(kids[:50]):
-        ack.stamp(TAG, finished=[kid], op_id=f"kid-{i}", first=True)
+        ack.stamp(TAG, finished=[kid], op_id=f"kid-{i}")
     item: dict[str, Any] = ack.client.get_item(TableName=ack.table, Key={"tagID": {"S": TAG}})["Item"]
     assert item["cutn"] == {"N": "40"} and item["trims"] == {"N": "1"}
     return item
@@ -108,9 +108,9 @@ def test_an_xor_write_retried_after_an_error_does_not_write_its_history_block_ag
     kids = [ack.new_edge() for _ in range(60)]
     ack.stamp(TAG, finished=[root], started=kids, op_id="fan")
     for i, kid in enumerate(kids[:46]):  # positions 2..47: the list holds 47 op ids
-        ack.stamp(TAG, finished=[kid], op_id=f"kid-{i}", first=True)
+        ack.stamp(TAG, finished=[kid], op_id=f"kid-{i}")
     script = Script(client).before("PutItem", lambda: None).fail("PutItem", times=3)
-    ack.stamp(TAG, finished=[kids[46]], op_id="crossing", first=True)  # position 48: moves block 0
+    ack.stamp(TAG, finished=[kids[46]], op_id="crossing")  # position 48: moves block 0
     assert script.pending == 0
     assert ack.stats.events["history_writes"] == 1
     item = client.get_item(TableName=ack.table, Key={"tagID": {"S": TAG}})["Item"]
@@ -182,7 +182,7 @@ def test_the_owner_of_a_block_moves_its_own_while_a_late_owner_moves_the_one_bef
         return original(request)
 
     tracker.store.execute = execute
-    tracker.stamp(SEEDED, finished=[1], op_id="owner-of-block-1", first=True)
+    tracker.stamp(SEEDED, finished=[1], op_id="owner-of-block-1")
     kept = original(Read(SEEDED))
     assert late and (kept.cut_seq, kept.trims, len(kept.ops)) == (2 * BLOCK, 2, 112 - 2 * BLOCK)
     assert [t.cut for t in sent] == [BLOCK]  # its own block only
@@ -215,7 +215,7 @@ def test_the_owner_of_a_block_sends_its_trim_again_when_the_late_owner_lands_aft
         return original(request)
 
     tracker.store.execute = execute
-    tracker.stamp(SEEDED, finished=[1], op_id="owner-of-block-1", first=True)
+    tracker.stamp(SEEDED, finished=[1], op_id="owner-of-block-1")
     kept = original(Read(SEEDED))
     assert (kept.cut_seq, kept.trims, len(kept.ops)) == (2 * BLOCK, 2, 112 - 2 * BLOCK)
     assert [t.cut for t in sent] == [BLOCK, BLOCK]
@@ -248,7 +248,7 @@ def test_the_owner_of_a_block_moves_the_one_before_when_its_owner_was_lost(
         return original(request)
 
     tracker.store.execute = execute
-    tracker.stamp(SEEDED, finished=[1], op_id="owner-of-block-1", first=True)
+    tracker.stamp(SEEDED, finished=[1], op_id="owner-of-block-1")
     kept = original(Read(SEEDED))
     assert (kept.cut_seq, kept.trims, len(kept.ops)) == (2 * BLOCK, 2, 112 - 2 * BLOCK)
     assert [t.cut for t in sent] == [BLOCK, BLOCK, 0, BLOCK]  # its own (refused twice), block 0, its own

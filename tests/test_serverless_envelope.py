@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import pickle
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -24,15 +23,12 @@ from xor_ack_dynamodb.serverless import (
     owner_for,
     start_edge,
 )
-from xor_ack_dynamodb.serverless.copies import stamp_options
 from xor_ack_dynamodb.stamps import Position
 
 XOR = Envelope("s3://in/a.jsonl@etag:1f", bytes.fromhex("00ff" * 8), "inc-1", "xor")
 SUM = Envelope("orders/2024-06-01", 2**63 + 5, "inc-2", "sum")
-#: With what its stamp checks for earlier copies: its parent, the parent's position, re-sent.
-FULL = Envelope(
-    "orders/2024-06-02", 7, "inc-3", "sum", parent="edge:12", after=Position(b"\x01" * 8, 41), resent=True
-)
+#: With where its stamp checks for earlier copies from: its parent's position.
+FULL = Envelope("orders/2024-06-02", 7, "inc-3", "sum", after=Position(b"\x01" * 8, 41))
 
 
 def sqs_record(body: str, attributes: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -95,12 +91,8 @@ def good(**changes: Any) -> str:
         (sqs_record("x", attr(good(edge=str(2**64)))), MalformedEnvelope),
         (sqs_record("x", attr(good(owner=None))), MalformedEnvelope),
         (sqs_record("x", attr(good(mode="product"))), MalformedEnvelope),
-        (sqs_record("x", attr(good(parent=""))), MalformedEnvelope),
-        (sqs_record("x", attr(good(parent=7))), MalformedEnvelope),
         (sqs_record("x", attr(good(after="0101:1"))), MalformedEnvelope),
         (sqs_record("x", attr(good(after=41))), MalformedEnvelope),
-        (sqs_record("x", attr(good(rs=2))), MalformedEnvelope),
-        (sqs_record("x", attr(good(rs=True))), MalformedEnvelope),
         (sqs_record("x", attr(XOR.to_json())), EnvelopeModeMismatch),
         (sqs_record("x", {"xor-ack": {"dataType": "Binary", "binaryValue": "AA=="}}), MalformedEnvelope),
         (sqs_record(json.dumps({"xor-ack": {"v": 1}, "body": 1})), MalformedEnvelope),
@@ -139,16 +131,12 @@ def test_edges_are_derived_deterministically() -> None:
     assert owner_for("t", "a") == owner_for("t", "a") != owner_for("t", "b")
 
 
-def test_what_a_stamp_checks_follows_what_the_message_knows() -> None:
-    """A first delivery naming its parent is trusted unless the chain marked that parent;
-    a redelivery, a re-sent copy, an S3-carried child and an older envelope (no parent,
-    no position: the whole lineage) are checked."""
+def test_fields_of_earlier_writers_are_ignored() -> None:
+    """``parent`` and ``rs``, which earlier writers of version 1 added, are ignored (a
+    reader of version 1 ignores fields it does not know); an envelope without ``after``
+    is checked from the chain's start."""
     at = Position(b"\x02" * 8, 9)
-    first = Envelope("t", 5, "inc-1", "sum", parent="edge:3", after=at)
-    assert stamp_options(first, 1) == {"first": True, "parent": "edge:3", "after": at}
-    assert stamp_options(first, 2) == {"after": at}
-    assert stamp_options(first, 1, counted=False) == {"after": at}
-    assert stamp_options(replace(first, resent=True), 1) == {"after": at}
+    earlier = {"v": 1, "tag": "t", "mode": "sum", "edge": "5", "owner": "inc-1", "parent": "edge:3", "rs": 1}
+    assert from_json(json.dumps({**earlier, "after": str(at)})) == Envelope("t", 5, "inc-1", "sum", after=at)
     older = from_json(json.dumps({"v": 1, "tag": "t", "mode": "sum", "edge": "5", "owner": "inc-1"}))
-    assert (older.parent, older.after, older.resent) == (None, None, False)
-    assert stamp_options(older, 1) == {"after": None}
+    assert older.after is None

@@ -301,7 +301,9 @@ def test_a_fan_out_with_every_message_delivered_twice_ends_exact(mode: str) -> N
     assert result.exact, (result.states, result.completions)
     assert result.deliveries == 2 * 60 - 1  # the closer (held back past the late copies) once
     assert result.events["stamps.applied"] == 60  # each child once; every copy refused
-    assert result.requests["BatchGetItem"] >= 1  # some late copy was looked for in history
+    # The late copies were found in history blocks this process wrote and kept (blocks
+    # never change once written): no read.
+    assert "BatchGetItem" not in result.requests
     assert "records.failed_chain" not in result.events
 
 
@@ -318,7 +320,7 @@ def test_an_envelope_of_an_older_version_is_checked_on_its_first_receive(dynamod
     def first_pass(body: dict[str, Any], record: dict[str, Any]) -> Route:
         if body["i"] == 0:  # an old parent's re-send of leaf 0: same edge, no new fields
             env = decode_record(record).envelope
-            old = {k: v for k, v in env.to_dict().items() if k not in ("parent", "after", "rs")}
+            old = {k: v for k, v in env.to_dict().items() if k != "after"}
             copies.append({"xor-ack": {"DataType": "String", "StringValue": json.dumps(old)}})
         return "hold" if body["i"] == last else "process"
 

@@ -162,7 +162,7 @@ def test_a_list_far_past_its_threshold_is_moved_out_in_requests_dynamodb_accepts
     _seed(sum_ack, backlog, edge + 99)
     sum_ack.stats.reset()
     # The op at position 32 + 6 * 40 owns block 5: it moves blocks 0..3 (at most 4).
-    value = sum_ack.stamp(TAG, finished=[edge], op_id="crossing", first=True)
+    value = sum_ack.stamp(TAG, finished=[edge], op_id="crossing")
     assert value == 99 and not value.acked and value.position.seq == WINDOW + 6 * BLOCK
     assert sum_ack.stats.events.get("trims") == 4
     assert sum_ack.stats.events.get("history_writes") == 1

@@ -24,6 +24,7 @@ from typing import Any
 
 from .config import AckConfig
 from .core.algebra import EdgeLike
+from .core.rules import BATCH_CAP
 from .core.stamping import StampCall
 from .core.verdicts import DEFERRED, StampItem
 from .drivers import SyncTracker
@@ -84,7 +85,7 @@ class CombiningTracker(SyncTracker):
       them: a leader that lost the response of its write finds the marker in the
       chain (its item, or its history) and knows the whole batch landed, however many
       ops it held; stamps that do not fit wait for the next write.
-    * Each stamp's ``op_id``, ``after``, ``first`` and ``parent`` mean what they mean
+    * Each stamp's ``op_id`` and ``after`` mean what they mean
       for ``stamp()``: a stamp whose duplicate check needs the chain's history has it
       read before the write that carries it.
     * If the write cannot be made (``TagNotFound``, ``StaleLocalData``, a transient
@@ -137,14 +138,12 @@ class CombiningTracker(SyncTracker):
         op_id: str | None = None,
         owner: str | None = None,
         after: Position | None = None,
-        first: bool = False,
-        parent: str | None = None,
     ) -> Stamp | Sum:
         """Apply one stamp (see the wrapped tracker's ``stamp``), sharing the write with
         concurrent stamps on the same tag. Returns the value after this stamp, in queue
         order. Bad input is rejected before queueing."""
         known = self.driver.cache.get(tag) if isinstance(tag, str) else None
-        call = self.calls.stamp(tag, value, finished, started, op_id, owner, known, after, first, parent)
+        call = self.calls.stamp(tag, value, finished, started, op_id, owner, known, after)
         if not isinstance(call, StampCall):  # sum mode: one ADD never loses a race
             result = self.driver.run(call)
             self.stamped(call.tag, result)
@@ -205,7 +204,7 @@ class CombiningTracker(SyncTracker):
         """Write the stamps queued on ``tag`` (up to a window's worth) as one batch; put
         any the chain's window could not take back at the head of the queue; hand the
         tag to the first caller still queued."""
-        cap = max(1, self.rules.batch_cap)
+        cap = BATCH_CAP
         with self._lock:
             queue = self._queues[tag]
             batch, queue.waiting = queue.waiting[:cap], queue.waiting[cap:]
@@ -230,7 +229,7 @@ class CombiningTracker(SyncTracker):
         driver = self.driver
         if len(batch) > 1:
             driver.stats.add("combined", len(batch))
-        call = StampCall(driver.rules, tag, [p.item for p in batch], driver.cache.get(tag))
+        call = StampCall(driver.rules, tag, [p.item for p in batch], driver.cache.get(tag), driver.history)
         plan = driver.run(call)
         if plan.new is not None:
             driver.stats.add("batches")

@@ -6,7 +6,13 @@ involved. Errors that mean "the caller passed bad input" also derive from ``Valu
 (or ``TypeError`` for a value of the wrong type), and are raised before any request is
 sent, so nothing is written.
 
-DynamoDB errors the library does not interpret propagate as botocore's ``ClientError``.
+A request that fails below the service's own answers (no connection, a timeout, a
+5xx that is not an AWS error) raises a :class:`RequestFailed` subclass naming the
+service, the region and the endpoint, botocore's exception as its ``__cause__``; a
+region botocore does not know and whose endpoint does not resolve raises
+:class:`UnknownRegion` when the client is built. Service errors the library does not
+interpret (an ``AccessDeniedException``, a throttle that outlasts the retry budget)
+propagate as botocore's ``ClientError``.
 """
 
 from __future__ import annotations
@@ -35,6 +41,13 @@ __all__ = [
     "NotOwner",
     "ChainModeMismatch",
     "OutcomeUnknown",
+    "UnknownRegion",
+    "RequestFailed",
+    "EndpointUnreachable",
+    "ConnectTimeout",
+    "ResponseLost",
+    "ReadTimeout",
+    "BadResponse",
 ]
 
 
@@ -99,6 +112,14 @@ class InvalidStampType(InvalidStamp, TypeError):
 class InvalidConfig(XorAckError, ValueError):
     """A constructor argument is out of range: a table name DynamoDB would reject, an
     empty partition key name, a non-positive ttl, a retry budget below one attempt."""
+
+
+class UnknownRegion(InvalidConfig):
+    """The region is not one botocore knows and its endpoint's host name does not
+    resolve: a typo such as ``eu-wst-1``. Raised when the client is built (or, for a
+    client you built, on its first request, without the retry budget's retries);
+    nothing was sent. A region newer than the installed botocore whose endpoint
+    resolves is accepted."""
 
 
 # Chain state: raised after reading the chain, never after a partial write.
@@ -182,3 +203,61 @@ class CorruptItem(XorAckError):
 
 class BatchIncomplete(XorAckError):
     """``status_many()`` still had unprocessed keys when its retry budget was spent."""
+
+
+# The network: a request that got no answer from the service.
+
+
+class RequestFailed(XorAckError):
+    """A request to AWS got no answer from the service: see the subclasses for whether
+    it may have been applied. ``service``, ``operation``, ``region`` and ``endpoint``
+    name the request (the message too); ``__cause__`` is botocore's exception.
+    Raised once the retries are spent: botocore's resends, then (for a tracker's own
+    requests) the retry budget's attempts, which resend a write only with the guards
+    that keep it from being applied twice."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tag: str | None = None,
+        service: str | None = None,
+        operation: str | None = None,
+        region: str | None = None,
+        endpoint: str | None = None,
+    ) -> None:
+        super().__init__(message, tag=tag)
+        self.service = service
+        self.operation = operation
+        self.region = region
+        self.endpoint = endpoint
+
+
+class EndpointUnreachable(RequestFailed):
+    """No connection to the endpoint could be made (refused, a host name that does not
+    resolve, a proxy or TLS failure): the request never reached the service, so it was
+    not applied."""
+
+
+class ConnectTimeout(EndpointUnreachable):
+    """Connecting to the endpoint took longer than the client's connect timeout: the
+    request was not sent, so it was not applied."""
+
+
+class ResponseLost(RequestFailed):
+    """The request was sent and its response was lost (the connection closed, or the
+    body did not match its checksum): it may or may not have been applied. A
+    tracker's write is recognised when sent again with the same ``op_id``, so
+    calling again tells (``duplicate`` if it landed)."""
+
+
+class ReadTimeout(ResponseLost):
+    """The request was sent and no response came within the client's read timeout: it
+    may or may not have been applied (see :class:`ResponseLost`)."""
+
+
+class BadResponse(RequestFailed):
+    """The endpoint answered with an HTTP 5xx that is not an AWS error (an HTML page
+    from a proxy, a wrong endpoint, or a local emulator that does not serve this
+    region). Whether the request was applied is not known; calling again with the same
+    ``op_id`` tells."""

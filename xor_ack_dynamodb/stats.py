@@ -1,11 +1,19 @@
-"""Per-tracker counters: what a tracker asked of DynamoDB and how often it had to retry."""
+"""Counters: what a tracker asked of DynamoDB and how often it had to retry
+(:class:`RequestStats`), and the one progress bar that shows a count of work done to a
+person (:func:`progress_bar`: the command line's batch commands and word count, a
+tracked Spark run's ``RunProgress``)."""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+from typing import TYPE_CHECKING
 
-__all__ = ["RequestStats"]
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+__all__ = ["RequestStats", "progress_bar"]
 
 
 class RequestStats:
@@ -74,3 +82,28 @@ class RequestStats:
             self._requests.clear()
             self._events.clear()
             self._capacity = 0.0
+
+
+def progress_bar(unit: str, console: Console, *, enabled: bool = True, transient: bool = False) -> Progress:
+    """The bar: spinner, description, bar, ``done/total unit``, time elapsed, drawn on
+    ``console``; ``enabled=False`` draws nothing (its updates still count)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+        console=console,
+        transient=transient,
+        disable=not enabled,
+    )

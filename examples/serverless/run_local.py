@@ -179,7 +179,8 @@ def stream_poller(dynamodb: Any, table: str, handler: Any, *, twice: bool = Fals
     handed over twice)."""
     from xor_ack_dynamodb.serverless import StreamPoller
 
-    return StreamPoller.for_table(dynamodb, None, table, handler, twice=twice)  # None: a client beside dynamodb
+    # streams=None: the library's streams client beside dynamodb (its region, endpoint, keys)
+    return StreamPoller.for_table(dynamodb, None, table, handler, twice=twice)
 
 
 def report(pipeline: Any, tags: list[str], work: int, completions: int, stream: Any) -> None:

@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from conftest import expect
 
 from xor_ack_dynamodb import LocalDynamoDB, RetryPolicy, XorAckDynamoDB, new_stamp, xor
+from xor_ack_dynamodb.core.chain import BLOCK
 from xor_ack_dynamodb.errors import BatchIncomplete, StaleLocalData, TagNotFound
 from xor_ack_dynamodb.stamps import RESERVED_PREFIX
 
@@ -109,7 +110,7 @@ def _run_scenario(
     reader = factory()
     reader.create_table()  # CreateTable & co. are not injected into: not chain traffic
     if trims:
-        past = reader.max_ops + reader.rules.slack
+        past = reader.max_ops + BLOCK
         trees = make_trees(SIZE.trim_chains, rng, "trims", past + 12, mode, min_nodes=past + 4)
         assert all(t.size >= past for t in trees), [t.size for t in trees]
     else:

@@ -18,7 +18,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..core.chain import Chain
-from ..errors import CorruptItem, TableNotFound, TagNotFound
+from ..errors import CorruptItem, TableNotFound, TableSchemaMismatch, TagNotFound
 from ..stamps import RESERVED_PREFIX
 from ..stores.dynamodb.item import ItemCodec
 from ..stores.dynamodb.table import describe, missing_table_message, table_key
@@ -26,15 +26,15 @@ from .common import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_TABLE,
     UsageError,
     add_global_options,
-    emit_json,
-    handle_errors,
-    print_table,
+    error_line,
     short_hex,
     status_record,
     tracker,
 )
+from .output import bar, emit_json, print_table, spinner, tsv_unescape
 
 __all__ = ["register"]
 
@@ -70,8 +70,15 @@ def register(subparsers: Any) -> None:
     ):
         _add(actions, name, text).set_defaults(func=func)
 
-    status = _add(subparsers, "status", "show chains by tag (a consistent BatchGetItem)")
-    status.add_argument("tags", nargs="+", metavar="TAG")
+    status = _add(
+        subparsers,
+        "status",
+        "show chains by tag (a consistent BatchGetItem)",
+        "Show chains by tag: a consistent BatchGetItem per 100 tags, a progress bar on stderr "
+        "when it is a terminal. 'status -' reads the tags from stdin, one a line, as 'list' "
+        "prints them piped (so 'xor-ack list --state failed | cut -f1 | xor-ack status -' works).",
+    )
+    status.add_argument("tags", nargs="+", metavar="TAG", help="a chain's tag, or - to read them from stdin")
     status.set_defaults(func=status_cmd)
 
     listing = _add(
@@ -159,7 +166,6 @@ def _when(iso: str | None) -> str | None:
     return None if iso is None else iso.replace("T", " ").replace("+00:00", "Z")
 
 
-@handle_errors
 def table_create(args: argparse.Namespace) -> int:
     ack = tracker(args)
     created = ack.create_table()
@@ -167,7 +173,6 @@ def table_create(args: argparse.Namespace) -> int:
     return _reply(args, {"table": ack.table, "partition_key": ack.partition_key, "created": created}, text)
 
 
-@handle_errors
 def table_describe(args: argparse.Namespace) -> int:
     ack = tracker(args)
     info = describe(ack.client, ack.table)
@@ -190,29 +195,48 @@ def table_describe(args: argparse.Namespace) -> int:
     else:
         print_table(f"table {record['table']}", ("property", "value"), list(record.items()))
     if key != (ack.partition_key, "S"):
-        print(
-            f"xor-ack: warning: the table's key is {key!r}, not a String {ack.partition_key!r}",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
+        message = f"the table's key is {key!r}, not a String {ack.partition_key!r}"
+        print(error_line(TableSchemaMismatch.__name__, message), file=sys.stderr)
+        return EXIT_TABLE
     return EXIT_OK
 
 
-@handle_errors
+def _tags(values: list[str]) -> list[str]:
+    """The tags a command was given: ``-`` alone reads them from stdin, one a line, as
+    ``list`` prints them piped (``\\t``, ``\\n``, ``\\r``, ``\\\\`` unescaped; empty lines
+    skipped)."""
+    if values != ["-"]:
+        return values
+    return [tsv_unescape(line.rstrip("\r\n")) for line in sys.stdin if line.strip("\r\n")]
+
+
 def status_cmd(args: argparse.Namespace) -> int:
+    tags = list(dict.fromkeys(_tags(args.tags)))
+    if not tags:
+        raise UsageError("no tags on stdin")
     ack = tracker(args)
-    found = ack.status_many(args.tags)
-    tags = list(dict.fromkeys(args.tags))
-    missing = [t for t in tags if t not in found]
+    with bar("chains") as shown:
+        task = shown.add_task(f"reading {ack.table}", total=len(tags))
+        found = ack.status_many(tags, progress=lambda done, total: shown.update(task, completed=done))
     absent = {"state": None, "error": TagNotFound.__name__}
     records = [status_record(found[t]) if t in found else {"tag": t, **absent} for t in tags]
     if args.json:
         emit_json(records)
     else:
         _print_statuses([r for r in records if r["state"] is not None], f"chains in {ack.table}")
-    for tag in missing:
-        print(f"xor-ack: error: TagNotFound: chain {tag!r} does not exist", file=sys.stderr)
-    return EXIT_FAILED if missing else EXIT_OK
+    failed = 0
+    for record in records:
+        if record["state"] is None:
+            print(
+                error_line(TagNotFound.__name__, f"chain {record['tag']!r} does not exist"), file=sys.stderr
+            )
+        elif record["state"] == "corrupt":
+            message = f"chain {record['tag']!r} cannot be read: {record['reason']}"
+            print(error_line(CorruptItem.__name__, message), file=sys.stderr)
+        else:
+            continue
+        failed += 1
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def _scan(ack: Any, prefix: str | None, page_size: int) -> Iterator[dict[str, Any]]:
@@ -232,7 +256,6 @@ def _scan(ack: Any, prefix: str | None, page_size: int) -> Iterator[dict[str, An
         raise
 
 
-@handle_errors
 def list_cmd(args: argparse.Namespace) -> int:
     if args.page_size < 1 or (args.limit is not None and args.limit < 1):
         raise UsageError("--page-size and --limit must be positive")
@@ -241,7 +264,7 @@ def list_cmd(args: argparse.Namespace) -> int:
     now = int(time.time())
     matched: list[Chain] = []
     scanned = pages = corrupt = 0
-    progress = _progress()
+    progress = spinner()
     with progress:
         task = progress.add_task(f"scanning {ack.table}", total=None)
         for page in _scan(ack, args.prefix, args.page_size):
@@ -254,7 +277,7 @@ def list_cmd(args: argparse.Namespace) -> int:
                     chain = codec.parse(item)
                 except CorruptItem as exc:
                     corrupt += 1
-                    print(f"xor-ack: warning: CorruptItem: {exc} (tag {exc.tag!r})", file=sys.stderr)
+                    print(error_line(exc.code, f"{exc} (tag {exc.tag!r})"), file=sys.stderr)
                     continue
                 if args.state is None or ack.rules.effective_state(chain, now) == args.state:
                     matched.append(chain)
@@ -274,33 +297,6 @@ def list_cmd(args: argparse.Namespace) -> int:
     return EXIT_FAILED if corrupt else EXIT_OK
 
 
-def _progress() -> Any:
-    """A transient spinner on stderr while scanning (silent when stderr is not a terminal)."""
-    try:
-        from rich.console import Console
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    except ImportError:  # pragma: no cover - rich ships with the cli/test extras
-        import contextlib
-
-        class _Quiet(contextlib.nullcontext[None]):
-            def add_task(self, *a: Any, **k: Any) -> int:
-                return 0
-
-            def update(self, *a: Any, **k: Any) -> None:
-                pass
-
-        return _Quiet()
-    console = Console(stderr=True)
-    return Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
-
-
 def _edge(text: str, mode: str) -> bytes | int:
     try:
         return int(text, 10) if mode == "sum" else bytes.fromhex(text)
@@ -310,7 +306,6 @@ def _edge(text: str, mode: str) -> bytes | int:
         ) from None
 
 
-@handle_errors
 def stamp_cmd(args: argparse.Namespace) -> int:
     if not args.finish and not args.start:
         raise UsageError("give at least one --finish or --start edge")
@@ -323,19 +318,16 @@ def stamp_cmd(args: argparse.Namespace) -> int:
     return _reply(args, {"tag": args.tag, "acked": result.acked, "duplicate": result.duplicate}, text)
 
 
-@handle_errors
 def fail_cmd(args: argparse.Namespace) -> int:
     return _reply(args, status_record(tracker(args).fail(args.tag, args.reason)), title="failed")
 
 
-@handle_errors
 def touch_cmd(args: argparse.Namespace) -> int:
     if args.ttl is not None and not args.ttl > 0:
         raise UsageError(f"--ttl must be a positive number of seconds, got {args.ttl}")
     return _reply(args, status_record(tracker(args).touch(args.tag, ttl=args.ttl)), title="touched")
 
 
-@handle_errors
 def delete_cmd(args: argparse.Namespace) -> int:
     tracker(args).delete(args.tag)
     return _reply(args, {"tag": args.tag, "deleted": True}, f"deleted {args.tag}")

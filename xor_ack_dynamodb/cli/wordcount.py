@@ -6,15 +6,18 @@ one). ``--endpoint-url``, ``--region`` or ``--table`` point it at a real DynamoD
 (credentials from the usual AWS environment); ``--master`` at a cluster, ``--remote`` at
 a Spark Connect server. Under spark-submit the master comes from spark-submit.
 
-Exit status: 0 when every file ended acked, 1 when any did not, 2 for bad arguments.
+Exit status: 0 when every file ended acked, 1 when any did not, 2 for bad arguments
+(:data:`~.common.WORDCOUNT_EXIT_CODES_HELP`); errors in the one form of :mod:`.common`.
+Output as the other commands' (:mod:`.output`): tables on a terminal, tab-separated
+lines in a pipe, ``--json`` the report.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import threading
-from collections.abc import Sequence
+import sys
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
-    from rich.console import Console
 
     from ..config import AckConfig
     from ..jobs.wordcount.job import WordCountReport
-    from ..spark.outcomes import RootOutcome
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
 
-from .common import emit_json, handle_errors
+from .common import WORDCOUNT_EXIT_CODES_HELP, UsageError, error_line
+from .output import emit_json, is_terminal, print_rows, stderr_console, stdout_console
 
 DEFAULT_TABLE = "xor-ack-wordcount"
 
@@ -57,20 +60,27 @@ def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "wordcount",
         help="the tracked Spark word count (one ack chain per file)",
-        description=(
+        description=textwrap.fill(
             "Count words with Spark, tracking every input file with an ack chain: a file is acked once "
             "all its word counts are durably written; failed files are replayed. With no INPUT, counts the "
-            "bundled corpus (examples/data); with no DynamoDB flags, uses an embedded moto server."
+            "bundled corpus (24 short texts installed with the package); with no DynamoDB flags, uses an "
+            "embedded moto server.",
+            88,
         ),
+        epilog=WORDCOUNT_EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "inputs", nargs="*", metavar="INPUT", help="files or directories (default: the bundled corpus)"
+        "inputs",
+        nargs="*",
+        metavar="INPUT",
+        help="files, directories or s3:// locations (default: the bundled corpus)",
     )
     parser.add_argument(
         "--output",
         default="out",
         metavar="DIR",
-        help="where counts.csv and report.json go: a directory (default ./out; on a cluster, one "
+        help="where counts.csv and report.json go: a directory (default out; on a cluster, one "
         "every node shares) or s3://bucket/prefix",
     )
     parser.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
@@ -122,7 +132,7 @@ def register(subparsers: Any) -> None:
         default=0.0,
         metavar="P",
         help="make this fraction of word records raise, in the first --fail-attempts attempts "
-        "(deterministic per seed and attempt)",
+        "(deterministic per seed and attempt; default 0)",
     )
     parser.add_argument(
         "--fail-attempts",
@@ -138,8 +148,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--partitions",
         type=_positive,
-        help="shuffle partitions (rdd default: half the parallelism, 1 to 8; frame default: Spark's, "
-        "coalesced by adaptive execution)",
+        help="shuffle partitions (rdd default: the input's, up to twice the parallelism; "
+        "frame default: Spark's, coalesced by adaptive execution)",
     )
     parser.add_argument(
         "--no-tracking", action="store_true", help="the same job without ack chains or DynamoDB"
@@ -153,38 +163,43 @@ def register(subparsers: Any) -> None:
         help="one request per create and per stamp, instead of TransactWriteItems of up to 100 chains "
         "(default: transactions, which cost twice the write units per item on DynamoDB)",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress display (there is none when stderr is not a terminal)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print report.json's content on stdout instead of the summary",
+    )
     parser.set_defaults(func=run)
 
 
-@handle_errors
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from ..errors import XorAckError
     from ..jobs.wordcount.job import default_corpus, find_inputs, run_wordcount
     from ..spark.context import get_context, get_session
+    from ..spark.progress import RunProgress
 
-    console = Console()
-    err = Console(stderr=True, soft_wrap=True)
+    err = stderr_console()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.remote and args.api == "rdd":
+        raise UsageError("--remote (Spark Connect) has no RDDs: use --api frame")
     try:
         inputs = find_inputs(args.inputs or [default_corpus()])
-    except (FileNotFoundError, XorAckError) as exc:
-        err.print(f"[red]error:[/] {exc}")
-        return 2
-    if args.remote and args.api == "rdd":
-        err.print("[red]error:[/] --remote (Spark Connect) has no RDDs: use --api frame")
-        return 2
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc), kind=type(exc).__name__) from exc
     # Real DynamoDB when asked for on this command, or when the table is named globally
     # (xor-ack --table T, or XOR_ACK_TABLE); otherwise the embedded moto server.
-    real = bool(args.wc_endpoint_url or args.wc_region or args.wc_table or getattr(args, "table", None))
+    wants_real = args.wc_endpoint_url or args.wc_region or args.wc_table or getattr(args, "table", None)
+    real = _real_backend(args) if wants_real and not args.no_tracking else None
     with ExitStack() as stack:
         config: AckConfig | None = None
         where = "no tracking"
         # The backend (an embedded moto server, the table) gets ready while Spark starts.
         background = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="xor-ack-backend"))
-        backend = None if args.no_tracking else background.submit(_backend, args, real, stack)
+        backend = None if args.no_tracking else background.submit(_backend, real, stack)
         spark: Any
         if args.api == "rdd":
             spark, created = get_context(args.master, app_name="xor-ack wordcount")
@@ -201,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
         err.print(
             f"[bold]xor-ack wordcount[/]: {len(inputs)} files, Spark {spark_name}, {args.api} api, {where}"
         )
-        progress = _Progress(sc, err, len(inputs), enabled=not args.quiet)
+        progress = RunProgress(sc, err, len(inputs), enabled=not args.quiet, unit="files acked")
         try:
             with progress:
                 report = run_wordcount(
@@ -220,151 +235,77 @@ def run(args: argparse.Namespace) -> int:
                     bad_bytes=args.bad_bytes,
                     split_bytes=args.split_size,
                     transactions=not args.single_writes,
+                    started_at=getattr(args, "started_at", None),
                 )
         except Exception as exc:
             if config is not None:
                 raise
             # Without tracking, one record that raises aborts the whole Spark job.
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-            err.print(f"[red]the Spark job failed (no tracking: nothing to replay):[/] {first}")
+            message = f"the Spark job failed (no tracking: nothing to replay): {first}"
+            print(error_line(type(exc).__name__, message), file=sys.stderr)
             return 1
     if getattr(args, "json", False):
         emit_json(report.to_json())
     else:
-        _summary(console, report, args.output)
+        _summary(report, args.output)
     return 0 if report.all_acked else 1
 
 
-def _backend(args: argparse.Namespace, real: bool, stack: ExitStack) -> tuple[AckConfig, str]:
-    """The table (created if missing) and how to name it."""
+def _real_backend(args: argparse.Namespace) -> tuple[AckConfig, XorAckDynamoDB, str]:
+    """The real table's config, a tracker on it and how to name it: checked (table name,
+    key, region, endpoint) before Spark starts, nothing sent."""
     from ..config import AckConfig
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
+
+    endpoint = args.wc_endpoint_url or getattr(args, "endpoint_url", None)
+    config = AckConfig(
+        table=args.wc_table or getattr(args, "table", None) or DEFAULT_TABLE,
+        partition_key=getattr(args, "partition_key", None) or "tagID",
+        region=args.wc_region or getattr(args, "region", None),
+        endpoint_url=endpoint,
+    )
+    where = f"DynamoDB table {config.table}" + (f" at {endpoint}" if endpoint else "")
+    return config, XorAckDynamoDB.from_config(config), where
+
+
+def _backend(real: tuple[AckConfig, XorAckDynamoDB, str] | None, stack: ExitStack) -> tuple[AckConfig, str]:
+    """The table (created if missing), on ``real`` or else an embedded moto server, and
+    how to name it."""
     from ..stores.dynamodb.tracker import XorAckDynamoDB
     from ..testing.moto_server import LocalDynamoDB
 
-    if real:
-        endpoint = args.wc_endpoint_url or getattr(args, "endpoint_url", None)
-        config = AckConfig(
-            table=args.wc_table or getattr(args, "table", None) or DEFAULT_TABLE,
-            partition_key=getattr(args, "partition_key", None) or "tagID",
-            region=args.wc_region or getattr(args, "region", None),
-            endpoint_url=endpoint,
-        )
-        where = f"DynamoDB table {config.table}" + (f" at {endpoint}" if endpoint else "")
+    if real is not None:
+        config, tracker, where = real
     else:
         local = stack.enter_context(LocalDynamoDB())
         config, where = local.config(DEFAULT_TABLE), f"embedded DynamoDB (moto) at {local.endpoint_url}"
-    XorAckDynamoDB.from_config(config).create_table()
+        tracker = XorAckDynamoDB.from_config(config)
+    tracker.create_table()
     return config, where
 
 
-class _Progress:
-    """A live line while the job runs: attempt, Spark stage and tasks, files acked.
 
-    Polls Spark's status tracker from a thread (not under Spark Connect, which has no
-    SparkContext); on the RDD api, files acked come from the run's accumulator, which the
-    driver updates as tasks finish.
-    """
-
-    def __init__(self, sc: SparkContext | None, console: Console, files: int, *, enabled: bool) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            SpinnerColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        self.sc = sc
-        self.enabled = enabled
-        self.progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("files acked"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-            disable=not enabled,
-        )
-        self.task = self.progress.add_task("starting", total=files)
-        self.attempt = 0
-        self.done = 0
-        self.total = files
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, name="wordcount-progress", daemon=True)
-        self.tracking: Any = None
-
-    def __enter__(self) -> _Progress:
-        self.progress.start()
-        if self.enabled:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=2)
-        self.progress.stop()
-
-    def attempt_started(self, attempt: int, roots: int, tracking: Any) -> None:
-        self.attempt = attempt
-        self.tracking = tracking
-        self._describe("starting")
-
-    def attempt_finished(self, attempt: int, outcomes: Sequence[RootOutcome]) -> None:
-        acked = sum(o.acked for o in outcomes)
-        self.done += acked
-        self._describe("done")
-        self.progress.update(self.task, completed=self.done)
-        if acked < len(outcomes):
-            self.progress.console.print(
-                f"attempt {attempt}: {acked} of {len(outcomes)} files acked; "
-                f"{len(outcomes) - acked} failed or timed out"
-            )
-
-    def _describe(self, stage: str) -> None:
-        self.progress.update(self.task, description=f"attempt {self.attempt} · {stage}")
-
-    def _poll(self) -> None:
-        tracker = self.sc.statusTracker() if self.sc is not None else None
-        while not self._stop.wait(0.25):
-            if tracker is None:
-                continue
-            try:
-                stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
-            except Exception:  # the context is stopping
-                return
-            live = [s for s in stages if s is not None]
-            counters = getattr(self.tracking, "counters", None)
-            if counters is not None and hasattr(counters, "value"):
-                acked = counters.value.get("chains_acked", 0)
-                self.progress.update(self.task, completed=min(self.total, max(self.done, acked)))
-            if live:
-                stage = live[0]
-                self._describe(f"stage {stage.stageId}: {stage.numCompletedTasks}/{stage.numTasks} tasks")
+def _cell(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4f}" if key == "requests_per_word" else str(value)
 
 
-def _summary(console: Console, report: WordCountReport, output: str) -> None:
+def _summary(report: WordCountReport, output: str) -> None:
+    """The run's summary on stdout: rich tables on a terminal; in a pipe, the same rows
+    as tab-separated lines (the files replayed, noted or not acked: name, state,
+    attempts, error or note; then label, value), then the top words and where the
+    outputs went."""
     from rich.table import Table
 
     from ..spark.output import Location
 
     totals = report.totals()
-    files = Table(title="files replayed, noted or not acked", show_lines=False)
-    for column in ("file", "state", "attempts", "error or note"):
-        files.add_column(column)
     shown = [f for f in report.files if f.state != "acked" or f.attempts > 1 or f.note]
-    for f in shown:
-        style = "green" if f.state in ("acked", "untracked") else "red"
-        detail = f.error or f.note or ""
-        files.add_row(Path(f.path).name, f"[{style}]{f.state}[/]", str(f.attempts), detail[:80])
-    if shown:
-        console.print(files)
-    summary = Table(title="xor-ack wordcount", caption=f"run {report.run_id}", show_header=False)
-    summary.add_column("", style="bold")
-    summary.add_column("", justify="right")
+    file_rows: list[tuple[Any, ...]] = [
+        (Path(f.path).name, f.state, f.attempts, (f.error or f.note or "")[:80]) for f in shown
+    ]
     labels = {
         "files": "files",
         "acked": "files acked",
@@ -377,18 +318,38 @@ def _summary(console: Console, report: WordCountReport, output: str) -> None:
         "requests_per_word": "requests per word",
         "wall_seconds": "wall seconds",
     }
-    for key, label in labels.items():
-        value = totals[key]
-        summary.add_row(
-            label, "-" if value is None else (f"{value:.4f}" if key == "requests_per_word" else str(value))
-        )
-    console.print(summary)
+    summary_rows: list[tuple[Any, ...]] = [(label, _cell(key, totals[key])) for key, label in labels.items()]
     top = sorted(report.counts.items(), key=lambda item: (-item[1], item[0]))[:5]
-    console.print("top words: " + ", ".join(f"{w} {c}" for w, c in top))
 
     def where(name: str) -> str:  # a directory as the user gave it
         return Location.of(output).describe(name) if output.startswith("s3://") else str(Path(output) / name)
 
-    console.print(f"wrote {where('counts.csv')} and {where('report.json')}")
+    closing = [
+        "top words: " + ", ".join(f"{w} {c}" for w, c in top),
+        f"wrote {where('counts.csv')} and {where('report.json')}",
+    ]
+    if not is_terminal(sys.stdout):
+        print_rows(file_rows + summary_rows)
+        print("\n".join(closing))
+        if not report.all_acked:
+            print(f"{totals['failed']} file(s) not acked")
+        return
+    console = stdout_console()
+    if shown:
+        files = Table(title="files replayed, noted or not acked", show_lines=False)
+        for column in ("file", "state", "attempts", "error or note"):
+            files.add_column(column)
+        for name, state, attempts, detail in file_rows:
+            style = "green" if state in ("acked", "untracked") else "red"
+            files.add_row(name, f"[{style}]{state}[/]", str(attempts), detail)
+        console.print(files)
+    summary = Table(title="xor-ack wordcount", caption=f"run {report.run_id}", show_header=False)
+    summary.add_column("", style="bold")
+    summary.add_column("", justify="right")
+    for label, value in summary_rows:
+        summary.add_row(label, str(value))
+    console.print(summary)
+    for line in closing:
+        console.print(line, markup=False, highlight=False)
     if not report.all_acked:
         console.print(f"[red]{totals['failed']} file(s) not acked[/]")

@@ -15,11 +15,16 @@ write units per KB of each item), but one request instead of a hundred. A transa
 cancelled because some entries' own conditions failed applied nothing: those calls get
 their rejection (with the chain as it stands, as a single write would), the others are
 sent again at once. A store without transactions (dynalite) gets the writes one by one.
+
+What a batch call returns is a :class:`BatchResult` (``create_many``, ``stamp_many``,
+``touch_many``) or a :class:`StatusResult` (``status_many``): the dict by tag it always
+was, with the failures, the successes and the tags with no chain at hand, and a summary
+that counts failures by type instead of leaving them to be found one value at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 from ..errors import BatchIncomplete, CorruptItem
@@ -40,9 +45,19 @@ from .messages import (
 )
 from .rules import ChainRules
 
-__all__ = ["Lockstep", "BATCH_SIZE", "TRANSACTION_SIZE", "chunks", "statuses"]
+__all__ = [
+    "Lockstep",
+    "BatchResult",
+    "StatusResult",
+    "BATCH_SIZE",
+    "TRANSACTION_SIZE",
+    "chunks",
+    "statuses",
+    "failure_type",
+]
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 #: Keys per BatchGetItem request (DynamoDB's limit).
 BATCH_SIZE = 100
@@ -55,6 +70,81 @@ Answer = tuple[Any, Exception | None]
 
 def chunks(items: Sequence[T], size: int) -> list[list[T]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def failure_type(error: BaseException) -> str:
+    """How :meth:`BatchResult.failures_by_type` names ``error``: its class, and for a
+    botocore ``ClientError`` the error code DynamoDB sent (``ClientError:ThrottlingException``)."""
+    name = type(error).__name__
+    response = getattr(error, "response", None)
+    code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+    return f"{name}:{code}" if code else name
+
+
+def _by_type(failed: Iterable[tuple[str, BaseException]]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for tag, error in failed:
+        groups.setdefault(failure_type(error), []).append(tag)
+    return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+
+
+def _counts(groups: dict[str, int]) -> str:
+    return ", ".join(f"{name} {count}" for name, count in groups.items())
+
+
+class BatchResult(dict[str, V | Exception]):
+    """Each chain's outcome of a batch call, by tag, in the order given: its value, or
+    the typed error (``TagExists``, ``TagAcked``...) or the store's exception (when
+    transient failures outlasted a group's retry budget) it ended with. A plain dict
+    (it was one), plus:
+
+    * :attr:`ok` / :attr:`failed`: the values and the errors, each by tag;
+    * :meth:`failures_by_type`: the failed tags grouped by error type, most common first;
+    * :meth:`summary`: one line, e.g. ``10000 chains: 9990 ok, 10 failed (TagExists 10)``.
+    """
+
+    @property
+    def ok(self) -> dict[str, V]:
+        return {tag: v for tag, v in self.items() if not isinstance(v, Exception)}
+
+    @property
+    def failed(self) -> dict[str, Exception]:
+        return {tag: v for tag, v in self.items() if isinstance(v, Exception)}
+
+    def failures_by_type(self) -> dict[str, list[str]]:
+        """Error type (:func:`failure_type`) -> the tags that failed with it, the most
+        common type first."""
+        return _by_type(self.failed.items())
+
+    def summary(self) -> str:
+        failed = {name: len(tags) for name, tags in self.failures_by_type().items()}
+        line = f"{len(self)} chains: {len(self) - sum(failed.values())} ok, {sum(failed.values())} failed"
+        return f"{line} ({_counts(failed)})" if failed else line
+
+
+class StatusResult(dict[str, ChainStatus]):
+    """The statuses ``status_many`` read, by tag, in the order asked: a plain dict (it
+    was one) of the chains found, an item that cannot be decoded among them as
+    ``corrupt``, plus :attr:`missing`, the tags asked for that have no chain (in the order
+    asked), and :meth:`summary` (counts by state). A read that fails is never a missing
+    tag: ``status_many`` raises instead."""
+
+    def __init__(self, found: Iterable[tuple[str, ChainStatus]] = (), missing: Iterable[str] = ()) -> None:
+        super().__init__(found)
+        self.missing: list[str] = list(missing)
+
+    def by_state(self) -> dict[str, list[str]]:
+        """State -> the tags in it, the most common state first (``missing`` excluded)."""
+        groups: dict[str, list[str]] = {}
+        for tag, status in self.items():
+            groups.setdefault(status.state, []).append(tag)
+        return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+
+    def summary(self) -> str:
+        """One line, e.g. ``10000 tags: 9990 found (pending 9000, acked 990), 10 missing``."""
+        states = {state: len(tags) for state, tags in self.by_state().items()}
+        found = f"{len(self)} found ({_counts(states)})" if states else f"{len(self)} found"
+        return f"{len(self) + len(self.missing)} tags: {found}, {len(self.missing)} missing"
 
 
 def statuses(batch: BatchRead, rules: ChainRules, now: int) -> dict[str, ChainStatus]:
@@ -76,7 +166,12 @@ class Lockstep(Generic[T]):
     while :attr:`unfinished`, it backs off and attempts again; when its budget is spent,
     :meth:`give_up`. :meth:`outcomes` then holds each call's result or error."""
 
-    def __init__(self, calls: Sequence[Call[T]], is_transient: Callable[[BaseException], bool]) -> None:
+    def __init__(
+        self,
+        calls: Sequence[Call[T]],
+        is_transient: Callable[[BaseException], bool],
+        transactions: bool = True,
+    ) -> None:
         tags = [c.tag for c in calls]
         if len(set(tags)) != len(tags):
             raise ValueError("run_many() takes calls on distinct chains")
@@ -85,7 +180,7 @@ class Lockstep(Generic[T]):
         self.steps: dict[int, Step[T]] = {}
         self.again: dict[int, BaseException] = {}  # rounds that ended in Again / Transient
         self.results: dict[int, T | Exception] = {}
-        self.transactions = True  # until the store says it has none
+        self.transactions = transactions  # until the store says it has none
 
     @property
     def unfinished(self) -> bool:

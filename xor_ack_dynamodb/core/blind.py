@@ -30,12 +30,11 @@ class BlindWrites:
         owner: str | None,
         now: int,
         guard: Guard | None = None,
-        parent: bytes | None = None,
     ) -> bool:
         """The condition of a sum-mode stamp (one atomic ``ADD``, no read). As a
         DynamoDB ConditionExpression: ``attribute_exists(sum) AND state = pending AND
         sum <> 0 AND (attribute_not_exists(deadline) OR deadline >= :now) AND NOT
-        contains(ops, :op) [AND owner = :owner] [AND NOT contains(rs, :parent)]``, and
+        contains(ops, :op) [AND owner = :owner]``, and
         with a guard ``AND (attribute_not_exists(cutn) OR cutn <= :cut) [AND lin =
         :lin]`` (see :meth:`guarded`)."""
         return (
@@ -47,7 +46,6 @@ class BlindWrites:
             and (chain.deadline is None or chain.deadline >= now)
             and chain.find(op.key) is None
             and (owner is None or chain.owner == owner)
-            and (parent is None or parent not in chain.resent)
         )
 
     @staticmethod
@@ -90,15 +88,6 @@ class BlindWrites:
         if trim.adopt:
             out = replace(out, lineage=trim.lineage, base=trim.cut)
         return out
-
-    def mark_allowed(self, chain: Chain | None, key: bytes) -> bool:
-        """``mark_resent``'s condition: ``attribute_exists(pk) AND NOT contains(rs, :k)``."""
-        return chain is not None and key not in chain.resent
-
-    def marked(self, chain: Chain, key: bytes, now: int) -> Chain:
-        """``chain`` with parent ``key`` marked re-sent (a new token: a read-modify-write
-        based on the chain before it cannot drop the mark)."""
-        return updated(chain, now, resent=chain.resent + (key,))
 
 
 def _is_zero(value: Value) -> bool:

@@ -58,7 +58,6 @@ from .messages import (
     Add,
     Extend,
     MarkFailed,
-    MarkResent,
     Put,
     Read,
     Rejected,
@@ -76,7 +75,6 @@ __all__ = [
     "Call",
     "CreateCall",
     "FailCall",
-    "MarkResentCall",
     "TouchCall",
     "StatusCall",
     "DeleteCall",
@@ -137,7 +135,7 @@ class Step(Generic[T]):
             self.done, self.result = True, stop.value
 
 
-_WRITES = (Put, Remove, RemoveAny, Add, Extend, MarkFailed, MarkResent)
+_WRITES = (Put, Remove, RemoveAny, Add, Extend, MarkFailed)
 
 
 class Call(Generic[T]):
@@ -290,28 +288,6 @@ class TouchCall(Call[ChainStatus]):
         verdict = self.rules.judge_touch(self.tag, reply.current, self.owner, now)
         if isinstance(verdict, Reject):
             raise verdict.error
-        self.events["conflicts"] += 1
-        raise Again
-
-
-class MarkResentCall(Call[None]):
-    """``mark_resent()``: one conditional update adding a parent's key to the chain's
-    re-sent parents (idempotent: a parent already marked changes nothing)."""
-
-    def __init__(self, rules: ChainRules, tag: str, key: bytes) -> None:
-        super().__init__(rules, tag)
-        self.key = key
-
-    def round(self, now: int) -> Round[None]:
-        reply = yield from self._io(MarkResent(self.tag, self.key, now))
-        if isinstance(reply, Written):
-            self._saw(reply.chain)
-            return None
-        self._saw(reply.current)
-        if reply.current is None:
-            raise self._not_found()
-        if self.key in reply.current.resent:
-            return None
         self.events["conflicts"] += 1
         raise Again
 

@@ -129,8 +129,7 @@ class Chain:
     older version, adopted with the ops it had already dropped). ``lineage`` is drawn
     by the create (None: a chain written by an older version or a foreign writer);
     ``adopted`` marks a lineage a Python write started over a foreign writer's item,
-    whose earlier ops are unknown. ``resent`` holds the keys of the parents marked as
-    re-sent (see ``mark_resent``). ``purge_at`` is the TTL attribute: when DynamoDB may
+    whose earlier ops are unknown. ``purge_at`` is the TTL attribute: when DynamoDB may
     delete the item (a pending chain's deadline plus the retention, so a timed-out
     chain stays readable as ``expired`` that long).
     """
@@ -151,7 +150,6 @@ class Chain:
     lineage: bytes | None = None
     base: int = 0
     adopted: bool = False
-    resent: tuple[bytes, ...] = ()
     create_op: Op | None = None
     owner: str | None = None
     reason: str | None = None

@@ -10,12 +10,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ..errors import InvalidConfig, ZeroBufferNoOp
+from ..errors import InvalidConfig, InvalidStamp, ZeroBufferNoOp
 from ..stamps import Position, check_tag
 from .algebra import EdgeLike, Value
-from .calls import CreateCall, DeleteCall, FailCall, MarkResentCall, StatusCall, TouchCall
-from .chain import Chain, make_op, op_key
-from .history import Delivery
+from .calls import CreateCall, DeleteCall, FailCall, StatusCall, TouchCall
+from .chain import Chain, make_op
+from .history import BlockCache, Delivery
 from .rules import ChainRules
 from .stamping import AddCall, StampCall
 
@@ -57,17 +57,13 @@ def _owner(owner: object) -> str | None:
     return owner
 
 
-def _delivery(op_id: str | None, after: object, first: object, parent: object) -> Delivery:
-    """What a stamp's caller says of earlier copies of its op (see ``stamp()``),
-    checked. Without an op id the op is random: no earlier copy can exist."""
+def _delivery(op_id: str | None, after: object) -> Delivery:
+    """Where earlier copies of a stamp's op can have landed (see ``stamp()``), checked:
+    after ``after``, else anywhere in the lineage; none when the library draws the op
+    id (no ``op_id``)."""
     if after is not None and not isinstance(after, Position):
         raise InvalidConfig(f"after must be a Position (a result's .position), got {type(after).__name__}")
-    if not isinstance(first, bool):
-        raise InvalidConfig(f"first must be a bool, got {first!r}")
-    if parent is not None and (not isinstance(parent, str) or not parent):
-        raise InvalidConfig(f"parent must be a non-empty str (the parent's op id), got {parent!r}")
-    key = None if parent is None else op_key(parent, "parent")
-    return Delivery(after, first or op_id is None, key)
+    return Delivery(after, drawn=op_id is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +77,15 @@ class StampSpec:
     op_id: str | None = None
     owner: str | None = None
     after: Position | None = None
-    first: bool = False
-    parent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class CallFactory:
-    """Builds the calls of one tracker from checked arguments."""
+    """Builds the calls of one tracker from checked arguments. ``history``: the
+    tracker's cache of history blocks, shared by its stamps."""
 
     rules: ChainRules
+    history: BlockCache | None = None
 
     def create(
         self, tag: object, value: object, op_id: str | None, owner: object, replace_expired: object = True
@@ -98,6 +94,11 @@ class CallFactory:
         checked: Value = self.rules.algebra.value(value, tag)
         if self.rules.algebra.is_zero(checked):
             raise ZeroBufferNoOp("cannot create a chain with a zero value (it would be complete)", tag=tag)
+        if isinstance(checked, int) and checked < 0:  # as stamp() refuses a negative edge
+            raise InvalidStamp(
+                f"a sum-mode chain starts from the sum of its starting edges, a positive int; got {checked}",
+                tag=tag,
+            )
         if op_id is not None and self.rules.delete_on_ack:
             raise InvalidConfig(
                 "create(op_id=...) needs tombstones: with delete_on_ack a finished chain leaves no "
@@ -120,17 +121,15 @@ class CallFactory:
         owner: object,
         known: Chain | None = None,
         after: object = None,
-        first: object = False,
-        parent: object = None,
     ) -> StampCall | AddCall:
         tag = check_tag(tag)
         delta = self.rules.algebra.delta(value, finished, started, tag)
         op = make_op(op_id, "stamp", self.rules.algebra.payload(delta))
         checked_owner = _owner(owner)
-        delivery = _delivery(op_id, after, first, parent)
+        delivery = _delivery(op_id, after)
         if self.rules.mode == "sum":
-            return AddCall(self.rules, tag, delta, op, checked_owner, known, delivery)
-        return StampCall(self.rules, tag, [(delta, op, checked_owner, delivery)], known)
+            return AddCall(self.rules, tag, delta, op, checked_owner, known, delivery, self.history)
+        return StampCall(self.rules, tag, [(delta, op, checked_owner, delivery)], known, self.history)
 
     def batch_stamp(self, spec: StampSpec, known: Chain | None = None) -> StampCall:
         """A stamp of a batch: a read-modify-write in either mode (written in a
@@ -141,8 +140,8 @@ class CallFactory:
         tag = check_tag(spec.tag)
         delta = self.rules.algebra.delta(spec.value, spec.finished, spec.started, tag)
         op = make_op(spec.op_id, "stamp", self.rules.algebra.payload(delta))
-        delivery = _delivery(spec.op_id, spec.after, spec.first, spec.parent)
-        return StampCall(self.rules, tag, [(delta, op, _owner(spec.owner), delivery)], known)
+        delivery = _delivery(spec.op_id, spec.after)
+        return StampCall(self.rules, tag, [(delta, op, _owner(spec.owner), delivery)], known, self.history)
 
     @staticmethod
     def distinct(tags: list[str]) -> None:
@@ -164,14 +163,6 @@ class CallFactory:
         return TouchCall(
             self.rules, tag, self.rules.ttl if ttl is None else seconds(ttl, "ttl"), _owner(owner)
         )
-
-    def mark_resent(self, tag: object, parent: object) -> MarkResentCall:
-        tag = check_tag(tag)
-        if not isinstance(parent, str) or not parent:
-            raise InvalidConfig(
-                f"parent must be a non-empty str (the parent's op id), got {parent!r}", tag=tag
-            )
-        return MarkResentCall(self.rules, tag, op_key(parent, "parent"))
 
     def status(self, tag: object) -> StatusCall:
         return StatusCall(self.rules, check_tag(tag))

@@ -7,15 +7,20 @@ Its item keeps the most recent ones (the window, ``ops``: positions ``cut_seq + 
 blocks of :data:`~.chain.BLOCK` consecutive positions at fixed places (block ``b``
 holds positions ``base + b * BLOCK + 1`` to ``base + (b + 1) * BLOCK``). Fixed places
 make a move idempotent (writers that race to move a block write the same content) and a
-lookup cheap (positions ``(a, b]`` are known blocks: one batch read).
+lookup cheap (positions ``(a, b]`` are known blocks: one batch read). A block never
+changes once written, so what any call read or wrote stays true: a tracker keeps the
+blocks it saw (:class:`Searched` over a shared :class:`BlockCache`).
 
-Who has to look: a write that must be sure its op was not applied since position ``p``
-(the earliest an earlier copy could have landed) finds the op in the window, or knows
-the window covers everything after ``p`` (``cut_seq <= p``: in sum mode that is the
-write's own condition, ``cutn <= :p``, so the common case costs nothing), or reads the
-blocks of ``(p, cut_seq]``. A position it cannot read (a missing block, ops an older
-version dropped, a lineage a foreign writer reset) makes the answer unknowable:
-:class:`~xor_ack_dynamodb.errors.OutcomeUnknown`, never a guess.
+The one rule (:class:`Delivery`): an op is checked for earlier copies from the earliest
+point where one could exist: the ``after`` its caller gives (the position of the stamp
+that started its work), else the lineage's start. Only an op id the library drew
+itself, in this call, has no earlier copy (``drawn``); once that call's own write has
+an unknown outcome, its copy is checked from the chain as the call last saw it.
+
+A write sure its op was not applied since ``p`` finds it in the window, or knows the
+window holds everything after ``p`` (``cutn <= :p``, sum mode's own condition), or reads
+the blocks of ``(p, cut_seq]``. A position not kept (a missing block, ops an older
+version dropped, a lineage a foreign writer reset) is unknowable: ``OutcomeUnknown``.
 
 Pure: no I/O. The calls (:mod:`.stamping`) ask the store for the blocks named here.
 """
@@ -23,31 +28,27 @@ Pure: no I/O. The calls (:mod:`.stamping`) ask the store for the blocks named he
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..stamps import Position
 from .chain import BLOCK, Chain, Op
 
 __all__ = [
     "Block",
+    "BlockCache",
     "Delivery",
+    "DRAWN",
     "Clear",
     "Lookup",
     "Unknowable",
     "Scope",
+    "Searched",
     "CLEAR",
-    "NO_CHECK",
-    "NoCheck",
     "scope",
     "due",
     "responsible",
-    "search",
     "block_index",
-    "SCAN_BLOCKS",
 ]
-
-#: How many blocks of an earlier lineage are searched for an op after a foreign writer
-#: reset the chain (one batch read).
-SCAN_BLOCKS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,41 +59,26 @@ class Block:
     ops: tuple[Op, ...]
 
 
-class NoCheck:
-    def __repr__(self) -> str:
-        return "NO_CHECK"
-
-
-#: A delivery's bound when no earlier copy of the op can exist: nothing to check.
-NO_CHECK = NoCheck()
-
-
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """What a stamp's caller knows of earlier copies of its op.
-
-    ``after``: every earlier copy landed after this position (None: at any time in the
-    chain's current lineage: the whole-life check). ``first``: there is no earlier copy
-    (nothing to check), unless ``parent`` (a parent op's key) is marked re-sent on the
-    chain: then copies may exist, and ``after`` bounds them."""
+    """Where earlier copies of a stamp's op can have landed: after ``after`` (None:
+    anywhere in the chain's current lineage). ``drawn``: the op id was drawn by the
+    library in this call, so no earlier copy exists."""
 
     after: Position | None = None
-    first: bool = False
-    parent: bytes | None = None
+    drawn: bool = False
 
-    def bound(self, chain: Chain) -> Position | None | NoCheck:
-        """Since when ``chain`` must be searched for an earlier copy, or
-        :data:`NO_CHECK`."""
-        if self.first and not (self.parent is not None and self.parent in chain.resent):
-            return NO_CHECK
-        return self.after
+    def unknown(self, view: Chain | None) -> Delivery:
+        """This delivery once a copy of it was sent with ``view`` the chain as last seen
+        (its outcome unknown): that copy, had it landed, is after ``view``'s last op; a
+        copy an earlier delivery sent is still bounded by ``after``."""
+        if not self.drawn:
+            return self
+        return Delivery(None if view is None else Position(view.line, view.seq))
 
-    def retried(self, view: Chain | None) -> Delivery:
-        """This delivery once a copy of it was sent with ``view`` the chain as last
-        seen: the copy, had it landed, is after ``view``'s last op."""
-        if not self.first:
-            return Delivery(self.after, False, None)
-        return Delivery(None if view is None else Position(view.line, view.seq), False, None)
+
+#: The delivery of a stamp whose op id the library drew: nothing to check.
+DRAWN = Delivery(drawn=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,14 +88,12 @@ class Clear:
 
 @dataclass(frozen=True, slots=True)
 class Lookup:
-    """Read blocks ``indexes`` of lineage ``lineage``. ``exhaustive``: they cover every
-    position not in the window since the bound, so an op found in none of them was not
-    applied (a missing block is unknowable); otherwise (an earlier lineage a foreign
-    writer reset) only a find decides."""
+    """Read blocks ``indexes`` of lineage ``lineage``: they cover every position not in
+    the window since the bound, so an op found in none of them was not applied (a
+    missing block is unknowable)."""
 
     lineage: bytes
     indexes: tuple[int, ...]
-    exhaustive: bool = True
     base: int = 0
 
     def position(self, index: int, offset: int) -> int:
@@ -147,12 +131,9 @@ def scope(chain: Chain, after: Position | None) -> Scope:
         return _since(chain, after.seq)
     if chain.lineage is not None and not chain.adopted and after.lineage:
         return _since(chain, 0)  # created again since: a new lineage, searched whole
-    if after.lineage:
-        # A foreign writer replaced the item since: the op may have landed on the earlier
-        # lineage, whose last window is lost; only its history can still tell.
-        first = max(0, (after.seq) // BLOCK)
-        return Lookup(after.lineage, tuple(range(first, first + SCAN_BLOCKS)), exhaustive=False)
-    return Unknowable("the chain was replaced since by another writer")
+    # A writer without history (the Node package) replaced the item since: the op may
+    # have landed on the earlier lineage, whose last window is lost.
+    return Unknowable("a writer without history (the Node package) replaced the item since")
 
 
 def _since(chain: Chain, p: int) -> Scope:
@@ -166,24 +147,55 @@ def _since(chain: Chain, p: int) -> Scope:
     return Lookup(chain.line, tuple(range(first, last + 1)), base=chain.base)
 
 
-def search(
-    lookup: Lookup, blocks: dict[int, tuple[Op, ...]], key: bytes
-) -> tuple[Op, int] | None | Unknowable:
-    """The op with ``key`` in the blocks a lookup read, and its position; None when it
-    is in none of them and they were all there (exhaustive); :class:`Unknowable`
-    otherwise."""
-    for index in lookup.indexes:
-        ops = blocks.get(index)
-        if ops is None:
-            if lookup.exhaustive:
+class BlockCache(Protocol):
+    """History blocks shared by a tracker's calls (thread-safe; keys name a lineage and
+    an index). Blocks never change once written, so an entry is never stale."""
+
+    def get(self, key: str) -> tuple[Op, ...] | None: ...
+
+    def put(self, key: str, value: tuple[Op, ...]) -> None: ...
+
+
+def _key(lineage: bytes, index: int) -> str:
+    return f"{lineage.hex()}:{index}"
+
+
+class Searched:
+    """History blocks a call has read or written, by lineage and index (None: not
+    there), backed by its tracker's ``shared`` cache of the blocks found."""
+
+    def __init__(self, shared: BlockCache | None = None) -> None:
+        self.blocks: dict[tuple[bytes, int], tuple[Op, ...] | None] = {}
+        self.shared = shared
+
+    def _get(self, lineage: bytes, index: int) -> tuple[Op, ...] | None | bool:
+        """The block, None when it was found missing, False when not read."""
+        if (lineage, index) in self.blocks:
+            return self.blocks[(lineage, index)]
+        found = None if self.shared is None else self.shared.get(_key(lineage, index))
+        return False if found is None else found
+
+    def unread(self, lookup: Lookup) -> tuple[int, ...]:
+        return tuple(i for i in lookup.indexes if self._get(lookup.lineage, i) is False)
+
+    def add(self, lineage: bytes, indexes: tuple[int, ...], found: dict[int, tuple[Op, ...]]) -> None:
+        for i in indexes:
+            ops = found.get(i)
+            self.blocks[(lineage, i)] = ops
+            if ops is not None and self.shared is not None:
+                self.shared.put(_key(lineage, i), ops)
+
+    def find(self, lookup: Lookup, key: bytes) -> tuple[Op, int] | None | Unknowable:
+        """The op with ``key`` in the blocks read for ``lookup``, and its position;
+        None when it is in none of them; :class:`Unknowable` when one is missing."""
+        for index in lookup.indexes:
+            ops = self._get(lookup.lineage, index)
+            if not isinstance(ops, tuple):
                 return Unknowable(f"its history block {index} is missing")
-            break
-        for offset, op in enumerate(ops):
-            if op.key == key:
-                return op, lookup.position(index, offset)
-    if lookup.exhaustive:
+            for offset, op in enumerate(ops):
+                if op.key == key:
+                    return op, lookup.position(index, offset)
         return None
-    return Unknowable("a writer without history (the Node package) replaced the item since")
 
 
 def due(chain: Chain, window: int, committed: int, upto: int | None = None, most: int = 4) -> list[Block]:

@@ -27,7 +27,6 @@ __all__ = [
     "MarkFailed",
     "Trim",
     "Guard",
-    "MarkResent",
     "WriteHistory",
     "ReadHistory",
     "HistoryRead",
@@ -93,8 +92,7 @@ class Add:
     ``ChainRules.add_allowed``. Answered with ``Written(the chain after)``.
 
     ``NOT contains(ops, :op)`` only sees the window: a write that may be a duplicate of
-    a copy that landed earlier carries ``guard`` (see :class:`Guard`), and ``parent``
-    (a parent op's key) requires that parent not be marked re-sent."""
+    a copy that landed earlier carries ``guard`` (see :class:`Guard`)."""
 
     tag: str
     delta: Value
@@ -102,7 +100,6 @@ class Add:
     owner: str | None
     now: int
     guard: Guard | None = None
-    parent: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,17 +141,6 @@ class Trim:
 
 
 @dataclass(frozen=True, slots=True)
-class MarkResent:
-    """Add ``key`` (a parent op's) to the chain's re-sent parents, with a new token.
-    Answered with ``Written(the chain after)``, or ``Rejected`` (already marked, or no
-    chain)."""
-
-    tag: str
-    key: bytes
-    now: int
-
-
-@dataclass(frozen=True, slots=True)
 class WriteHistory:
     """Store ``blocks`` of lineage ``lineage``'s history (idempotent: a block's content
     never changes), kept until ``purge_at``. Answered with ``Written(None)``."""
@@ -192,7 +178,6 @@ Request = (
     | Extend
     | MarkFailed
     | Trim
-    | MarkResent
     | WriteHistory
     | ReadHistory
 )

@@ -54,7 +54,7 @@ from ..status import ChainStatus, State, epoch_to_datetime
 from .algebra import Algebra, Mode, Value, XorAlgebra, wrap
 from .blind import BlindWrites, _is_zero
 from .chain import BLOCK, Chain, Op, StoredState, check_window, new_lineage, new_token, random_op, updated
-from .history import NO_CHECK, Block, Delivery, Lookup, NoCheck, Unknowable, due, scope
+from .history import DRAWN, Block, Delivery, Lookup, Searched, Unknowable, due, scope
 from .verdicts import (
     APPLY,
     DEFERRED,
@@ -62,17 +62,19 @@ from .verdicts import (
     NEGATIVE,
     Duplicate,
     NeedHistory,
-    Outcome,
     Plan,
     Reject,
-    Searched,
     StampItem,
+    StampOutcome,
     Unchanged,
     Verdict,
 )
 
 # The verdicts themselves live in :mod:`.verdicts`; MAX_TRIM is also named here.
-__all__ = ["ChainRules", "MAX_TRIM"]
+__all__ = ["ChainRules", "MAX_TRIM", "BATCH_CAP"]
+
+#: The most stamps one combined write carries.
+BATCH_CAP = BLOCK - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,17 +114,6 @@ class ChainRules(BlindWrites):
     @property
     def mode(self) -> Mode:
         return self.algebra.mode
-
-    @property
-    def slack(self) -> int:
-        """How far past its window a chain's op list grows before a block of this many
-        ops moves to history: :data:`~.chain.BLOCK`, the same for every writer."""
-        return BLOCK
-
-    @property
-    def batch_cap(self) -> int:
-        """The most stamps one combined write carries."""
-        return BLOCK - 1
 
     def history_purge(self, chain: Chain) -> int | None:
         """When a history block written for ``chain`` may be purged: a retention after
@@ -260,19 +251,20 @@ class ChainRules(BlindWrites):
         op: Op,
         owner: str | None,
         now: int,
-        delivery: Delivery | None = None,
+        delivery: Delivery = DRAWN,
         searched: Searched | None = None,
     ) -> Verdict:
         """A stamp on ``chain`` as it stands: duplicate, refused, to be applied, or not
         to be judged before history blocks are read.
 
         Order matters: a known op is a duplicate whatever has happened to the chain
-        since (a redelivery after completion is not an error), and its ``acked`` is True
-        only for the op that completed the chain (the last op of a completed chain), so
-        that exactly one caller ever sees ``acked``. An op not in the window is looked
-        for in the chain's history since the earliest position an earlier copy could
-        have landed (``delivery``; None: none can exist), and where that history is
-        gone the stamp is refused with :class:`OutcomeUnknown`.
+        since (a redelivery after completion is not an error), so the op is looked for
+        in the window, then in the chain's history since the earliest position an
+        earlier copy could have landed (``delivery``), before the chain's state may
+        refuse it; where that history is gone the stamp is refused with
+        :class:`OutcomeUnknown`. A duplicate's ``acked`` is True only for the op that
+        completed the chain (the last op of a completed chain), so that exactly one
+        caller ever sees ``acked``.
         """
         if chain is None:
             return Reject(TagNotFound(f"chain {tag!r} does not exist", tag=tag))
@@ -286,7 +278,22 @@ class ChainRules(BlindWrites):
         seen = chain.find(op.key)
         if seen is not None:
             return self._known(chain, seen, op, now, chain.position_of(op.key) or chain.seq)
-        refusal = self._owner_refusal(chain, owner) or self._refusal(chain, now)
+        refusal = self._owner_refusal(chain, owner)
+        if refusal is not None:
+            return Reject(refusal)
+        if not delivery.drawn:
+            found = scope(chain, delivery.after)
+            if isinstance(found, Unknowable):
+                return Reject(self._unknowable(chain, found))
+            if isinstance(found, Lookup):
+                if searched is None or searched.unread(found):
+                    return NeedHistory(found)
+                hit = searched.find(found, op.key)
+                if isinstance(hit, Unknowable):
+                    return Reject(self._unknowable(chain, hit))
+                if hit is not None:
+                    return self._known(chain, hit[0], op, now, hit[1])
+        refusal = self._refusal(chain, now)
         if refusal is not None:
             return Reject(refusal)
         if isinstance(delta, bytes) and isinstance(chain.value, bytes) and len(delta) != len(chain.value):
@@ -296,20 +303,6 @@ class ChainRules(BlindWrites):
                     tag=chain.tag,
                 )
             )
-        bound = NO_CHECK if delivery is None else delivery.bound(chain)
-        if isinstance(bound, NoCheck):
-            return APPLY
-        found = scope(chain, bound)
-        if isinstance(found, Unknowable):
-            return Reject(self._unknowable(chain, found))
-        if isinstance(found, Lookup):
-            if searched is None or searched.unread(found):
-                return NeedHistory(found)
-            hit = searched.find(found, op.key)
-            if isinstance(hit, Unknowable):
-                return Reject(self._unknowable(chain, hit))
-            if hit is not None:
-                return self._known(chain, hit[0], op, now, hit[1] if found.lineage == chain.line else None)
         return APPLY
 
     def _known(self, chain: Chain, seen: Op, op: Op, now: int, position: int | None) -> Verdict:
@@ -394,7 +387,7 @@ class ChainRules(BlindWrites):
 
         ``marker`` (a random op) goes first in the written op list when given, so that a
         writer that lost the response of a combined write can tell it landed, whatever
-        other writers did. At most :attr:`batch_cap` stamps are applied in one write (the
+        other writers did. At most :data:`BATCH_CAP` stamps are applied in one write (the
         rest are :data:`DEFERRED`).
         """
         out = Plan(new=None)
@@ -403,7 +396,7 @@ class ChainRules(BlindWrites):
         total: Value | None = None
         first = chain.seq + (1 if marker is not None and len(stamps) > 1 else 0)
         for delta, op, owner, delivery in stamps:
-            if len(applied) >= max(1, self.batch_cap):
+            if len(applied) >= BATCH_CAP:
                 out.outcomes.append(DEFERRED)
                 continue
             verdict = self.judge_stamp(chain.tag, current, delta, op, owner, now, delivery, searched)
@@ -505,7 +498,7 @@ def _negative(value: Value) -> bool:
     return isinstance(value, int) and value < 0
 
 
-def _relined(outcome: Outcome, lineage: bytes) -> Outcome:
+def _relined(outcome: StampOutcome, lineage: bytes) -> StampOutcome:
     """``outcome`` with its position on ``lineage`` (a write that adopted the chain)."""
     if isinstance(outcome, (Stamp, Sum)) and outcome.position is not None:
         value = bytes(outcome) if isinstance(outcome, bytes) else int(outcome)

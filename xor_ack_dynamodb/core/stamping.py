@@ -2,7 +2,8 @@
 calls) and :class:`AddCall` (sum mode's one blind ``ADD``), as sans-IO state machines.
 
 Both apply a stamp at most once per op id for the chain's lineage, however many ops
-landed since an earlier copy (:mod:`.history`). The timelines:
+landed since an earlier copy (:mod:`.history`). The timelines (more, with botocore's
+resends and lineages, in docs/concepts.md, "Exactly once for a chain's whole life"):
 
 Whole-life duplicate, sum mode (the common case pays nothing)::
 
@@ -13,17 +14,20 @@ Whole-life duplicate, sum mode (the common case pays nothing)::
        m found ──> duplicate;  a block missing ──> OutcomeUnknown;
        m in none ──> ADD again, guard cutn <= cutn seen (the window covers the rest)
 
-A first delivery (``first=True``, or no op id) carries no guard: nothing to check.
+A stamp whose op id the library drew in this call carries no guard: no earlier copy
+can exist. Once its own write's outcome is unknown, its copy is checked from the chain
+as the call last saw it.
 
-botocore's resend of an ADD (its response lost after the ADD landed)::
+Siblings (the children of one parent, all bounded by the parent's position p)::
 
-    A: ADD m ──> T applies it (position q), response lost
-    ... 60 other ADDs land, a block holding q moves to history ...
-    botocore would resend the same request: m is not in the window, so it would
-    apply again. It does not: a ``needs-retry`` handler (stores/dynamodb/resend.py)
-    stops botocore's resends of ADDs whose outcome is unknown, and the call's own
-    retry carries the guard cutn <= (the seq A saw before sending): it finds m in
-    history and returns it as a duplicate.
+    A: blocks (p, cutn] of its cached view are in the tracker's history cache (it
+       wrote or read them: blocks never change), m in none of them
+    A: ADD m, guard cutn <= cutn of the view ──> applied, 1 request
+    (a view whose cut moved on since: refused, the new blocks read once, ADD again)
+
+A botocore resend of a guarded ADD carries its guard: harmless. An unguarded one (a
+drawn op id) is stopped (stores/dynamodb/resend.py); the call's own retry is guarded
+from the view it had when the first copy went out.
 
 A block moving to history, sum mode (exactly one writer owns each block)::
 
@@ -32,17 +36,13 @@ A block moving to history, sum mode (exactly one writer owns each block)::
     W: UpdateItem REMOVE ops[0..BLOCK-1], cutn += BLOCK if cutn = base + b*BLOCK
     A racing or resent trim finds cutn moved on and is refused: removed once.
 
-Stale lineage (the chain expired and was created again under the tag)::
+A negative sum (a finish that overtook its start, or a double application)::
 
-    A: cached view of lineage L1 (seq 500); its ADD m lands on L2, response lost
-    A: retry guard: lin = L1 AND cutn <= 500: refused (L2)
-    A: L2 was created since: check L2 from its start: m found ──> duplicate
-
-A parent re-sending its children (a redelivered parent; the serverless layer)::
-
-    P: mark_resent(tag, P) ──> rs = [.., P]; then re-sends child c (a copy)
-    c: ADD m_c (first delivery: no guard) AND NOT contains(rs, P) ──> refused
-    c: checks since its parent's position (after=): the original c found ──> duplicate
+    A: ADD -e ──> sum -e (pending), A must fail the chain
+    A: MarkFailed ──> throttled; A's round runs again: MarkFailed again, until it lands
+       ──> TagFailed; or it is refused because the start landed meanwhile (sum 0, the
+       start's writer completed it) ──> A's stamp returns, applied, on an acked chain
+    A copy of A's op that finds the chain still pending below zero fails it too.
 """
 
 from __future__ import annotations
@@ -57,7 +57,19 @@ from ..stamps import Position, Stamp, Sum
 from .algebra import Value, wrap
 from .calls import Again, Call, Round, Transient, remove_tombstone
 from .chain import BLOCK, Chain, Op, new_lineage, random_op
-from .history import Block, Clear, Delivery, Lookup, Unknowable, due, responsible, scope
+from .history import (
+    DRAWN,
+    Block,
+    BlockCache,
+    Clear,
+    Delivery,
+    Lookup,
+    Searched,
+    Unknowable,
+    due,
+    responsible,
+    scope,
+)
 from .messages import (
     Add,
     Guard,
@@ -72,7 +84,7 @@ from .messages import (
     Written,
 )
 from .rules import ChainRules
-from .verdicts import NEGATIVE, Duplicate, NeedHistory, Plan, Reject, Searched, StampItem
+from .verdicts import NEGATIVE, Duplicate, NeedHistory, Plan, Reject, StampItem
 
 __all__ = ["StampCall", "AddCall"]
 
@@ -135,6 +147,7 @@ class _History(Call[T]):
         reply = yield WriteHistory(self.tag, chain.line, tuple(blocks), self.rules.history_purge(chain))
         assert isinstance(reply, Written)
         self.events["history_writes"] += 1
+        self.searched.add(chain.line, tuple(b.index for b in blocks), {b.index: b.ops for b in blocks})
 
 
 class StampCall(_History[Plan]):
@@ -153,7 +166,12 @@ class StampCall(_History[Plan]):
     """
 
     def __init__(
-        self, rules: ChainRules, tag: str, stamps: list[StampItem], known: Chain | None = None
+        self,
+        rules: ChainRules,
+        tag: str,
+        stamps: list[StampItem],
+        known: Chain | None = None,
+        history: BlockCache | None = None,
     ) -> None:
         super().__init__(rules, tag, known)
         self.stamps = stamps
@@ -161,7 +179,7 @@ class StampCall(_History[Plan]):
         self.sent: dict[bytes, Plan] = {}  # marker key -> the plan that write carried
         self.base: Chain | None = None  # what the write with an unknown outcome was based on
         self.sent_at: Position | None = None  # where that write's ops would have landed after
-        self.searched = Searched()
+        self.searched = Searched(history)
         # History blocks this call wrote: a block's content is fixed by its place, so an
         # attempt after a lost race need not write it again.
         self.moved: set[tuple[bytes, int]] = set()
@@ -239,13 +257,11 @@ class StampCall(_History[Plan]):
             return self.stamps
         delta, op, owner, delivery = self.stamps[0]
         after, sent = delivery.after, self.sent_at
-        if delivery.first:
-            after = sent  # only this call's own copy can have landed
-        elif sent is not None and sent.lineage != chain.line:
-            after = sent  # that copy went to a lineage since replaced: its own check decides
+        if delivery.drawn or (sent is not None and sent.lineage != chain.line):
+            after = sent  # only this call's own copy, or one on a lineage since replaced
         elif after is not None and sent is not None and sent.lineage == after.lineage:
             after = Position(after.lineage, min(after.seq, sent.seq))
-        return [(delta, op, owner, Delivery(after, False, None))]
+        return [(delta, op, owner, Delivery(after))]
 
     def _unchanged_foreign(self, chain: Chain) -> bool:
         """After a lost write over an item without history (the Node package's): the
@@ -284,11 +300,11 @@ class StampCall(_History[Plan]):
 class AddCall(_History[Stamp | Sum]):
     """A sum-mode stamp: one conditional ``ADD`` that never loses a race. The writer
     whose ADD returns zero completed the chain and stores it as ``acked``; a writer
-    whose ADD went negative fails the chain (:data:`~.verdicts.NEGATIVE`); the writer
-    that owns a history block moves it. A rejected ADD is judged on the chain the
-    rejection returned: a duplicate, an error, or (a guard that found history moved
-    on, or a parent marked re-sent) a history read and the ADD again, guarded by what
-    was read."""
+    that sees the chain pending below zero fails it (:data:`~.verdicts.NEGATIVE`), the
+    fail-write retried until it lands or the chain is found acked; the writer that owns
+    a history block moves it. A rejected ADD is judged on the chain the rejection
+    returned: a duplicate, an error, or (a guard that found history moved on) a history
+    read and the ADD again, guarded by what was read."""
 
     def __init__(
         self,
@@ -298,45 +314,60 @@ class AddCall(_History[Stamp | Sum]):
         op: Op,
         owner: str | None,
         known: Chain | None = None,
-        delivery: Delivery | None = None,
+        delivery: Delivery = DRAWN,
+        history: BlockCache | None = None,
     ) -> None:
         super().__init__(rules, tag, known)
         self.delta, self.op, self.owner = delta, op, owner
-        self.delivery = delivery if delivery is not None else Delivery(first=True)
+        self.delivery = delivery
         self.view: Chain | None = known  # the chain as seen when the first copy went out
         self.checked: Guard | None = None  # a guard a history read established
-        self.searched = Searched()
+        self.searched = Searched(history)
+        self.failing = False  # our op landed on a chain below zero: fail it (every round)
+        self.landed: Position | None = None  # where our op landed
+        self.copy: Stamp | Sum | None = None  # our op was found applied by an earlier copy
 
     def _current(self) -> Delivery:
         """The delivery as it stands: after an unknown outcome, this call's own copy
         may have landed (after :attr:`view`'s last op) as well as any earlier one."""
-        if not self.unknown:
-            return self.delivery
-        return self.delivery.retried(self.view)
+        return self.delivery.unknown(self.view) if self.unknown else self.delivery
 
-    def _condition(self) -> tuple[Guard | None, bytes | None]:
+    def _condition(self) -> Guard | None:
         delivery = self._current()
-        if delivery.first:
-            return None, delivery.parent
+        if delivery.drawn:
+            return None
         if self.checked is not None:
-            return self.checked, None
+            return self.checked
         after = delivery.after
-        return (Guard(0) if after is None else Guard(after.seq, after.lineage)), None
+        return Guard(0) if after is None else Guard(after.seq, after.lineage)
+
+    def _preread(self) -> Generator[Request, Any, None]:
+        """Check the op against the history of the chain as last seen (its blocks mostly
+        in the tracker's cache: siblings share them), so that the ADD's guard is that
+        view's cut and lands at once unless the chain moved on since."""
+        chain, delivery = self.known, self._current()
+        if delivery.drawn or self.checked is not None or chain is None or chain.find(self.op.key):
+            return
+        found = scope(chain, delivery.after)
+        if isinstance(found, Lookup):
+            yield from self._lookup([found])
+            if self.searched.find(found, self.op.key) is None:
+                self.checked = Guard(chain.cut_seq, chain.line)
 
     def round(self, now: int) -> Round[Stamp | Sum]:
+        if self.failing:
+            return (yield from self._fail_negative(now))
         if not self.unknown:
             self.view = self.known
+        yield from self._preread()
         for _ in range(PASSES):
-            guard, parent = self._condition()
-            reply = yield from self._io(Add(self.tag, self.delta, self.op, self.owner, now, guard, parent))
+            guard = self._condition()
+            reply = yield from self._io(Add(self.tag, self.delta, self.op, self.owner, now, guard))
             if isinstance(reply, Written):
                 return (yield from self._applied_add(reply, now))
             current = reply.current
             self._saw(current)
             delivery = self._current()
-            if current is not None and delivery.first and delivery.parent in current.resent:
-                self.delivery = Delivery(delivery.after, False, None)  # its parent was re-sent
-                delivery = self._current()
             verdict = self.rules.judge_stamp(
                 self.tag, current, self.delta, self.op, self.owner, now, delivery, self.searched
             )
@@ -347,6 +378,10 @@ class AddCall(_History[Stamp | Sum]):
                 )
             if isinstance(verdict, Duplicate):
                 self.events["duplicates"] += 1
+                if current is not None and current.state == "pending" and _below_zero(current.value):
+                    self.failing, self.landed = True, verdict.result.position  # the fail-write did not land
+                    self.copy = verdict.result
+                    return (yield from self._fail_negative(now))
                 if verdict.result.acked and current is not None and current.state == "pending":
                     yield from self._complete(current, now)  # our completion's state write was lost
                 return verdict.result
@@ -357,7 +392,7 @@ class AddCall(_History[Stamp | Sum]):
             # Not applied up to the history it has: again, guarded by what it checked.
             assert current is not None
             checked = Guard(current.cut_seq, current.line)
-            if delivery.first or guard == checked:
+            if delivery.drawn or guard == checked:
                 break  # refused for no reason visible in the chain returned: back off
             self.checked = checked
         self.events["conflicts"] += 1
@@ -367,8 +402,9 @@ class AddCall(_History[Stamp | Sum]):
         after = self._after(reply)
         position = after.seq if not reply.later else after.position_of(self.op.key)
         where = None if position is None else Position(after.line, position)
-        if isinstance(after.value, int) and after.value < 0:
-            yield from self._fail_negative(after, now)
+        if _below_zero(after.value):
+            self.failing, self.landed = True, where
+            return (yield from self._fail_negative(now))
         # A chain read back after the write may hold later ADDs too; none lands once
         # the sum is zero (the condition refuses it), so this write reached zero
         # exactly when its op is still the last one appended.
@@ -382,14 +418,31 @@ class AddCall(_History[Stamp | Sum]):
                 yield from self._move(after, upto, now)
         return wrap(after.value, acked=False, position=where)
 
-    def _fail_negative(self, chain: Chain, now: int) -> Generator[Request, Any, None]:
-        """A sum below zero: some stamp was applied twice. Fail the chain at once (the
-        stamp itself has landed and stays recorded) and tell the caller."""
+    def _fail_negative(self, now: int) -> Generator[Request, Any, Stamp | Sum]:
+        """Our op landed on a chain that is pending below zero: some stamp was applied
+        twice, or a finish overtook its start. Fail the chain; a transient error ends the
+        round and the next one sends the fail-write again (:attr:`failing`). The caller
+        learns the chain's outcome: :class:`TagFailed`, or, when the fail-write is
+        refused because the start landed meanwhile and the chain acked, the stamp's
+        result (applied, not the completing one). A copy of an op applied earlier gets
+        its duplicate result, as on a chain that failed before it came."""
         self.events["negative"] += 1
         reply = yield from self._io(MarkFailed(self.tag, NEGATIVE, None, now))
-        if isinstance(reply, Written) and reply.chain is not None:
-            self._saw(reply.chain)
-        raise TagFailed(f"chain {self.tag!r} has failed: {NEGATIVE}", tag=self.tag, reason=NEGATIVE)
+        current = reply.chain if isinstance(reply, Written) else reply.current
+        self._saw(current)
+        state = None if current is None else self.rules.effective_state(current, now)
+        if isinstance(reply, Rejected) and current is None:
+            raise self._not_found()
+        if isinstance(reply, Rejected) and state == "acked":  # the start landed first: it completed
+            self.failing = False
+            assert current is not None
+            return wrap(current.value, acked=False, duplicate=self.copy is not None, position=self.landed)
+        if isinstance(reply, Rejected) and state != "failed":
+            raise Again  # not refused for a reason the chain shows: once more
+        if self.copy is not None:
+            return self.copy
+        reason = (current.reason if current is not None else None) or NEGATIVE
+        raise TagFailed(f"chain {self.tag!r} has failed: {reason}", tag=self.tag, reason=reason)
 
     def _complete(self, chain: Chain, now: int) -> Generator[Request, Any, None]:
         """Store the zero-sum chain as ``acked``. Reads decide ``acked`` from a zero sum
@@ -470,10 +523,14 @@ class AddCall(_History[Stamp | Sum]):
             written.update(b.index for b in unwritten)
         cut = _start(view, blocks[0])
         for i, _ in enumerate(blocks):
-            reply = yield Trim(self.tag, BLOCK, window, now, cut, view.line, adopt and i == 0)
+            trim = Trim(self.tag, BLOCK, window, now, cut, view.line, adopt and i == 0)
+            reply = yield trim
             cut += BLOCK
             if isinstance(reply, Written):
                 self.events["trims"] += 1
+                if self.rules.trim_allowed(self.known, trim):  # keep the view the next stamp guards with
+                    assert self.known is not None
+                    self.known = self.rules.trimmed(self.known, trim)
                 continue
             self.events["trims_skipped"] += 1
             # Refused: go on with the next block only if another writer (the owner of
@@ -483,6 +540,10 @@ class AddCall(_History[Stamp | Sum]):
             if current is None or current.line != view.line or current.cut_seq != cut:
                 return refused
         return None
+
+
+def _below_zero(value: Value) -> bool:
+    return isinstance(value, int) and value < 0
 
 
 def _start(chain: Chain, block: Block) -> int:

@@ -12,7 +12,7 @@ from ..errors import XorAckError
 from ..stamps import Stamp, Sum
 from .algebra import Value
 from .chain import BLOCK, Chain, Op
-from .history import Block, Delivery, Lookup, Unknowable, search
+from .history import Block, Delivery, Lookup
 
 __all__ = [
     "Verdict",
@@ -22,12 +22,11 @@ __all__ = [
     "Unchanged",
     "NeedHistory",
     "Plan",
-    "Outcome",
+    "StampOutcome",
     "APPLY",
     "DEFERRED",
     "MAX_TRIM",
     "NEGATIVE",
-    "Searched",
     "StampItem",
 ]
 
@@ -82,28 +81,6 @@ NEGATIVE = "its sum went negative: a stamp was applied twice, or finished an edg
 StampItem = tuple[Value, Op, str | None, Delivery]
 
 
-class Searched:
-    """History blocks a call has read, by lineage and index (None: not there). Blocks
-    never change once written, so what a call read stays true for its whole life."""
-
-    def __init__(self) -> None:
-        self.blocks: dict[tuple[bytes, int], tuple[Op, ...] | None] = {}
-
-    def unread(self, lookup: Lookup) -> tuple[int, ...]:
-        return tuple(i for i in lookup.indexes if (lookup.lineage, i) not in self.blocks)
-
-    def add(self, lineage: bytes, indexes: tuple[int, ...], found: dict[int, tuple[Op, ...]]) -> None:
-        for i in indexes:
-            self.blocks[(lineage, i)] = found.get(i)
-
-    def find(self, lookup: Lookup, key: bytes) -> tuple[Op, int] | None | Unknowable:
-        """:func:`~.history.search` over what was read for ``lookup`` (all of it)."""
-        read = {
-            i: ops for (line, i), ops in self.blocks.items() if line == lookup.lineage and ops is not None
-        }
-        return search(lookup, read, key)
-
-
 class _Deferred:
     """A combined stamp left for the next write (the window would not hold it)."""
 
@@ -112,7 +89,7 @@ class _Deferred:
 
 
 DEFERRED = _Deferred()
-Outcome = Stamp | Sum | XorAckError | _Deferred
+StampOutcome = Stamp | Sum | XorAckError | _Deferred
 
 
 @dataclass(slots=True)
@@ -124,7 +101,7 @@ class Plan:
     history blocks to read before the plan can be made (then ``new`` is None)."""
 
     new: Chain | None
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: list[StampOutcome] = field(default_factory=list)
     duplicates: int = 0
     moved: list[Block] = field(default_factory=list)
     lookups: list[Lookup] = field(default_factory=list)

@@ -10,7 +10,7 @@ nothing early; a record that keeps failing fails its chain with the reason. The 
 mode is ``sum`` (one atomic ``UpdateItem`` a stamp, no races between functions).
 
 Modules: :mod:`.envelope`, :mod:`.edges`, :mod:`.records` (run per record by
-:mod:`.sqs`), :mod:`.copies`, :mod:`.starts`, :mod:`.stream`, :mod:`.completion`,
+:mod:`.sqs`), :mod:`.starts`, :mod:`.stream`, :mod:`.completion`,
 :mod:`.poller`, :mod:`.metrics`, :mod:`.replay`. See docs/lambda.md.
 """
 

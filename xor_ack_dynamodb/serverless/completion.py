@@ -8,7 +8,9 @@ claim's lease ran out; it stores ``acked`` and a new token, which refuses a sum-
 completer's token-guarded ``acked`` write, and on a zero sum changes nothing a reader
 sees), **fire** the targets, **mark** fired (only if ``cmpl_by`` is still this
 claimant). A copy that finds ``fired`` does nothing; a live claim raises
-:class:`CompletionPending` (retried); a failed target releases the claim.
+:class:`CompletionPending` (retried); a failed target releases the claim. A claim
+refused because it already holds (``cmpl_by`` is this claimant: botocore resent the
+claim after its first copy's response was lost) is this claimant's own.
 
 Guarantee: once, and at least once (never zero) when the claimant dies between firing
 and marking or runs past its lease. A claim is taken over only when
@@ -201,6 +203,8 @@ class DynamoDBGuard:
             return "gone"
         if item.get(CLAIM, {}).get("S") == "fired":
             return "fired"
+        if item.get(CLAIM, {}).get("S") == "claimed" and item.get(CLAIM_BY, {}).get("S") == claimant:
+            return "claimed"  # our own claim: its first copy landed, its response was lost
         state, total = item.get("state", {}).get("S"), item.get("sum", {}).get("N")
         if state != "acked" and not (state == "pending" and total == "0"):
             return "gone"

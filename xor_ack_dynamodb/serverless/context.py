@@ -86,8 +86,7 @@ class Context:
     ``str``; ``""`` for a start), ``record`` (the raw SQS record, or None),
     ``message_id``, ``receive_count`` (SQS's ``ApproximateReceiveCount``), ``source``
     (an :class:`S3Object`), ``lambda_context`` (Lambda's, when given). Its children's
-    edges come from ``derive`` (by position), their default queue is ``default_queue``,
-    and their envelopes name ``parent`` (this work's op id).
+    edges come from ``derive`` (by position), their default queue is ``default_queue``.
     """
 
     tag: str
@@ -102,7 +101,6 @@ class Context:
     receive_count: int = 1
     source: S3Object | None = None
     lambda_context: Any = None
-    parent: str | None = None
     _children: list[Child] = field(default_factory=list, init=False, repr=False)
 
     @property
@@ -121,7 +119,7 @@ class Context:
         return json.loads(self.body)
 
     def _envelope(self) -> Envelope:
-        return Envelope(self.tag, self.derive(len(self._children)), self.owner, self.mode, parent=self.parent)
+        return Envelope(self.tag, self.derive(len(self._children)), self.owner, self.mode)
 
     def emit(
         self,
@@ -169,8 +167,8 @@ class Context:
             envelope=self._envelope(), bucket=bucket, key=key, data=payload, content_type=content_type
         )
         # Too long a tag for S3 metadata: refuse now, not after the stamp (which adds the
-        # parent's position and maybe the re-sent flag: checked at their longest).
+        # parent's position: checked at its longest).
         longest = Position(b"\xff" * 8, 2**63)
-        replace(child.envelope, after=longest, resent=True).s3_metadata()
+        replace(child.envelope, after=longest).s3_metadata()
         self._children.append(child)
         return child

@@ -1,10 +1,11 @@
 """The envelope: how a chain's tag, a message's edge and the chain's owner travel.
 
 One JSON object, version 1 (``v``, ``tag``, ``mode``, ``edge``: decimal digits in sum
-mode, hex in xor mode, ``owner``; then ``parent``, ``after``, ``rs``, added within
-version 1, which say what the message's stamp must check for earlier copies of itself:
-:mod:`.copies`). A reader of version 1 ignores fields it does not know; an envelope
-without ``parent`` is read as a message that may be a copy. Carried as the SQS String
+mode, hex in xor mode, ``owner``; then ``after``, added within version 1: where the
+stamp that sent the message landed, so that the message's own stamp checks for earlier
+copies of itself from there, not from the chain's start). A reader of version 1
+ignores fields it does not know (``parent`` and ``rs``, which earlier writers added,
+are ignored). Carried as the SQS String
 attribute ``xor-ack``, as the JSON body form ``{"xor-ack": {...}, "body": ...}`` (an SQS
 or SNS body, an SNS notification's ``xor-ack`` attribute, an EventBridge ``detail``), or
 as S3 user metadata ``x-amz-meta-xor-ack``.
@@ -47,8 +48,6 @@ ATTRIBUTE = "xor-ack"
 VERSION = 1
 #: S3 keeps at most 2 KB of user metadata per object (names and values).
 S3_METADATA_LIMIT = 2048
-#: The longest ``parent`` op id an envelope carries (a start's incarnation is the user's).
-MAX_PARENT = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,17 +55,15 @@ class Envelope:
     """What a tracked message carries: the chain's ``tag``, the ``edge`` this message
     finishes (bytes in xor mode, an int in sum mode) and the chain's ``owner`` (the
     incarnation that created it: stamps pass it, so a late message of an older chain of
-    the same tag is refused). ``parent``, ``after`` and ``resent``: what its stamp must
-    check for earlier copies of it (see the module doc); None/False in an envelope of an
-    older writer. Immutable and picklable."""
+    the same tag is refused). ``after``: the position of the stamp that sent it, where its
+    own stamp's check for earlier copies starts (None in an envelope of an older
+    writer: the chain's start). Immutable and picklable."""
 
     tag: str
     edge: Edge
     owner: str
     mode: Mode
-    parent: str | None = None
     after: Position | None = None
-    resent: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -76,12 +73,8 @@ class Envelope:
             "edge": edge_text(self.edge),
             "owner": self.owner,
         }
-        if self.parent is not None:
-            out["parent"] = self.parent
         if self.after is not None:
             out["after"] = str(self.after)
-        if self.resent:
-            out["rs"] = 1
         return out
 
     def to_json(self) -> str:
@@ -166,11 +159,6 @@ def from_dict(data: object, mode: Mode | None = None) -> Envelope:
         raise MalformedEnvelope(
             f"the envelope's 'owner' must be a str of 1 to {MAX_OWNER} characters", tag=tag
         )
-    parent = data.get("parent")
-    if parent is not None and (not isinstance(parent, str) or not 1 <= len(parent) <= MAX_PARENT):
-        raise MalformedEnvelope(
-            f"the envelope's 'parent' must be a str of 1 to {MAX_PARENT} characters", tag=tag
-        )
     after = data.get("after")
     if after is not None:
         try:
@@ -179,17 +167,12 @@ def from_dict(data: object, mode: Mode | None = None) -> Envelope:
             after = None
         if after is None:
             raise MalformedEnvelope("the envelope's 'after' must be a chain position", tag=tag)
-    resent = data.get("rs", 0)
-    if resent not in (0, 1) or isinstance(resent, bool):
-        raise MalformedEnvelope("the envelope's 'rs' must be 0 or 1", tag=tag)
     return Envelope(
         tag=tag,
         edge=_edge(data.get("edge"), found, tag),
         owner=owner,
         mode=found,
-        parent=parent,
         after=after,
-        resent=resent == 1,
     )
 
 

@@ -83,8 +83,12 @@ def streams_client(dynamodb: Any) -> Any:
             "aws_secret_access_key": frozen.secret_key,
             "aws_session_token": frozen.token,
         }
-    return boto3.session.Session(region_name=meta.region_name, **keys).client(
-        "dynamodbstreams", endpoint_url=endpoint, config=config
+    from ..stores.dynamodb.clients import typed_client  # the library's typed network errors
+
+    return typed_client(
+        boto3.session.Session(region_name=meta.region_name, **keys).client(
+            "dynamodbstreams", endpoint_url=endpoint, config=config
+        )
     )
 
 

@@ -5,10 +5,12 @@ Decode the envelope (missing or malformed: the handler never sees it, no chain i
 touched, the record is retried until ``max_receives`` and then dropped); run
 ``handler(ctx)``, which declares children (nothing sent yet); then one stamp, op id
 ``edge:<edge>``, finishes the record's edge and starts every child's, checking for an
-earlier copy of itself only as :mod:`.copies` says; then the children are sent. Stamp
-before send keeps the chain's value an upper bound of the work outstanding: a crash
-between them never acks early and loses nothing (the redelivery's stamp is a duplicate,
-applied once, which marks itself re-sent and sends the children again). A completing
+earlier copy of itself from its envelope's ``after`` (where its parent's stamp landed:
+no copy of it can land before; every message is checked, whatever its receive count
+says); then the children are sent, naming where this stamp landed. Stamp before send
+keeps the chain's value an upper bound of the work outstanding: a crash between them
+never acks early and loses nothing (the redelivery's stamp is a duplicate, applied
+once, and sends the children again; their copies are duplicates too). A completing
 stamp fires nothing here (:mod:`.stream` does). A handler must emit the same number of
 children on every attempt, else ``OpIdReused`` fails the chain ("handler not
 deterministic").
@@ -38,7 +40,6 @@ from ..errors import (
     TagNotFound,
 )
 from .context import Context, S3Object
-from .copies import as_sent, stamp_options
 from .edges import child_edge, op_id
 from .envelope import Envelope, Message, decode_record
 from .errors import EnvelopeError, FailChain
@@ -100,11 +101,9 @@ def process_message(
     record: Mapping[str, Any] | None = None,
     source: S3Object | None = None,
     lambda_context: Any = None,
-    counted: bool = True,
 ) -> Outcome:
     """One decoded message (an SQS record, or an S3 object that carries an envelope):
-    handler, one stamp, sends. ``counted`` False: ``receive_count`` says nothing (an S3
-    event), so the message may be a copy whatever it is. Returns its outcome."""
+    handler, one stamp, sends. Returns its outcome."""
     env = message.envelope
     parent = env.edge
     ctx = Context(
@@ -120,7 +119,6 @@ def process_message(
         receive_count=receive_count,
         source=source,
         lambda_context=lambda_context,
-        parent=op_id(parent),
     )
     try:
         handler(ctx)
@@ -128,7 +126,7 @@ def process_message(
         return _count(pipeline, _fail(pipeline, ctx, f"message {message_id}: {exc.reason}"))
     except Exception as exc:
         return _count(pipeline, _handler_failed(pipeline, ctx, exc))
-    return _count(pipeline, _stamp_and_send(pipeline, ctx, stamp_options(env, receive_count, counted), env))
+    return _count(pipeline, _stamp_and_send(pipeline, ctx, env))
 
 
 def _handler_failed(pipeline: PipelineParts, ctx: Context, exc: Exception) -> Outcome:
@@ -193,7 +191,7 @@ def _fail(pipeline: PipelineParts, ctx: Context, reason: str) -> Outcome:
     return "failed"
 
 
-def _stamp_and_send(pipeline: PipelineParts, ctx: Context, options: dict[str, Any], env: Envelope) -> Outcome:
+def _stamp_and_send(pipeline: PipelineParts, ctx: Context, env: Envelope) -> Outcome:
     assert ctx.edge is not None
     children = ctx.children
     own = op_id(ctx.edge)
@@ -204,10 +202,8 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context, options: dict[str, An
             started=[c.edge for c in children],
             op_id=own,
             owner=ctx.owner,
-            **options,
+            after=env.after,
         )
-        if result.duplicate and children and not _is_zero(result):
-            pipeline.tracker.mark_resent(ctx.tag, own)  # before the copies go: see .copies
     except CHAIN_OVER as exc:
         log.info("%s: message %s dropped: %s: %s", ctx.tag, ctx.message_id, exc.code, exc)
         return "dropped"
@@ -252,9 +248,7 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context, options: dict[str, An
     # history names none; this record's own bound is then theirs too).
     after = result.position if result.position is not None else env.after
     try:
-        send_children(
-            as_sent(children, after, result.duplicate), client=pipeline.client, stats=pipeline.stats
-        )
+        send_children(children, after, client=pipeline.client, stats=pipeline.stats)
     except Exception as exc:  # noqa: BLE001 - the redelivery's duplicate stamp re-sends them
         log.warning(
             "%s: children of message %s not all sent, will be retried: %r", ctx.tag, ctx.message_id, exc

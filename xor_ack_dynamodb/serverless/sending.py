@@ -1,14 +1,25 @@
 """Sending the children a handler declared: SQS messages ten a request, S3 objects one
-a request. Every child carries its envelope; on a FIFO queue its edge is also the
-deduplication id, so a child re-sent within SQS's 5-minute window is dropped by SQS."""
+a request. Every child carries its envelope, naming where the stamp that sent it landed
+(``after``); on a FIFO queue its edge is also the deduplication id, so a child re-sent
+within SQS's 5-minute window is dropped by SQS.
+
+Any copy of a child is harmless by construction, however it was made: botocore resending
+a ``SendMessageBatch``/``SendMessage``/``PutObject`` whose response was lost, a standard
+queue's own duplicates, a redelivered parent sending its children again, a DLQ redrive.
+Every copy carries the same edge, so the same op id, and its stamp checks for earlier
+copies from ``after`` (no copy of a child can land before its parent's stamp did): the
+second copy is a duplicate, never a second application. Nothing here needs to know
+whether a message was sent twice."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..errors import XorAckError
+from ..stamps import Position
 from ..stats import RequestStats
 from .context import Child
 from .edges import edge_text
@@ -52,13 +63,17 @@ def _entry(index: int, child: Child) -> dict[str, Any]:
     return entry
 
 
-def send_children(children: Iterable[Child], *, client: Callable[[str], Any], stats: RequestStats) -> None:
-    """Send every child (``client("sqs")``, ``client("s3")``: only when a child needs it).
+def send_children(
+    children: Iterable[Child], after: Position | None, *, client: Callable[[str], Any], stats: RequestStats
+) -> None:
+    """Send every child (``client("sqs")``, ``client("s3")``: only when a child needs it),
+    its envelope naming ``after``, the position where the stamp that started it landed.
     Raises :class:`ChildrenNotSent` naming what SQS refused (the others were sent), and
     lets a client error propagate; either way the caller retries the record, which
-    sends them all again (duplicates are harmless)."""
+    sends them all again (copies are harmless: see the module doc)."""
     by_queue: dict[str, list[Child]] = {}
     for child in children:
+        child = replace(child, envelope=replace(child.envelope, after=after))
         if child.is_object:
             stats.request("s3.PutObject")
             kwargs: dict[str, Any] = {

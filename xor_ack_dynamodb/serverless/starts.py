@@ -1,10 +1,11 @@
 """Starting chains: from any caller (:func:`start`) or from S3 uploads
 (:func:`process_s3_event`, one chain per object).
 
-A start is one ``create`` holding all its children's edges, then the sends; its
-incarnation (``start_id``) derives the owner, the children's edges and the create's op
-id ``start:<incarnation>``, so the same start run again is a duplicate (re-sending,
-marked, while the chain is pending; :mod:`.copies`) and a new incarnation's owner
+A start is one ``create`` holding all its children's edges, then the sends (naming the
+chain's start as their ``after``); its incarnation (``start_id``) derives the owner, the
+children's edges and the create's op id ``start:<incarnation>``, so the same start run
+again is a duplicate (sending the children again while the chain is pending: their
+copies are duplicates) and a new incarnation's owner
 refuses the old one's late messages (``NotOwner``). A crash between the create and the
 sends leaves a pending chain that the retried start completes, or that expires and is
 reported, never acked. A start with no children creates its chain on a root edge and
@@ -24,7 +25,6 @@ from typing import Any
 from ..errors import TagExists
 from ..status import State
 from .context import Context, S3Object
-from .copies import as_sent
 from .edges import combine, op_id, owner_for, root_edge, start_edge
 from .envelope import Message, decode_s3_metadata
 from .errors import EnvelopeError, RetryRecord
@@ -83,7 +83,6 @@ def start(
         derive=lambda i: start_edge(mode, tag, incarnation, i, size),
         default_queue=pipeline.queue_url,
         source=source,
-        parent=f"start:{incarnation}",
     )
     for body in children:
         ctx.emit(body)
@@ -113,9 +112,7 @@ def _launch(pipeline: PipelineParts, ctx: Context, incarnation: str) -> Started:
             log.info("%s: started before and now %s; its children are not sent again", tag, state)
             return Started(tag, owner, len(children), False, False, state)
         log.info("%s: started before and still pending; sending its %d children again", tag, len(children))
-        tracker.mark_resent(tag, create_op)  # before the copies go: see .copies
-    sent = as_sent(children, created.position, created.duplicate)
-    send_children(sent, client=pipeline.client, stats=pipeline.stats)
+    send_children(children, created.position, client=pipeline.client, stats=pipeline.stats)
     if not created.duplicate:
         log.info("%s: started with %d children", tag, len(children))
     return Started(tag, owner, len(children), not created.duplicate, True, "pending")
@@ -194,7 +191,6 @@ def process_s3_event(
                     pipeline=pipeline,
                     source=obj,
                     lambda_context=lambda_context,
-                    counted=False,
                 )
                 if outcome == "retry":
                     raise RetryRecord(f"s3://{obj.bucket}/{obj.key} is to be handled again", outcome=outcome)

@@ -26,10 +26,11 @@ settle, replay, heartbeat) and writes through one :class:`~.output.Location`. Se
 
 from .attempts import check_roots, new_run_id
 from .faults import DieOnFirstAttempt
-from .frame import FrameAttempt, FrameTracking, TrackedFrame, WriteResult
+from .frame import FrameAttempt, FrameTracking, TrackedFrame, UnknownRootKey, WriteResult
 from .heartbeat import HeartbeatPolicy
 from .outcomes import Attempt, PermanentFailure, RootOutcome, RunObserver, RunReport
 from .output import Location, OutputRefused
+from .progress import RunProgress
 from .rdd import (
     CsvPartitionWriter,
     PartitionWriter,
@@ -64,6 +65,7 @@ __all__ = [
     "RDDTracking",
     "RootOutcome",
     "RunObserver",
+    "RunProgress",
     "RunReport",
     "RunSpec",
     "S3PartitionWriter",
@@ -72,6 +74,7 @@ __all__ = [
     "TagScheme",
     "TrackedFrame",
     "TrackedRDD",
+    "UnknownRootKey",
     "Tracking",
     "WriteResult",
     "check_handed",

@@ -27,12 +27,15 @@ streaming batch     create or continue, background   one a batch  pending while 
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidConfig, XorAckError
@@ -47,18 +50,20 @@ from .chains import (
     settle,
     snapshot,
 )
+from .context import is_connect
 from .edges import EdgeKey
 from .group import Group, group_for
 from .heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_tracker
 from .metrics import RunMetrics
 from .outcomes import Attempt, RootOutcome, RunObserver, RunReport, record_attempt
+from .progress import RunProgress
 from .tags import TagScheme, escape_key
 
 if TYPE_CHECKING:
     from ..config import AckConfig
     from ..interfaces import AckTracker
 
-__all__ = ["Driver", "Plan", "DRIVER_THREADS", "new_run_id", "check_roots", "job_error"]
+__all__ = ["Driver", "Plan", "DRIVER_THREADS", "new_run_id", "check_roots", "job_error", "job_error_detail"]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
@@ -87,10 +92,40 @@ def check_roots(scheme: TagScheme, keys: Sequence[Any], max_attempts: int) -> li
     return escaped
 
 
+#: The line of a Python traceback that names the exception: ``ValueError: bad value``.
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*: \S")
+
+
 def job_error(exc: BaseException) -> str:
-    """How a job's error is reported: its type and the first line of its message."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else repr(exc)}"
+    """How a job's error is reported (an outcome's reason, ``RunReport.job_errors``, the
+    log's warning): the exception's class and the first line of its message. A Java
+    exception PySpark did not convert (``Py4JJavaError``) is named by its Java class and
+    message; an error raised in a Python worker (``PythonException``) by the Python
+    exception its traceback ends with. The rest (Java stack, traceback) is for the log at
+    debug level (:func:`job_error_detail`)."""
+    name = type(exc).__name__
+    java = getattr(exc, "java_exception", None)
+    if name == "Py4JJavaError" and java is not None:
+        try:
+            name, text = str(java.getClass().getSimpleName()), str(java.getMessage() or "")
+        except Exception:  # the JVM is gone: what Python has
+            text = str(exc)
+    else:
+        text = str(exc)
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if name == "PythonException":
+        raised = [line for line in lines if _RAISED.match(line) and not line.startswith("SQLSTATE")]
+        if raised:
+            return f"{name}: {raised[-1]}"
+    return f"{name}: {lines[0] if lines else repr(exc)}"
+
+
+def job_error_detail(exc: BaseException) -> str:
+    """All a job's error says: its message with the Java stack (PySpark's converted
+    exceptions keep it apart from their message) or the worker's traceback."""
+    stack = getattr(exc, "_stackTrace", None)
+    text = str(exc)
+    return f"{text}\n\nJVM stacktrace:\n{stack}" if stack and str(stack) not in text else text
 
 
 @dataclass
@@ -128,6 +163,11 @@ class Plan:
     settle_raised: bool = True
     #: Told the error of a job that failed.
     on_error: Callable[[str], None] | None = None
+
+
+def _job_failed(pending: Callable[[str], str | None], error: str, tag: str) -> str | None:
+    reason = pending(tag)
+    return f"the job failed: {error}" if reason == STILL_PENDING else reason
 
 
 class Driver:
@@ -220,24 +260,31 @@ class Driver:
         *,
         max_attempts: int,
         observer: RunObserver | None,
+        progress: bool | None = None,
     ) -> RunReport:
         """Attempt after attempt (``plan(number, roots, keys, tags)`` of the roots still
         to do), until every root's chain is acked, failed permanently or refused, or
         ``max_attempts`` attempts were made. Raises :class:`InvalidConfig` before
         anything is written if ``key`` gives two roots the same key, and
         :class:`~xor_ack_dynamodb.errors.InvalidTag` if a tag would be too long. The
-        run's progress and figures are published to Spark (:mod:`.metrics`)."""
+        run's progress and figures are published to Spark (:mod:`.metrics`); its
+        progress is shown (:class:`~.progress.RunProgress`: a bar on a terminal, log
+        lines otherwise) when ``progress`` is true, or is None and no ``observer`` is
+        given (an observer of the caller's shows it)."""
         raw_keys = [key(root) for root in roots]
         keys = check_roots(self.tags, raw_keys, max_attempts)
         outcomes = [RootOutcome(root, k) for root, k in zip(roots, keys, strict=True)]
         errors: list[str] = []
         todo = list(range(len(roots)))
-        with RunMetrics.of(self) as metrics:
+        shown = observer is None if progress is None else progress
+        display = RunProgress(self._context(), total=len(roots)) if shown else None
+        observers = [o for o in (display, observer) if o is not None]
+        with RunMetrics.of(self) as metrics, display or nullcontext():
             for number in range(1, max_attempts + 1):
                 if not todo:
                     break
-                if observer is not None:
-                    observer.attempt_started(number, len(todo), self)
+                for each in observers:
+                    each.attempt_started(number, len(todo), self)
                 metrics.attempt_started(number, len(todo))
                 tags = [self.tags.escaped(keys[i], number) for i in todo]
                 settled, error = self.attempt(
@@ -246,12 +293,20 @@ class Driver:
                 if error is not None:
                     errors.append(f"attempt {number}: {error}")
                 retry = record_attempt(outcomes, todo, tags, settled)
-                if observer is not None:
-                    observer.attempt_finished(number, [outcomes[i] for i in todo])
+                for each in observers:
+                    each.attempt_finished(number, [outcomes[i] for i in todo])
                 todo = retry
             report = RunReport(outcomes, self.requests(), errors)
             metrics.finished(report)
             return report
+
+    def _context(self) -> Any:
+        """The run's SparkContext, whose stages the progress shows (None under Spark
+        Connect)."""
+        spark = getattr(self, "spark", None)
+        if spark is not None:
+            return None if is_connect(spark) else spark.sparkContext
+        return getattr(self, "sc", None)
 
     def attempt(self, plan: Plan) -> tuple[dict[str, Attempt], str | None]:
         """One attempt (module doc). Returns how each chain ended and the error of a
@@ -279,13 +334,16 @@ class Driver:
                 except Exception as exc:  # Py4JJavaError and friends: Spark aborted the job
                     error = job_error(exc)
                     log.warning("%s: the job failed: %s", plan.label, error)
+                    log.debug("%s: the job's error in full: %s", plan.label, job_error_detail(exc))
                     if plan.on_error is not None:
                         plan.on_error(error)
                 finally:
                     beat.add_to(self.counts, self.tracker)
-            return self._settle(plan, starting), error
+            return self._settle(plan, starting, error), error
 
-    def _settle(self, plan: Plan, starting: Future[Started]) -> dict[str, Attempt]:
+    def _settle(self, plan: Plan, starting: Future[Started], error: str | None = None) -> dict[str, Attempt]:
+        """How the attempt's chains ended. A chain left still pending by a job that
+        failed is failed with the job's error as its reason (what a user looks for)."""
         refused = {**starting.result()[1], **plan.refused()}
         clock = time.perf_counter()
         try:
@@ -297,7 +355,7 @@ class Driver:
                 notes=plan.notes(),
                 known=plan.known,
                 refused_state=plan.refused_state,
-                pending=plan.pending,
+                pending=plan.pending if error is None else partial(_job_failed, plan.pending, error),
                 missing=plan.missing,
             )
         finally:

@@ -33,7 +33,11 @@ QUIET = {
 
 
 #: Spark's default log4j profile logs at INFO until ``setLogLevel`` runs and announces
-#: itself; this one starts at WARN and silences the native-Hadoop notice.
+#: itself; this one starts at WARN and silences the native-Hadoop notice. It prints an
+#: exception as its first line only, and cuts the Java stack a message carries (a lost
+#: task's): one failed job printed about 190 lines of stack per attempt, which hid its
+#: cause. A tracked run reports the cause itself and logs the whole error on the logger
+#: ``xor_ack_dynamodb.spark`` at DEBUG (docs/spark.md, "Failures").
 _LOG4J2 = """\
 rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = console
@@ -41,7 +45,7 @@ appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %replace{%m}{(?s)\\n\\s+at .*}{}%n%ex{1}
 logger.hadoop.name = org.apache.hadoop.util.NativeCodeLoader
 logger.hadoop.level = error
 """

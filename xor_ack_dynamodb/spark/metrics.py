@@ -14,7 +14,6 @@ See docs/spark.md, "Metrics in the Spark UI" (why no named accumulators).
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from .context import is_connect
@@ -45,21 +44,8 @@ _SUMMARY = re.compile(r"^xor-ack run (?P<run>\S+): (?P<pairs>(?:\w+=\d+ ?)+)$")
 
 
 def figures(report: RunReport) -> dict[str, int]:
-    """The :data:`METRICS` of a finished run, from its report."""
-    states = Counter(outcome.state for outcome in report.outcomes)
-    counters = report.counters
-    return {
-        "roots": len(report.outcomes),
-        "roots_acked": states["acked"],
-        "roots_failed": states["failed"],
-        "roots_expired": states["expired"],
-        "roots_missing": states["missing"],
-        "replays": report.replays,
-        "requests": counters["requests"],
-        "stamps": counters["stamps"],
-        "heartbeats": counters["heartbeat.beats"],
-        "retries": counters["retries"],
-    }
+    """The :data:`METRICS` of a finished run, from its report (:meth:`RunReport.figures`)."""
+    return report.figures()
 
 
 def summary(run_id: str, values: dict[str, int]) -> str:

@@ -111,6 +111,74 @@ class RunReport:
         """The tags of every chain that ended acked (at most one per root)."""
         return {a.tag for o in self.outcomes for a in o.attempts if a.state == "acked"}
 
+    def rows(self) -> list[tuple[str, int]]:
+        """The summary table's rows, ``(figure, value)``: the run's figures, those it
+        publishes to the Spark UI (:data:`~xor_ack_dynamodb.spark.metrics.METRICS`:
+        roots, roots_acked, roots_failed, ..., requests, stamps)."""
+        return list(self.figures().items())
+
+    def figures(self) -> dict[str, int]:
+        """The run's figures by name (:data:`~xor_ack_dynamodb.spark.metrics.METRICS`
+        says what each counts)."""
+        states = Counter(outcome.state for outcome in self.outcomes)
+        counters = self.counters
+        return {
+            "roots": len(self.outcomes),
+            "roots_acked": states["acked"],
+            "roots_failed": states["failed"],
+            "roots_expired": states["expired"],
+            "roots_missing": states["missing"],
+            "replays": self.replays,
+            "requests": counters["requests"],
+            "stamps": counters["stamps"],
+            "heartbeats": counters["heartbeat.beats"],
+            "retries": counters["retries"],
+        }
+
+    def root_rows(self) -> list[tuple[str, str, int, str]]:
+        """One row per root that did not end acked, took more than one attempt or has a
+        note: ``(key, state, attempts, reason or note)`` (the last attempt's reason,
+        else its note)."""
+        return [
+            (
+                o.key,
+                o.state,
+                len(o.attempts),
+                (o.attempts[-1].reason or o.attempts[-1].note or "") if o.attempts else "",
+            )
+            for o in self.outcomes
+            if o.state != "acked" or len(o.attempts) > 1 or o.notes
+        ]
+
+    def __str__(self) -> str:
+        """The summary as text tables (what ``print(report)`` shows): :meth:`rows`, then
+        :meth:`root_rows` if any, then the job errors."""
+        from io import StringIO
+
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        summary = Table(title="tracked run", title_justify="left")
+        summary.add_column("figure")
+        summary.add_column("value", justify="right")
+        for name, value in self.rows():
+            summary.add_row(name, str(value))
+        out = StringIO()
+        console = Console(file=out, width=120, color_system=None, force_terminal=False, soft_wrap=False)
+        console.print(summary)
+        roots = self.root_rows()
+        if roots:
+            table = Table(title="roots not acked, replayed or noted", title_justify="left")
+            for column in ("key", "state", "attempts", "reason or note"):
+                table.add_column(column, overflow="fold")
+            for row in roots:  # as text, not markup: a reason may hold [brackets]
+                table.add_row(*(Text(str(cell)) for cell in row))
+            console.print(table)
+        for error in self.job_errors:
+            console.print(f"job error: {error}", markup=False, highlight=False)
+        return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").splitlines())
+
 
 class RunObserver(Protocol):
     """Told about attempts as they start and end (for progress displays)."""

@@ -28,7 +28,6 @@ from ..core.messages import (
     Extend,
     HistoryRead,
     MarkFailed,
-    MarkResent,
     Put,
     Read,
     ReadHistory,
@@ -150,9 +149,7 @@ class MemoryStore:
             return None, None
         chain = current
         if isinstance(request, Add):
-            if not rules.add_allowed(
-                chain, request.op, request.owner, request.now, request.guard, request.parent
-            ):
+            if not rules.add_allowed(chain, request.op, request.owner, request.now, request.guard):
                 return chain, None
             return chain, lambda: Written(
                 self._keep(rules.added(chain, request.delta, request.op, request.now), chain)
@@ -170,10 +167,6 @@ class MemoryStore:
             if not rules.trim_allowed(chain, request):
                 return chain, None
             return chain, lambda: (self._keep(rules.trimmed(chain, request), chain), Written(None))[1]
-        if isinstance(request, MarkResent):
-            if not rules.mark_allowed(chain, request.key):
-                return chain, None
-            return chain, lambda: Written(self._keep(rules.marked(chain, request.key, request.now), chain))
         raise TypeError(f"not a store request: {request!r}")
 
     def _keep(self, chain: Chain, old: Chain | None, *, nursery: bool = False) -> Chain:

@@ -178,9 +178,16 @@ def xor_ack_server() -> Iterator[MotoServer]:
 
 @pytest.fixture
 def xor_ack_config(
-    xor_ack_server: MotoServer, xor_ack_table_name: str, xor_ack_partition_key: str
+    monkeypatch: pytest.MonkeyPatch,
+    xor_ack_server: MotoServer,
+    xor_ack_table_name: str,
+    xor_ack_partition_key: str,
 ) -> AckConfig:
-    """A picklable config for a fresh, created table on ``xor_ack_server``."""
+    """A picklable config for a fresh, created table on ``xor_ack_server``. For the
+    test's duration the environment holds fake credentials and no ``AWS_PROFILE`` (nor
+    endpoint variable), as for ``xor_ack``: a profile of the developer's shell would
+    otherwise be read, and fail, by every client built from the config."""
+    _fake_aws_env(monkeypatch)
     config = xor_ack_server.config(xor_ack_table_name, partition_key=xor_ack_partition_key)
     from ..stores.dynamodb.tracker import XorAckDynamoDB
 
@@ -190,10 +197,15 @@ def xor_ack_config(
 
 @_async_fixture
 async def async_xor_ack(
-    xor_ack_server: MotoServer, xor_ack_table_name: str, xor_ack_partition_key: str
+    monkeypatch: pytest.MonkeyPatch,
+    xor_ack_server: MotoServer,
+    xor_ack_table_name: str,
+    xor_ack_partition_key: str,
 ) -> AsyncIterator[AsyncXorAckDynamoDB]:
     """An asyncio tracker on a fresh table of ``xor_ack_server``, with its own
-    aiobotocore client (made in the test's loop, closed after the test)."""
+    aiobotocore client (made in the test's loop, closed after the test); the
+    environment as for ``xor_ack_config``."""
+    _fake_aws_env(monkeypatch)
     from ..aio import AsyncXorAckDynamoDB
 
     config = xor_ack_server.config(xor_ack_table_name, partition_key=xor_ack_partition_key)

@@ -51,11 +51,7 @@ class AsyncAckTracker(Protocol):
         op_id: str | None = None,
         owner: str | None = None,
         after: Position | None = None,
-        first: bool = False,
-        parent: str | None = None,
     ) -> Stamp | Sum: ...
-
-    async def mark_resent(self, tag: str, parent: str) -> None: ...
 
     async def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus: ...
 

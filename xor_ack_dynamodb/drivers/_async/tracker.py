@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ...config import TrackerOptions
 from ...core.algebra import EdgeLike, Mode
+from ...core.batch import BatchResult, StatusResult
 from ...core.calls import Call, first_outcome
 from ...core.factory import CallFactory, StampSpec
 from ...core.rules import ChainRules
@@ -23,6 +24,7 @@ from ...errors import XorAckError
 from ...stamps import Position, Stamp, Sum, check_tags
 from ...stats import RequestStats
 from ...status import ChainStatus
+from ..fanout import Progress, check_batch_options
 from .driver import AsyncChainStore, AsyncDriver
 
 __all__ = ["AsyncTracker"]
@@ -40,7 +42,7 @@ class AsyncTracker:
     ) -> None:
         budget, clock, size = options.budget, options.clock, options.cache_size
         self.driver = AsyncDriver(store, rules, retry=budget, stats=stats, clock=clock, cache_size=size)
-        self.calls = CallFactory(rules)
+        self.calls = CallFactory(rules, self.driver.history)
 
     @property
     def engine(self) -> AsyncDriver:
@@ -113,8 +115,6 @@ class AsyncTracker:
         op_id: str | None = None,
         owner: str | None = None,
         after: Position | None = None,
-        first: bool = False,
-        parent: str | None = None,
     ) -> Stamp | Sum:
         """Apply one stamp: ``value``, or the edges this work ``finished`` and the edges
         of the children it ``started`` (xor mode XORs them all; sum mode adds the
@@ -133,21 +133,22 @@ class AsyncTracker:
         missing block, a chain a foreign writer reset since, ops an older version
         dropped), the stamp raises :class:`OutcomeUnknown` rather than guess.
 
-        What the caller knows of earlier copies decides what the check costs:
+        Where the check starts: an op is checked for earlier copies from the earliest
+        point where one could exist. With ``after=position`` (the ``position`` of the
+        stamp that started this work: no copy of it can land before that), from there;
+        with an ``op_id`` and no ``after``, from the chain's start (its lineage). Only
+        an op id the library draws itself (no ``op_id``) needs no check. No transport
+        metadata (a receive count, a re-sent flag) can say that no other copy exists:
+        botocore resends a ``SendMessageBatch`` whose response was lost, standard
+        queues deliver twice, a DLQ redrive starts counts again.
 
-        * ``first=True``: no earlier copy of this op can exist (a first delivery): no
-          check beyond the item's own list. With ``parent`` (the op id of the stamp
-          that sent this work), unless that parent was marked re-sent
-          (:meth:`mark_resent`): then copies may exist, and ``after`` bounds them.
-        * ``after=position``: earlier copies can only have landed after that position
-          (the ``position`` of the stamp that started this work): the check reads no
-          further back.
-        * neither (the default with an ``op_id``): the whole life of the chain. Free
-          while the chain's item still holds every op since its start (its first 40 +
-          ``max_ops`` stamps); after that, one history read (a BatchGetItem of up to
-          100 blocks of 40 ops) for a stamp whose op is not among the recent ones (in
-          sum mode the guarded ADD is refused first and sent again after the read:
-          three requests; in xor mode the read comes before the write).
+        What the check costs: while the bound is inside the item's window (the item
+        holds every op after it), nothing beyond the write: one request. Past it, the
+        history blocks after the bound are read once (a BatchGetItem of up to 100
+        blocks of 40 ops); blocks never change once written, so the tracker keeps them
+        and the stamps of one parent's children handled by one process read each block
+        once (in sum mode a stale view costs a refused ADD and the read of the new
+        blocks).
 
         Foreign writers: a stamp by the Node package replaces the item with ``{tag,
         stamp}`` (a PutItem), dropping its op list and lineage, or deletes it when its
@@ -179,11 +180,14 @@ class AsyncTracker:
         :class:`ChainModeMismatch`; :class:`OutcomeUnknown` (see above);
         :class:`BufferLengthsUnequal`, :class:`ZeroBufferNoOp`,
         :class:`InvalidTag`/:class:`InvalidStamp`/:class:`InvalidConfig` for bad input
-        (before any request); a ``ClientError`` (or botocore connection error) only when
-        transient errors outlast the budget.
+        (before any request); when transient failures outlast the budget, a
+        :class:`~xor_ack_dynamodb.errors.RequestFailed` (``EndpointUnreachable``,
+        ``ReadTimeout``, ...: the write may have landed only where it says so, and
+        calling again with the same ``op_id`` tells) or the service's ``ClientError`` (a
+        throttle).
         """
         known = self.driver.cache.get(tag) if isinstance(tag, str) else None
-        call = self.calls.stamp(tag, value, finished, started, op_id, owner, known, after, first, parent)
+        call = self.calls.stamp(tag, value, finished, started, op_id, owner, known, after)
         if isinstance(call, StampCall):
             result = first_outcome(await self.driver.run(call))
         else:
@@ -205,35 +209,66 @@ class AsyncTracker:
         op_ids: Mapping[str, str] | None = None,
         owner: str | None = None,
         replace_expired: bool = True,
-    ) -> dict[str, Stamp | Sum | Exception]:
+        concurrency: int | None = None,
+        progress: Progress | None = None,
+        transactions: bool = True,
+    ) -> BatchResult[Stamp | Sum]:
         """Start many chains (tag -> value) together: on DynamoDB, transactions of up
         to 100 conditional puts (one request per 100 chains, two write units per KB of
         each item), one put each where the backend has no transactions. Each chain gets
         exactly what :meth:`create` would give it: its value, or the error (``TagExists``
-        for a live chain, ...), in the returned dict; the others are unaffected. Bad
-        input raises before any request (``InvalidConfig`` for a tag named twice)."""
+        for a live chain, ...), in the returned :class:`BatchResult` (a dict by tag, with
+        ``.failed``, ``.failures_by_type()``, ``.summary()``); the others are unaffected.
+
+        A batch of any size runs in groups of 100 chains, each with the whole retry
+        budget, so it ends within about ``groups / concurrency`` budgets;
+        ``concurrency`` groups run at once (default 1; at most the client's
+        ``max_pool_connections``, botocore's default 10; threads, or tasks of the loop
+        for the asyncio tracker); ``progress(done, total)`` is called in the caller's
+        thread (or task) with 0, then with the chains settled after each group (an
+        exception it raises stops the batch: groups not started are not sent).
+        ``transactions=False`` sends one conditional write per chain instead (one write
+        unit per KB where a transaction bills two; one request per chain; what a backend
+        without transactions gets anyway, and the way around the stock ``moto_server``,
+        whose transactions copy the whole table once per entry). Bad input raises
+        before any request (``InvalidConfig`` for a tag named twice, a concurrency
+        below 1, a progress that is not callable)."""
+        check_batch_options(concurrency, progress, transactions)
         op_ids = op_ids or {}
         calls = [
             self.calls.create(tag, value, op_ids.get(tag), owner, replace_expired)
             for tag, value in chains.items()
         ]
-        outcomes = await self.driver.run_many(calls)
-        return {call.tag: outcome for call, outcome in zip(calls, outcomes, strict=True)}
+        outcomes = await self.driver.run_many(
+            calls, concurrency=concurrency, progress=progress, transactions=transactions
+        )
+        return BatchResult((call.tag, outcome) for call, outcome in zip(calls, outcomes, strict=True))
 
-    async def stamp_many(self, stamps: Iterable[StampSpec]) -> dict[str, Stamp | Sum | Exception]:
+    async def stamp_many(
+        self,
+        stamps: Iterable[StampSpec],
+        *,
+        concurrency: int | None = None,
+        progress: Progress | None = None,
+        transactions: bool = True,
+    ) -> BatchResult[Stamp | Sum]:
         """Apply one stamp to each of many chains together: their reads as BatchGetItem
         and their conditional writes as transactions of up to 100 (one request per 100
         chains each way, in either mode). Each stamp has the guarantees of
         :meth:`stamp` (op ids, owners, exactly one ``acked``); its value or error is in
-        the returned dict. Bad input raises before any request (``InvalidConfig`` for a
-        chain named twice: combine its stamps first)."""
+        the returned :class:`BatchResult`. Groups, ``concurrency``, ``progress`` and
+        ``transactions`` as in :meth:`create_many`. Bad input raises before any request
+        (``InvalidConfig`` for a chain named twice: combine its stamps first)."""
+        check_batch_options(concurrency, progress, transactions)
         cache = self.driver.cache
         calls: list[Call[Plan]] = [
             self.calls.batch_stamp(spec, cache.get(getattr(spec, "tag", ""))) for spec in stamps
         ]
         self.calls.distinct([c.tag for c in calls])
-        out: dict[str, Stamp | Sum | Exception] = {}
-        plans: list[Plan | Exception] = await self.driver.run_many(calls)
+        out: BatchResult[Stamp | Sum] = BatchResult()
+        plans = await self.driver.run_many(
+            calls, concurrency=concurrency, progress=progress, transactions=transactions
+        )
         for call, plan in zip(calls, plans, strict=True):
             if isinstance(plan, Exception):
                 out[call.tag] = plan
@@ -247,16 +282,27 @@ class AsyncTracker:
         return out
 
     async def touch_many(
-        self, tags: Iterable[str], ttl: timedelta | float | None = None, *, owner: str | None = None
-    ) -> dict[str, ChainStatus | Exception]:
+        self,
+        tags: Iterable[str],
+        ttl: timedelta | float | None = None,
+        *,
+        owner: str | None = None,
+        concurrency: int | None = None,
+        progress: Progress | None = None,
+        transactions: bool = True,
+    ) -> BatchResult[ChainStatus]:
         """Push the deadlines of many pending chains together (a heartbeat): transactions
         of up to 100 conditional updates, and one batch read for their new values. Each
         chain gets what :meth:`touch` would give it, its status or its error
-        (``TagAcked``, ``TagExpired``...), in the returned dict."""
+        (``TagAcked``, ``TagExpired``...), in the returned :class:`BatchResult`. Groups,
+        ``concurrency``, ``progress`` and ``transactions`` as in :meth:`create_many`."""
+        check_batch_options(concurrency, progress, transactions)
         calls = [self.calls.touch(tag, ttl, owner) for tag in check_tags(tags)]
         self.calls.distinct([c.tag for c in calls])
-        outcomes = await self.driver.run_many(calls)
-        return {call.tag: outcome for call, outcome in zip(calls, outcomes, strict=True)}
+        outcomes = await self.driver.run_many(
+            calls, concurrency=concurrency, progress=progress, transactions=transactions
+        )
+        return BatchResult((call.tag, outcome) for call, outcome in zip(calls, outcomes, strict=True))
 
     # -- one chain -------------------------------------------------------------------
 
@@ -296,30 +342,24 @@ class AsyncTracker:
         """
         return await self.driver.run(self.calls.touch(tag, ttl, owner))
 
-    async def mark_resent(self, tag: str, parent: str) -> None:
-        """Mark the op ``parent`` as re-sent on the chain: its children may now have
-        copies in flight. Call it before re-sending them (a redelivered parent whose
-        stamp came back ``duplicate``). A child stamped with ``first=True,
-        parent=parent`` is then checked since its ``after`` instead of trusted as a
-        first delivery; children of parents never marked pay nothing. One request;
-        marking twice changes nothing. The mark costs 9 bytes of the chain's item for
-        the rest of its lineage.
-
-        Raises :class:`TagNotFound`; :class:`InvalidConfig` for an empty ``parent``.
-        """
-        await self.driver.run(self.calls.mark_resent(tag, parent))
-
     async def status(self, tag: str) -> ChainStatus:
         """The chain as it is now (a strongly consistent read). Raises :class:`TagNotFound`."""
         return await self.driver.run(self.calls.status(tag))
 
-    async def status_many(self, tags: Iterable[str]) -> dict[str, ChainStatus]:
+    async def status_many(
+        self, tags: Iterable[str], *, concurrency: int | None = None, progress: Progress | None = None
+    ) -> StatusResult:
         """The status of many chains (on DynamoDB: BatchGetItem, 100 keys a request,
-        strongly consistent, unprocessed keys asked again with backoff). Tags with no
-        chain are absent; an item that cannot be decoded reads ``corrupt`` (the others
-        are still returned). Raises :class:`BatchIncomplete` if keys are still
-        unprocessed when the retry budget is spent."""
-        return await self.driver.status_many(check_tags(tags))
+        strongly consistent, unprocessed keys asked again with backoff, each request
+        with the whole retry budget, ``concurrency`` at once as in :meth:`create_many`,
+        ``progress(done, total)`` after each). Returns a :class:`StatusResult`: a dict of
+        the chains found, by tag; the tags with no chain in its ``missing``; an item
+        that cannot be decoded reads ``corrupt`` (the others are still returned). Never
+        a partial result: raises :class:`BatchIncomplete` if keys are still unprocessed
+        when a request's budget is spent, the store's error when transient failures
+        outlast it."""
+        check_batch_options(concurrency, progress)
+        return await self.driver.status_many(check_tags(tags), concurrency=concurrency, progress=progress)
 
     async def delete(self, tag: str) -> None:
         """Delete the chain whatever its state. Raises :class:`TagNotFound` if there is

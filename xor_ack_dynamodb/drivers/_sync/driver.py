@@ -17,6 +17,7 @@ tells (a ``duplicate`` result means the interrupted call's write landed).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -24,9 +25,9 @@ from typing import Any, Protocol, TypeVar
 
 import tenacity
 
-from ...core.batch import BATCH_SIZE, TRANSACTION_SIZE, Answer, Lockstep, chunks, statuses
+from ...core.batch import BATCH_SIZE, TRANSACTION_SIZE, Answer, Lockstep, StatusResult, chunks, statuses
 from ...core.calls import Again, Call, Step, Transient
-from ...core.chain import Chain
+from ...core.chain import Chain, Op
 from ...core.messages import (
     BatchRead,
     Cancelled,
@@ -41,7 +42,8 @@ from ...errors import BatchIncomplete
 from ...retry import RetryPolicy
 from ...stats import RequestStats
 from ...status import ChainStatus
-from ..cache import LastKnown
+from ..cache import HISTORY_BLOCKS, LastKnown
+from ..fanout import FanOut, Progress, check_concurrency
 
 __all__ = ["ChainStore", "Driver"]
 
@@ -82,7 +84,9 @@ class _Unfinished(Exception):
 class Driver:
     """Runs calls on ``store`` for one tracker, under ``rules``, within ``retry``'s
     budget; ``clock`` gives "now" (epoch seconds) to each round; ``cache_size`` chains'
-    last known values are kept (0: none). Any number of threads (sync) or tasks of one
+    last known values are kept (0: none), and up to :data:`HISTORY_BLOCKS` history
+    blocks (never stale: a block never changes once written), so the stamps of one
+    chain's siblings read each block once. Any number of threads (sync) or tasks of one
     event loop (asyncio) may run calls at once."""
 
     def __init__(
@@ -101,6 +105,7 @@ class Driver:
         self.stats = stats or RequestStats()
         self.clock = clock
         self.cache: LastKnown[Chain] = LastKnown(cache_size)
+        self.history: LastKnown[tuple[Op, ...]] = LastKnown(HISTORY_BLOCKS)
 
     def now(self) -> int:
         return int(self.clock())
@@ -118,7 +123,7 @@ class Driver:
         except tenacity.RetryError as exc:
             last = exc.last_attempt.exception()
             if isinstance(last, Transient):
-                raise last.error from None
+                raise last.error from last.error.__cause__  # keep botocore's original
             raise call.exhausted(exc.last_attempt.attempt_number) from None
         finally:
             self._remember(call)
@@ -136,15 +141,26 @@ class Driver:
 
     # -- reads in bulk -------------------------------------------------------------------
 
-    def status_many(self, tags: Iterable[str]) -> dict[str, ChainStatus]:
+    def status_many(
+        self, tags: Iterable[str], *, concurrency: int | None = None, progress: Progress | None = None
+    ) -> StatusResult:
         """Statuses of ``tags`` (already checked), :data:`BATCH_SIZE` per read (see
-        :meth:`read`). Tags with no chain are absent; an item that cannot be decoded is
-        reported ``corrupt`` instead of failing the call."""
+        :meth:`read`, each with its own retry budget), ``concurrency`` reads at once
+        (:meth:`concurrency`), ``progress(done, total)`` after each. Tags with no chain
+        are in ``missing``; an item that cannot be decoded is reported ``corrupt``
+        instead of failing the call. A read that fails raises (the reads not started are
+        not sent): a result never leaves out a tag it could not read."""
         wanted = list(dict.fromkeys(tags))  # in order, each once
         found: dict[str, ChainStatus] = {}
-        for chunk in chunks(wanted, BATCH_SIZE):
+
+        def read(chunk: list[str]) -> int:
             found.update(statuses(self.read(chunk), self.rules, self.now()))
-        return {t: found[t] for t in wanted if t in found}
+            return len(chunk)
+
+        jobs = [functools.partial(read, chunk) for chunk in chunks(wanted, BATCH_SIZE)]
+        FanOut(self.concurrency(concurrency)).run(jobs, len(wanted), progress)
+        missing = [t for t in wanted if t not in found]
+        return StatusResult(((t, found[t]) for t in wanted if t in found), missing)
 
     def read(self, tags: list[str]) -> BatchRead:
         """Read ``tags`` (at most :data:`BATCH_SIZE`) strongly consistently, keys the
@@ -173,20 +189,50 @@ class Driver:
         except tenacity.RetryError as exc:
             last = exc.last_attempt.exception()
             if isinstance(last, Transient):
-                raise last.error from None
+                raise last.error from last.error.__cause__  # keep botocore's original
             raise BatchIncomplete(f"{len(pending)} keys still unprocessed after the retry budget") from None
         return found
 
     # -- many calls together -------------------------------------------------------------
 
-    def run_many(self, calls: Sequence[Call[T]]) -> list[T | Exception]:
-        """Run ``calls`` (on distinct chains) to their results together, in lockstep
-        (:mod:`xor_ack_dynamodb.core.batch`): their reads in bulk, their writes in
-        transactions. Returns each call's result or the error it ended with, in order:
-        a typed error of the rules, the store's exception when transient failures
-        outlast the budget, or ``StaleLocalData`` when it is spent on lost races. The
-        budget is the driver's, shared by the whole batch."""
-        batch = Lockstep(calls, self.store.is_transient)
+    def run_many(
+        self,
+        calls: Sequence[Call[T]],
+        *,
+        concurrency: int | None = None,
+        progress: Progress | None = None,
+        transactions: bool = True,
+    ) -> list[T | Exception]:
+        """Run ``calls`` (on distinct chains) to their results together: in groups of
+        :data:`TRANSACTION_SIZE`, each in lockstep (:mod:`xor_ack_dynamodb.core.batch`):
+        its reads in bulk, its writes in one transaction. Each group has the driver's
+        whole retry budget, so a batch of any size ends within about ``groups /
+        concurrency`` budgets; ``concurrency`` groups run at once (:meth:`concurrency`),
+        ``progress(done, total)`` is called with the calls settled after each. Returns
+        each call's result or the error it ended with, in order: a typed error of the
+        rules, the store's exception when transient failures outlast the group's budget,
+        or ``StaleLocalData`` when it is spent on lost races. ``transactions=False``:
+        each write of a group goes alone, as where the store has no transactions."""
+        tags = [c.tag for c in calls]
+        if len(set(tags)) != len(tags):
+            raise ValueError("run_many() takes calls on distinct chains")
+        outcomes: list[T | Exception] = []
+        groups = chunks(calls, TRANSACTION_SIZE)
+        settled: list[list[T | Exception]] = [[] for _ in groups]
+
+        def run_group(n: int) -> int:
+            settled[n] = self._run_group(groups[n], transactions)
+            return len(groups[n])
+
+        jobs = [functools.partial(run_group, n) for n in range(len(groups))]
+        FanOut(self.concurrency(concurrency)).run(jobs, len(calls), progress)
+        for group in settled:
+            outcomes += group
+        return outcomes
+
+    def _run_group(self, calls: Sequence[Call[T]], transactions: bool) -> list[T | Exception]:
+        """One group of :meth:`run_many`, within one retry budget."""
+        batch = Lockstep(calls, self.store.is_transient, transactions)
         retrying = self._retrying(_Unfinished)
 
         def before_sleep(state: tenacity.RetryCallState) -> None:
@@ -202,6 +248,27 @@ class Driver:
             for call in calls:
                 self._remember(call)
         return batch.outcomes()
+
+    def concurrency(self, asked: int | None = None) -> int:
+        """How many groups of a batch run at once: ``asked`` (an int of at least 1, else
+        :class:`InvalidConfig`; default 1), at most the store's client's connection pool
+        (botocore's ``max_pool_connections``, 10 unless the client was built with
+        another: more threads than connections would open connections the pool then
+        discards). One by default: moto in process is not thread-safe (its
+        transactions copy and restore whole tables), and a server that answers one
+        request at a time (the embedded moto server) only queues the others, towards
+        their read timeout. DynamoDB and DynamoDB Local gain from more
+        (docs/performance.md, "Batch calls at scale")."""
+        if asked is None:
+            return 1
+        limit = check_concurrency(asked)
+        client = getattr(self.store, "client", None)
+        if callable(client):
+            config = getattr(getattr(client(), "meta", None), "config", None)
+            pool = getattr(config, "max_pool_connections", None)
+            if isinstance(pool, int) and pool >= 1:
+                limit = min(limit, pool)
+        return limit
 
     def _attempt_many(self, batch: Lockstep[Any]) -> None:
         """New rounds for the calls that need one, then passes while any request is

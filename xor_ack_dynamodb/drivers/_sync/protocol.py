@@ -53,11 +53,7 @@ class AckTracker(Protocol):
         op_id: str | None = None,
         owner: str | None = None,
         after: Position | None = None,
-        first: bool = False,
-        parent: str | None = None,
     ) -> Stamp | Sum: ...
-
-    def mark_resent(self, tag: str, parent: str) -> None: ...
 
     def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus: ...
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...errors import InvalidConfig
+from ...spark.files import find_inputs
 
 if TYPE_CHECKING:
     from ...interfaces import AckTracker
@@ -34,8 +35,11 @@ __all__ = ["tokenize", "find_inputs", "default_corpus", "FaultPlan", "InjectedFa
 #: letters: it also admits numerals like "²"; tokenize() splits those out).
 _CANDIDATE = re.compile(r"[^\W\d_]+")
 
-#: Where the bundled sample corpus lives in a source checkout.
-_CORPUS = Path(__file__).resolve().parents[3] / "examples" / "data"
+#: The bundled sample corpus: package data (``corpus/`` beside this module), so it is in
+#: the wheel and a plain ``pip install`` has it. ``examples/data`` holds the same files for
+#: the examples that run from a checkout (tests/test_cli.py checks they agree).
+CORPUS_PACKAGE = "xor_ack_dynamodb.jobs.wordcount"
+CORPUS_DIRECTORY = "corpus"
 
 
 def tokenize(text: str) -> list[str]:
@@ -50,42 +54,14 @@ def tokenize(text: str) -> list[str]:
 
 
 def default_corpus() -> Path:
-    """The bundled corpus, ``examples/data`` of the source checkout."""
-    if not _CORPUS.is_dir():
-        raise FileNotFoundError(f"the bundled corpus {_CORPUS} is missing: pass INPUT files or directories")
-    return _CORPUS
-
-
-def find_inputs(paths: Sequence[str | Path]) -> list[Any]:
-    """The input files: each path as given, directories expanded to the files under them
-    (hidden ones skipped), sorted and without repeats; ``s3://bucket/key`` as given,
-    ``s3://bucket/prefix/`` expanded to the objects under it.
-
-    Raises ``FileNotFoundError`` for a path that does not exist and
-    :class:`InvalidConfig` when no file is found.
-    """
-    found: dict[Any, None] = {}
-    for raw in paths:
-        if str(raw).startswith("s3://"):
-            from ...spark.output import Location  # endpoint and region from the environment
-
-            names = Location.of(str(raw)).names("") if str(raw).endswith("/") else [""]
-            found.update(dict.fromkeys(f"{raw}{name}" for name in names if not name.endswith("/")))
-            continue
-        path = Path(raw)
-        if path.is_dir():
-            for child in sorted(path.rglob("*")):
-                if child.is_file() and not any(
-                    part.startswith(".") for part in child.relative_to(path).parts
-                ):
-                    found[child.resolve()] = None
-        elif path.is_file():
-            found[path.resolve()] = None
-        else:
-            raise FileNotFoundError(f"no such file or directory: {path}")
-    if not found:
-        raise InvalidConfig("no input files found")
-    return list(found)
+    """The bundled corpus (24 short texts in English, German and French, 100 KB), a
+    directory of the installed package: ``xor-ack wordcount`` counts it when given no
+    INPUT. Raises ``FileNotFoundError`` when the package is not installed as files (a
+    zip import): Spark reads paths."""
+    corpus = resources.files(CORPUS_PACKAGE) / CORPUS_DIRECTORY
+    if not isinstance(corpus, Path) or not corpus.is_dir():
+        raise FileNotFoundError(f"the bundled corpus {corpus} is missing: pass INPUT files or directories")
+    return corpus
 
 
 class InjectedFailure(RuntimeError):

@@ -5,12 +5,14 @@ stamp per chain per job.
   invariant);
 - :mod:`.attempt`: :class:`FrameAttempt`, one attempt's sources and its tracked write;
 - :mod:`.tracking`: :class:`FrameTracking`, the run (attempts, replays);
-- :mod:`.sources`: files through Spark's text reader and keyed rows, with their edges;
+- :mod:`.sources`: files through Spark's text reader and keyed rows, with their edges
+  (:mod:`.keys`: how a row's key meets a root's);
   :mod:`.commit`: Spark's writer, the ledger and the publish of acked rows;
   :mod:`.columns`: the hidden tracking columns and what a write owes each chain.
 """
 
 from .attempt import Commit, FrameAttempt, FrameJob
+from .keys import UnknownRootKey, match_key
 from .tracked import TrackedFrame, TrackedGroups, WriteResult
 from .tracking import FrameTracking, default_parallelism, is_connect
 
@@ -21,7 +23,9 @@ __all__ = [
     "FrameTracking",
     "TrackedFrame",
     "TrackedGroups",
+    "UnknownRootKey",
     "WriteResult",
     "default_parallelism",
     "is_connect",
+    "match_key",
 ]

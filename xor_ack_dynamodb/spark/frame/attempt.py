@@ -124,8 +124,10 @@ class FrameAttempt:
         normalize: str = "NFC",
     ) -> TrackedFrame:
         """The lines of each root's file (``path(root)``, default the root itself: a
-        local path or a URI Spark reads, ``s3://`` included); columns ``path`` and
-        ``line``. See :mod:`.sources`."""
+        local path or a URI Spark reads, ``s3://`` included), or of the files under it
+        for a directory (:func:`~xor_ack_dynamodb.spark.files.files_under`, the rule of
+        ``xor-ack wordcount DIR``); columns ``path`` (the line's file) and ``line``. See
+        :mod:`.sources`."""
         locate = path or (lambda root: root)
         roots = [
             TextRoot(chain, os.fspath(locate(root)), self.root_edges[tag])
@@ -148,7 +150,9 @@ class FrameAttempt:
         root of the run raises :class:`InvalidConfig` before the job (``others="error"``,
         the default in :meth:`~.tracking.FrameTracking.run`) or is left out too
         (``"skip"``, the default for handed chains, whose rows may hand chains to other
-        jobs). See :mod:`.sources`."""
+        jobs). Keys are compared by :func:`.keys.match_key` (a path and Spark's URI of
+        the same file are one key); the error is :class:`.keys.UnknownRootKey`. See
+        :mod:`.sources`."""
         others = others or ("error" if self.run_keys is not None else "skip")
         if others not in ("error", "skip"):
             raise InvalidConfig(f"others must be 'error' or 'skip', got {others!r}")

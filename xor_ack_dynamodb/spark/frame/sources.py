@@ -4,13 +4,18 @@ DataFrame keyed by a column (:func:`start`), in the JVM, with no Python per row.
 Each source row gets an edge ``e`` and a ghost copy carrying ``e`` from the same
 evaluation (so the pair agrees in a nondeterministic plan); each root adds a ghost
 holding its root edge (a root without rows is acked empty). Files are read by Spark's
-text reader; a line that matches no root aborts the job (never dropped); a local file
-already missing when the attempt starts fails its root (replayed); roots Spark cannot
-read or name go through an Arrow reader on the executors with the same line rule. Bad
+text reader; a root that is a directory (or an ``s3://`` prefix ending with ``/``) is
+the files under it (:func:`~xor_ack_dynamodb.spark.files.files_under`, the rule of
+``xor-ack wordcount DIR``); a line that matches no root aborts the job (never dropped);
+a local file already missing when the attempt starts fails its root (replayed); roots
+Spark cannot read or name go through an Arrow reader on the executors with the same
+line rule. Bad
 UTF-8 is replaced by U+FFFD and noted (``bad_bytes="replace"``, the default) or fails
 its root permanently (``"fail"``: a replay would read the same bytes); lines are
 normalized to NFC by default. Columns of :func:`read_text`: ``path`` (the root's path
-as given) and ``line``.
+as given; for a directory root, the path of the line's file) and ``line``. Rows of
+:func:`start` are matched to roots by :func:`.keys.match_key` (a path matches Spark's
+URI of the same file).
 
 See docs/spark.md, "How the tracking works" (sources, and the paragraph on files).
 """
@@ -25,10 +30,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidConfig
+from ..files import files_under, is_directory, local_path
 from ..outcomes import PERMANENT
 from ..output import Location
 from ..tags import escape_key, unescape_key
-from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, by_chain, local_table, to_signed
+from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, local_table, to_signed
+from .keys import match_key, unknown_key
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -46,8 +53,10 @@ _UNSAFE = set(":*?[]{}\\")
 
 @dataclass(frozen=True)
 class TextRoot:
-    """One file to read: its chain (index in the attempt's tags), its path (a local
-    path, ``str`` or ``bytes``, or a URI such as ``s3://bucket/key``) and root edge."""
+    """One root to read: its chain (index in the attempt's tags), its path (a local
+    path, ``str`` or ``bytes``, or a URI such as ``s3://bucket/key`` or ``file:///x``;
+    a file, or a directory of files) and root edge. (Also one file of a root, whose
+    edge is then unused.)"""
 
     chain: int
     path: str | bytes
@@ -59,17 +68,34 @@ class TextRoot:
         return escape_key(self.path)
 
     @property
-    def uri(self) -> str | None:
-        """The path as Spark names it in ``_metadata.file_path`` once decoded, or None
-        when Spark's reader cannot name it (then the Arrow reader reads it)."""
-        if isinstance(self.path, str) and "://" in self.path:
-            return self.path
-        raw = os.fsencode(self.path)
+    def key(self) -> str | None:
+        """What Spark's name of the file matches (by :func:`.keys.match_key`): a local
+        file's absolute path, another URI as given; None when Spark's reader cannot name
+        it (then the Arrow reader reads it)."""
+        local = local_path(self.path)
+        if local is None:
+            return str(self.path)
         try:
-            text = raw.decode("utf-8")
+            text = os.fsencode(local).decode("utf-8")
         except UnicodeDecodeError:
             return None
-        return None if _UNSAFE & set(text) else "file:" + os.path.abspath(text)
+        return None if _UNSAFE & set(text) else os.path.abspath(text)
+
+    @property
+    def uri(self) -> str | None:
+        """The URI Spark's reader is given (None: the Arrow reader reads the file)."""
+        key = self.key
+        return None if key is None else key if "://" in key else "file:" + key
+
+    def files(self) -> list[TextRoot]:
+        """The root's files (itself, or those under a directory), same chain; raises
+        ``FileNotFoundError`` when the directory went away."""
+        if not is_directory(self.path):
+            return [self]
+        return [
+            TextRoot(self.chain, os.fspath(f) if isinstance(f, os.PathLike) else f, self.edge)
+            for f in files_under(self.path)
+        ]
 
 
 def has_filesystem(spark: SparkSession, scheme: str) -> bool:
@@ -184,7 +210,9 @@ def _fallback_lines(location: Location, batches: Iterable[pa.RecordBatch]) -> It
     whole file or object at a time; an unreadable one yields its error instead."""
     import pyarrow as pa
 
-    schema = pa.schema([(CHAIN, pa.int32()), ("value", pa.binary()), ("error", pa.string())])
+    schema = pa.schema(
+        [(CHAIN, pa.int32()), ("path", pa.string()), ("value", pa.binary()), ("error", pa.string())]
+    )
     client = None
     for batch in batches:
         for chain, path in zip(
@@ -201,11 +229,16 @@ def _fallback_lines(location: Location, batches: Iterable[pa.RecordBatch]) -> It
             except Exception as exc:
                 why = f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}"
                 yield pa.RecordBatch.from_pydict(
-                    {CHAIN: [chain], "value": [None], "error": [why]}, schema=schema
+                    {CHAIN: [chain], "path": [path], "value": [None], "error": [why]}, schema=schema
                 )
                 continue
             lines = data.splitlines()
-            found = {CHAIN: [chain] * len(lines), "value": lines, "error": [None] * len(lines)}
+            found = {
+                CHAIN: [chain] * len(lines),
+                "path": [path] * len(lines),
+                "value": lines,
+                "error": [None] * len(lines),
+            }
             yield pa.RecordBatch.from_pydict(found, schema=schema)
 
 
@@ -233,50 +266,56 @@ def read_text(
     missing: dict[int, str] = {}
     s3 = None
     for root in roots:
-        uri = root.uri
-        if uri is None or (
-            uri.startswith("s3://") and not (s3 if s3 is not None else (s3 := has_filesystem(spark, "s3")))
-        ):
-            other.append(root)
-        elif uri.startswith("file:") and not os.path.exists(uri[len("file:") :]):
-            missing[root.chain] = f"FileNotFoundError: no such file: {root.text}"
-        else:
-            native.append(root)
+        try:
+            files = root.files()
+        except FileNotFoundError:
+            files = [root]
+        for file in files:
+            uri = file.uri
+            local = local_path(file.path)
+            if uri is None or (
+                uri.startswith("s3://")
+                and not (s3 if s3 is not None else (s3 := has_filesystem(spark, "s3")))
+            ):
+                other.append(file)
+            elif local is not None and not os.path.exists(local):
+                missing[file.chain] = f"FileNotFoundError: no such file: {file.text}"
+            else:
+                native.append(file)
     parts: list[DataFrame] = []
-
-    def names() -> DataFrame:
-        return local_table(
-            spark, {CHAIN: ("int", [r.chain for r in roots]), "path": ("string", [r.text for r in roots])}
-        )
-
     if native:
+        # One broadcast row per file: its key, chain and path; the lines are matched by
+        # Spark's name of their file, through the same match_key as the roots' keys.
         keys = local_table(
-            spark, {_KEY: ("string", [r.uri for r in native]), CHAIN: ("int", [r.chain for r in native])}
-        )
-        # Spark's file_path is the URI's text; only one holding a % escape differs from
-        # the decoded path (a "+" stays a "+"), so only that one is decoded, not every line.
-        raw = F.col("_metadata.file_path")
-        decoded = F.when(raw.contains("%"), F.url_decode(F.replace(raw, F.lit("+"), F.lit("%2B")))).otherwise(
-            raw
-        )
-        uris = [r.uri or "" for r in native]
+            spark,
+            {
+                _KEY: ("string", [r.key for r in native]),
+                CHAIN: ("int", [r.chain for r in native]),
+                "path": ("string", [r.text for r in native]),
+            },
+        ).select(match_key(F.col(_KEY)).alias(_KEY), CHAIN, "path")
+        uris = list(dict.fromkeys(r.uri or "" for r in native))  # a file of two roots is read once
         with _listed_here(spark, uris):
-            lines = spark.read.text(uris).select(F.col("value"), decoded.alias(_KEY))
+            lines = spark.read.text(uris).select(
+                F.col("value"), match_key(F.col("_metadata.file_path")).alias(_KEY)
+            )
         found = lines.join(F.broadcast(keys), _KEY, "left")
         chain = F.coalesce(
             F.col(CHAIN), F.raise_error(F.concat(F.lit("a line of no root: "), F.col(_KEY))).cast("int")
         )
-        parts.append(found.select(chain.alias(CHAIN), "value", F.lit(None).cast("string").alias(ERR)))
+        parts.append(found.select(chain.alias(CHAIN), "path", "value", F.lit(None).cast("string").alias(ERR)))
     if other:
         where = Location.s3_environment()
         listed = local_table(
             spark, {CHAIN: ("int", [r.chain for r in other]), "path": ("string", [r.text for r in other])}
         )
         read = listed.repartition(max(1, min(len(other), partitions))).mapInArrow(
-            partial(_fallback_lines, where), f"{CHAIN} int, value binary, error string"
+            partial(_fallback_lines, where), f"{CHAIN} int, path string, value binary, error string"
         )
         parts.append(
-            read.select(CHAIN, F.col("value").cast("string").alias("value"), F.col("error").alias(ERR))
+            read.select(
+                CHAIN, "path", F.col("value").cast("string").alias("value"), F.col("error").alias(ERR)
+            )
         )
     strict = bad_bytes == "fail"
     root_errors = [(r.chain, r.edge, missing.get(r.chain)) for r in roots]
@@ -287,10 +326,7 @@ def read_text(
     valid = F.coalesce(F.is_valid_utf8("value"), F.lit(True))
     unreadable = F.col(ERR).isNotNull()
     bad = F.concat(F.lit(f"{PERMANENT}bad bytes: invalid UTF-8 in "), F.col("path"))
-    indexed = sorted(r.chain for r in roots) == list(range(len(roots)))
-    path = by_chain([r.text for r in sorted(roots, key=lambda r: r.chain)]) if indexed else None
-    named = lines.withColumn("path", path) if path is not None else lines.join(F.broadcast(names()), CHAIN)
-    marked = named.select(
+    marked = lines.select(
         "path",
         F.col("value").alias(_ROOT),
         CHAIN,
@@ -312,24 +348,29 @@ def start(
     known: Sequence[str] | None = None,
 ) -> DataFrame:
     """The rows of ``df`` whose column ``key`` (as a string) is the key of one of
-    ``chains`` (``(key, chain, root edge)``), tracked (module doc), plus each root's
-    ghost. Rows of other keys are left out; with ``known`` (every key of the run), a row
-    whose key is not in it raises :class:`InvalidConfig` first (one small Spark job),
-    and so does a row without a key: nothing is dropped silently."""
+    ``chains`` (``(key, chain, root edge)``), compared by :func:`.keys.match_key` (a
+    path and Spark's URI of the file are one key), tracked (module doc), plus each
+    root's ghost. Rows of other keys are left out; with ``known`` (every key of the
+    run), a row whose key is not in it raises :class:`.keys.UnknownRootKey` first (one
+    small Spark job; the message shows the row's key and a root's), and so does a row
+    without a key: nothing is dropped silently."""
     from pyspark.sql import functions as F
 
     if set(df.columns) & set(TRACKING):
         raise InvalidConfig("the DataFrame already has tracking columns")
     spark = df.sparkSession
-    value = F.col(key).cast("string")
+    value = match_key(F.col(key))
     if known is not None:
-        listed = local_table(spark, {_KEY: ("string", list(known))})
-        stray = df.select(value.alias(_KEY)).join(F.broadcast(listed), _KEY, "left_anti").limit(1).collect()
+        listed = local_table(spark, {_KEY: ("string", list(known))}).select(
+            match_key(F.col(_KEY)).alias(_KEY)
+        )
+        rows = df.select(F.col(key).cast("string").alias(_ROOT), value.alias(_KEY))
+        stray = rows.join(F.broadcast(listed), _KEY, "left_anti").limit(1).collect()
         if stray:
-            raise InvalidConfig(f"a row's {key!r} is {stray[0][0]!r}, not the key of any root of the run")
+            raise unknown_key(key, stray[0][_ROOT], list(known))
     roots = local_table(
         spark, {_KEY: ("string", [k for k, _, _ in chains]), CHAIN: ("int", [c for _, c, _ in chains])}
-    )
+    ).select(match_key(F.col(_KEY)).alias(_KEY), CHAIN)
     joined = df.join(F.broadcast(roots), value == F.col(_KEY), "inner").drop(_KEY)
     rows = _edges(joined, run_key)
     return rows.unionByName(

@@ -10,6 +10,14 @@ it; ``where`` and ``fail_when`` turn rows into ghosts, which still carry their e
 it would repeat edges) and a tracked frame; ``write`` is :mod:`.commit`'s protocol. So
 a chain reads zero exactly when every row its root became reached a committed write.
 
+Ghosts and the user's expressions: each operation means its plain PySpark counterpart
+applied to each root's rows, under SQL's three-valued logic (a condition that is NULL is
+not TRUE). Ghost rows are not rows of the plain pipeline, so they must never decide
+anything: every frame keeps a ghost's user columns NULL (:meth:`TrackedFrame._then`), so
+an expression evaluated on a ghost meets no data (no ANSI error from a value a filter
+dropped), and a condition counts on rows that are not ghosts only (:func:`_holds`): NULL
+data would make ``isNull()`` TRUE on every ghost, and fail every root.
+
 See docs/spark.md, "How the tracking works" (each operation's rule) and "Tracked
 output: the commit protocol".
 """
@@ -36,6 +44,22 @@ _ARRAY = "_xa_arr"
 _COUNT = "_xa_n"
 _POS = "_xa_pos"
 _MATCH = "_xa_match"
+
+
+def _name(column: str) -> Column:
+    """The column named ``column``, taken literally (a dot is not a struct field)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + column.replace("`", "``") + "`")
+
+
+def _holds(condition: Column) -> Column:
+    """TRUE on the rows that are not ghosts and on which ``condition`` is TRUE; FALSE
+    elsewhere (NULL is not TRUE). ``AND`` stops at a ghost: the condition is not even
+    evaluated there."""
+    from pyspark.sql import functions as F
+
+    return ~F.col(GHOST) & F.coalesce(condition, F.lit(False))
 
 
 @dataclass
@@ -90,7 +114,16 @@ class TrackedFrame:
         return self._attempt
 
     def _then(self, df: DataFrame) -> TrackedFrame:
-        return TrackedFrame(df, self._attempt)
+        """The frame of ``df``, with its ghosts' user columns NULL (module doc): what an
+        operation computed on a ghost (a literal, an aggregate of a ghost group) or kept
+        on one (the data of a row a filter dropped) is not data."""
+        from pyspark.sql import functions as F
+
+        data = ~F.col(GHOST)
+        users = [c for c in df.columns if c not in TRACKING]
+        return TrackedFrame(
+            df.select(*(F.when(data, _name(c)).alias(c) for c in users), *TRACKING), self._attempt
+        )
 
     def select(self, *columns: str | Column) -> TrackedFrame:
         """Like ``select``; the tracking columns come along (``"*"`` is the user's
@@ -118,25 +151,24 @@ class TrackedFrame:
         return self._then(self._df.drop(*names))
 
     def where(self, condition: Column) -> TrackedFrame:
-        """Rows for which ``condition`` is not true become ghosts (finished, not
-        written)."""
+        """Like ``where``: rows for which ``condition`` is not TRUE (FALSE or NULL)
+        become ghosts (finished, not written)."""
         from pyspark.sql import functions as F
 
-        keep = F.coalesce(condition, F.lit(False))
-        return self._then(self._df.withColumn(GHOST, F.col(GHOST) | ~keep))
+        return self._then(self._df.withColumn(GHOST, F.col(GHOST) | ~_holds(condition)))
 
     filter = where
 
     def fail_when(self, condition: Column, reason: str | Column, *, permanent: bool = False) -> TrackedFrame:
-        """Rows for which ``condition`` is true fail their chain with ``reason`` (the
-        first reason by sort order is kept per chain) and are not written. With
-        ``permanent`` the root is not replayed."""
+        """Rows for which ``condition`` is TRUE (not FALSE, not NULL; never a ghost)
+        fail their chain with ``reason`` (the first reason by sort order is kept per
+        chain) and are not written. With ``permanent`` the root is not replayed."""
         from pyspark.sql import functions as F
 
         text = F.lit(reason) if isinstance(reason, str) else reason
         if permanent:
             text = F.concat(F.lit(PERMANENT), text)
-        hit = F.coalesce(condition, F.lit(False))
+        hit = _holds(condition)
         return self._then(
             self._df.withColumns(
                 {
@@ -148,10 +180,11 @@ class TrackedFrame:
 
     def explode(self, array: str | Column, alias: str, *, position: str | None = None) -> TrackedFrame:
         """One row per element of ``array`` (named ``alias``; its index as ``position``
-        if given). The other columns are kept, except ``array`` itself when it is given
-        as a column name (as ``select(explode(...))`` would not repeat it on every
-        child: select it under another name first to keep it). Edges telescope (module
-        doc)."""
+        if given), like ``explode``/``posexplode`` (not ``_outer``): a NULL or empty
+        array gives no row. The other columns are kept, except ``array`` itself when it
+        is given as a column name (as ``select(explode(...))`` would not repeat it on
+        every child: select it under another name first to keep it). Edges telescope
+        (module doc)."""
         from pyspark.sql import functions as F
 
         for name in (alias, position):
@@ -178,7 +211,14 @@ class TrackedFrame:
         return self._then(out.drop(_COUNT))
 
     def group_by(self, *keys: str) -> TrackedGroups:
-        """Group per chain and by ``keys`` (column names); see the module doc."""
+        """Group per chain and by ``keys`` (column names, at least one); see the module
+        doc. A NULL key is a group, as in Spark. With no key, plain Spark's global
+        aggregate gives one row even for a root without rows, which a per-chain grouping
+        cannot: refused (group by a column, or aggregate the published rows)."""
+        if not keys:
+            raise InvalidConfig(
+                "group_by needs at least one key column (a global aggregate per root is not supported)"
+            )
         for key in keys:
             if not isinstance(key, str) or key in TRACKING:
                 raise InvalidConfig(f"group_by takes the names of user columns, got {key!r}")
@@ -188,7 +228,8 @@ class TrackedFrame:
         self, lookup: DataFrame, on: str | Sequence[str], how: str = "inner", *, check: bool = True
     ) -> TrackedFrame:
         """Join with an untracked ``lookup`` that has at most one row per ``on`` key.
-        ``how`` is ``inner`` (rows without a match become ghosts) or ``left``. With
+        ``how`` is ``inner`` (rows without a match become ghosts) or ``left`` (kept, the
+        lookup's columns NULL); a NULL key matches nothing, as in Spark. With
         ``check`` (default), a small job counts duplicate keys first and
         :class:`InvalidConfig` is raised if there are any."""
         from pyspark.sql import functions as F
@@ -200,6 +241,11 @@ class TrackedFrame:
         keys = [on] if isinstance(on, str) else list(on)
         if set(lookup.columns) & set(TRACKING):
             raise InvalidConfig("the lookup has tracking columns")
+        shared = (set(lookup.columns) & set(self.columns)) - set(keys)
+        if shared:
+            raise InvalidConfig(
+                f"the lookup's columns {sorted(shared)} are also the frame's: rename them first"
+            )
         if check and lookup.groupBy(*keys).count().where(F.col("count") > 1).limit(1).count():
             raise InvalidConfig(f"the lookup has more than one row for some key of {keys}")
         joined = self._df.join(lookup.withColumn(_MATCH, F.lit(True)), on=keys, how="left")
@@ -245,7 +291,8 @@ class TrackedGroups:
         self.keys = list(keys)
 
     def agg(self, *exprs: Column) -> TrackedFrame:
-        """Aggregate per chain and key; the ghost rows of a chain collapse into one per
+        """Aggregate per chain and key (a ghost's keys are NULL, and its group is
+        apart from the data's); the ghost rows of a chain collapse into one per
         failure reason and note. The reason and note are grouping keys (null on every
         row that is not failing or noted), not aggregates: a string aggregate (``max``)
         would force Spark's sort-based aggregation over every row."""
@@ -255,7 +302,7 @@ class TrackedGroups:
         grouping = [
             F.col(CHAIN),
             ghost,
-            *(F.when(~ghost, F.col(k)).alias(k) for k in self.keys),
+            *(_name(k) for k in self.keys),
             F.col(ERR),
             F.col(NOTE),
         ]

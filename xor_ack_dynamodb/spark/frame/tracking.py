@@ -114,6 +114,7 @@ class FrameTracking(Driver):
         *,
         max_attempts: int = 3,
         observer: RunObserver | None = None,
+        progress: bool | None = None,
     ) -> RunReport:
         """Run ``job(attempt)`` (a :class:`FrameAttempt`) until every root's chain is
         acked, failed permanently, or ``max_attempts`` attempts were made; ``job`` reads
@@ -126,6 +127,10 @@ class FrameTracking(Driver):
         that no late write can ack them, and replayed. Configuration errors of the
         library (:class:`~xor_ack_dynamodb.errors.XorAckError`) propagate, after the
         attempt's chains are failed.
+
+        The run's progress is shown (a bar on a terminal, log lines at INFO otherwise)
+        unless ``progress=False``, or an ``observer`` of yours shows it
+        (:class:`~xor_ack_dynamodb.spark.progress.RunProgress`).
         """
 
         run_keys = [key(root) for root in roots]
@@ -148,7 +153,9 @@ class FrameTracking(Driver):
                 known=commit.known,
             )
 
-        return self.run_attempts(roots, key, plan, max_attempts=max_attempts, observer=observer)
+        return self.run_attempts(
+            roots, key, plan, max_attempts=max_attempts, observer=observer, progress=progress
+        )
 
     def run_rows(
         self,
@@ -158,6 +165,7 @@ class FrameTracking(Driver):
         *,
         max_attempts: int = 3,
         observer: RunObserver | None = None,
+        progress: bool | None = None,
     ) -> RunReport:
         """Roots from the data: one root per distinct value of column ``key`` of ``df``
         (as a string; found by one small Spark job), tracked through ``job(frame)``,
@@ -177,6 +185,7 @@ class FrameTracking(Driver):
             lambda attempt: job(attempt.start(df, key, others="skip")),
             max_attempts=max_attempts,
             observer=observer,
+            progress=progress,
         )
 
     def publish_pending(self, location: str | Location) -> int:

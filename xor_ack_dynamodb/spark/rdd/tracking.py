@@ -180,6 +180,7 @@ class RDDTracking(Driver):
         max_attempts: int = 3,
         num_slices: int | None = None,
         observer: RunObserver | None = None,
+        progress: bool | None = None,
     ) -> RunReport:
         """Run ``job(started, attempt)`` over ``roots`` until every root's chain is
         acked, failed permanently (:class:`PermanentFailure`), or ``max_attempts``
@@ -193,7 +194,8 @@ class RDDTracking(Driver):
 
         Raises :class:`InvalidConfig` before anything is written if ``key`` gives two
         roots the same key, and :class:`~xor_ack_dynamodb.errors.InvalidTag` if a tag
-        would be too long.
+        would be too long. Progress is shown as for
+        :meth:`~xor_ack_dynamodb.spark.frame.FrameTracking.run` (``progress=False``: not).
         """
 
         def plan(number: int, todo: list[Any], keys: list[Any], tags: list[str]) -> Plan:
@@ -211,7 +213,9 @@ class RDDTracking(Driver):
                 raises=(),
             )
 
-        return self.run_attempts(roots, key, plan, max_attempts=max_attempts, observer=observer)
+        return self.run_attempts(
+            roots, key, plan, max_attempts=max_attempts, observer=observer, progress=progress
+        )
 
 
 #: The name this class had before DataFrames came (kept: public).

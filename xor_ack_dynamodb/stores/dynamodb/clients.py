@@ -29,10 +29,12 @@ from typing import Any, TypedDict, Unpack
 from ...config import AckConfig
 from ...errors import InvalidConfig
 from ...retry import RetryPolicy
+from .failures import check_region, install
 
 __all__ = [
     "aws_client",
     "dynamodb_client",
+    "typed_client",
     "client_config",
     "client_for",
     "NO_REGION_MESSAGE",
@@ -148,7 +150,15 @@ def dynamodb_client(**options: Unpack[ClientOptions]) -> Any:
     Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig`, before any request is sent,
     when no region is set anywhere (the message says how to set one), when the region or
     the endpoint is not valid, when the profile named by ``AWS_PROFILE`` does not exist,
-    or when only one of the two keys is given.
+    or when only one of the two keys is given; its subclass
+    :class:`~xor_ack_dynamodb.errors.UnknownRegion` for a region botocore does not know
+    whose endpoint does not resolve (a typo such as ``eu-wst-1``: one DNS lookup, made
+    for such a region only).
+
+    The client raises the library's typed errors (:mod:`.failures`) instead of
+    botocore's transport errors, for every operation: ``EndpointUnreachable``,
+    ``ConnectTimeout``, ``ReadTimeout``, ``ResponseLost``, ``BadResponse``, each naming
+    the region and the endpoint, botocore's exception as ``__cause__``.
     """
     return aws_client("dynamodb", **options)
 
@@ -187,9 +197,22 @@ def aws_client(
         if not session.region_name:
             raise InvalidConfig(message)
         try:
-            return session.client(service, endpoint_url=endpoint_url, config=settings)  # type: ignore[call-overload]
+            client = session.client(service, endpoint_url=endpoint_url, config=settings)  # type: ignore[call-overload]
         except UnknownServiceError as exc:
             raise InvalidConfig(f"unknown AWS service {service!r}: {exc}") from None
+    return typed_client(client)
+
+
+def typed_client(client: Any) -> Any:
+    """``client`` (boto3 or aiobotocore, any service), made to raise the library's typed
+    errors instead of botocore's transport errors (:mod:`.failures`); returned. Raises
+    :class:`~xor_ack_dynamodb.errors.UnknownRegion` first, nothing sent, for a region
+    botocore does not know whose endpoint does not resolve. Every client this module
+    builds goes through it; use it on a client you build yourself."""
+    unknown = check_region(client.meta.region_name, client.meta.endpoint_url)
+    if unknown is not None:
+        raise unknown
+    return install(client)
 
 
 class _Paths(list[str]):
@@ -293,7 +316,7 @@ async def open_client(settings: ClientSettings) -> AsyncIterator[Any]:
         )
         client = await context.__aenter__()
     try:
-        yield client
+        yield typed_client(client)
     finally:
         await context.__aexit__(None, None, None)
 

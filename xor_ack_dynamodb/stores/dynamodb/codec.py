@@ -28,7 +28,6 @@ from ...core.messages import (
     Guard,
     HistoryRead,
     MarkFailed,
-    MarkResent,
     Put,
     Read,
     ReadHistory,
@@ -43,7 +42,15 @@ from ...core.messages import (
     tag_of,
 )
 from ...core.rules import ChainRules
-from ...errors import CorruptItem, InvalidConfig, TableNotFound, TableSchemaMismatch, XorAckError
+from ...errors import (
+    CorruptItem,
+    EndpointUnreachable,
+    InvalidConfig,
+    ResponseLost,
+    TableNotFound,
+    TableSchemaMismatch,
+    XorAckError,
+)
 from .item import Item, ItemCodec
 
 __all__ = [
@@ -80,7 +87,9 @@ def is_transient(exc: BaseException) -> bool:
     attempt is worth it."""
     if isinstance(exc, ClientError):
         return error_code(exc) in TRANSIENT_CODES
-    return isinstance(exc, (ConnectionError, HTTPClientError, ChecksumError))
+    return isinstance(
+        exc, (EndpointUnreachable, ResponseLost, ConnectionError, HTTPClientError, ChecksumError)
+    )
 
 
 def error_code(exc: ClientError) -> str:
@@ -257,10 +266,6 @@ class RequestCodec:
             condition = self._owned(condition, names, values, request.owner)
             if request.guard is not None:
                 condition += self._guarded(request.guard, names, values)
-            if request.parent is not None:
-                condition += " AND NOT contains(#rs, :par)"
-                names.update(codec.names("#rs"))
-                values[":par"] = {"B": request.parent}
             return self._update(
                 request.tag,
                 "ADD #sum :d, #v :one, #seq :one "
@@ -303,17 +308,6 @@ class RequestCodec:
             return self._update(request.tag, update + " ADD #v :one", condition, names, values)
         if isinstance(request, Trim):
             return self._trim(request)
-        if isinstance(request, MarkResent):
-            values = {":k": {"L": [{"B": request.key}]}, ":kb": {"B": request.key}, ":none": {"L": []}}
-            values.update(_marks(request.now))
-            del values[":pending"], values[":zero"]  # this update does not check them
-            return self._update(
-                request.tag,
-                "SET #rs = list_append(if_not_exists(#rs, :none), :k), #tok = :tok, #u = :now ADD #v :one",
-                "attribute_exists(#pk) AND NOT contains(#rs, :kb)",
-                codec.names("#pk", "#rs", "#tok", "#u", "#v"),
-                values,
-            )
         if isinstance(request, ReadHistory):
             keys = [codec.history_key(request.tag, request.lineage, i) for i in request.indexes]
             return Prepared(

@@ -25,7 +25,6 @@ Layout (the first two attributes are the Node package's, so both can share a tab
 ``hb``               N     positions up to this have no history (a chain an older
                            version wrote, adopted); absent for 0
 ``adp``              N     1: the lineage adopted an item a foreign writer had reset
-``rs``               L(B)  the keys of the parents marked re-sent (``mark_resent``)
 ``cop``              B     the create's op key + payload hash (12 bytes), for the chain's life
 ``owner``            S     optional: who created the chain (``owner=``)
 ``reason``           S     why a chain failed
@@ -84,7 +83,6 @@ ATTRIBUTES = {
     "#lin": "lin",
     "#hb": "hb",
     "#adp": "adp",
-    "#rs": "rs",
     "#hist": "hist",
     "#cop": "cop",
     "#own": "owner",
@@ -152,8 +150,6 @@ class ItemCodec:
         for name, text in (("owner", chain.owner), ("reason", chain.reason)):
             if text is not None:
                 item[name] = {"S": text}
-        if chain.resent:
-            item["rs"] = {"L": [{"B": key} for key in chain.resent]}
         item["ops"] = {"L": [{"B": op.key} for op in chain.ops]}
         item["oph"] = {"L": [{"B": op.digest} for op in chain.ops]}
         return item
@@ -203,7 +199,6 @@ class ItemCodec:
             lineage=_binary(data, "lin", tag),
             base=self._number(data, "hb", tag) or 0,
             adopted=bool(self._number(data, "adp", tag)),
-            resent=_keys(data.get("rs"), tag),
             create_op=_create_op(data.get("cop"), tag),
             owner=_string(data, "owner", tag),
             reason=_string(data, "reason", tag),
@@ -269,14 +264,6 @@ def _binary(data: dict[str, Any], name: str, tag: str) -> bytes | None:
     if not isinstance(value, Binary):
         raise CorruptItem(f"chain item's {name!r} is not Binary", tag=tag)
     return bytes(cast(Any, value).value)
-
-
-def _keys(value: Any, tag: str) -> tuple[bytes, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(k, Binary) for k in value):
-        raise CorruptItem("chain item's 'rs' is not a List of Binary keys", tag=tag)
-    return tuple(bytes(cast(Any, k).value) for k in value)
 
 
 def _string(data: dict[str, Any], name: str, tag: str) -> str | None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from botocore import xform_name
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from ....core.chain import Chain
 from ....core.messages import (
@@ -44,6 +44,7 @@ from ..codec import (
     retry_attempts,
     table_key,
 )
+from ..failures import typed_failure
 from ..resend import AsyncNoResend, no_resend
 from .table import describe
 
@@ -135,6 +136,14 @@ class AsyncDynamoDBStore:
                 code == "ValidationException" and await self._key_mismatch(exc)
             ):
                 raise self.codec.typed_error(exc) from exc
+            typed = typed_failure(exc, client, operation)  # a client passed in: a 5xx page
+            if typed is not None:
+                raise typed from exc
+            raise
+        except BotoCoreError as exc:  # a client passed in: a transport error
+            typed = typed_failure(exc, client, operation)
+            if typed is not None:
+                raise typed from exc
             raise
         self.stats.request(operation, 1 + retry_attempts(response))
         self.stats.add_capacity(capacity_units(response.get("ConsumedCapacity")))

@@ -1,0 +1,154 @@
+"""Scripted faults for the model-based test of the serverless layer (test_once_model.py):
+one fault at a time, armed by the state machine for a chosen request, through botocore's
+own event hooks on the real clients the pipeline uses.
+
+A fault waits for the ``skip + 1``-th request of its operations from the moment it is
+armed, then acts on it:
+
+``lost``
+    the request is sent to the server for real (the server applies it), then the
+    response is lost: ``ReadTimeoutError``. botocore's retry handler decides, as in
+    production, to send it again (a lost ``SendMessageBatch`` response: SQS holds two
+    copies of every message in it, each with a receive count of 1).
+``lost_every_attempt``
+    the same for every attempt botocore makes of that request: the caller gets
+    botocore's last error after the first attempt was applied.
+``throttle``
+    an HTTP 400 ``ProvisionedThroughputExceededException``; nothing applied; botocore
+    retries.
+``throttle_every_attempt``
+    the same for every attempt: the throttle outlasts botocore's attempts.
+``crash``
+    :class:`Crash` is raised before the request goes out: the function dies there (a
+    Lambda timeout, an out-of-memory kill). It derives from ``BaseException``, so no
+    ``except Exception`` in the library catches it: nothing after that point runs.
+
+Only HTTP endpoints (a moto server, DynamoDB Local) are served: a fault sends its
+request itself with a urllib3 session, as :mod:`reliability.faults` does, so it can
+never reach AWS. ``fired`` lists what each fault hit, for the machine's statistics.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.exceptions import ReadTimeoutError
+from botocore.httpsession import URLLib3Session
+from reliability.faults import _error_response
+
+__all__ = ["FAULTS", "Crash", "Fault", "Network", "WRITES", "what_it_hit"]
+
+FAULTS = ("lost", "lost_every_attempt", "throttle", "throttle_every_attempt", "crash")
+
+#: DynamoDB's write operations: a stamp, a create, a history block, a trim, the
+#: completion's claim and mark, a fail.
+WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
+SENDS = frozenset({"SendMessage", "SendMessageBatch"})
+
+
+class Crash(BaseException):
+    """The function died at this point: nothing after it runs (not an ``Exception``,
+    so no handler of the library's catches it)."""
+
+
+@dataclass
+class Fault:
+    kind: str
+    operations: frozenset[str]
+    skip: int = 0
+
+
+@dataclass
+class Network:
+    """The faults armed on the clients it is attached to (see the module doc)."""
+
+    armed: list[Fault] = field(default_factory=list)
+    fired: list[str] = field(default_factory=list)
+    _sticky: list[tuple[AWSPreparedRequest, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._session = URLLib3Session(timeout=30)
+
+    def attach(self, client: Any) -> Any:
+        endpoint = client.meta.endpoint_url or ""
+        if not endpoint.startswith("http://127.0.0.1"):
+            raise ValueError(f"faults are injected on local HTTP endpoints only, not {endpoint!r}")
+        client.meta.events.register(
+            f"before-send.{client.meta.service_model.service_id.hyphenize()}", self._send
+        )
+        return client
+
+    def arm(self, kind: str, operations: frozenset[str], skip: int = 0) -> None:
+        if kind not in FAULTS:
+            raise ValueError(f"unknown fault {kind!r}")
+        self.armed.append(Fault(kind, operations, skip))
+
+    def disarm(self) -> None:
+        self.armed.clear()
+        self._sticky.clear()
+
+    def fired_count(self) -> int:
+        return len(self.fired)
+
+    def _choose(self, request: AWSPreparedRequest, operation: str) -> str | None:
+        for held, kind in self._sticky:
+            if held is request:
+                return kind
+        for fault in self.armed:
+            if operation not in fault.operations:
+                continue
+            if fault.skip > 0:
+                fault.skip -= 1
+                continue
+            self.armed.remove(fault)
+            if fault.kind.endswith("_every_attempt"):
+                self._sticky.append((request, fault.kind))
+            self.fired.append(f"{fault.kind} {what_it_hit(operation, request)}")
+            return fault.kind
+        return None
+
+    def _send(self, request: AWSPreparedRequest, event_name: str, **_: Any) -> AWSResponse | None:
+        operation = event_name.rsplit(".", 1)[-1]
+        kind = self._choose(request, operation)
+        if kind is None:
+            return None
+        if kind == "crash":
+            raise Crash(f"the function died before {operation}")
+        if kind.startswith("lost"):
+            response = self._session.send(request)
+            response.content  # noqa: B018 - read it all: the server has answered
+            raise ReadTimeoutError(endpoint_url=request.url)
+        return _error_response(
+            request.url,
+            400,
+            "ProvisionedThroughputExceededException",
+            "Rate of requests exceeds the allowed throughput.",
+        )
+
+    def close(self) -> None:
+        self._session.close()
+
+
+def what_it_hit(operation: str, request: AWSPreparedRequest) -> str:
+    """A name for the request a fault hit (statistics only): which of the library's
+    writes it was, read from the request as DynamoDB would."""
+    if operation in SENDS:
+        return operation
+    try:
+        body = json.loads(request.body or b"{}")
+    except (TypeError, ValueError):
+        return operation
+    key = body.get("Key") or body.get("Item") or {}
+    tag = next((v.get("S", "") for v in key.values() if isinstance(v, dict)), "")
+    expression = str(body.get("UpdateExpression", ""))
+    if tag.startswith("\x00xa/"):
+        return f"{operation} history"
+    if "cmpl" in expression:
+        return f"{operation} {'claim' if ':claimed' in expression else 'mark/release'}"
+    values = json.dumps(body.get("ExpressionAttributeValues", {}))
+    if '"failed"' in values:
+        return f"{operation} fail"
+    return f"{operation} stamp/create/trim"

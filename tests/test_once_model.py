@@ -1,0 +1,692 @@
+"""A model-based test of the serverless layer's exactly-once promise (issue 31, item 4).
+
+A Hypothesis ``RuleBasedStateMachine`` plays the world a pipeline lives in: chains are
+started (``serverless.start``), their messages go through a real SQS queue and are handed
+to ``Pipeline.process_sqs_batch`` one record at a time, in any order, and the chain
+table's real DynamoDB stream is read by ``Pipeline.stream_poller`` to fire completions.
+The rules are the world's actions, the adversarial network's included:
+
+* start a chain (a tree of messages; a wide one puts its first ops in the chain's history),
+  and start it again (a caller's retry, a redelivered S3 event);
+* deliver a record (and delete it, or leave it undeleted: the function timed out after its
+  work), deliver many; redeliver an undeleted one at any later point (receive count 2+);
+* a standard queue's duplicate of any message ever sent (same message id, receive count 1);
+  a DLQ redrive (the same body and envelope sent again: a new message, receive count 1);
+* a lost ``SendMessage``/``SendMessageBatch`` response (SQS applied it; botocore sends it
+  again, so every message in it exists twice, both on their first receive); a crash
+  between a stamp and its sends (or between two batches of sends);
+* a lost response, or a throttle (once, or outlasting botocore's attempts), on any
+  DynamoDB write: a stamp, a create, a history block, a trim, the completion's claim or
+  mark, a fail;
+* the stream polled, a stream batch handed over twice (a retried batch), the whole stream
+  replayed from its start.
+
+The model holds each chain's tree, which nodes ran, which nodes' stamps are known to
+have landed, the edges (each learned from the handler that emitted it), and the
+completions owed. The invariants are the documented promises (docs/lambda.md,
+docs/concepts.md):
+
+* the chain's value is the sum (XOR) of its truly open edges whenever the model knows
+  every outcome, so no op is applied twice and none is lost; in sum mode a pending chain is
+  never negative (a negative sum ends failed), and no chain fails: nothing in this world
+  fails work;
+* a chain is acked only after every node of its tree ran, and once acked stays acked;
+* a delivery of an op that was applied is reported as a duplicate (``stamps.duplicate``),
+  never applied again, never dropped as if its chain refused it (``TagAcked``);
+* a record is retried only when a fault hit its delivery;
+* nothing escapes ``process_sqs_batch`` or the stream handler, and ``start`` raises only
+  the library's typed errors or a throttle that outlasted every retry (botocore's
+  ``ClientError``, as docs/errors say);
+* at the end, with the faults gone and every message delivered: each chain acked, its
+  completion fired exactly once, after at most one retry of its stream batch (the clock
+  never passes the claim's lease, so a completion waiting for a lease fails the run), and a
+  replay of the whole stream, every batch twice, fires nothing again.
+
+Backends: DynamoDB on a moto server over HTTP (single-threaded interleavings; faults need
+a request on the wire) and on Amazon's DynamoDB Local; SQS on the moto server. Both modes.
+``make test`` runs a bounded number of examples (about a minute in all); ``make
+reliability`` (``XOR_ACK_RELIABILITY=full``) runs many more. ``XOR_ACK_ONCE_EXAMPLES`` and
+``XOR_ACK_ONCE_STEPS`` override both. See docs/testing.md, "The model-based test of the
+serverless layer".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+import types
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import botocore.endpoint
+import pytest
+from botocore.exceptions import ClientError
+from conftest import unique_table
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from once_model_faults import FAULTS, SENDS, WRITES, Crash, Network
+from reliability.sizes import record_figures
+
+from xor_ack_dynamodb import XorAckDynamoDB
+from xor_ack_dynamodb.errors import TagNotFound, XorAckError
+from xor_ack_dynamodb.retry import RetryPolicy
+from xor_ack_dynamodb.serverless import Completion, Context, Pipeline, start
+from xor_ack_dynamodb.stores.dynamodb.clients import aws_client
+from xor_ack_dynamodb.testing import records_from_messages, sqs_record
+from xor_ack_dynamodb.testing.endpoint import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
+
+FULL = os.environ.get("XOR_ACK_RELIABILITY", "").lower() == "full"
+#: Examples and steps per (backend, mode): bounded in ``make test``, long in ``make reliability``.
+EXAMPLES = {"server": 50 if FULL else 2, "ddblocal": 200 if FULL else 4}
+STEPS = 40 if FULL else 20
+
+#: No wait between the library's own attempts (the faults are single events, and the
+#: machine's clock is its own); botocore's waits are skipped too (see ``instant_retries``).
+#: Long timeouts: on a loaded machine a local server can take seconds to answer, and an
+#: unscripted timeout would be a fault the model does not know of.
+POLICY = RetryPolicy(
+    max_attempts=20,
+    max_seconds=600,
+    initial_wait=0.0,
+    max_wait=0.0,
+    http_attempts=3,
+    connect_timeout=30,
+    read_timeout=120,
+)
+#: Leaves added under a chain's root so that its first ops move to history (an item holds
+#: ``max_ops`` + 40 op ids; the machine's chains keep ``max_ops`` 1).
+PADDING = 50
+MAX_CHAINS = 2
+#: Messages an example may receive before the rules that make more (a start run again
+#: sends every child again, a redriven parent its children) stop being chosen: bounds an
+#: example's cost, not what it may contain.
+MAX_MESSAGES = 250
+EDGE_SIZE = 16
+
+#: A node of a tree is the tuple of its children.
+TREES = st.recursive(
+    st.just(()), lambda kids: st.lists(kids, min_size=1, max_size=3).map(tuple), max_leaves=8
+)
+
+
+class Violation(AssertionError):
+    """A documented promise the run broke."""
+
+
+@dataclass
+class Node:
+    id: str
+    children: list[str]
+    edge: Any = None  # learned from the handler (or start) that emitted it
+    ran: int = 0
+    applied: bool = False  # its stamp is known to have landed
+    uncertain: bool = False  # a delivery may have landed its stamp without telling
+
+
+@dataclass
+class ChainModel:
+    tag: str
+    start_id: str
+    roots: list[str]
+    nodes: dict[str, Node]
+    specs: list[dict[str, Any]]
+    started: bool = False  # a start() returned
+    created: bool = False  # the chain is known to exist
+    acked_seen: bool = False
+
+    @classmethod
+    def build(cls, tag: str, tree: tuple[Any, ...], padding: int) -> ChainModel:
+        nodes: dict[str, Node] = {}
+
+        def spec(node_id: str, kids: tuple[Any, ...]) -> dict[str, Any]:
+            ids = [f"{node_id}.{j}" for j in range(len(kids))]
+            nodes[node_id] = Node(node_id, ids)
+            return {"t": tag, "n": node_id, "c": [spec(i, k) for i, k in zip(ids, kids, strict=True)]}
+
+        kids = tuple(tree) + ((),) * padding
+        specs = [spec(f"r{i}", kid) for i, kid in enumerate(kids)]
+        return cls(tag, f"start-{tag}", [s["n"] for s in specs], nodes, specs)
+
+    def learn(self, node_id: str, edge: Any) -> None:
+        node = self.nodes[node_id]
+        if node.edge is not None and node.edge != edge:
+            raise Violation(f"{self.tag}: node {node_id} emitted with another edge on a later attempt")
+        node.edge = edge
+
+    def emit_roots(self, ctx: Context) -> None:
+        for spec in self.specs:
+            self.learn(spec["n"], ctx.emit(spec).edge)
+
+    def open_nodes(self) -> list[Node]:
+        started = list(self.roots) + [c for n in self.nodes.values() if n.applied for c in n.children]
+        return [self.nodes[i] for i in started if not self.nodes[i].applied]
+
+    def knows_value(self) -> bool:
+        return self.created and not any(n.uncertain for n in self.nodes.values())
+
+    def expected(self, mode: str) -> Any:
+        edges = [n.edge for n in self.open_nodes()]
+        if mode == "sum":
+            return sum(edges)
+        value = bytes(EDGE_SIZE)
+        for edge in edges:
+            value = bytes(a ^ b for a, b in zip(value, edge, strict=True))
+        return value
+
+
+@dataclass
+class Delivery:
+    """A record Lambda would hand to the function (``synthetic``: a copy SQS made that
+    the test's queue does not hold: a standard queue's duplicate)."""
+
+    record: dict[str, Any]
+    tag: str
+    node: str
+    synthetic: bool = False
+
+
+@dataclass
+class World:
+    """What the examples of one test share: the clients (faults on the pipeline's)."""
+
+    backend: str
+    mode: str
+    net: Network
+    dynamodb: Any
+    sqs: Any
+    observer: Any
+    queues: Any
+    streams: Any
+    runs: Counter[str] = field(default_factory=Counter)
+
+
+def _events(pipeline: Pipeline) -> Counter[str]:
+    return Counter(pipeline.stats.events)
+
+
+class ServerlessModel(RuleBasedStateMachine):
+    world: World
+
+    def __init__(self) -> None:
+        super().__init__()
+        world = self.world
+        world.net.disarm()
+        world.net.fired.clear()
+        world.runs["examples"] += 1
+        self.mode = world.mode
+        self.table = unique_table("once")
+        self.tracker = XorAckDynamoDB(
+            self.table, client=world.dynamodb, mode=self.mode, max_ops=1, retry=POLICY
+        )
+        self.observer = XorAckDynamoDB(self.table, client=world.observer, mode=self.mode)
+        self.queue = world.queues.create_queue(
+            QueueName=f"q-{self.table}", Attributes={"VisibilityTimeout": "3600"}
+        )["QueueUrl"]
+        self.queue_arn = world.queues.get_queue_attributes(QueueUrl=self.queue, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        self.now = time.time()  # the pipeline's clock: never reaches a claim's lease
+        self.fired: list[Completion] = []
+        self.pipeline = Pipeline(
+            self.tracker,
+            queue_url=self.queue,
+            sqs=world.sqs,
+            on_complete=[self.fired.append],
+            metrics_namespace=None,
+            clock=lambda: self.now,
+        )
+        assert self.pipeline.create_table()
+        self.poller = self.pipeline.stream_poller(world.streams, batch_size=1000)
+        self.chains: dict[str, ChainModel] = {}
+        self.pool: list[Delivery] = []  # received, not yet handed to the function
+        self.kept: list[Delivery] = []  # handed over and not deleted: visible again later
+        self.held: list[Delivery] = []  # received, held back by the queue while others go
+        self.seen: list[Delivery] = []  # every record ever received
+
+    # -- the function ----------------------------------------------------------------------
+
+    def handle(self, ctx: Context) -> None:
+        spec = ctx.json()
+        chain = self.chains[ctx.tag]
+        chain.nodes[spec["n"]].ran += 1
+        for child in spec["c"]:
+            chain.learn(child["n"], ctx.emit(child).edge)
+
+    def _start(self, chain: ChainModel) -> None:
+        faults = self.world.net.fired_count()
+        try:
+            start(chain.tag, pipeline=self.pipeline, start_id=chain.start_id, handler=chain.emit_roots)
+        except Crash:
+            event("start crashed")
+            return
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code != "ProvisionedThroughputExceededException" or self.world.net.fired_count() == faults:
+                raise Violation(f"start({chain.tag}) raised {exc!r}") from exc
+            return
+        except XorAckError as exc:
+            if self.world.net.fired_count() == faults:
+                raise Violation(f"start({chain.tag}) raised {exc!r} with no fault injected") from exc
+            return
+        except Exception as exc:
+            raise Violation(f"start({chain.tag}) let an untyped error escape: {exc!r}") from exc
+        chain.started = chain.created = True
+
+    def _pull(self) -> None:
+        while True:
+            got = self.world.queues.receive_message(
+                QueueUrl=self.queue,
+                MaxNumberOfMessages=10,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+                VisibilityTimeout=3600,
+            ).get("Messages", [])
+            if not got:
+                return
+            for record in records_from_messages(got, self.queue_arn):
+                body = json.loads(record["body"])
+                delivery = Delivery(record, body["t"], body["n"])
+                self.pool.append(delivery)
+                self.seen.append(delivery)
+
+    def _visible_again(self, delivery: Delivery) -> None:
+        """As after the visibility timeout: SQS delivers it again, its receive count up."""
+        if delivery.synthetic:
+            record = dict(delivery.record)
+            count = int(record["attributes"]["ApproximateReceiveCount"]) + 1
+            record["attributes"] = dict(record["attributes"], ApproximateReceiveCount=str(count))
+            self.pool.append(Delivery(record, delivery.tag, delivery.node, synthetic=True))
+            return
+        self.world.queues.change_message_visibility(
+            QueueUrl=self.queue, ReceiptHandle=delivery.record["receiptHandle"], VisibilityTimeout=0
+        )
+
+    def _process(self, delivery: Delivery, keep: bool) -> None:
+        chain = self.chains[delivery.tag]
+        node = chain.nodes[delivery.node]
+        before, faults = _events(self.pipeline), self.world.net.fired_count()
+        receive = int(delivery.record["attributes"]["ApproximateReceiveCount"])
+        event(f"delivery: receive count {min(receive, 3)}{'+' if receive >= 3 else ''}")
+        crashed = False
+        try:
+            answer = self.pipeline.process_sqs_batch({"Records": [delivery.record]}, self.handle)
+        except Crash:
+            crashed, answer = True, {"batchItemFailures": []}
+        except Exception as exc:
+            raise Violation(f"process_sqs_batch let {exc!r} escape") from exc
+        delta = _events(self.pipeline) - before
+        retried = bool(answer["batchItemFailures"])
+        faulted = self.world.net.fired_count() > faults
+        what = f"{chain.tag}: delivery of {node.id} (receive {receive}, {delta})"
+        applied, duplicate = delta["stamps.applied"], delta["stamps.duplicate"]
+        if delta["records.malformed"] or delta["records.failed_chain"]:
+            raise Violation(f"{what}: the record was malformed or failed its chain: {self._reason(chain)}")
+        if applied and node.applied:
+            raise Violation(f"{what}: its op had been applied, and was applied again")
+        if applied or duplicate:
+            node.applied, node.uncertain = True, False
+            if duplicate:
+                event("delivery: a duplicate")
+        elif retried or crashed:
+            node.uncertain = True
+        if delta["records.dropped"] and not duplicate:
+            raise Violation(f"{what}: dropped, not reported as a duplicate: {self._status(chain)}")
+        if retried and not faulted:
+            raise Violation(f"{what}: retried although no fault hit it")
+        if crashed or keep:
+            self.kept.append(delivery)
+        elif retried:
+            self._visible_again(delivery)
+        elif not delivery.synthetic:
+            self.world.queues.delete_message(
+                QueueUrl=self.queue, ReceiptHandle=delivery.record["receiptHandle"]
+            )
+
+    def _status(self, chain: ChainModel) -> Any:
+        try:
+            return self.observer.status(chain.tag)
+        except TagNotFound:
+            return None
+
+    def _reason(self, chain: ChainModel) -> str:
+        status = self._status(chain)
+        return "no chain" if status is None else f"{status.state}: {status.reason}"
+
+    def _chain(self, i: int) -> ChainModel:
+        return list(self.chains.values())[i % len(self.chains)]
+
+    # -- rules: chains and deliveries -------------------------------------------------------
+
+    @initialize(
+        tree=st.lists(TREES, min_size=1, max_size=4).map(tuple), padding=st.sampled_from([PADDING, 0])
+    )
+    def start_the_first_chain(self, tree: tuple[Any, ...], padding: int) -> None:
+        self.start_a_chain(tree, padding)
+
+    @precondition(lambda self: len(self.chains) < MAX_CHAINS)
+    @rule(tree=st.lists(TREES, min_size=1, max_size=4).map(tuple), padding=st.sampled_from([PADDING, 0]))
+    def start_a_chain(self, tree: tuple[Any, ...], padding: int) -> None:
+        tag = f"chain-{len(self.chains)}"
+        chain = self.chains[tag] = ChainModel.build(tag, tree, padding)
+        self._start(chain)
+
+    @precondition(lambda self: bool(self.chains) and len(self.seen) < MAX_MESSAGES)
+    @rule(i=st.integers(0, MAX_CHAINS - 1))
+    def start_it_again(self, i: int) -> None:
+        """The same start again: the caller's retry, a redelivered S3 event."""
+        self._start(self._chain(i))
+
+    @rule()
+    def receive(self) -> None:
+        self._pull()
+
+    @precondition(lambda self: bool(self.pool))
+    @rule(i=st.integers(0, 200), keep=st.booleans())
+    def deliver(self, i: int, keep: bool) -> None:
+        """One record; ``keep``: the function timed out after its work (not deleted)."""
+        self._process(self.pool.pop(i % len(self.pool)), keep)
+
+    @rule(k=st.integers(1, 60), seed=st.integers(0, 2**16))
+    def deliver_many(self, k: int, seed: int) -> None:
+        """Receive, then deliver ``k`` records in the queue's own order (a standard queue's
+        is not the sending order: ``seed`` draws it)."""
+        self._pull()
+        order = random.Random(seed)
+        for _ in range(min(k, len(self.pool))):
+            self._process(self.pool.pop(order.randrange(len(self.pool))), keep=False)
+
+    @precondition(lambda self: bool(self.pool))
+    @rule(i=st.integers(0, 200))
+    def hold_back(self, i: int) -> None:
+        """A received copy waits (a standard queue's order is not the sending order; a
+        stalled sender): others are delivered meanwhile, however many."""
+        self.held.append(self.pool.pop(i % len(self.pool)))
+
+    @precondition(lambda self: bool(self.held))
+    @rule(i=st.integers(0, 200))
+    def deliver_a_held_one(self, i: int) -> None:
+        self._process(self.held.pop(i % len(self.held)), keep=False)
+
+    @precondition(lambda self: bool(self.kept))
+    @rule(i=st.integers(0, 200))
+    def redeliver(self, i: int) -> None:
+        """An undeleted record's visibility timeout passes: delivered again, however late."""
+        self._visible_again(self.kept.pop(i % len(self.kept)))
+
+    @precondition(lambda self: 0 < len(self.seen) < MAX_MESSAGES)
+    @rule(i=st.integers(0, 10_000))
+    def standard_queue_duplicate(self, i: int) -> None:
+        """A standard queue delivers a message twice: same id, each on its first receive."""
+        original = self.seen[i % len(self.seen)]
+        record = original.record
+        copy = sqs_record(
+            record["body"],
+            message_attributes=record["messageAttributes"],
+            message_id=record["messageId"],
+            receive_count=1,
+            queue_arn=self.queue_arn,
+        )
+        self.pool.append(Delivery(copy, original.tag, original.node, synthetic=True))
+
+    @precondition(lambda self: 0 < len(self.seen) < MAX_MESSAGES)
+    @rule(i=st.integers(0, 10_000))
+    def dlq_redrive(self, i: int) -> None:
+        """A message moved to the DLQ and redriven: sent again as a new message (receive
+        count 1)."""
+        record = self.seen[i % len(self.seen)].record
+        attributes = {
+            name: {"DataType": a["dataType"], "StringValue": a["stringValue"]}
+            for name, a in record["messageAttributes"].items()
+        }
+        self.world.queues.send_message(
+            QueueUrl=self.queue, MessageBody=record["body"], MessageAttributes=attributes
+        )
+
+    # -- rules: the network -----------------------------------------------------------------
+
+    @precondition(lambda self: len(self.world.net.armed) < 3)
+    @rule(kind=st.sampled_from(["lost", "crash"]), skip=st.integers(0, 5))
+    def fault_on_a_send(self, kind: str, skip: int) -> None:
+        """A lost SendMessage(Batch) response (botocore sends it again), or the function
+        dying before a send: after its stamp, or between two batches."""
+        self.world.net.arm(kind, SENDS, skip)
+
+    @precondition(lambda self: len(self.world.net.armed) < 3)
+    @rule(
+        kind=st.sampled_from(["lost", "lost_every_attempt", "throttle", "throttle_every_attempt"]),
+        skip=st.integers(0, 12),
+    )
+    def fault_on_a_dynamodb_write(self, kind: str, skip: int) -> None:
+        self.world.net.arm(kind, WRITES, skip)
+
+    # -- rules: the stream ------------------------------------------------------------------
+
+    @rule(batch_retried=st.booleans())
+    def poll_the_stream(self, batch_retried: bool) -> None:
+        """One pass of the stream trigger; ``batch_retried``: each batch handed over twice."""
+        self.poller.twice = batch_retried
+        try:
+            self.poller.poll()
+        except Exception as exc:
+            raise Violation(f"the stream handler let {exc!r} escape") from exc
+        finally:
+            self.poller.twice = False
+
+    @rule()
+    def replay_the_stream(self) -> None:
+        """The event source mapping re-created: every record from the stream's start."""
+        replay = self.pipeline.stream_poller(self.world.streams, batch_size=1000)
+        try:
+            for _ in range(3):
+                if not replay.poll():
+                    break
+        except Exception as exc:
+            raise Violation(f"the stream handler let {exc!r} escape") from exc
+
+    # -- invariants -------------------------------------------------------------------------
+
+    @invariant()
+    def chains_agree_with_the_model(self) -> None:
+        if not hasattr(self, "chains"):
+            return
+        fired = Counter(c.tag for c in self.fired)
+        for chain in self.chains.values():
+            status = self._status(chain)
+            if status is None:
+                if chain.created:
+                    raise Violation(f"{chain.tag}: the chain is gone")
+                continue
+            chain.created = True
+            where = f"{chain.tag} ({status.state}, value {status.value!r}, reason {status.reason!r})"
+            if status.state == "failed":
+                raise Violation(f"{where}: failed, though no work failed")
+            if chain.acked_seen and status.state != "acked":
+                raise Violation(f"{where}: was acked, is not any more")
+            if status.state == "acked":
+                chain.acked_seen = True
+                missing = [n.id for n in chain.nodes.values() if not n.ran]
+                if missing:
+                    raise Violation(f"{where}: acked before {missing} ran")
+            if self.mode == "sum" and status.state == "pending" and int(status.value) < 0:
+                raise Violation(f"{where}: a negative sum left pending")
+            if chain.knows_value() and status.value != chain.expected(self.mode):
+                raise Violation(
+                    f"{where}: its value is not the sum of its open edges "
+                    f"{sorted(n.id for n in chain.open_nodes())} (expected {chain.expected(self.mode)!r})"
+                )
+            if fired[chain.tag] > 1:
+                raise Violation(f"{where}: its completion fired {fired[chain.tag]} times")
+            if fired[chain.tag] and status.state != "acked":
+                raise Violation(f"{where}: its completion fired, and it is not acked")
+
+    # -- the end: faults gone, every message delivered --------------------------------------
+
+    def teardown(self) -> None:
+        try:
+            if sys.exc_info()[1] is None and hasattr(self, "chains"):
+                self._quiesce()
+        finally:
+            if hasattr(self, "chains"):
+                self.world.net.disarm()
+                self.world.queues.delete_queue(QueueUrl=self.queue)
+                self.world.observer.delete_table(TableName=self.table)
+
+    def _quiesce(self) -> None:
+        self.world.net.disarm()
+        for chain in self.chains.values():
+            if not chain.started:
+                self._start(chain)
+                if not chain.started:
+                    raise Violation(f"{chain.tag}: its start did not go through without faults")
+        for _ in range(100):
+            for delivery in self.kept:
+                self._visible_again(delivery)
+            self.kept.clear()
+            self.pool += self.held
+            self.held.clear()
+            self._pull()
+            if not self.pool:
+                break
+            while self.pool:
+                self._process(self.pool.pop(0), keep=False)
+        else:
+            raise Violation("the queue still had messages after 100 rounds without faults")
+        self.chains_agree_with_the_model()
+        for chain in self.chains.values():
+            status = self._status(chain)
+            missing = [n.id for n in chain.nodes.values() if not n.ran]
+            if missing or status is None or status.state != "acked":
+                raise Violation(
+                    f"{chain.tag}: every message delivered, and it is {self._reason(chain)}, "
+                    f"value {None if status is None else status.value!r}; nodes that never ran: {missing}"
+                )
+        retried = _events(self.pipeline)["completions.retried"]
+        for _ in range(40):
+            if not self.poller.poll():
+                break
+        retries = _events(self.pipeline)["completions.retried"] - retried
+        fired = Counter(c.tag for c in self.fired)
+        for chain in self.chains.values():
+            if fired[chain.tag] != 1:
+                raise Violation(
+                    f"{chain.tag}: acked, its completion fired {fired[chain.tag]} times after the stream "
+                    f"was read to its end ({retries} batches retried on the way; the clock stays "
+                    "within the claim's lease)"
+                )
+        if retries > len(self.chains):
+            raise Violation(f"{retries} stream batches retried for {len(self.chains)} completions")
+        if _events(self.pipeline)["completions.missed"]:
+            raise Violation("a completion was missed")
+        replay = self.pipeline.stream_poller(self.world.streams, batch_size=1000, twice=True)
+        for _ in range(40):
+            if not replay.poll():
+                break
+        if Counter(c.tag for c in self.fired) != fired:
+            raise Violation("a replay of the whole stream fired a completion again")
+        self.world.runs["examples with chains"] += 1
+        self.world.runs["chains"] += len(self.chains)
+        self.world.runs["messages"] += sum(len(c.nodes) for c in self.chains.values())
+        for name in self.world.net.fired:
+            event(f"fault: {name}")
+            self.world.runs[f"fault {name}"] += 1
+
+
+# -- the tests ------------------------------------------------------------------------------
+
+
+def _client(service: str, endpoint: str) -> Any:
+    return aws_client(
+        service,
+        region=LOCAL_REGION,
+        endpoint_url=endpoint,
+        aws_access_key_id=LOCAL_KEY_ID,
+        aws_secret_access_key=LOCAL_SECRET,
+        retry=POLICY,
+    )
+
+
+@pytest.fixture
+def instant_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore's backoff between its attempts, skipped (up to seconds a throttle):
+    what it decides to resend is unchanged."""
+    monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=lambda seconds: None))
+
+
+@pytest.fixture
+def world(request: pytest.FixtureRequest, moto_server: Any, instant_retries: None) -> Iterator[World]:
+    backend, mode = request.param
+    dynamodb_endpoint = (
+        moto_server.endpoint_url if backend == "server" else request.getfixturevalue("ddblocal").endpoint_url
+    )
+    net = Network()
+    observer = _client("dynamodb", dynamodb_endpoint)
+    found = World(
+        backend=backend,
+        mode=mode,
+        net=net,
+        dynamodb=net.attach(_client("dynamodb", dynamodb_endpoint)),
+        sqs=net.attach(_client("sqs", moto_server.endpoint_url)),
+        observer=observer,
+        queues=_client("sqs", moto_server.endpoint_url),
+        streams=_client("dynamodbstreams", dynamodb_endpoint),
+    )
+    yield found
+    net.close()
+
+
+def _settings(backend: str) -> settings:
+    return settings(
+        max_examples=int(os.environ.get("XOR_ACK_ONCE_EXAMPLES", EXAMPLES[backend])),
+        stateful_step_count=int(os.environ.get("XOR_ACK_ONCE_STEPS", STEPS)),
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    )
+
+
+CASES = [(backend, mode) for backend in ("server", "ddblocal") for mode in ("sum", "xor")]
+
+
+#: A long run (``make reliability``, or examples set by hand) is not held to pytest's timeout.
+LONG = FULL or "XOR_ACK_ONCE_EXAMPLES" in os.environ
+
+
+@pytest.mark.server
+@pytest.mark.timeout(0 if LONG else 600)
+@pytest.mark.parametrize("world", CASES, ids=[f"{b}-{m}" for b, m in CASES], indirect=True)
+def test_the_serverless_layer_keeps_its_promises_against_an_adversarial_network(world: World) -> None:
+    machine = type("ServerlessModel", (ServerlessModel,), {"world": world})
+    started = time.perf_counter()
+    try:
+        run_state_machine_as_test(machine, settings=_settings(world.backend))
+    finally:
+        runs = world.runs
+        faults = Counter(
+            {kind: n for name, n in runs.items() for kind in FAULTS if name.startswith(f"fault {kind} ")}
+        )
+        record_figures(
+            f"once model, {world.backend} {world.mode}",
+            chains=runs["chains"],
+            stamps=runs["messages"],
+            faults={
+                "lost_response": faults["lost"] + faults["lost_every_attempt"],
+                "throttle": faults["throttle"] + faults["throttle_every_attempt"],
+                "sigkill": faults["crash"],
+            },
+            examples=runs["examples"],
+            seconds=round(time.perf_counter() - started, 1),
+        )
+        print(f"once model, {world.backend} {world.mode}: {dict(runs)}")

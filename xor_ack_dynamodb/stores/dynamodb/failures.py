@@ -1,0 +1,214 @@
+"""botocore's failures below the service's answers, as the library's typed errors.
+
+A request that never reached the service, lost its response or got an answer that is
+not an AWS error surfaces from botocore as one of a dozen exception classes (or as a
+``ClientError`` whose code is only an HTTP status), none of them an
+:class:`~xor_ack_dynamodb.errors.XorAckError`, and none naming the region. Here each
+becomes a :class:`~xor_ack_dynamodb.errors.RequestFailed` subclass that says whether
+the request may have been applied, naming the service, the operation, the region and
+the endpoint, botocore's exception kept as ``__cause__``:
+
+==========================================================  =============================
+botocore                                                    raised as
+==========================================================  =============================
+``ConnectTimeoutError``                                     ``ConnectTimeout``
+``EndpointConnectionError`` (refused, DNS), proxy, TLS      ``EndpointUnreachable``
+the same for a region botocore does not know, whose host    ``UnknownRegion`` (an
+name does not resolve                                       ``InvalidConfig``)
+``ReadTimeoutError``                                        ``ReadTimeout``
+``ConnectionClosedError``, a checksum mismatch, ...          ``ResponseLost``
+a 5xx whose body is not an AWS error (an HTML page)         ``BadResponse``
+``NoCredentialsError``, ``PartialCredentialsError``          ``InvalidConfig``
+==========================================================  =============================
+
+Every other ``ClientError`` (the service's own answers: a failed condition, a throttle,
+``AccessDeniedException``) is left as it is: the store reads those.
+
+The translation runs once botocore's own resends are spent, in handlers of the client's
+``after-call-error`` and ``after-call`` events (:func:`install`, on every client the
+library builds), so every request of such a client is covered: DynamoDB's, the streams',
+SQS's and S3's, a paginator's, a waiter's. A client you pass in is left alone; the
+tracker's requests on it are translated where they are sent (:func:`typed_failure`).
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+from difflib import get_close_matches
+from typing import Any
+from urllib.parse import urlsplit
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ChecksumError,
+    ClientError,
+    ConnectionError,
+    ConnectTimeoutError,
+    HTTPClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+    ReadTimeoutError,
+)
+
+from ...errors import (
+    BadResponse,
+    ConnectTimeout,
+    EndpointUnreachable,
+    InvalidConfig,
+    ReadTimeout,
+    RequestFailed,
+    ResponseLost,
+    UnknownRegion,
+    XorAckError,
+)
+
+__all__ = ["install", "typed_failure", "check_region", "known_regions", "HANDLER_ID"]
+
+#: The handlers' unique id: installing twice is a no-op.
+HANDLER_ID = "xor_ack_dynamodb.typed-failures"
+
+
+def install(client: Any) -> Any:
+    """Make ``client`` (boto3 or aiobotocore) raise the typed errors of this module
+    instead of botocore's, for every operation; returns ``client``. Idempotent."""
+    events = client.meta.events
+    events.register("after-call-error", _after_call_error(client), unique_id=HANDLER_ID + ".error")
+    events.register("after-call", _after_call(client), unique_id=HANDLER_ID + ".answer")
+    return client
+
+
+def _after_call_error(client: Any) -> Any:
+    def handler(exception: BaseException | None = None, event_name: str = "", **_: Any) -> None:
+        typed = typed_failure(exception, client, _operation(event_name))
+        if typed is not None:
+            raise typed from exception
+
+    return handler
+
+
+def _after_call(client: Any) -> Any:
+    def handler(http_response: Any = None, parsed: Any = None, event_name: str = "", **_: Any) -> None:
+        status = int(getattr(http_response, "status_code", 0) or 0)
+        if status >= 500 and isinstance(parsed, dict):
+            original = ClientError(parsed, _operation(event_name))  # type: ignore[arg-type]  # what botocore raises next
+            typed = typed_failure(original, client, original.operation_name)
+            if typed is not None:
+                raise typed from original
+
+    return handler
+
+
+def _operation(event_name: str) -> str:
+    return event_name.rsplit(".", 1)[-1] if event_name else "?"
+
+
+def typed_failure(exc: BaseException | None, client: Any, operation: str) -> XorAckError | None:
+    """The typed error for ``exc``, raised by ``client`` sending ``operation``, or None
+    when ``exc`` is not a failure below the service's answers (a service error, or an
+    error already typed)."""
+    if exc is None or isinstance(exc, XorAckError):
+        return None
+    meta = client.meta
+    service = str(meta.service_model.service_id)
+    region = meta.region_name
+    endpoint = str(getattr(exc, "kwargs", {}).get("endpoint_url") or meta.endpoint_url)
+    where = f"{service} at {endpoint} (region {region})"
+    names = {"service": service, "operation": operation, "region": region, "endpoint": endpoint}
+    if isinstance(exc, ClientError):
+        return _bad_response(exc, where, names)
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return InvalidConfig(
+            f"{exc} for {operation} on {where}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "or AWS_PROFILE, or pass aws_access_key_id= and aws_secret_access_key= (for a local "
+            "endpoint any two values do)"
+        )
+    if not isinstance(exc, BotoCoreError):
+        return None
+    if isinstance(exc, ConnectTimeoutError):
+        return ConnectTimeout(
+            f"connecting to {where} for {operation} timed out; the request was not sent: {exc}", **names
+        )
+    if isinstance(exc, ConnectionError):
+        unknown = check_region(region, endpoint)
+        if unknown is not None:
+            return unknown
+        return EndpointUnreachable(
+            f"cannot reach {where} for {operation}; the request was not sent: {exc}", **names
+        )
+    if isinstance(exc, ReadTimeoutError):
+        return ReadTimeout(
+            f"{where} did not answer {operation} within the read timeout; it may or may not "
+            f"have been applied: {exc}",
+            **names,
+        )
+    if isinstance(exc, (HTTPClientError, ChecksumError)):
+        return ResponseLost(
+            f"the response of {where} to {operation} was lost; it may or may not have been applied: {exc}",
+            **names,
+        )
+    return None
+
+
+def _bad_response(exc: ClientError, where: str, names: dict[str, Any]) -> RequestFailed | None:
+    """:class:`BadResponse` for a 5xx whose body held no AWS error: botocore then gives
+    the HTTP status as the error code."""
+    meta = exc.response.get("ResponseMetadata", {})
+    status = int(meta.get("HTTPStatusCode") or 0)
+    code = str(exc.response.get("Error", {}).get("Code", ""))
+    if status < 500 or not code.isdigit():
+        return None
+    kind = meta.get("HTTPHeaders", {}).get("content-type") or "no content type"
+    body = " ".join(str(exc.response.get("Error", {}).get("Message", "")).split())
+    snippet = body[:60] + ("..." if len(body) > 60 else "")
+    return BadResponse(
+        f"{where} answered {names['operation']} with HTTP {status} ({kind}) and no AWS error "
+        f"in its body ({snippet!r}): is this endpoint {names['service']}, serving region "
+        f"{names['region']}?",
+        **names,
+    )
+
+
+def check_region(region: str | None, endpoint: str) -> UnknownRegion | None:
+    """:class:`UnknownRegion` when ``region`` is in none of botocore's partitions and
+    the host name of ``endpoint`` does not resolve (a typo), else None. A region
+    botocore knows is never looked up; one it does not (newer than this botocore, or a
+    local emulator's) is accepted when its host resolves, or when the resolver fails for
+    a reason other than "no such name"."""
+    if not region or region in known_regions():
+        return None
+    host = urlsplit(endpoint).hostname
+    if not host:
+        return None
+    try:
+        socket.getaddrinfo(host, None)
+    except socket.gaierror as exc:
+        if exc.errno not in _NO_SUCH_NAME:
+            return None
+    except OSError:
+        return None
+    else:
+        return None
+    close = get_close_matches(region, sorted(known_regions()), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return UnknownRegion(
+        f"region {region!r} is not one botocore knows{hint} and the endpoint {endpoint} does "
+        "not resolve: check region=, AWS_REGION, AWS_DEFAULT_REGION and your AWS profile"
+    )
+
+
+_NO_SUCH_NAME = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+
+
+@functools.cache
+def known_regions() -> frozenset[str]:
+    """Every region named in botocore's endpoint and partition data."""
+    from botocore.loaders import Loader
+
+    loader = Loader()
+    regions: set[str] = set()
+    for partition in loader.load_data("endpoints").get("partitions", []):
+        regions.update(partition.get("regions", {}))
+    for partition in loader.load_data("partitions").get("partitions", []):
+        regions.update(partition.get("regions", {}))
+    return frozenset(regions)
