@@ -59,6 +59,7 @@ class Fault:
     kind: str
     operations: frozenset[str]
     skip: int = 0
+    hits: str = ""  # only requests whose :func:`what_it_hit` name contains this
 
 
 @dataclass
@@ -81,10 +82,10 @@ class Network:
         )
         return client
 
-    def arm(self, kind: str, operations: frozenset[str], skip: int = 0) -> None:
+    def arm(self, kind: str, operations: frozenset[str], skip: int = 0, hits: str = "") -> None:
         if kind not in FAULTS:
             raise ValueError(f"unknown fault {kind!r}")
-        self.armed.append(Fault(kind, operations, skip))
+        self.armed.append(Fault(kind, operations, skip, hits))
 
     def disarm(self) -> None:
         self.armed.clear()
@@ -98,7 +99,7 @@ class Network:
             if held is request:
                 return kind
         for fault in self.armed:
-            if operation not in fault.operations:
+            if operation not in fault.operations or fault.hits not in what_it_hit(operation, request):
                 continue
             if fault.skip > 0:
                 fault.skip -= 1
@@ -143,7 +144,8 @@ def what_it_hit(operation: str, request: AWSPreparedRequest) -> str:
         return operation
     key = body.get("Key") or body.get("Item") or {}
     tag = next((v.get("S", "") for v in key.values() if isinstance(v, dict)), "")
-    expression = str(body.get("UpdateExpression", ""))
+    names = " ".join(str(v) for v in (body.get("ExpressionAttributeNames") or {}).values())
+    expression = f"{body.get('UpdateExpression', '')} {names}"
     if tag.startswith("\x00xa/"):
         return f"{operation} history"
     if "cmpl" in expression:
