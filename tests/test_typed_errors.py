@@ -307,6 +307,15 @@ def test_serverless_streams_requests_are_typed(html_500: str) -> None:
     check(error, "BadResponse", html_500, ClientError, service="DynamoDB Streams")
 
 
+def test_a_tracked_spark_outputs_s3_requests_are_typed(html_500: str) -> None:
+    """The S3 client a tracked Spark write's output location builds for itself."""
+    from xor_ack_dynamodb.spark.output import Location
+
+    s3 = Location("s3://out/run-1", endpoint_url=html_500, region=REGION).client()
+    error = raised(lambda: s3.get_object(Bucket="out", Key="run-1/part-0"))
+    check(error, "BadResponse", html_500, ClientError, service="S3")
+
+
 # -- through the CLI -------------------------------------------------------------------------
 
 

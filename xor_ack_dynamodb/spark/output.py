@@ -91,10 +91,14 @@ class Location:
         return bucket, f"{prefix}/{name}" if prefix else name
 
     def client(self) -> Any:
-        """A new S3 client for this location."""
+        """A new S3 client for this location; its network failures raise the library's
+        typed errors (:class:`~xor_ack_dynamodb.errors.RequestFailed`)."""
         import boto3
 
-        return boto3.session.Session(region_name=self.region).client("s3", endpoint_url=self.endpoint_url)
+        from ..stores.dynamodb.clients import typed_client
+
+        session = boto3.session.Session(region_name=self.region)
+        return typed_client(session.client("s3", endpoint_url=self.endpoint_url))
 
     @contextmanager
     def open(self, name: str) -> Iterator[IO[bytes]]:
