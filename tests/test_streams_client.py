@@ -76,6 +76,27 @@ def test_a_local_endpoint_serves_both_apis_with_the_same_keys() -> None:
     assert (frozen.access_key, frozen.secret_key) == ("key-a", "secret-a")
 
 
+def test_refreshable_credentials_are_shared_not_frozen() -> None:
+    """A role's credentials refresh: the streams client signs with the DynamoDB client's
+    credentials object itself, so a long-running poller never holds expired keys."""
+    from botocore.credentials import RefreshableCredentials
+
+    dynamodb = boto3.client("dynamodb", region_name="eu-west-1")
+    keys = iter(range(10))
+
+    def fetch() -> dict[str, str]:
+        n = next(keys)
+        expiry = "2000-01-01T00:00:00Z" if n == 0 else "2999-01-01T00:00:00Z"  # the first expired
+        return {"access_key": f"key-{n}", "secret_key": "s", "token": "t", "expiry_time": expiry}
+
+    refreshable = RefreshableCredentials.create_from_metadata(fetch(), fetch, "test")
+    dynamodb._request_signer._credentials = refreshable
+    streams = streams_client(dynamodb)
+    assert streams._request_signer._credentials is refreshable
+    first = streams._request_signer._credentials.get_frozen_credentials().access_key
+    assert first != "key-0"  # expired at once: refreshed when read, not a copy of key-0
+
+
 def _complete_one(dynamodb: Any, sqs: Any, poller: Any = None) -> list[Completion]:
     """A chain of one root and one child, finished through a pipeline; its completion
     fired by the table's stream through ``pipeline.stream_poller()``."""

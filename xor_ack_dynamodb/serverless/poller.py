@@ -73,20 +73,18 @@ def streams_client(dynamodb: Any) -> Any:
 
         if "account_id_endpoint_mode" in Config.OPTION_DEFAULTS:  # botocore >= 1.35
             config = config.merge(Config(account_id_endpoint_mode="disabled"))
+    import botocore.session
+
     get = getattr(dynamodb, "_get_credentials", None)  # deferred credentials, botocore >= 1.35
     credentials = get() if get is not None else dynamodb._request_signer._credentials
-    keys: dict[str, Any] = {}
-    if credentials is not None:
-        frozen = credentials.get_frozen_credentials()
-        keys = {
-            "aws_access_key_id": frozen.access_key,
-            "aws_secret_access_key": frozen.secret_key,
-            "aws_session_token": frozen.token,
-        }
+    core = botocore.session.Session()
+    # The DynamoDB client's own credentials object, not a frozen copy of its keys: a
+    # role's refreshable credentials go on refreshing for a long-running poller.
+    core._credentials = credentials  # type: ignore[attr-defined]  # botocore's only way in
     from ..stores.dynamodb.clients import typed_client  # the library's typed network errors
 
     return typed_client(
-        boto3.session.Session(region_name=meta.region_name, **keys).client(
+        boto3.session.Session(botocore_session=core, region_name=meta.region_name).client(
             "dynamodbstreams", endpoint_url=endpoint, config=config
         )
     )
