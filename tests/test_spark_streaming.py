@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import Clock, unique_table
-from spark_helpers import land, order_tracking, remote_session, run_order_stream
+from spark_helpers import land, order_tracking, remote_session, run_order_stream, start_connect_query
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
@@ -44,12 +44,13 @@ def _query(spark: Any, inbox: Path, checkpoint: Path, tracking: StreamTracking) 
         .load(str(inbox))
         .select("value", F.col("_metadata.file_path").alias("path"))
     )
-    return (
+    writer = (
         lines.writeStream.foreachBatch(tracking)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
-        .start()
     )
+    connect = type(spark).__module__.startswith("pyspark.sql.connect")
+    return start_connect_query(writer) if connect else writer.start()
 
 
 def _requests(report: Any) -> dict[str, int]:
