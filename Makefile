@@ -97,7 +97,7 @@ LOWEST_TESTS := tests/contract tests/test_memory.py tests/test_dynamodb.py tests
 	tests/test_moto_transactions.py tests/test_item_budget.py tests/test_combiner.py \
 	tests/test_serverless.py tests/test_serverless_completion.py tests/test_serverless_envelope.py \
 	tests/test_serverless_redelivery.py tests/test_sqs_events.py tests/test_docs_examples.py \
-	tests/test_once_six.py tests/test_streams_client.py tests/test_batch_scale.py
+	tests/test_once_six.py tests/test_streams_client.py tests/test_batch_scale.py tests/test_migrate.py
 
 test-lowest: $(LOWEST_STAMP) dynalite dynamodb-local
 	$(VENV_LOWEST)/bin/python -m pytest -m "not aio and not spark" -p no:cacheprovider $(LOWEST_TESTS)
@@ -124,6 +124,7 @@ $(BENCH_STAMP): pyproject.toml $(STAMP)
 
 bench: $(BENCH_STAMP) dynamodb-local
 	$(PY) -m benchmarks
+	$(PY) -m benchmarks.once_cost --backends ddblocal --caches warm --out benchmarks
 
 # Issue 18's serverless fan-out (a few minutes): 3 objects of 500 children through moto's
 # SQS and DynamoDB Local, every message delivered once, twice, and twice with 10% of the

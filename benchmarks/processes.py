@@ -3,13 +3,15 @@
 A fan-out as a serverless pipeline runs it: the root's work starts ``processes x
 stamps`` children with one stamp; then each child is finished by one stamp from one of
 ``processes`` worker processes, each stamp with an op id the library draws (nothing
-to check but its own copies: the floor of the contention cost; a serverless child's
-stamp adds its check from its parent's position). Every worker is spawned (not forked: its own
-interpreter, as a Lambda function is its own process), builds its own client and
-tracker from an :class:`~xor_ack_dynamodb.AckConfig` as a function would, and waits at a
-barrier; the barrier releases them all at once, and each then stamps its children one
-after the other as fast as it can. The in-process combiner cannot help here: no two
-stamps share a process.
+to check but its own copies: the floor of the contention cost) or, with ``named``, with
+an op id of its own checked from the root stamp's position (a serverless child's stamp:
+the check its guard carries, and the history reads once the chain's blocks move).
+Every worker is spawned (not forked: its own interpreter, as a Lambda function is its
+own process), builds its own client and tracker from an
+:class:`~xor_ack_dynamodb.AckConfig` as a function would, and waits at a barrier; the
+barrier releases them all at once, and each then stamps its children one after the
+other as fast as it can. The in-process combiner cannot help here: no two stamps share
+a process.
 
 The workers are started once (:class:`ProcessPool`) and serve every run, on every
 backend; each run gets new trackers (cold caches: a worker's first xor stamp reads) on
@@ -62,6 +64,7 @@ class Job:
     tag: str
     edges: tuple[bytes | int, ...]
     processes: int  # the run's size: which barrier to wait at
+    after: str | None = None  # named op ids checked from this position (None: drawn op ids)
 
 
 @dataclass
@@ -106,6 +109,7 @@ def _config(endpoint_url: str, table: str, mode: str) -> Any:
 def _stamp_all(index: int, job: Job, clients: dict[str, tuple[Any, ItemMeter]], barrier: Barrier) -> Part:
     from xor_ack_dynamodb import XorAckDynamoDB
     from xor_ack_dynamodb.errors import StaleLocalData
+    from xor_ack_dynamodb.stamps import Position
     from xor_ack_dynamodb.stores.dynamodb.clients import client_for
 
     part = Part(index)
@@ -127,12 +131,16 @@ def _stamp_all(index: int, job: Job, clients: dict[str, tuple[Any, ItemMeter]], 
     part.started = time.monotonic()
     if part.error is not None:
         return part
+    after = None if job.after is None else Position.parse(job.after)
     try:
         for edge in job.edges:
             began = time.perf_counter()
             while True:
-                try:  # an op id the library draws: nothing to check but its own copies
-                    value = tracker.stamp(job.tag, finished=[edge])
+                try:
+                    if after is None:  # an op id the library draws: nothing to check but its own copies
+                        value = tracker.stamp(job.tag, finished=[edge])
+                    else:  # a serverless child's: named, checked from its parent's position
+                        value = tracker.stamp(job.tag, finished=[edge], op_id=f"edge:{edge!r}", after=after)
                     break
                 except StaleLocalData:  # the budget was spent on lost races: nothing of this
                     part.failed += 1  # call landed (its own lost writes it decides itself)
@@ -220,6 +228,7 @@ class ProcessRun:
     processes: int
     stamps: int  # the finishing stamps (the root's create and fan-out stamp not counted)
     seconds: float  # from the barrier's release to the last worker's last stamp
+    named: bool = False  # op ids named and checked from the root's position (else drawn)
     latencies: list[float] = field(repr=False, default_factory=list)
     requests: Counter[str] = field(default_factory=Counter)
     events: Counter[str] = field(default_factory=Counter)
@@ -275,6 +284,7 @@ class ProcessRun:
             "mode": self.mode,
             "processes": self.processes,
             "stamps": self.stamps,
+            "named": self.named,
             "seconds": round(self.seconds, 3),
             "rate": round(self.rate, 1),
             "requests": dict(self.requests),
@@ -300,12 +310,20 @@ class ProcessRun:
 
 
 def one_chain_many_processes(
-    pool: ProcessPool, backend: str, endpoint_url: str, table: str, mode: str, processes: int, stamps: int
+    pool: ProcessPool,
+    backend: str,
+    endpoint_url: str,
+    table: str,
+    mode: str,
+    processes: int,
+    stamps: int,
+    named: bool = False,
 ) -> ProcessRun:
     """Create a chain, start ``processes x stamps`` children with one stamp, and have
-    ``processes`` workers of ``pool`` finish ``stamps`` children each. The run is ``ok``
-    when every stamp returned, exactly one returned ``acked``, and the chain reads
-    ``acked`` holding zero."""
+    ``processes`` workers of ``pool`` finish ``stamps`` children each: with op ids the
+    library draws, or (``named``) with an op id each, checked from the root stamp's
+    position (a serverless child's stamp). The run is ``ok`` when every stamp returned,
+    exactly one returned ``acked``, and the chain reads ``acked`` holding zero."""
     from xor_ack_dynamodb import XorAckDynamoDB
 
     tracker = XorAckDynamoDB.from_config(_config(endpoint_url, table, mode))
@@ -313,14 +331,15 @@ def one_chain_many_processes(
     root = tracker.new_edge()
     children = [tracker.new_edge() for _ in range(processes * stamps)]
     tracker.create(tag, root)
-    tracker.stamp(tag, finished=[root], started=children)
+    started = tracker.stamp(tag, finished=[root], started=children)
+    after = str(started.position) if named and started.position is not None else None
     plain = [bytes(c) if isinstance(c, bytes) else int(c) for c in children]
     jobs = [
-        Job(endpoint_url, table, mode, tag, tuple(plain[i * stamps : (i + 1) * stamps]), processes)
+        Job(endpoint_url, table, mode, tag, tuple(plain[i * stamps : (i + 1) * stamps]), processes, after)
         for i in range(processes)
     ]
     parts = pool.run(jobs)
-    run = ProcessRun(backend, mode, processes, processes * stamps, 0.0)
+    run = ProcessRun(backend, mode, processes, processes * stamps, 0.0, named=named)
     run.seconds = max(p.finished for p in parts) - min(p.started for p in parts)
     for part in parts:
         run.latencies += part.latencies

@@ -22,6 +22,10 @@ armed, then acts on it:
     :class:`Crash` is raised before the request goes out: the function dies there (a
     Lambda timeout, an out-of-memory kill). It derives from ``BaseException``, so no
     ``except Exception`` in the library catches it: nothing after that point runs.
+``interleave``
+    another container's work (the fault's ``action``: a delivery through a second
+    pipeline) runs to its end just before the request goes out, then the request goes:
+    two Lambdas racing, the other one's writes landing between two of this one's.
 
 Only HTTP endpoints (a moto server, DynamoDB Local) are served: a fault sends its
 request itself with a urllib3 session, as :mod:`reliability.faults` does, so it can
@@ -31,6 +35,7 @@ never reach AWS. ``fired`` lists what each fault hit, for the machine's statisti
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +46,7 @@ from reliability.faults import _error_response
 
 __all__ = ["FAULTS", "Crash", "Fault", "Network", "WRITES", "what_it_hit"]
 
-FAULTS = ("lost", "lost_every_attempt", "throttle", "throttle_every_attempt", "crash")
+FAULTS = ("lost", "lost_every_attempt", "throttle", "throttle_every_attempt", "crash", "interleave")
 
 #: DynamoDB's write operations: a stamp, a create, a history block, a trim, the
 #: completion's claim and mark, a fail.
@@ -60,6 +65,8 @@ class Fault:
     operations: frozenset[str]
     skip: int = 0
     hits: str = ""  # only requests whose :func:`what_it_hit` name contains this
+    action: Callable[[], object] | None = None  # ``interleave``: what runs first
+    spares: str = "\x00"  # requests whose :func:`what_it_hit` name contains this are let by
 
 
 @dataclass
@@ -82,10 +89,18 @@ class Network:
         )
         return client
 
-    def arm(self, kind: str, operations: frozenset[str], skip: int = 0, hits: str = "") -> None:
-        if kind not in FAULTS:
-            raise ValueError(f"unknown fault {kind!r}")
-        self.armed.append(Fault(kind, operations, skip, hits))
+    def arm(
+        self,
+        kind: str,
+        operations: frozenset[str],
+        skip: int = 0,
+        hits: str = "",
+        action: Callable[[], object] | None = None,
+        spares: str = "\x00",
+    ) -> None:
+        if kind not in FAULTS or (kind == "interleave") != (action is not None):
+            raise ValueError(f"unknown fault {kind!r}, or an action without an interleave")
+        self.armed.append(Fault(kind, operations, skip, hits, action, spares))
 
     def disarm(self) -> None:
         self.armed.clear()
@@ -94,12 +109,13 @@ class Network:
     def fired_count(self) -> int:
         return len(self.fired)
 
-    def _choose(self, request: AWSPreparedRequest, operation: str) -> str | None:
+    def _choose(self, request: AWSPreparedRequest, operation: str) -> Fault | None:
         for held, kind in self._sticky:
             if held is request:
-                return kind
+                return Fault(kind, frozenset())
         for fault in self.armed:
-            if operation not in fault.operations or fault.hits not in what_it_hit(operation, request):
+            name = what_it_hit(operation, request)
+            if operation not in fault.operations or fault.hits not in name or fault.spares in name:
                 continue
             if fault.skip > 0:
                 fault.skip -= 1
@@ -108,13 +124,18 @@ class Network:
             if fault.kind.endswith("_every_attempt"):
                 self._sticky.append((request, fault.kind))
             self.fired.append(f"{fault.kind} {what_it_hit(operation, request)}")
-            return fault.kind
+            return fault
         return None
 
     def _send(self, request: AWSPreparedRequest, event_name: str, **_: Any) -> AWSResponse | None:
         operation = event_name.rsplit(".", 1)[-1]
-        kind = self._choose(request, operation)
-        if kind is None:
+        fault = self._choose(request, operation)
+        if fault is None:
+            return None
+        kind = fault.kind
+        if kind == "interleave":
+            assert fault.action is not None
+            fault.action()
             return None
         if kind == "crash":
             raise Crash(f"the function died before {operation}")
@@ -153,4 +174,6 @@ def what_it_hit(operation: str, request: AWSPreparedRequest) -> str:
     values = json.dumps(body.get("ExpressionAttributeValues", {}))
     if '"failed"' in values:
         return f"{operation} fail"
-    return f"{operation} stamp/create/trim"
+    if "REMOVE" in expression and "#ops[" in expression:
+        return f"{operation} trim"
+    return f"{operation} stamp/create"

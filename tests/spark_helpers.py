@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import os
 import sys
+import time
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -152,7 +153,7 @@ def remote_session(url: str) -> Iterator[Any]:
 WORKER_LATE = "Python worker failed to connect back"
 
 
-def start_connect_query(writer: Any, attempts: int = 3) -> Any:
+def start_connect_query(writer: Any, attempts: int = 6) -> Any:
     """``writer.start()`` on a Spark Connect session, started again (at most
     ``attempts`` times) only when Spark's Python worker did not connect back in time."""
     from pyspark.errors.exceptions.connect import SparkException
@@ -163,6 +164,7 @@ def start_connect_query(writer: Any, attempts: int = 3) -> Any:
         except SparkException as error:
             if WORKER_LATE not in str(error) or attempt == attempts:
                 raise
+            time.sleep(2.0 * attempt)
     raise AssertionError("unreachable")
 
 
@@ -205,8 +207,6 @@ def run_order_stream(
     ``tmp_path / "inbox"``, in order, and run ``tracking`` (a ``StreamTracking`` such as
     :func:`order_tracking`) over them until the query ends: one file a batch,
     ``availableNow``."""
-    import time
-
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     landed = time.time() - 100

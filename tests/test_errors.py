@@ -29,6 +29,7 @@ EXPECTED_BASES: dict[str, tuple[type[BaseException], ...]] = {
     "TableNotFound": (),
     "TableSchemaMismatch": (),
     "CorruptItem": (),
+    "UnmigratedItem": (errors.CorruptItem,),
     "BatchIncomplete": (),
     "OpIdReused": (ValueError,),
     "NotOwner": (),

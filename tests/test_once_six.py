@@ -295,6 +295,26 @@ def test_3_a_resent_completion_claim_is_its_own(dynamodb: Callable[[], Any]) -> 
     assert again == "repeated" and fired == [completion]
 
 
+def test_3_a_claim_whose_every_attempt_lost_its_response_fires_at_once(dynamodb: Callable[[], Any]) -> None:
+    """Every botocore attempt of the claim is applied or refused with its response lost:
+    the claim is read back and found this claimant's own, so the completion fires in
+    this call, not after the stream's retries have waited out the lease."""
+    client = dynamodb()
+    tracker = _tracker(client, "sum")
+    tracker.create("done-3b", 5)
+    assert tracker.stamp("done-3b", finished=[5]).acked
+    fired: list[Completion] = []
+    completion = Completion("done-3b", "", "sum", 0.0)
+    faults = Faults(client)
+    for _ in range(20):  # more than any backend's client attempts (the mark carries no :until)
+        faults.lose("UpdateItem", match=lambda body: b"cmpl" in body and b":until" in body)
+    assert fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=1e9, lease=300) == "fired"
+    assert len(faults.fired) > 1 and set(faults.fired) == {"lose UpdateItem"} and fired == [completion]
+    faults.disarm()
+    again = fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=1e9 + 1, lease=300)
+    assert again == "repeated" and fired == [completion]
+
+
 # -- 4 ------------------------------------------------------------------------------------
 
 

@@ -194,12 +194,12 @@ def test_handed_chains_completed_by_an_rdd_job(spark: Any, config: AckConfig, tm
         ("cherry", 1),
     ]
     # up/b handed again to another run (a redelivery): its stamp is refused by the chain
-    # on the executor (the edge's op id came with another value), the root is dropped.
+    # (the edge's op id came with another value), the root is left out of the job.
     version = up.tracker.status("up/b").version
     other = Tracking(spark.sparkContext, config, edge_size=16)
     again = run_handed_rdd(other, [h for h in handed if h.tag == "up/b"], job)
     assert [(o.state, o.attempts[-1].reason) for o in again.outcomes] == [
-        ("refused", "not adopted: the chain refused the handed edge")
+        ("refused", "not adopted: this edge was already finished by another job")
     ]
     assert up.tracker.status("up/b").version == version
     _check(up, report, untouched)

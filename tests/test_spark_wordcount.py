@@ -8,6 +8,7 @@ import contextlib
 import json
 import operator
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,24 @@ def test_the_jvm_splits_words_as_tokenize_does_in_generated_code(spark: Any) -> 
     assert [[w.lower() for w in r["words"]] for r in words.collect()] == [tokenize(line), [], []]
     plan = str(words._jdf.queryExecution().executedPlan().toString())
     assert "array_remove" in plan and "lambda" not in plan, plan
+
+
+@both_apis
+def test_the_drivers_tracker_is_the_only_one_either_path_uses(
+    spark: Any, api: str, config: AckConfig, tmp_path: Path
+) -> None:
+    """``tracker=`` on both paths: only the driver talks to it, so with a ``MemoryAck``
+    every file is acked there and the table ``config`` names gets no chain."""
+    from xor_ack_dynamodb import MemoryAck
+
+    tracker = MemoryAck()
+    report = run_wordcount(spark, find_inputs([CORPUS]), tmp_path, config, api=api, tracker=tracker)
+
+    assert read_counts(tmp_path / "counts.csv") == plain_count(corpus_files())
+    tags = [f.tag for f in report.files]
+    assert all(f.state == "acked" for f in report.files)
+    assert all(s.state == "acked" for s in tracker.status_many(tags).values())
+    assert set(XorAckDynamoDB.from_config(config).status_many(tags).missing) == set(tags)
 
 
 @both_apis
@@ -445,7 +464,9 @@ class _SlowFirstAttempt:
 
 
 def test_expired_chains_are_replayed(sc: Any, moto_server: LocalDynamoDB) -> None:
-    config = moto_server.config(unique_table("expiry"), ttl_seconds=3)
+    # A skew margin wider than the job: the chains, created by the driver as the job
+    # starts, read pending (not expired) when it ends, however slow Spark starts.
+    config = moto_server.config(unique_table("expiry"), ttl_seconds=3, skew_seconds=30)
     XorAckDynamoDB.from_config(config).create_table()
     # No heartbeat: with one, the chains would outlive the slow sink (test_spark_heartbeat).
     tracking = Tracking(sc, config, heartbeat=False)
@@ -466,8 +487,8 @@ def test_expired_chains_are_replayed(sc: Any, moto_server: LocalDynamoDB) -> Non
 
 
 class _DriverClock:
-    """The driver tracker's clock: real time plus an offset the job sets (the executors
-    keep the real clock, so only the driver sees the chains time out)."""
+    """The driver tracker's clock: real time plus an offset the job sets (so the driver
+    sees the chains it created time out)."""
 
     def __init__(self) -> None:
         self.offset = 0.0
@@ -491,12 +512,19 @@ def test_a_root_that_reads_expired_is_replayed(sc: Any, moto_server: LocalDynamo
     clock = _DriverClock()
     driver = XorAckDynamoDB.from_config(config, clock=clock)
     tracking = Tracking(sc, config, heartbeat=False, tracker=driver)
+    roots, key = ["a b", "c d e"], _key(tracking)
+    reader = XorAckDynamoDB.from_config(config)  # on the real clock
 
     def job(started: Any, attempt: int) -> None:
-        clock.offset = 60 + 1 + 5 if attempt == 1 else 0.0  # attempt 1 ends past deadline + skew
+        if attempt == 1:  # once the driver created the chains, it ends past deadline + skew
+            tags = [tracking.tag(key(root), 1) for root in roots]
+            deadline = time.monotonic() + 60
+            while len(reader.status_many(tags)) < len(tags) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        clock.offset = 60 + 1 + 5 if attempt == 1 else 0.0
         started.fan_out(_letters).sink(lambda index, values: None)
 
-    report = tracking.run(["a b", "c d e"], _key(tracking), job, max_attempts=2)
+    report = tracking.run(roots, key, job, max_attempts=2)
     assert [o.state for o in report.outcomes] == ["acked", "acked"]
     for outcome in report.outcomes:
         assert [a.state for a in outcome.attempts] == ["expired", "acked"]

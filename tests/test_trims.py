@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -27,8 +26,7 @@ from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, XorAckDynamoDB
 from xor_ack_dynamodb.core.algebra import SumAlgebra
 from xor_ack_dynamodb.core.chain import BLOCK, UNKNOWN_DIGEST, Chain, Op, op_key
 from xor_ack_dynamodb.core.messages import Read, ReadHistory, Rejected, Trim, Written
-from xor_ack_dynamodb.core.rules import MAX_TRIM, ChainRules
-from xor_ack_dynamodb.errors import OutcomeUnknown
+from xor_ack_dynamodb.core.rules import ChainRules
 from xor_ack_dynamodb.stores.dynamodb.codec import RequestCodec
 from xor_ack_dynamodb.stores.dynamodb.item import ItemCodec
 
@@ -90,7 +88,6 @@ def test_racing_trims_remove_each_block_once_and_never_cut_into_the_window(sum_a
     assert isinstance(store.execute(first), Written)  # positions 1..40 out
     assert isinstance(store.execute(first), Rejected)  # the same block again: refused
     assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=40, lineage=b"another1")), Rejected)
-    assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=40, lineage=LINEAGE, adopt=True)), Rejected)
     assert isinstance(
         store.execute(Trim(TAG, BLOCK, WINDOW, cut=40, lineage=LINEAGE)), Rejected
     )  # 60 < 40 + 32
@@ -121,37 +118,6 @@ def test_a_trim_sent_again_over_a_long_list_removes_its_block_once(sum_ack: Any)
     assert (kept.trims, kept.cut_seq) == (2, 2 * BLOCK)
 
 
-def test_a_trim_adopts_a_chain_an_older_version_wrote(sum_ack: Any) -> None:
-    """A chain without a lineage (written before issue 18, its list already trimmed
-    without history) gets one with its first block move; the positions it dropped
-    before are marked as having no history (``hb``)."""
-    legacy = replace(_chain(_ops(80), 7, lineage=None), cut_seq=13, seq=93)
-    if isinstance(sum_ack, MemoryAck):
-        sum_ack.store._chains[TAG] = legacy  # noqa: SLF001 - the store's own record
-    else:
-        sum_ack.client.put_item(TableName=sum_ack.table, Item=sum_ack.codec.encode(legacy))
-    store = sum_ack.store
-    assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=13, lineage=LINEAGE)), Rejected)  # none yet
-    assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=13, lineage=LINEAGE, adopt=True)), Written)
-    kept = store.execute(Read(TAG))
-    assert (kept.lineage, kept.base, kept.cut_seq, len(kept.ops)) == (LINEAGE, 13, 53, 40)
-
-
-def test_a_stamp_that_needs_ops_an_older_version_dropped_is_refused(sum_ack: Any) -> None:
-    """A chain an older version wrote (no lineage) whose first 13 ops were trimmed
-    without history: a stamp whose op id is not in the window cannot be told from a
-    copy of one of those (``stamp()``: ops an older version dropped). ``OutcomeUnknown``
-    and nothing written, never a guess that applies it."""
-    legacy = replace(_chain(_ops(80), 12345, lineage=None), cut_seq=13, seq=93)
-    if isinstance(sum_ack, MemoryAck):
-        sum_ack.store._chains[TAG] = legacy  # noqa: SLF001 - the store's own record
-    else:
-        sum_ack.client.put_item(TableName=sum_ack.table, Item=sum_ack.codec.encode(legacy))
-    with pytest.raises(OutcomeUnknown):
-        sum_ack.stamp(TAG, finished=[5], op_id="sent-before-the-upgrade")
-    assert sum_ack.status(TAG).value == 12345
-
-
 def test_a_list_far_past_its_threshold_is_moved_out_in_requests_dynamodb_accepts(sum_ack: Any) -> None:
     """A list that fell far behind (lost moves, a burst of writers) is moved out by the
     writer that owns the next block, several blocks at a time, one trim request per
@@ -178,8 +144,7 @@ def test_a_list_far_past_its_threshold_is_moved_out_in_requests_dynamodb_accepts
 
 def test_the_trim_cap_keeps_the_expression_within_dynamodbs_limit() -> None:
     codec = RequestCodec("acks", ItemCodec("tagID"), ChainRules(SumAlgebra(), window=WINDOW))
-    trim = codec.prepare(Trim(TAG, MAX_TRIM, WINDOW, cut=4000, lineage=LINEAGE)).kwargs
-    assert MAX_TRIM == BLOCK
+    trim = codec.prepare(Trim(TAG, BLOCK, WINDOW, cut=4000, lineage=LINEAGE)).kwargs
     assert len(trim["UpdateExpression"]) + len(trim["ConditionExpression"]) < 4096
 
 

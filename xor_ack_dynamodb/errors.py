@@ -36,6 +36,7 @@ __all__ = [
     "TableNotFound",
     "TableSchemaMismatch",
     "CorruptItem",
+    "UnmigratedItem",
     "BatchIncomplete",
     "OpIdReused",
     "NotOwner",
@@ -199,6 +200,12 @@ class CorruptItem(XorAckError):
     """The chain's item holds an attribute of a type this library cannot read (for
     example a ``stamp`` that is not Binary, or a TTL attribute that is not a Number).
     Nothing was written to it."""
+
+
+class UnmigratedItem(CorruptItem):
+    """The chain's item was written by this library's 0.1 layout (op ids without a
+    lineage): run ``xor-ack migrate`` once (:func:`~xor_ack_dynamodb.stores.dynamodb.migrate.migrate_table`)
+    before this version uses the table. Nothing was written to it."""
 
 
 class BatchIncomplete(XorAckError):

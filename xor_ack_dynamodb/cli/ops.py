@@ -1,5 +1,5 @@
 """Operator commands: ``table create|describe``, ``status``, ``list``, ``stamp``, ``fail``,
-``touch``, ``delete``.
+``touch``, ``delete``, ``migrate``.
 
 They use the library itself (``XorAckDynamoDB``), so a chain reads the same here as in a
 pipeline: ``expired`` is decided from ``expires_at`` against this machine's clock, and
@@ -18,9 +18,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..core.chain import Chain
-from ..errors import CorruptItem, TableNotFound, TableSchemaMismatch, TagNotFound
+from ..errors import CorruptItem, TableNotFound, TableSchemaMismatch, TagNotFound, UnmigratedItem
 from ..stamps import RESERVED_PREFIX
 from ..stores.dynamodb.item import ItemCodec
+from ..stores.dynamodb.migrate import migrate_table
 from ..stores.dynamodb.table import describe, missing_table_message, table_key
 from .common import (
     EXIT_CODES_HELP,
@@ -125,6 +126,18 @@ def register(subparsers: Any) -> None:
     delete = _add(subparsers, "delete", "delete a chain whatever its state")
     delete.add_argument("tag", metavar="TAG")
     delete.set_defaults(func=delete_cmd)
+
+    migrate = _add(
+        subparsers,
+        "migrate",
+        "rewrite chains of the 0.1 layout in the current one: once, after upgrading",
+        "Rewrite every chain item this library's 0.1 layout wrote (op ids without a lineage), "
+        "which this version refuses (UnmigratedItem), in the current layout: a Scan of the whole "
+        "table and one conditional PutItem per such item. Run it once, before the new version "
+        "uses the table; running it again is harmless.",
+    )
+    migrate.add_argument("--page-size", type=int, default=1000, help="items per Scan request (default 1000)")
+    migrate.set_defaults(func=migrate_cmd)
 
 
 def _print_statuses(records: list[dict[str, Any]], title: str) -> None:
@@ -331,3 +344,19 @@ def touch_cmd(args: argparse.Namespace) -> int:
 def delete_cmd(args: argparse.Namespace) -> int:
     tracker(args).delete(args.tag)
     return _reply(args, {"tag": args.tag, "deleted": True}, f"deleted {args.tag}")
+
+
+def migrate_cmd(args: argparse.Namespace) -> int:
+    if args.page_size < 1:
+        raise UsageError("--page-size must be positive")
+    ack = tracker(args)
+    with spinner() as progress:
+        progress.add_task(f"migrating {ack.table}", total=None)
+        done = migrate_table(ack.client, ack.table, ack.codec, int(time.time()), args.page_size)
+    for tag, why in done.failed.items():
+        print(error_line(UnmigratedItem.__name__, f"{why} (tag {tag!r})"), file=sys.stderr)
+    failed = len(done.failed)
+    record = {"table": ack.table, "scanned": done.scanned, "migrated": done.migrated, "failed": failed}
+    text = f"{ack.table}: {done.migrated} chains migrated, {failed} not ({done.scanned} items scanned)"
+    _reply(args, record, text)
+    return EXIT_FAILED if done.failed else EXIT_OK

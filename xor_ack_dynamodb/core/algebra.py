@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import InvalidConfig, InvalidStamp, InvalidStampType, ZeroBufferNoOp
-from ..stamps import MAX_STAMP_BYTES, Stamp, as_bytes, new_stamp, result, xor_all
+from ..stamps import MAX_STAMP_BYTES, Stamp, as_bytes, new_stamp, xor_all
 
 __all__ = ["Mode", "Value", "EdgeLike", "Algebra", "XorAlgebra", "SumAlgebra", "algebra_for", "MAX_SUM"]
 
@@ -82,9 +82,6 @@ class XorAlgebra:
         assert isinstance(a, bytes) and isinstance(b, bytes)
         return bytes(xor_all((a, b)))
 
-    def is_zero(self, value: Value) -> bool:
-        return isinstance(value, bytes) and not any(value)
-
     def payload(self, value: Value) -> bytes:
         assert isinstance(value, bytes)
         return value
@@ -140,15 +137,22 @@ class SumAlgebra:
         assert isinstance(a, int) and isinstance(b, int)
         return a + b
 
-    def is_zero(self, value: Value) -> bool:
-        return isinstance(value, int) and value == 0
-
     def payload(self, value: Value) -> bytes:
         assert isinstance(value, int)
         return str(value).encode()
 
 
 Algebra = XorAlgebra | SumAlgebra
+
+
+def is_zero(value: Value) -> bool:
+    """Whether ``value`` is a complete chain's: all zero bytes (xor), or 0 (sum)."""
+    return not any(value) if isinstance(value, bytes) else value == 0
+
+
+def is_negative(value: Value) -> bool:
+    """Whether a sum went below zero (never an xor value)."""
+    return isinstance(value, int) and value < 0
 
 
 def algebra_for(mode: object, edge_size: int = 16) -> Algebra:
@@ -158,10 +162,6 @@ def algebra_for(mode: object, edge_size: int = 16) -> Algebra:
     if mode == "sum":
         return SumAlgebra()
     raise InvalidConfig(f"mode must be 'xor' or 'sum', got {mode!r}")
-
-
-#: A value as the type a tracker returns for it (:func:`~xor_ack_dynamodb.stamps.result`).
-wrap = result
 
 
 def _forms(

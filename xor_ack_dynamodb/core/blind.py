@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .algebra import Algebra, Value
+from .algebra import Algebra, Value, is_zero
 from .chain import Chain, Op, updated
 from .messages import Guard, Trim
 
@@ -42,7 +42,7 @@ class BlindWrites:
             and self.guarded(chain, guard)
             and chain.mode == "sum"
             and chain.state == "pending"
-            and not _is_zero(chain.value)
+            and not is_zero(chain.value)
             and (chain.deadline is None or chain.deadline >= now)
             and chain.find(op.key) is None
             and (owner is None or chain.owner == owner)
@@ -71,24 +71,17 @@ class BlindWrites:
 
     def trim_allowed(self, chain: Chain | None, trim: Trim) -> bool:
         """A trim's condition: the list still starts at position ``trim.cut + 1`` on the
-        trim's lineage (``cutn = :cut``; ``attribute_not_exists(lin)`` when it adopts),
-        and holds ``count`` ops beyond the window (``size(ops) >= :n``). Each block has
-        one place, so trims that race (or a resend) apply once."""
+        trim's lineage (``cutn = :cut AND lin = :lin``), and holds ``count`` ops beyond
+        the window (``size(ops) >= :n``). Each block has one place, so trims that race
+        (or a resend) apply once."""
         if chain is None or chain.cut_seq != trim.cut or len(chain.ops) < trim.count + trim.window:
             return False
-        return chain.lineage is None if trim.adopt else chain.line == trim.lineage
+        return chain.line == trim.lineage
 
     def trimmed(self, chain: Chain, trim: Trim) -> Chain:
         """``chain`` without its ``count`` oldest ops. The token is kept: a trim changes
         no value or state, and a read-modify-write that was based on the untrimmed list
         may still write it back (its ops are then in the window and the history both)."""
-        out = replace(
+        return replace(
             chain, ops=chain.ops[trim.count :], trims=chain.trims + 1, cut_seq=chain.cut_seq + trim.count
         )
-        if trim.adopt:
-            out = replace(out, lineage=trim.lineage, base=trim.cut)
-        return out
-
-
-def _is_zero(value: Value) -> bool:
-    return not any(value) if isinstance(value, bytes) else value == 0

@@ -50,9 +50,9 @@ from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
 from ..errors import StaleLocalData, TagNotFound, XorAckError
-from ..stamps import Position, Stamp, Sum
+from ..stamps import Position, Stamp, Sum, result
 from ..status import ChainStatus
-from .algebra import Value, wrap
+from .algebra import Value
 from .chain import Chain, Op
 from .messages import (
     Add,
@@ -67,7 +67,7 @@ from .messages import (
     Written,
 )
 from .rules import ChainRules
-from .verdicts import DEFERRED, Duplicate, Plan, Reject, Unchanged
+from .verdicts import DEFERRED, Duplicate, Reject, StampPlan, Unchanged
 
 __all__ = [
     "Again",
@@ -228,7 +228,7 @@ class CreateCall(Call[Stamp | Sum]):
             reply = yield from self._io(Put(new, chain))
             if isinstance(reply, Written):
                 self._saw(new)
-                return wrap(self.value, acked=False, position=Position(new.line, 0))
+                return result(self.value, acked=False, position=Position(new.line, 0))
             self._saw(reply.current)
             # A blind Put that found a chain judges it now; anything else lost a race
             # (the chain changed, or was deleted since the condition was checked).
@@ -315,7 +315,7 @@ class DeleteCall(Call[None]):
         return None
 
 
-def first_outcome(plan: Plan) -> Stamp | Sum:
+def first_outcome(plan: StampPlan) -> Stamp | Sum:
     """A single stamp's result from its plan (raising its error)."""
     outcome = plan.outcomes[0]
     if isinstance(outcome, XorAckError):

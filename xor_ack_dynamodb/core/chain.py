@@ -43,7 +43,7 @@ TOKEN_BYTES = 8
 LINEAGE_BYTES = 8
 #: Ops per history block. The ops that leave a chain's window move to history items in
 #: blocks of this many consecutive positions (block ``b`` of a chain holds positions
-#: ``base + b * BLOCK + 1`` to ``base + (b + 1) * BLOCK``), so that every writer of a
+#: ``b * BLOCK + 1`` to ``(b + 1) * BLOCK``), so that every writer of a
 #: chain agrees where each position is kept. 40 is bounded by the write-unit budget:
 #: with one writer a sum item peaks at ``window + BLOCK`` op ids of 14 bytes each (two
 #: list elements), 877 bytes with a 31-byte tag and 955 with an S3 object's 133-byte
@@ -54,8 +54,8 @@ LINEAGE_BYTES = 8
 #: about 390 such paths), dynalite has none. A move costs a sum chain two requests (the
 #: history put, then the trim), so 2/40 a stamp is its floor: 1.047 for 320 stamps.
 BLOCK = 40
-#: The hash stored for an op whose payload is not known (a batch marker, or an op
-#: remembered by this library's 0.1 layout): it matches any payload.
+#: The hash stored for an op whose payload is not known (a batch marker): it matches
+#: any payload.
 UNKNOWN_DIGEST = b"\x00" * DIGEST_BYTES
 
 
@@ -123,13 +123,11 @@ class Chain:
     ``deadline`` (it never expires), no ops, no window and no lineage. ``seq`` counts
     every op ever appended to ``ops`` (the op appended n-th is at position n);
     ``version`` counts writes. ``cut_seq`` counts the ops that left the list, so the
-    list holds exactly positions ``cut_seq + 1`` to ``seq``; positions ``base + 1`` to
-    ``cut_seq`` are in the chain's history items, in blocks of :data:`BLOCK` (see
-    :mod:`.history`), and positions up to ``base`` are nowhere (a chain written by an
-    older version, adopted with the ops it had already dropped). ``lineage`` is drawn
-    by the create (None: a chain written by an older version or a foreign writer);
-    ``adopted`` marks a lineage a Python write started over a foreign writer's item,
-    whose earlier ops are unknown. ``purge_at`` is the TTL attribute: when DynamoDB may
+    list holds exactly positions ``cut_seq + 1`` to ``seq``; positions up to ``cut_seq``
+    are in the chain's history items, in blocks of :data:`BLOCK` (see :mod:`.history`).
+    ``lineage`` is drawn by the create (None: an item a foreign writer reset);
+    ``adopted`` marks a lineage a Python write started over such an item, whose earlier
+    ops are unknown. ``purge_at`` is the TTL attribute: when DynamoDB may
     delete the item (a pending chain's deadline plus the retention, so a timed-out
     chain stays readable as ``expired`` that long).
     """
@@ -148,7 +146,6 @@ class Chain:
     trims: int = 0
     cut_seq: int = 0
     lineage: bytes | None = None
-    base: int = 0
     adopted: bool = False
     create_op: Op | None = None
     owner: str | None = None

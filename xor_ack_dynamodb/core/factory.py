@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from ..errors import InvalidConfig, InvalidStamp, ZeroBufferNoOp
 from ..stamps import Position, check_tag
-from .algebra import EdgeLike, Value
+from .algebra import EdgeLike, Value, is_zero
 from .calls import CreateCall, DeleteCall, FailCall, StatusCall, TouchCall
 from .chain import Chain, make_op
 from .history import BlockCache, Delivery
@@ -92,7 +92,7 @@ class CallFactory:
     ) -> CreateCall:
         tag = check_tag(tag)
         checked: Value = self.rules.algebra.value(value, tag)
-        if self.rules.algebra.is_zero(checked):
+        if is_zero(checked):
             raise ZeroBufferNoOp("cannot create a chain with a zero value (it would be complete)", tag=tag)
         if isinstance(checked, int) and checked < 0:  # as stamp() refuses a negative edge
             raise InvalidStamp(

@@ -5,7 +5,7 @@ A chain numbers its ops as they land (positions 1, 2, ...; ``Chain.seq`` is the 
 Its item keeps the most recent ones (the window, ``ops``: positions ``cut_seq + 1`` to
 ``seq``); older ones move, before they leave the item, to history items beside it, in
 blocks of :data:`~.chain.BLOCK` consecutive positions at fixed places (block ``b``
-holds positions ``base + b * BLOCK + 1`` to ``base + (b + 1) * BLOCK``). Fixed places
+holds positions ``b * BLOCK + 1`` to ``(b + 1) * BLOCK``). Fixed places
 make a move idempotent (writers that race to move a block write the same content) and a
 lookup cheap (positions ``(a, b]`` are known blocks: one batch read). A block never
 changes once written, so what any call read or wrote stays true: a tracker keeps the
@@ -19,8 +19,8 @@ an unknown outcome, its copy is checked from the chain as the call last saw it.
 
 A write sure its op was not applied since ``p`` finds it in the window, or knows the
 window holds everything after ``p`` (``cutn <= :p``, sum mode's own condition), or reads
-the blocks of ``(p, cut_seq]``. A position not kept (a missing block, ops an older
-version dropped, a lineage a foreign writer reset) is unknowable: ``OutcomeUnknown``.
+the blocks of ``(p, cut_seq]``. A position not kept (a missing block, a lineage a
+foreign writer reset) is unknowable: ``OutcomeUnknown``.
 
 Pure: no I/O. The calls (:mod:`.stamping`) ask the store for the blocks named here.
 """
@@ -47,7 +47,6 @@ __all__ = [
     "scope",
     "due",
     "responsible",
-    "block_index",
 ]
 
 
@@ -94,11 +93,6 @@ class Lookup:
 
     lineage: bytes
     indexes: tuple[int, ...]
-    base: int = 0
-
-    def position(self, index: int, offset: int) -> int:
-        """The position of the ``offset``-th op of block ``index``."""
-        return self.base + index * BLOCK + offset + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,23 +106,11 @@ CLEAR = Clear()
 Scope = Clear | Lookup | Unknowable
 
 
-def block_index(chain: Chain, position: int) -> int:
-    return (position - chain.base - 1) // BLOCK
-
-
 def scope(chain: Chain, after: Position | None) -> Scope:
     """What must be read to know whether an op that is not in ``chain``'s window landed
     on it after ``after`` (None: since its lineage began)."""
-    if after is None:
-        if chain.lineage is None:
-            if chain.cut_seq > 0:
-                return Unknowable(
-                    f"its first {chain.cut_seq} ops were dropped without history (an older version)"
-                )
-            return CLEAR
-        return _since(chain, 0)
-    if after.lineage == chain.line:
-        return _since(chain, after.seq)
+    if after is None or after.lineage == chain.line:
+        return _since(chain, 0 if after is None else after.seq)
     if chain.lineage is not None and not chain.adopted and after.lineage:
         return _since(chain, 0)  # created again since: a new lineage, searched whole
     # A writer without history (the Node package) replaced the item since: the op may
@@ -139,12 +121,7 @@ def scope(chain: Chain, after: Position | None) -> Scope:
 def _since(chain: Chain, p: int) -> Scope:
     if p >= chain.cut_seq:
         return CLEAR
-    if p < chain.base:
-        return Unknowable(
-            f"its ops up to position {chain.base} were dropped without history (an older version)"
-        )
-    first, last = block_index(chain, p + 1), block_index(chain, chain.cut_seq)
-    return Lookup(chain.line, tuple(range(first, last + 1)), base=chain.base)
+    return Lookup(chain.line, tuple(range(p // BLOCK, (chain.cut_seq - 1) // BLOCK + 1)))
 
 
 class BlockCache(Protocol):
@@ -194,7 +171,7 @@ class Searched:
                 return Unknowable(f"its history block {index} is missing")
             for offset, op in enumerate(ops):
                 if op.key == key:
-                    return op, lookup.position(index, offset)
+                    return op, index * BLOCK + offset + 1
         return None
 
 
@@ -205,8 +182,6 @@ def due(chain: Chain, window: int, committed: int, upto: int | None = None, most
     at most ``most``."""
     out: list[Block] = []
     cut = chain.cut_seq
-    if (cut - chain.base) % BLOCK:
-        return out  # not on a block boundary: an older version's list (adopted first)
     while (
         len(out) < most
         and cut + BLOCK <= committed
@@ -214,17 +189,15 @@ def due(chain: Chain, window: int, committed: int, upto: int | None = None, most
         and chain.seq - (cut + BLOCK) >= window
     ):
         start = cut - chain.cut_seq
-        out.append(Block((cut - chain.base) // BLOCK, chain.ops[start : start + BLOCK]))
+        out.append(Block(cut // BLOCK, chain.ops[start : start + BLOCK]))
         cut += BLOCK
     return out
 
 
-def responsible(chain: Chain, position: int, window: int) -> int | None:
+def responsible(position: int, window: int) -> int | None:
     """The last position whose block the writer of the op at ``position`` must move
     out (sum mode, after its ``ADD``): exactly one writer is responsible for each
     block, the one whose op took the list :data:`BLOCK` + ``window`` past the block's
     start. None when it is responsible for none."""
-    beyond = position - chain.base - window
-    if beyond <= 0 or beyond % BLOCK:
-        return None
-    return chain.base + beyond
+    beyond = position - window
+    return beyond if beyond > 0 and beyond % BLOCK == 0 else None

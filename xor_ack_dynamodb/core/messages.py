@@ -128,8 +128,7 @@ class Trim:
     """Remove the ``count`` oldest ops (positions ``cut + 1`` to ``cut + count``, whose
     history block is already written) if the chain still starts its list there, on
     ``lineage``, and keeps ``window`` ops after them (``ChainRules.trim_allowed``).
-    ``adopt``: the chain has no lineage yet (an older version's); the trim gives it
-    ``lineage`` with its history starting at ``cut``. Answered with ``Written(None)``."""
+    Answered with ``Written(None)``."""
 
     tag: str
     count: int
@@ -137,7 +136,6 @@ class Trim:
     now: int = 0
     cut: int = 0
     lineage: bytes = b""
-    adopt: bool = False
 
 
 @dataclass(frozen=True, slots=True)

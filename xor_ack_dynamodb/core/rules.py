@@ -49,29 +49,27 @@ from ..errors import (
     TagNotFound,
     XorAckError,
 )
-from ..stamps import Position, Stamp, Sum
+from ..stamps import Position, result
 from ..status import ChainStatus, State, epoch_to_datetime
-from .algebra import Algebra, Mode, Value, XorAlgebra, wrap
-from .blind import BlindWrites, _is_zero
+from .algebra import Algebra, Mode, Value, XorAlgebra, is_negative, is_zero
+from .blind import BlindWrites
 from .chain import BLOCK, Chain, Op, StoredState, check_window, new_lineage, new_token, random_op, updated
 from .history import DRAWN, Block, Delivery, Lookup, Searched, Unknowable, due, scope
 from .verdicts import (
     APPLY,
     DEFERRED,
-    MAX_TRIM,
     NEGATIVE,
     Duplicate,
     NeedHistory,
-    Plan,
     Reject,
     StampItem,
-    StampOutcome,
+    StampPlan,
     Unchanged,
     Verdict,
 )
 
-# The verdicts themselves live in :mod:`.verdicts`; MAX_TRIM is also named here.
-__all__ = ["ChainRules", "MAX_TRIM", "BATCH_CAP"]
+# The verdicts themselves live in :mod:`.verdicts`.
+__all__ = ["ChainRules", "BATCH_CAP"]
 
 #: The most stamps one combined write carries.
 BATCH_CAP = BLOCK - 1
@@ -134,7 +132,7 @@ class ChainRules(BlindWrites):
         """The state a reader sees at ``now`` (see the module doc)."""
         if chain.state != "pending":
             return chain.state
-        if _is_zero(chain.value):
+        if is_zero(chain.value):
             return "acked"
         if chain.deadline is not None and chain.deadline + self.skew < now:
             return "expired"
@@ -146,7 +144,7 @@ class ChainRules(BlindWrites):
         return ChainStatus(
             tag=chain.tag,
             state=state,
-            value=wrap(chain.value, acked=state == "acked"),
+            value=result(chain.value, acked=state == "acked"),
             expires_at=epoch_to_datetime(when),
             reason=chain.reason,
             version=chain.version,
@@ -225,7 +223,8 @@ class ChainRules(BlindWrites):
                         f"create op id reused on chain {chain.tag!r} with another value", tag=chain.tag
                     )
                 )
-            return Duplicate(wrap(chain.value, acked=False, duplicate=True, position=Position(chain.line, 0)))
+            start = Position(chain.line, 0)
+            return Duplicate(result(chain.value, acked=False, duplicate=True, position=start))
         if not replace_expired and self.effective_state(chain, now) == "expired":
             return Reject(
                 TagExists(
@@ -315,7 +314,7 @@ class ChainRules(BlindWrites):
             self.effective_state(chain, now) == "acked" and bool(chain.ops) and chain.ops[-1].key == op.key
         )
         where = Position(chain.line, position) if position is not None else None
-        return Duplicate(wrap(chain.value, acked=completed, duplicate=True, position=where))
+        return Duplicate(result(chain.value, acked=completed, duplicate=True, position=where))
 
     @staticmethod
     def _unknowable(chain: Chain, why: Unknowable) -> OutcomeUnknown:
@@ -325,21 +324,14 @@ class ChainRules(BlindWrites):
             tag=chain.tag,
         )
 
-    def adopt(self, chain: Chain) -> Chain:
-        """``chain`` given a lineage if it has none (an older version's, or a foreign
-        writer's item): its history starts at its ``cut_seq``; a foreign item's earlier
-        ops are unknown (``adopted``)."""
+    @staticmethod
+    def adopt(chain: Chain) -> Chain:
+        """``chain`` with a new lineage if a foreign writer reset it (no lineage): its
+        earlier ops are unknown (``adopted``). A new create op too, so that a writer whose
+        earlier write's outcome is unknown can tell the history was reset."""
         if chain.lineage is not None:
             return chain
-        return replace(
-            chain,
-            lineage=new_lineage(),
-            base=chain.cut_seq,
-            adopted=chain.foreign,
-            # Over a foreign item (no history) a new lineage starts: a writer whose
-            # earlier write's outcome is unknown can then tell the history was reset.
-            create_op=random_op() if chain.foreign else chain.create_op,
-        )
+        return replace(chain, lineage=new_lineage(), adopted=True, create_op=random_op())
 
     def stamped(self, chain: Chain, delta: Value, ops: tuple[Op, ...], now: int) -> tuple[Chain, list[Block]]:
         """``chain`` after a read-modify-write that applies ``delta`` with ``ops``, and
@@ -348,19 +340,18 @@ class ChainRules(BlindWrites):
         value reached zero; a ``failed`` one if a sum went negative (:data:`NEGATIVE`)."""
         value = self.algebra.combine(chain.value, delta)
         window = self.window_of(chain)
-        done = _is_zero(value)
-        base = self.adopt(chain)
+        done = is_zero(value)
         grown = updated(
-            base,
+            chain,
             now,
             value=value,
-            ops=base.ops + ops,
-            seq=base.seq + len(ops),
+            ops=chain.ops + ops,
+            seq=chain.seq + len(ops),
             window=window,
             state="acked" if done else chain.state,
             purge_at=self._purge(now) if done else chain.purge_at,
         )
-        if _negative(value):
+        if is_negative(value):
             grown = replace(grown, state="failed", reason=NEGATIVE, purge_at=self._purge(now))
         moved = due(grown, window, committed=chain.seq)
         if moved:
@@ -377,7 +368,7 @@ class ChainRules(BlindWrites):
         now: int,
         marker: Op | None = None,
         searched: Searched | None = None,
-    ) -> Plan:
+    ) -> StampPlan:
         """Replay ``stamps`` (delta, op, owner, delivery) in order on ``chain``, as one
         ``stamp()`` after another would: each applied stamp's outcome is the value after
         it; a duplicate (in the chain, its history, or twice in the batch) returns the
@@ -390,8 +381,8 @@ class ChainRules(BlindWrites):
         other writers did. At most :data:`BATCH_CAP` stamps are applied in one write (the
         rest are :data:`DEFERRED`).
         """
-        out = Plan(new=None)
-        current = chain
+        out = StampPlan(new=None)
+        chain = current = self.adopt(chain)  # a foreign writer's item: this write starts a lineage
         applied: list[Op] = []
         total: Value | None = None
         first = chain.seq + (1 if marker is not None and len(stamps) > 1 else 0)
@@ -410,10 +401,10 @@ class ChainRules(BlindWrites):
                 out.outcomes.append(verdict.error)
             else:
                 value = self.algebra.combine(current.value, delta)
-                done = _is_zero(value)
+                done = is_zero(value)
                 applied.append(op)
                 total = delta if total is None else self.algebra.combine(total, delta)
-                state: StoredState = "acked" if done else "failed" if _negative(value) else "pending"
+                state: StoredState = "acked" if done else "failed" if is_negative(value) else "pending"
                 current = replace(
                     current, value=value, ops=current.ops + (op,), seq=current.seq + 1, state=state
                 )
@@ -425,15 +416,13 @@ class ChainRules(BlindWrites):
                         )
                     )
                 else:
-                    out.outcomes.append(wrap(value, acked=done, position=where))
+                    out.outcomes.append(result(value, acked=done, position=where))
         if out.lookups:
             out.new, out.outcomes = None, []
             return out
         if total is not None:
             ops = ((marker,) if marker is not None and len(stamps) > 1 else ()) + tuple(applied)
             out.new, out.moved = self.stamped(chain, total, ops, now)
-            if chain.lineage is None:  # adopted by this write: its positions name the new lineage
-                out.outcomes = [_relined(o, out.new.line) for o in out.outcomes]
         return out
 
     # -- fail, touch ----------------------------------------------------------------------
@@ -460,7 +449,7 @@ class ChainRules(BlindWrites):
         return (
             chain is not None
             and chain.state == "pending"
-            and not (chain.mode == "sum" and _is_zero(chain.value))
+            and not (chain.mode == "sum" and is_zero(chain.value))
             and (owner is None or chain.owner == owner)
         )
 
@@ -496,12 +485,3 @@ class ChainRules(BlindWrites):
 
 def _negative(value: Value) -> bool:
     return isinstance(value, int) and value < 0
-
-
-def _relined(outcome: StampOutcome, lineage: bytes) -> StampOutcome:
-    """``outcome`` with its position on ``lineage`` (a write that adopted the chain)."""
-    if isinstance(outcome, (Stamp, Sum)) and outcome.position is not None:
-        value = bytes(outcome) if isinstance(outcome, bytes) else int(outcome)
-        where = Position(lineage, outcome.position.seq)
-        return wrap(value, acked=outcome.acked, duplicate=outcome.duplicate, position=where)
-    return outcome

@@ -31,9 +31,9 @@ from the view it had when the first copy went out.
 
 A block moving to history, sum mode (exactly one writer owns each block)::
 
-    W: ADD lands at position base + window + (b+1)*BLOCK: W owns block b
+    W: ADD lands at position window + (b+1)*BLOCK: W owns block b
     W: PutItem history block b (the ops at its positions: W's ALL_NEW has them)
-    W: UpdateItem REMOVE ops[0..BLOCK-1], cutn += BLOCK if cutn = base + b*BLOCK
+    W: UpdateItem REMOVE ops[0..BLOCK-1], cutn += BLOCK if cutn = b*BLOCK
     A racing or resent trim finds cutn moved on and is refused: removed once.
 
 A negative sum (a finish that overtook its start, or a double application)::
@@ -49,14 +49,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..errors import OutcomeUnknown, TagFailed
-from ..stamps import Position, Stamp, Sum
-from .algebra import Value, wrap
+from ..stamps import Position, Stamp, Sum, result
+from .algebra import Value, is_negative, is_zero
 from .calls import Again, Call, Round, Transient, remove_tombstone
-from .chain import BLOCK, Chain, Op, new_lineage, random_op
+from .chain import BLOCK, Chain, Op, random_op
 from .history import (
     DRAWN,
     Block,
@@ -84,7 +83,7 @@ from .messages import (
     Written,
 )
 from .rules import ChainRules
-from .verdicts import NEGATIVE, Duplicate, NeedHistory, Plan, Reject, StampItem
+from .verdicts import NEGATIVE, Duplicate, NeedHistory, Reject, StampItem, StampPlan
 
 __all__ = ["StampCall", "AddCall"]
 
@@ -150,12 +149,12 @@ class _History(Call[T]):
         self.searched.add(chain.line, tuple(b.index for b in blocks), {b.index: b.ops for b in blocks})
 
 
-class StampCall(_History[Plan]):
+class StampCall(_History[StampPlan]):
     """An xor-mode stamp, or several combined into one write (``CombiningTracker``), or
     a stamp of a batch call in either mode: read (or take the last known value), plan
     with the rules (reading the history blocks a stamp's duplicate check needs), write
     the blocks the write moves out of the window, then write conditioned on the chain's
-    token. Returns the :class:`Plan`, whose outcomes are in the stamps' order.
+    token. Returns the :class:`StampPlan`, whose outcomes are in the stamps' order.
 
     A last known value may be stale: it is only ever used to decide to *write* (the
     token condition rejects a stale base); deciding not to write (duplicate, refusal)
@@ -176,7 +175,7 @@ class StampCall(_History[Plan]):
         super().__init__(rules, tag, known)
         self.stamps = stamps
         self.combined = len(stamps) > 1
-        self.sent: dict[bytes, Plan] = {}  # marker key -> the plan that write carried
+        self.sent: dict[bytes, StampPlan] = {}  # marker key -> the plan that write carried
         self.base: Chain | None = None  # what the write with an unknown outcome was based on
         self.sent_at: Position | None = None  # where that write's ops would have landed after
         self.searched = Searched(history)
@@ -184,7 +183,7 @@ class StampCall(_History[Plan]):
         # attempt after a lost race need not write it again.
         self.moved: set[tuple[bytes, int]] = set()
 
-    def round(self, now: int) -> Round[Plan]:
+    def round(self, now: int) -> Round[StampPlan]:
         chain, fresh = self.known, self.fresh
         if chain is None or self.unknown:
             chain, fresh = (yield from self._read()), True
@@ -276,7 +275,7 @@ class StampCall(_History[Plan]):
             and (chain.value, chain.version) == (base.value, base.version)
         )
 
-    def _landed(self, chain: Chain) -> Generator[Request, Any, Plan | None]:
+    def _landed(self, chain: Chain) -> Generator[Request, Any, StampPlan | None]:
         """The plan of an earlier combined write of this call found in ``chain`` (its
         window, or its history since the write's base)."""
         for key, plan in self.sent.items():
@@ -378,7 +377,7 @@ class AddCall(_History[Stamp | Sum]):
                 )
             if isinstance(verdict, Duplicate):
                 self.events["duplicates"] += 1
-                if current is not None and current.state == "pending" and _below_zero(current.value):
+                if current is not None and current.state == "pending" and is_negative(current.value):
                     self.failing, self.landed = True, verdict.result.position  # the fail-write did not land
                     self.copy = verdict.result
                     return (yield from self._fail_negative(now))
@@ -402,21 +401,21 @@ class AddCall(_History[Stamp | Sum]):
         after = self._after(reply)
         position = after.seq if not reply.later else after.position_of(self.op.key)
         where = None if position is None else Position(after.line, position)
-        if _below_zero(after.value):
+        if is_negative(after.value):
             self.failing, self.landed = True, where
             return (yield from self._fail_negative(now))
         # A chain read back after the write may hold later ADDs too; none lands once
         # the sum is zero (the condition refuses it), so this write reached zero
         # exactly when its op is still the last one appended.
         last = not reply.later or (bool(after.ops) and after.ops[-1].key == self.op.key)
-        if self.rules.algebra.is_zero(after.value) and last:
+        if is_zero(after.value) and last:
             yield from self._complete(after, now)
-            return wrap(after.value, acked=True, position=where)
+            return result(after.value, acked=True, position=where)
         if position is not None and not reply.later:
-            upto = responsible(after, position, self.rules.window_of(after))
-            if upto is not None or after.lineage is None:
+            upto = responsible(position, self.rules.window_of(after))
+            if upto is not None:
                 yield from self._move(after, upto, now)
-        return wrap(after.value, acked=False, position=where)
+        return result(after.value, acked=False, position=where)
 
     def _fail_negative(self, now: int) -> Generator[Request, Any, Stamp | Sum]:
         """Our op landed on a chain that is pending below zero: some stamp was applied
@@ -436,7 +435,7 @@ class AddCall(_History[Stamp | Sum]):
         if isinstance(reply, Rejected) and state == "acked":  # the start landed first: it completed
             self.failing = False
             assert current is not None
-            return wrap(current.value, acked=False, duplicate=self.copy is not None, position=self.landed)
+            return result(current.value, acked=False, duplicate=self.copy is not None, position=self.landed)
         if isinstance(reply, Rejected) and state != "failed":
             raise Again  # not refused for a reason the chain shows: once more
         if self.copy is not None:
@@ -454,7 +453,7 @@ class AddCall(_History[Stamp | Sum]):
             if (
                 current is not None
                 and current.state == "pending"
-                and self.rules.algebra.is_zero(current.value)
+                and is_zero(current.value)
             ):
                 done = self.rules.completed(current, now)
                 reply = yield from self._io(Put(done, current))  # a trim changed the token: once more
@@ -470,8 +469,7 @@ class AddCall(_History[Stamp | Sum]):
         still starting at that block. Housekeeping after a stamp that has been applied:
         whatever happens to it (refused because another writer moved the block, lost,
         or failed outright), the stamp's outcome stands, and the writer of the next
-        block moves what is left. A chain without a lineage (an older version's) is
-        adopted by its first move.
+        block moves what is left.
 
         Own block first: when the list still holds blocks before this writer's own
         (their owners' moves, two round trips each, are on their way while others
@@ -481,29 +479,27 @@ class AddCall(_History[Stamp | Sum]):
         again (an owner lost, or far slower than this writer) does it move the earlier
         blocks itself, in order. A block is written to history once and trimmed once in
         the common case, however many writers append meanwhile."""
-        adopt = chain.lineage is None
-        view = replace(chain, lineage=new_lineage(), base=chain.cut_seq) if adopt else chain
         window = self.rules.window_of(chain)
-        blocks = due(view, window, committed=view.seq, upto=None if adopt else upto)
+        blocks = due(chain, window, committed=chain.seq, upto=upto)
         if not blocks:
             return
         try:
             written: set[int] = set()
             own = blocks[-1]
-            if not adopt and len(blocks) > 1 and _end(view, own) == upto:
+            if len(blocks) > 1 and _end(own) == upto:
                 current: Chain | None = None
                 for _ in range(OWN_TRIMS):
-                    refused = yield from self._trim_blocks(view, [own], window, now, written)
+                    refused = yield from self._trim_blocks(chain, [own], window, now, written)
                     if refused is None:
                         return
                     current = refused.current
                     if current is None:
                         break
-                    if current.line != view.line or current.cut_seq >= _start(view, own):
+                    if current.line != chain.line or current.cut_seq >= _start(own):
                         return  # moved by another writer, or the chain was created again
                 if current is not None:
-                    blocks = [b for b in blocks if _start(view, b) >= current.cut_seq]
-            yield from self._trim_blocks(view, blocks, window, now, written, adopt)
+                    blocks = [b for b in blocks if _start(b) >= current.cut_seq]
+            yield from self._trim_blocks(chain, blocks, window, now, written)
         except Transient:
             self.events["trims_lost"] += 1
         except Exception as exc:  # noqa: BLE001 - a failed move must not fail the applied stamp
@@ -511,7 +507,7 @@ class AddCall(_History[Stamp | Sum]):
             self.events["trims_failed"] += 1
 
     def _trim_blocks(
-        self, view: Chain, blocks: list[Block], window: int, now: int, written: set[int], adopt: bool = False
+        self, view: Chain, blocks: list[Block], window: int, now: int, written: set[int]
     ) -> Generator[Request, Any, Rejected | None]:
         """Write the history of ``blocks`` (consecutive; those not in ``written``), then
         trim them in order. None when every trim was applied, or was refused only
@@ -521,9 +517,9 @@ class AddCall(_History[Stamp | Sum]):
         if unwritten:
             yield from self._write_history(view, unwritten)
             written.update(b.index for b in unwritten)
-        cut = _start(view, blocks[0])
-        for i, _ in enumerate(blocks):
-            trim = Trim(self.tag, BLOCK, window, now, cut, view.line, adopt and i == 0)
+        cut = _start(blocks[0])
+        for _ in blocks:
+            trim = Trim(self.tag, BLOCK, window, now, cut, view.line)
             reply = yield trim
             cut += BLOCK
             if isinstance(reply, Written):
@@ -542,16 +538,12 @@ class AddCall(_History[Stamp | Sum]):
         return None
 
 
-def _below_zero(value: Value) -> bool:
-    return isinstance(value, int) and value < 0
+def _start(block: Block) -> int:
+    """The position after which ``block`` starts (``cutn`` once the blocks before it
+    have left the list)."""
+    return block.index * BLOCK
 
 
-def _start(chain: Chain, block: Block) -> int:
-    """The position after which ``block`` of ``chain`` starts (``cutn`` once the blocks
-    before it have left the list)."""
-    return chain.base + block.index * BLOCK
-
-
-def _end(chain: Chain, block: Block) -> int:
-    """The last position of ``block`` of ``chain``."""
-    return _start(chain, block) + BLOCK
+def _end(block: Block) -> int:
+    """The last position of ``block``."""
+    return _start(block) + BLOCK

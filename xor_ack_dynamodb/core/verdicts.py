@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ..errors import XorAckError
 from ..stamps import Stamp, Sum
 from .algebra import Value
-from .chain import BLOCK, Chain, Op
+from .chain import Chain, Op
 from .history import Block, Delivery, Lookup
 
 __all__ = [
@@ -21,11 +21,10 @@ __all__ = [
     "Reject",
     "Unchanged",
     "NeedHistory",
-    "Plan",
+    "StampPlan",
     "StampOutcome",
     "APPLY",
     "DEFERRED",
-    "MAX_TRIM",
     "NEGATIVE",
     "StampItem",
 ]
@@ -66,12 +65,6 @@ class NeedHistory:
 APPLY = Apply()
 Verdict = Apply | Duplicate | Unchanged | Reject | NeedHistory
 
-#: The most ops one trim removes: one history block. A trim names two paths per op in
-#: one ``REMOVE``: DynamoDB refuses expressions over 4 KB (a trim of about 190 ops,
-#: measured on DynamoDB Local), and moto's expression parser overflows Python's stack
-#: at about 75.
-MAX_TRIM = BLOCK
-
 #: The reason a sum chain is failed with when its sum goes below zero: edges are
 #: positive and every finished edge was started, so only a stamp applied twice (or an
 #: edge finished that was never started) can take it there.
@@ -93,7 +86,7 @@ StampOutcome = Stamp | Sum | XorAckError | _Deferred
 
 
 @dataclass(slots=True)
-class Plan:
+class StampPlan:
     """Stamps replayed in order on one value of a chain, as one ``stamp()`` after
     another would decide each: ``new`` is the chain to write (None when nothing
     applies), ``outcomes`` what each stamp returns or raises, ``moved`` the history

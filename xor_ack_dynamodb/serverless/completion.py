@@ -10,7 +10,10 @@ sees), **fire** the targets, **mark** fired (only if ``cmpl_by`` is still this
 claimant). A copy that finds ``fired`` does nothing; a live claim raises
 :class:`CompletionPending` (retried); a failed target releases the claim. A claim
 refused because it already holds (``cmpl_by`` is this claimant: botocore resent the
-claim after its first copy's response was lost) is this claimant's own.
+claim after its first copy's response was lost) is this claimant's own, and so is one
+read back when every attempt of the claim lost its response (the call fires at once
+instead of leaving the stream's retry to wait out the lease; only if that read fails
+too does the lease bound the wait).
 
 Guarantee: once, and at least once (never zero) when the claimant dies between firing
 and marking or runs past its lease. A claim is taken over only when
@@ -40,8 +43,9 @@ from botocore.exceptions import ClientError
 
 from ..core.algebra import Mode
 from ..core.chain import new_token
-from ..errors import InvalidConfig
+from ..errors import InvalidConfig, RequestFailed
 from ..stats import RequestStats
+from ..stores.dynamodb._sync.store import DynamoDBStore
 from ..stores.dynamodb.codec import error_code
 from .errors import CompletionPending, TargetFailed
 
@@ -129,19 +133,16 @@ class DynamoDBGuard:
     def __init__(self, tracker: Any, skew: float | None = None) -> None:
         if getattr(tracker, "delete_on_ack", False):
             raise InvalidConfig("completion needs the acked tombstone: use a tracker without delete_on_ack")
-        self.client = tracker.client
+        self.store: DynamoDBStore = tracker.store
         self.table: str = tracker.table
         self.partition_key: str = tracker.partition_key
-        self.stats: RequestStats = tracker.stats
         self.skew = _skew(tracker, skew)
 
     def _call(self, operation: str, tag: str, **kwargs: Any) -> dict[str, Any]:
-        self.stats.request(operation)
-        method = self.client.update_item if operation == "UpdateItem" else self.client.get_item
-        response: dict[str, Any] = method(
-            TableName=self.table, Key={self.partition_key: {"S": tag}}, **kwargs
-        )
-        return response
+        """One request through the tracker's store: counted with botocore's resends, and
+        transport errors typed also on a client passed in."""
+        key = {self.partition_key: {"S": tag}}
+        return self.store.call(operation, {"TableName": self.table, "Key": key, **kwargs}, tag)
 
     def _update(self, tag: str, **kwargs: Any) -> dict[str, Any] | None:
         """A conditional ``UpdateItem``: None when it was applied, the error's response
@@ -186,14 +187,25 @@ class DynamoDBGuard:
         if lineage is not None and lineage.create_op is not None:
             condition += " AND #cop = :cop"
             names["#cop"], values[":cop"] = "cop", {"B": lineage.create_op}
-        refused = self._update(
-            tag,
-            UpdateExpression="SET #st = :acked, #tok = :tok, #c = :claimed, #by = :me, #until = :until",
-            ConditionExpression=condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
+        try:
+            refused = self._update(
+                tag,
+                UpdateExpression="SET #st = :acked, #tok = :tok, #c = :claimed, #by = :me, #until = :until",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except RequestFailed as unknown:
+            # Every attempt's response lost (or a 5xx): the claim may have landed. Read it
+            # back, or the stream's retry, a new claimant, would wait out the whole lease.
+            try:
+                landed = self._call("GetItem", tag, ConsistentRead=True).get("Item") or {}
+            except RequestFailed:
+                raise unknown from None
+            if _claimed_by(landed, claimant):
+                return "claimed"
+            raise
         if refused is None:
             return "claimed"
         item: dict[str, Any] | None = refused.get("Item")
@@ -203,7 +215,7 @@ class DynamoDBGuard:
             return "gone"
         if item.get(CLAIM, {}).get("S") == "fired":
             return "fired"
-        if item.get(CLAIM, {}).get("S") == "claimed" and item.get(CLAIM_BY, {}).get("S") == claimant:
+        if _claimed_by(item, claimant):
             return "claimed"  # our own claim: its first copy landed, its response was lost
         state, total = item.get("state", {}).get("S"), item.get("sum", {}).get("N")
         if state != "acked" and not (state == "pending" and total == "0"):
@@ -232,6 +244,10 @@ class DynamoDBGuard:
             ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#until": CLAIM_UNTIL},
             ExpressionAttributeValues={":me": {"S": claimant}, ":claimed": {"S": "claimed"}},
         )
+
+
+def _claimed_by(item: dict[str, Any], claimant: str) -> bool:
+    return bool(item.get(CLAIM, {}).get("S") == "claimed" and item.get(CLAIM_BY, {}).get("S") == claimant)
 
 
 def _same_lineage(item: dict[str, Any], lineage: Lineage | None) -> bool:

@@ -26,6 +26,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from ..core.algebra import is_zero
 from ..errors import (
     BufferLengthsUnequal,
     ChainModeMismatch,
@@ -241,7 +242,7 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context, env: Envelope) -> Out
             ctx.message_id,
         )
         return "done"
-    if _is_zero(result):
+    if is_zero(result):
         log.info("%s: message %s is a late copy; the chain is complete", ctx.tag, ctx.message_id)
         return "dropped"
     # No copy of a child lands before this op did: where it landed (a duplicate found in
@@ -262,10 +263,6 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context, env: Envelope) -> Out
             len(children),
         )
     return "done"
-
-
-def _is_zero(value: object) -> bool:
-    return value == 0 if isinstance(value, int) else isinstance(value, bytes) and not any(value)
 
 
 _EVENTS = {

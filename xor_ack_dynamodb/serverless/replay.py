@@ -83,7 +83,7 @@ def scan_unfinished(
     has passed, then decided by the tracker's rules (the skew margin included). Reads
     the whole table: for operators. ``tracker`` is an ``XorAckDynamoDB`` (its clock is
     "now")."""
-    now = tracker.engine.now()
+    now = tracker.driver.now()
     names = {"#st": "state", "#dl": "deadline"}
     values: dict[str, Any] = {
         ":failed": {"S": "failed"},

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from ..core.algebra import is_zero
 from ..core.chain import Chain
 from ..errors import CorruptItem
 from .completion import Completion, CompletionGuard, Lineage, Target, fire_once
@@ -92,8 +93,7 @@ class StreamParts(Protocol):
 def _complete(chain: Chain | None) -> bool:
     if chain is None:
         return False
-    zero = not any(chain.value) if isinstance(chain.value, bytes) else chain.value == 0
-    return chain.state == "acked" or (chain.state == "pending" and zero)
+    return chain.state == "acked" or (chain.state == "pending" and is_zero(chain.value))
 
 
 def _decoded(value: Any) -> Any:

@@ -12,16 +12,17 @@ paths differ only in the hooks of a :class:`Plan`:
 path                start                            attempts     a chain still pending after
                                                                   its job
 ==================  ===============================  ===========  ============================
-RDD run             executors create the chains      replayed     failed (and replayed)
-DataFrame run       the driver creates them, in the  replayed     failed (and replayed)
+run (RDD or         the driver creates the chains    replayed     failed (and replayed)
+DataFrame)          (:meth:`Driver._create`), in the
                     background while the job runs
-handed, DataFrame   one stamp continues each, before one          pending if the job's part is
-                    the job (refused: left out)                   done, else failed
-handed, RDD         executors continue them          one          pending, failed if the job
-                                                                  was aborted
+handed (RDD or      one stamp continues each, before one          pending if the job's part is
+DataFrame)          the job (refused: left out)                   done, else failed
 streaming batch     create or continue, background   one a batch  pending while its root is
                                                                   open, else failed
 ==================  ===============================  ===========  ============================
+
+Both APIs ack what their sink committed through :meth:`Driver.commit`, and count
+requests one way: the driver's (executors send none).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from .chains import (
     Owners,
     Started,
     apply_acks,
+    create_chains,
     refuse_delete_on_ack,
     settle,
     snapshot,
@@ -141,15 +143,14 @@ class Plan:
     label: str
     #: Who the chains belong to (named by every fail), one for all or per tag.
     owner: Owners
+    #: Starts the chains on the driver (creates them, or continues handed ones).
+    start: Callable[[], Started]
     #: The owner the heartbeat names (None: chains checked against their own owners).
     beat_owner: str | None = None
-    #: Starts the chains on the driver; None when nothing does (the executors do).
-    start: Callable[[], Started] | None = None
     #: Start before the job, which then runs over the started chains only (default: in
     #: the background, while the job runs).
     start_first: bool = False
-    #: Read after the job: chains the executors found refused (tag -> why), and notes.
-    refused: Callable[[], Mapping[str, str]] = dict
+    #: Read after the job: the notes of the chains' records.
     notes: Callable[[], Mapping[str, str]] = dict
     #: Outcomes the job's own stamps and fails decided (not read again).
     known: Mapping[str, Attempt] | None = None
@@ -161,8 +162,6 @@ class Plan:
     #: ``settle_raised``); any other error ends the attempt and is reported.
     raises: tuple[type[BaseException], ...] = (XorAckError,)
     settle_raised: bool = True
-    #: Told the error of a job that failed.
-    on_error: Callable[[str], None] | None = None
 
 
 def _job_failed(pending: Callable[[str], str | None], error: str, tag: str) -> str | None:
@@ -214,6 +213,30 @@ class Driver:
         self.threads = threads
         self.counts: Counter[str] = Counter()
 
+    #: Send creates and stamps as ``create_many`` / ``stamp_many`` (TransactWriteItems
+    #: of up to 100 chains); set by the subclasses' ``transactions=``.
+    transactions: bool = False
+
+    def _create(self, edges: Mapping[str, int], attempt: int) -> Started:
+        """Create the attempt's chains ``tag -> root edge`` (:func:`~.chains.create_chains`,
+        op ids ``<owner>.<attempt>/create/<tag>``, owned by the run); counted."""
+        clock = time.perf_counter()
+        try:
+            created, refused = create_chains(
+                self.tracker,
+                edges,
+                self.group,
+                f"{self.tags.owner}.{attempt}/create",
+                owner=self.tags.owner,
+                threads=self.threads,
+                transactions=self.transactions,
+            )
+        finally:
+            self.counts["time_ms.creates"] += round(1000 * (time.perf_counter() - clock))
+        self.counts["chains_created"] += len(created)
+        self.counts["chains_refused"] += len(refused)
+        return created, refused
+
     def requests(self) -> Counter[str]:
         """What the driver did: creates, stamps, fails, reads (by operation), events, the
         heartbeat's (a tracker without request statistics, such as ``MemoryAck``, adds
@@ -251,6 +274,37 @@ class Driver:
         self.counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
         self.counts.update(counts)
         return counts
+
+    def commit(
+        self,
+        stamps: Mapping[str, int],
+        failures: Mapping[str, str],
+        notes: Mapping[str, str],
+        op_prefix: str,
+        *,
+        starting: Future[Started] | None,
+        noted: dict[str, str],
+        owner: Owners | None = None,
+        group: Group | Mapping[str, Group] | None = None,
+        known: dict[str, Attempt] | None = None,
+    ) -> Counter[str]:
+        """Ack what a job's committed output owes its chains (the sink of either API):
+        once the attempt's creates are done (``starting``; None: every chain is the
+        job's), stamp each chain it started once with its amount and fail the failed
+        ones (:meth:`stamp`, op ids ``<op_prefix>/<tag>``); keep their notes in
+        ``noted``. A chain not started (another writer's) is left alone."""
+        if starting is not None:
+            clock = time.perf_counter()
+            started = starting.result()[0]
+            self.counts["time_ms.create_wait"] += round(1000 * (time.perf_counter() - clock))
+            stamps = {t: v for t, v in stamps.items() if t in started}
+            failures = {t: r for t, r in failures.items() if t in started}
+            notes = {t: n for t, n in notes.items() if t in started}
+        for tag, text in notes.items():
+            noted.setdefault(tag, text)
+        return self.stamp(
+            stamps, failures, op_prefix, owner=owner, group=group, known=known, transactions=self.transactions
+        )
 
     def run_attempts(
         self,
@@ -314,9 +368,7 @@ class Driver:
         error: str | None = None
         with ThreadPoolExecutor(1, thread_name_prefix="xor-ack-start") as background:
             starting: Future[Started] = Future()
-            if plan.start is None:
-                starting.set_result((set(plan.tags), {}))
-            elif plan.start_first:
+            if plan.start_first:
                 starting.set_result(plan.start())
             else:
                 starting = background.submit(plan.start)
@@ -335,8 +387,6 @@ class Driver:
                     error = job_error(exc)
                     log.warning("%s: the job failed: %s", plan.label, error)
                     log.debug("%s: the job's error in full: %s", plan.label, job_error_detail(exc))
-                    if plan.on_error is not None:
-                        plan.on_error(error)
                 finally:
                     beat.add_to(self.counts, self.tracker)
             return self._settle(plan, starting, error), error
@@ -344,7 +394,7 @@ class Driver:
     def _settle(self, plan: Plan, starting: Future[Started], error: str | None = None) -> dict[str, Attempt]:
         """How the attempt's chains ended. A chain left still pending by a job that
         failed is failed with the job's error as its reason (what a user looks for)."""
-        refused = {**starting.result()[1], **plan.refused()}
+        refused = dict(starting.result()[1])
         clock = time.perf_counter()
         try:
             return settle(

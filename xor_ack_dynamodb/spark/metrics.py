@@ -32,8 +32,8 @@ METRICS: dict[str, str] = {
     "roots_expired": "roots whose last attempt's chain expired",
     "roots_missing": "roots whose last attempt's chain was never created",
     "replays": "attempts beyond each root's first",
-    "requests": "DynamoDB requests of the run: the driver's, the heartbeat's and, on the "
-    "RDD path, the executors' (botocore's resends included)",
+    "requests": "DynamoDB requests of the run: the driver's and the heartbeat's (botocore's "
+    "resends included)",
     "stamps": "stamps the driver sent",
     "heartbeats": "beats of the heartbeat (each touches the attempt's pending chains)",
     "retries": "requests the library sent again (a lost race, throttling, a lost response)",

@@ -9,21 +9,19 @@ or of another owner: refused, nothing sent to it, its rows not processed; the jo
 creates a chain); continuing is one stamp ``e ^ r`` under op id ``edge:<hex>``, so a
 copy of the hand-over is a duplicate and a second job handed the same edge is refused
 (``OpIdReused``); a part that is not complete fails the chain, for its upstream to
-replay. Handed roots get one attempt in Spark. On the RDD path
-(:func:`run_handed_rdd`) ``r`` derives from the run's key and the tag, so a retried
-task's continuing stamp is a duplicate; a refused chain's root is dropped and reported.
+replay. Handed roots get one attempt in Spark. Both APIs share the run: the driver
+sends the continuing stamps before the job (``r`` derives from the run's key and the
+tag), runs the job over the continued roots only, and stamps each chain once with what
+the job's sink committed (:func:`run_handed_frames`, :func:`run_handed_rdd`).
 
 See docs/spark.md, "Chains started upstream" (both paths, outcomes, requests).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..core.factory import MAX_OWNER
@@ -33,12 +31,9 @@ from ..stamps import check_tag
 from .attempts import Plan
 from .chains import CHAIN_ENDED, Started, pool_map, split_refusals
 from .frame import Commit, FrameAttempt, FrameJob, FrameTracking
-from .frame.columns import ChainXors
 from .group import Group
 from .outcomes import CONFLICT, Attempt, RootOutcome, RunReport
 from .rdd import RDDTracking, TrackedRDD
-from .rdd.executor import RunSpec
-from .rdd.steps import start_partition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -56,8 +51,6 @@ __all__ = [
     "stamp_handed",
     "REFUSED",
 ]
-
-log = logging.getLogger("xor_ack_dynamodb.spark")
 
 #: The state reported for a handed chain the job did not continue.
 REFUSED = "refused"
@@ -194,49 +187,73 @@ class _Part:
     """What the job did of each handed chain's part: done (the chain may still wait on
     other holders' edges) or, for the others, why not."""
 
+    internal: dict[str, int]
     done: set[str] = field(default_factory=set)
     reasons: dict[str, str] = field(default_factory=dict)
+
+    def committed(self, tags: list[str], xors: Mapping[str, int], errors: Mapping[str, str]) -> None:
+        """What the job's sink owes each chain (``xors``; ``errors``: chains that
+        failed): the part is done when it owes exactly the edge the hand-over started."""
+        for tag in tags:
+            if tag in errors:
+                self.reasons[tag] = errors[tag]
+            elif xors.get(tag, 0) == self.internal[tag]:
+                self.done.add(tag)
+            else:
+                self.reasons[tag] = "rows of this root did not reach the committed write"
 
     def pending(self, tag: str) -> str | None:
         """Why a chain still pending after the job fails, or None: it waits."""
         return None if tag in self.done else self.reasons.get(tag, "this job did not complete its part")
 
 
+#: ``job(part, continued)``: the Spark job over the continued handed roots: builds the
+#: pipeline of either API, runs it, tells ``part`` what its sink committed.
+_Job = Callable[[_Part, list[Handed]], object]
+
+
 def _run(
-    tracking: FrameTracking | RDDTracking, handed: Sequence[Handed], plan: Callable[[list[Handed]], Plan]
+    tracking: FrameTracking | RDDTracking, handed: Sequence[Handed], job: _Job, **hooks: Any
 ) -> RunReport:
     """The one attempt of handed roots: refuse the chains that are not to be continued
-    (nothing is sent to them), run ``plan(accepted)`` through the attempt loop, report
-    one outcome per handed root."""
+    (nothing is sent to them), continue the others from the driver before the job
+    (:func:`stamp_handed`: a chain that refuses the hand-over is left out of the job, so
+    none of its rows is processed or written), run ``job`` over the continued ones
+    through the attempt loop, report one outcome per handed root."""
     if tracking.group.is_sum:
         raise InvalidConfig("handed chains are xor chains: continue them with an xor-mode tracker")
+    part = _Part({h.tag: tracking.edges.root(f"handed/{h.tag}") for h in handed})
     results = refuse_unhanded(tracking.tracker, handed)
     accepted = [h for h in handed if h.tag not in results]
+
+    def start() -> Started:
+        def one(item: Handed) -> tuple[str, str | None]:
+            return item.tag, stamp_handed(tracking.tracker, item, part.internal[item.tag])
+
+        return split_refusals(pool_map(tracking.threads, one, accepted))
+
+    def run(starting: Future[Started]) -> object:
+        return job(part, [h for h in accepted if h.tag in starting.result()[0]])
+
     errors: list[str] = []
     if accepted:
-        settled, error = tracking.attempt(plan(accepted))
+        plan = Plan(
+            [h.tag for h in accepted],
+            run,
+            "handed chains",
+            {h.tag: h.owner for h in accepted},
+            start=start,
+            start_first=True,
+            refused_state=REFUSED,
+            pending=part.pending,
+            missing="the chain is gone",
+            **hooks,
+        )
+        settled, error = tracking.attempt(plan)
         results.update(settled)
         errors += [error] if error else []
     outcomes = [RootOutcome(h.key, h.tag, [results[h.tag]]) for h in handed]
     return RunReport(outcomes, tracking.requests(), errors)
-
-
-def _plan(
-    accepted: list[Handed], job: Callable[[Future[Started]], object], part: _Part, **hooks: Any
-) -> Plan:
-    return Plan(
-        [h.tag for h in accepted],
-        job,
-        "handed chains",
-        {h.tag: h.owner for h in accepted},
-        refused_state=REFUSED,
-        pending=part.pending,
-        missing="the chain is gone",
-        **hooks,
-    )
-
-
-# -- DataFrames ----------------------------------------------------------------------------
 
 
 def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: FrameJob) -> RunReport:
@@ -248,62 +265,23 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
     ``pending``, ``failed``, ``refused`` (not adopted: nothing sent) or ``missing``.
     Raises before any request for bad input (:func:`check_handed`)."""
     check_handed(handed)
-    internal = {h.tag: tracking.edges.root(f"handed/{h.tag}") for h in handed}
-    part = _Part()
 
-    def start(accepted: list[Handed]) -> Started:
-        def one(item: Handed) -> tuple[str, str | None]:
-            return item.tag, stamp_handed(tracking.tracker, item, internal[item.tag])
+    def run(part: _Part, going: list[Handed]) -> object:
+        tags = [h.tag for h in going]
+        commit = Commit(
+            op_prefix=f"{tracking.tags.owner}.1/sink",
+            owner={h.tag: h.owner for h in going},
+            group={h.tag: Group("xor", len(h.edge)) for h in going},
+            before=lambda xors: part.committed(tags, xors.xors, xors.errors),
+            known=None,
+            keep_unacked=True,
+        )
+        starting: Future[Started] = Future()
+        starting.set_result((set(tags), {}))
+        edges = {t: part.internal[t] for t in tags}
+        return job(FrameAttempt(tracking, 1, [h.key for h in going], tags, tags, edges, starting, commit))
 
-        return split_refusals(pool_map(tracking.threads, one, accepted))
-
-    def plan(accepted: list[Handed]) -> Plan:
-        def run(starting: Future[Started]) -> object:
-            going = [h for h in accepted if h.tag in starting.result()[0]]
-            tags = [h.tag for h in going]
-
-            def committed(xors: ChainXors) -> None:
-                for tag in tags:
-                    if tag in xors.errors:
-                        part.reasons[tag] = xors.errors[tag]
-                    elif xors.xors.get(tag, 0) == internal[tag]:
-                        part.done.add(tag)
-                    else:
-                        part.reasons[tag] = "rows of this root did not reach the committed write"
-
-            commit = Commit(
-                op_prefix=f"{tracking.tags.owner}.1/sink",
-                owner={h.tag: h.owner for h in going},
-                group={h.tag: Group("xor", len(h.edge)) for h in going},
-                before=committed,
-                known=None,
-                keep_unacked=True,
-            )
-            edges = {t: internal[t] for t in tags}
-            return job(FrameAttempt(tracking, 1, [h.key for h in going], tags, tags, edges, starting, commit))
-
-        # Started before the job (not in the background as a run's creates are): a
-        # chain that refuses the hand-over is left out of the job, so none of its rows
-        # is processed or written.
-        return _plan(accepted, run, part, start=partial(start, accepted), start_first=True)
-
-    return _run(tracking, handed, plan)
-
-
-# -- RDDs ----------------------------------------------------------------------------------
-
-
-def continue_handed(spec: RunSpec, tracker: Any, item: Handed) -> tuple[str, str, Any]:
-    """The first step over handed roots (a :data:`~.rdd.steps.Starter`):
-    :func:`stamp_handed` finishes the handed edge and starts the root record's edge
-    (derived from the run's key and the tag, so a retried task sends the same stamp
-    under the same op id: a duplicate)."""
-    child = spec.edges.root(f"handed/{item.tag}")
-    why = stamp_handed(tracker, item, child)
-    if why is not None:
-        log.warning("handed chain %s: %s", item.tag, why)
-        return "handed_refused", item.tag, None
-    return "stamps", item.tag, (item.key, item.tag, child)
+    return _run(tracking, handed, run)
 
 
 def run_handed_rdd(
@@ -318,30 +296,21 @@ def run_handed_rdd(
     ``Handed.root``, or the tag); the job ends in a sink as usual. Every stamp names the
     handed owner. See the module doc for what is reported."""
     check_handed(handed, edge_size=tracking.edge_size)
+    notes: dict[str, str] = {}
 
-    def plan(accepted: list[Handed]) -> Plan:
-        owners = {h.tag: h.owner for h in accepted}
-        spec = dataclasses.replace(tracking.spec(1), owners=owners)
-        step = f"{next(tracking._steps)}-handed"
-        slices = max(1, min(len(accepted), num_slices or tracking.sc.defaultParallelism))
-        rdd = tracking.sc.parallelize(accepted, slices).mapPartitionsWithIndex(
-            partial(start_partition, spec, step, continue_handed)
-        )
+    def run(part: _Part, going: list[Handed]) -> object:
+        owners = {h.tag: h.owner for h in going}
+        spec = tracking.spec(1)
+        records = [(h.key, h.tag, part.internal[h.tag]) for h in going]
+        slices = max(1, min(len(records), num_slices or tracking.sc.defaultParallelism))
         tracking.sc.setJobDescription(f"xor-ack run {tracking.run_id}: handed chains")
-        part = _Part(set(owners))
+        ack = tracking.acker(spec, owner=owners, notes=notes)
 
-        def failed(error: str) -> None:  # the job was aborted: no part is done
-            part.done.clear()
-            part.reasons.update(dict.fromkeys(owners, f"the job failed: {error}"))
+        def acker(step: str, stamps: dict[str, int], failures: dict[str, str], noted: dict[str, str]) -> Any:
+            part.committed(list(owners), stamps, failures)
+            return ack(step, stamps, failures, noted)
 
-        started = TrackedRDD(rdd, spec, tracking._steps, tracking.acker(spec, owner=owners))
-        return _plan(
-            accepted,
-            lambda _: job(started, 1),
-            part,
-            refused=tracking.refused("not adopted: the chain refused the handed edge"),
-            raises=(),
-            on_error=failed,
-        )
+        rdd = tracking.sc.parallelize(records, slices)
+        return job(TrackedRDD(rdd, spec, tracking._steps, acker), 1)
 
-    return _run(tracking, handed, plan)
+    return _run(tracking, handed, run, notes=lambda: notes, raises=())

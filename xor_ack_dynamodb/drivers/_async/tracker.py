@@ -19,7 +19,7 @@ from ...core.calls import Call, first_outcome
 from ...core.factory import CallFactory, StampSpec
 from ...core.rules import ChainRules
 from ...core.stamping import StampCall
-from ...core.verdicts import Plan
+from ...core.verdicts import StampPlan
 from ...errors import XorAckError
 from ...stamps import Position, Stamp, Sum, check_tags
 from ...stats import RequestStats
@@ -43,11 +43,6 @@ class AsyncTracker:
         budget, clock, size = options.budget, options.clock, options.cache_size
         self.driver = AsyncDriver(store, rules, retry=budget, stats=stats, clock=clock, cache_size=size)
         self.calls = CallFactory(rules, self.driver.history)
-
-    @property
-    def engine(self) -> AsyncDriver:
-        """The driver, by its former name."""
-        return self.driver
 
     @property
     def rules(self) -> ChainRules:
@@ -261,7 +256,7 @@ class AsyncTracker:
         (``InvalidConfig`` for a chain named twice: combine its stamps first)."""
         check_batch_options(concurrency, progress, transactions)
         cache = self.driver.cache
-        calls: list[Call[Plan]] = [
+        calls: list[Call[StampPlan]] = [
             self.calls.batch_stamp(spec, cache.get(getattr(spec, "tag", ""))) for spec in stamps
         ]
         self.calls.distinct([c.tag for c in calls])

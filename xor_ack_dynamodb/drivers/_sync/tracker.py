@@ -21,7 +21,7 @@ from ...core.calls import Call, first_outcome
 from ...core.factory import CallFactory, StampSpec
 from ...core.rules import ChainRules
 from ...core.stamping import StampCall
-from ...core.verdicts import Plan
+from ...core.verdicts import StampPlan
 from ...errors import XorAckError
 from ...stamps import Position, Stamp, Sum, check_tags
 from ...stats import RequestStats
@@ -45,11 +45,6 @@ class SyncTracker:
         budget, clock, size = options.budget, options.clock, options.cache_size
         self.driver = Driver(store, rules, retry=budget, stats=stats, clock=clock, cache_size=size)
         self.calls = CallFactory(rules, self.driver.history)
-
-    @property
-    def engine(self) -> Driver:
-        """The driver, by its former name."""
-        return self.driver
 
     @property
     def rules(self) -> ChainRules:
@@ -263,7 +258,7 @@ class SyncTracker:
         (``InvalidConfig`` for a chain named twice: combine its stamps first)."""
         check_batch_options(concurrency, progress, transactions)
         cache = self.driver.cache
-        calls: list[Call[Plan]] = [
+        calls: list[Call[StampPlan]] = [
             self.calls.batch_stamp(spec, cache.get(getattr(spec, "tag", ""))) for spec in stamps
         ]
         self.calls.distinct([c.tag for c in calls])

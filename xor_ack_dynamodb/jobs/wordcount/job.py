@@ -186,9 +186,9 @@ def run_wordcount(
     Spark's file splits on the DataFrame path (``spark.sql.files.maxPartitionBytes``,
     default 128 MiB); ``after_flush``: a test hook of the RDD path
     (:class:`~xor_ack_dynamodb.spark.DieOnFirstAttempt`), after each step's flush.
-    ``tracker``: the DataFrame driver's tracker (default: the one ``config`` describes; only the
-    driver talks to it on that path, so a ``MemoryAck`` measures Spark's own cost).
-    ``transactions``: the DataFrame driver's creates and stamps as TransactWriteItems of
+    ``tracker``: the driver's tracker (default: the one ``config`` describes; on both paths
+    only the driver talks to it, so a ``MemoryAck`` measures Spark's own cost).
+    ``transactions``: the driver's creates and stamps as TransactWriteItems of
     up to 100 (see :class:`~xor_ack_dynamodb.spark.frame.FrameTracking`).
     ``started_at``: the ``time.time()`` the report's ``wall_seconds`` counts from
     (``xor-ack`` passes its process's start, so the figure includes the interpreter,
@@ -228,14 +228,12 @@ def run_wordcount(
             "after_flush is a hook of the RDD path (the DataFrame path runs no Python per row)"
         )
     if api == "rdd":
-        if tracker is not None:
-            raise InvalidConfig("no tracker= with api='rdd': its executors reach the table")
         if is_connect(spark):
             raise InvalidConfig(
                 "the RDD job cannot run under Spark Connect (it has no RDDs): use api='frame'"
             )
         sc = spark if isinstance(spark, SparkContext) else spark.sparkContext
-        report = run_rdd(sc, roots, config, options)
+        report = run_rdd(sc, roots, config, options, tracker)
         phases["job"] = time.perf_counter() - clock
         clock = time.perf_counter()
         counts = rdd_counts(sc, options, _acked_attempts(report, roots))

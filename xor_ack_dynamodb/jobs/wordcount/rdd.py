@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
 
     from ...config import AckConfig
+    from ...interfaces import AckTracker
 
 __all__ = ["ReadWords", "CountWord", "rdd_job", "run_rdd", "rdd_counts", "input_slices", "Root"]
 
@@ -127,16 +128,26 @@ def rdd_job(stream: Stream, attempt: int, options: Options) -> int:
 
 
 def run_rdd(
-    sc: SparkContext, roots: Sequence[Root], config: AckConfig | None, options: Options
+    sc: SparkContext,
+    roots: Sequence[Root],
+    config: AckConfig | None,
+    options: Options,
+    tracker: AckTracker | None = None,
 ) -> RunReport | None:
-    """Run the job tracked (a report) or, with ``config`` None, untracked (None)."""
+    """Run the job tracked (a report) or, with ``config`` None, untracked (None);
+    ``tracker``: the driver's (default: the one ``config`` describes)."""
     job = partial(rdd_job, options=options)
     slices = input_slices(sc, len(roots))
     if config is None:
         job(UntrackedRDD(sc.parallelize(list(roots), slices)), 1)
         return None
     tracking = RDDTracking(
-        sc, config, run_id=options.run_id, after_flush=options.after_flush, transactions=options.transactions
+        sc,
+        config,
+        run_id=options.run_id,
+        after_flush=options.after_flush,
+        transactions=options.transactions,
+        tracker=tracker,
     )
     return tracking.run(
         list(roots),

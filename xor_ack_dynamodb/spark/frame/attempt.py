@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -52,8 +51,8 @@ class FrameRun(Protocol):
     group: Group
     counts: Counter[str]
 
-    def stamp(self, *args: Any, **kwargs: Any) -> Counter[str]:
-        """:meth:`~xor_ack_dynamodb.spark.attempts.Driver.stamp`."""
+    def commit(self, *args: Any, **kwargs: Any) -> Counter[str]:
+        """:meth:`~xor_ack_dynamodb.spark.attempts.Driver.commit`."""
 
 
 @dataclass
@@ -205,21 +204,18 @@ class FrameAttempt:
         commit = self.commit
         if commit.before is not None:
             commit.before(xors)
-        clock = time.perf_counter()
-        started = self._starting.result()[0]
-        self.tracking.counts["time_ms.create_wait"] += round(1000 * (time.perf_counter() - clock))
-        mine = set(self.tags) & started
-        commit.notes.update({tag: note for tag, note in xors.notes.items() if tag in mine})
         # A sum chain holds the root edge r: -x brings it to zero exactly when x == r.
         finished = self.tracking.group.finished
-        counts = self.tracking.stamp(
-            {tag: finished(value) for tag, value in xors.xors.items() if tag in mine},
-            {tag: reason for tag, reason in xors.errors.items() if tag in mine},
+        counts = self.tracking.commit(
+            {tag: finished(value) for tag, value in xors.xors.items()},
+            xors.errors,
+            xors.notes,
             commit.op_prefix or f"{self.tracking.tags.owner}.{self.number}/{write_id}",
+            starting=self._starting,
+            noted=commit.notes,
             owner=commit.owner,
             group=commit.group,
             known=acked,
-            transactions=self.tracking.transactions,
         )
         if commit.known is not None:
             commit.known.update(acked)

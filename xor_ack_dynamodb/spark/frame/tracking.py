@@ -6,14 +6,12 @@ attempt's chains from the driver while the job runs; the job gets a
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidConfig
 from ..attempts import DRIVER_THREADS, Driver, Plan
-from ..chains import Started, create_chains
 from ..context import is_connect
 from ..heartbeat import HeartbeatPolicy
 from ..outcomes import RunObserver, RunReport
@@ -194,24 +192,6 @@ class FrameTracking(Driver):
         :func:`.commit.recover`, which every tracked write runs first. Returns how many
         writes were published."""
         return protocol.recover(self.spark, Location.of(location), self.tracker)
-
-    def _create(self, edges: dict[str, int], attempt: int) -> Started:
-        clock = time.perf_counter()
-        try:
-            created, refused = create_chains(
-                self.tracker,
-                edges,
-                self.group,
-                f"{self.tags.owner}.{attempt}/create",
-                owner=self.tags.owner,
-                threads=self.threads,
-                transactions=self.transactions,
-            )
-        finally:
-            self.counts["time_ms.creates"] += round(1000 * (time.perf_counter() - clock))
-        self.counts["chains_created"] += len(created)
-        self.counts["chains_refused"] += len(refused)
-        return created, refused
 
     def acked_rows(self, df: DataFrame, report: RunReport, tag_column: str = "xor_ack_tag") -> DataFrame:
         """The rows of ``df`` (written by this run's attempts) whose chain ended acked:

@@ -1,5 +1,5 @@
-"""Tracked RDDs: per-record bookkeeping in Python on the executors, one stamp per chain
-per attempt from the driver.
+"""Tracked RDDs: per-record bookkeeping in Python on the executors (no requests there);
+the driver creates each chain, and stamps it once per attempt.
 
 - :mod:`.tracked`: :class:`TrackedRDD` and its steps' driver side;
 - :mod:`.steps` and :mod:`.executor`: what runs in the tasks (ledgers, carriers);

@@ -7,45 +7,28 @@ Records are ``(value, tag, anchor)`` triples; see :data:`~.executor.Record`. Anc
 combine in the run's :class:`~.group.Group`: XOR for xor chains, ``+`` for sum chains
 (where a stamp adds the edges started and subtracts the anchors finished).
 
-Every step passes carrier records (:class:`~.executor.Carry`: the XORs earlier steps owe
+Every step passes carrier records (:class:`~.executor.Carry`: what earlier steps owe
 their chains, on their way to the driver) through untouched, and ends by emitting its
-own ledger's carrier, if any (see :mod:`.executor`).
+own ledger's carrier, if any (see :mod:`.executor`). No step sends a request.
 
 Exceptions raised by user functions fail the record's chains and the partition goes on;
 a record that raised is dropped without acking its edges, so its chains cannot reach
-zero whatever else arrives. Everything else (DynamoDB unreachable) fails the task, which
-Spark retries; deterministic edges and op ids make the retry safe.
+zero whatever else arrives; the driver fails them after the sink. Deterministic edges
+make a retried or recomputed task emit the same records and carriers.
 """
 
 from __future__ import annotations
 
 import functools
 import operator
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ...errors import TagExists
-from ..chains import snapshot
 from ..outcomes import failure_reason
-from .executor import (
-    Anchor,
-    Anchors,
-    Carry,
-    Ledger,
-    Noted,
-    Record,
-    RunSpec,
-    executor_tracker,
-    report,
-    report_conflict,
-)
+from .executor import Anchor, Anchors, Carry, Ledger, Noted, Record, RunSpec
 
 __all__ = [
     "start_partition",
-    "create_root",
-    "Starter",
-    "start_fan_out_partition",
     "fan_out_partition",
     "map_partition",
     "key_partition",
@@ -57,49 +40,19 @@ __all__ = [
 
 #: A reduce value on its way through the shuffle: (value, tag, anchor, error or None).
 Combined = tuple[Any, str | None, Anchor, str | None]
-#: What starting one root gives: a counter to add 1 to, the chain's tag, and the record
-#: to emit (None: the chain is not the run's to touch).
-StartedRoot = tuple[str, str, Record | None]
-#: ``start(spec, tracker, root)``: starts one root's chain on an executor.
-Starter = Callable[[RunSpec, Any, Any], StartedRoot]
 #: What a sink partition returns to the driver: (values written, pending stamp per chain,
-#: failure reason per chain).
-SinkResult = tuple[int, dict[str, int], dict[str, str]]
+#: failure reason per chain, note per chain).
+SinkResult = tuple[int, dict[str, int], dict[str, str], dict[str, str]]
 
 
 def start_partition(
-    spec: RunSpec, step: str, start: Starter, index: int, roots: Iterable[Any]
+    spec: RunSpec, key: Callable[[Any], Any], index: int, roots: Iterable[Any]
 ) -> Iterator[Record]:
-    """The first step over the roots: ``start`` starts each root's chain (with a request
-    whose op id makes a retried task's copy a duplicate) and gives the record to emit;
-    a chain that is not the run's to touch is reported to the driver, its root dropped."""
-    tracker = executor_tracker(spec.config)
-    before = snapshot(tracker)
-    counts: Counter[str] = Counter()
+    """The first step over the roots: each root anchored to its chain's root edge (the
+    driver creates the chains, holding that edge)."""
     for root in roots:
-        counter, tag, record = start(spec, tracker, root)
-        counts[counter] += 1
-        if record is None:
-            report_conflict(spec, tag)
-        else:
-            yield record
-    report(spec, tracker, before, counts)
-    if spec.after_flush is not None:
-        spec.after_flush(step, index)
-
-
-def create_root(step: str, key: Callable[[Any], Any], spec: RunSpec, tracker: Any, root: Any) -> StartedRoot:
-    """A :data:`Starter`: create one chain per root (tag ``spec.tag(key(root))``, op id
-    ``<run>/<step>/<tag>``) and emit the root anchored to it."""
-    tag = spec.tag(key(root))
-    edge = spec.edges.root(tag)
-    try:
-        tracker.create(
-            tag, spec.group.value(edge), op_id=f"{spec.op_run}/{step}/{tag}", owner=spec.tags.owner
-        )
-    except TagExists:  # not ours (see Ledger._flush_one): never adopted
-        return "create_exists", tag, None
-    return "chains_created", tag, (root, tag, edge)
+        tag = spec.tag(key(root))
+        yield root, tag, spec.edges.root(tag)
 
 
 def _children(spec: RunSpec, parent: int, count: int) -> tuple[list[int], int]:
@@ -149,41 +102,6 @@ def fan_out_partition(
             per_chain[chain] = edges
         for position, child in enumerate(children):
             yield child, None, {chain: edges[position] for chain, edges in per_chain.items()}
-    yield from ledger.flush()
-
-
-def start_fan_out_partition(
-    spec: RunSpec,
-    step: str,
-    key: Callable[[Any], Any],
-    fn: Callable[[Any], Iterable[Any] | Noted],
-    index: int,
-    roots: Iterable[Any],
-) -> Iterator[Record]:
-    """``start`` and ``fan_out`` in one step: each root's chain is created at the end of
-    the partition already holding its children's edges (the root edge is started and
-    acked in the same write). A root whose ``fn`` raised gets a chain created and failed.
-    The children are emitted before the chain exists; every step after this one flushes
-    later (in this task, its flush follows this one; other tasks run after this one
-    ended), so no stamp can reach a chain that is not there yet."""
-    ledger = Ledger(spec, step, index)
-    for root in roots:
-        tag = spec.tag(key(root))
-        edge = spec.edges.root(tag)
-        ledger.create(tag, edge)
-        try:
-            result = fn(root)
-            if isinstance(result, Noted):
-                ledger.note([tag], result.note)
-                result = result.items
-            children = list(result)
-        except Exception as exc:
-            ledger.fail([tag], exc)
-            continue
-        edges, started = _children(spec, edge, len(children))
-        ledger.add(tag, spec.group.finish(started, edge))
-        for child, child_edge in zip(children, edges, strict=True):
-            yield child, tag, child_edge
     yield from ledger.flush()
 
 
@@ -297,8 +215,9 @@ def sink_partition(
 ) -> Iterator[SinkResult]:
     """Write the partition's values with ``writer``, then return to the driver what to
     ack: per chain, the stamp that finishes the written records' anchors (their XOR, or
-    minus their sum; the driver merges the partitions' results and stamps each chain
-    once; see :meth:`TrackedRDD.sink`).
+    minus their sum) with what the carriers brought, the failed chains and the notes
+    (the driver merges the partitions' results and stamps each chain once; see
+    :meth:`TrackedRDD.sink`).
 
     ``writer(index, values)`` must return only once the output is durable, and must be
     idempotent per partition (a retried or speculative task writes the same values
@@ -309,17 +228,17 @@ def sink_partition(
     pending = ledger.pending
     finish = spec.group.finish
     values: list[Any] = []
+    carried: list[Record] = []
     for value, tag, anchor in records:
         if type(value) is Carry:
-            # Stamp amounts already (not anchors): merged, never finished.
-            for chain, amount in anchor.items():  # type: ignore[union-attr]
-                ledger.add(chain, amount)
-            continue
-        values.append(value)
-        if tag is not None:
+            carried.append((value, tag, anchor))
+        elif tag is not None:
+            values.append(value)
             pending[tag] = finish(pending.get(tag, 0), anchor)  # type: ignore[arg-type]
         else:
+            values.append(value)
             ledger.ack(anchor)  # type: ignore[arg-type]
+    ledger.carry(carried)
     try:
         writer(index, values)
     except Exception as exc:
@@ -328,4 +247,4 @@ def sink_partition(
         values = []
     if spec.after_flush is not None:
         spec.after_flush(step, index)
-    yield len(values), pending, ledger.failed
+    yield len(values), pending, ledger.failed, ledger.notes

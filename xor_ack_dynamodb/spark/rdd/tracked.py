@@ -6,10 +6,11 @@ RDD methods a pipeline needs (``fan_out`` for ``flatMap``, ``map``, ``filter``,
 acks. :class:`Stream` names those methods, so that a job function can also run over an
 untracked twin (the word count's baseline does, to measure what tracking costs).
 
-No executor stamps: each step's per-partition XORs travel down the pipeline with the
-data as one carrier record per partition (see :mod:`.executor`), the sink returns them
-with its own XORs to the driver, which stamps each chain once for the whole job. The
-number of DynamoDB writes grows with chains, not with records or partitions.
+Executors send no request: each step's per-partition XORs (and failed chains, notes)
+travel down the pipeline with the data as one carrier record per partition (see
+:mod:`.executor`), the sink returns them with its own XORs to the driver, which created
+the chains and stamps each once for the whole job. The number of DynamoDB writes grows
+with chains, not with records or partitions.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ U = TypeVar("U")
 #: once it is durable; idempotent per partition (retries and speculation call it again
 #: with the same values).
 PartitionWriter = Callable[[int, list[Any]], None]
-#: The driver's side of a sink: given the step name, the merged XOR per chain and the
-#: failure reason per chain of every partition, stamps and fails the chains; returns
-#: counts (``stamps``, ``chains_acked``, ...). Provided by :class:`RDDTracking`.
-Acker = Callable[[str, dict[str, int], dict[str, str]], Counter[str]]
+#: The driver's side of a sink: given the step name, the merged XOR per chain, the
+#: failure reason per chain and the note per chain of every partition, stamps and fails
+#: the chains; returns counts (``stamps``, ``chains_acked``, ...). Provided by
+#: :class:`RDDTracking`.
+Acker = Callable[[str, dict[str, int], dict[str, str], dict[str, str]], Counter[str]]
 
 
 class Stream(Protocol):
@@ -69,15 +71,11 @@ class TrackedRDD(Generic[T]):
         spec: RunSpec,
         steps_counter: itertools.count[int],
         acker: Acker,
-        roots: tuple[RDD[T], Callable[[T], Any]] | None = None,
     ) -> None:
         self.rdd = rdd
         self.spec = spec
         self._steps = steps_counter
         self._acker = acker
-        # Set on a freshly started RDD: (roots, key), so that a fan_out right after the
-        # start can create each chain and fan it out in one write.
-        self._roots = roots
 
     def _step(self, name: str) -> str:
         return f"{next(self._steps)}-{name}"
@@ -89,13 +87,8 @@ class TrackedRDD(Generic[T]):
         """Like ``flatMap``: each record is replaced by ``fn(value)``'s items, each
         anchored to a new edge of the parent's chains; the partition's carrier (one XOR
         per chain, stamped by the driver after the sink) acks the parents and starts the
-        children. Right after ``start``, the chains are
-        created already fanned out (one write per root instead of two)."""
+        children."""
         step = self._step(name)
-        if self._roots is not None:
-            roots, key = self._roots
-            fused = partial(steps.start_fan_out_partition, self.spec, step, key, fn)
-            return self._then(roots.mapPartitionsWithIndex(fused))
         return self._then(
             self.rdd.mapPartitionsWithIndex(partial(steps.fan_out_partition, self.spec, step, fn))
         )
@@ -136,20 +129,23 @@ class TrackedRDD(Generic[T]):
         hands the driver exactly one result per partition, from a successful attempt);
         the driver merges them and sends one stamp per chain for the whole sink (op id
         ``<run>.<attempt>/<step>/driver/<tag>``), concurrently. A partition whose writer
-        raised fails its chains instead."""
+        raised fails its chains instead; so do the chains of records that raised."""
         step = self._step(name)
         results = self.rdd.mapPartitionsWithIndex(
             partial(steps.sink_partition, self.spec, step, writer)
         ).collect()
         merged: dict[str, int] = {}
         failed: dict[str, str] = {}
+        notes: dict[str, str] = {}
         written = 0
         add = self.spec.group.merge
-        for count, pending, failures in results:
+        for count, pending, failures, noted in results:
             written += count
             for tag, value in pending.items():
                 merged[tag] = add(merged.get(tag, 0), value)
             for tag, reason in failures.items():
                 failed.setdefault(tag, reason)
-        self._acker(step, merged, failed)
+            for tag, text in noted.items():
+                notes.setdefault(tag, text)
+        self._acker(step, merged, failed, notes)
         return written

@@ -20,24 +20,28 @@ from ..output import Location
 __all__ = ["CsvPartitionWriter", "S3PartitionWriter", "csv_writer", "read_csv_parts", "read_s3_parts"]
 
 
-def _write(
-    location: Location,
-    header: Sequence[str],
-    to_row: Callable[[Any], Sequence[Any]],
-    index: int,
-    values: list[Any],
-) -> None:
-    with location.open(f"part-{index:05d}.csv") as handle:
-        text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
-        writer = csv.writer(text)
-        writer.writerow(header)
-        writer.writerows(to_row(v) for v in values)
-        text.flush()
-        text.detach()
+class _CsvParts:
+    """Writes partition ``i`` as one file ``part-<i>.csv`` of :meth:`location` (``header``
+    first, then ``to_row(value)`` per value), whole and durably (:meth:`Location.open`)."""
+
+    header: Sequence[str]
+    to_row: Callable[[Any], Sequence[Any]]
+
+    def location(self) -> Location:
+        raise NotImplementedError
+
+    def __call__(self, index: int, values: list[Any]) -> None:
+        with self.location().open(f"part-{index:05d}.csv") as handle:
+            text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
+            writer = csv.writer(text)
+            writer.writerow(self.header)
+            writer.writerows(self.to_row(v) for v in values)
+            text.flush()
+            text.detach()
 
 
 @dataclass(frozen=True)
-class CsvPartitionWriter:
+class CsvPartitionWriter(_CsvParts):
     """Writes partition ``i`` as ``<directory>/part-<i>.csv`` (``header`` first, then
     ``to_row(value)`` per value). Picklable; the directory must be on a file system the
     executors share with whoever reads the output (local disk in local mode; NFS, EFS
@@ -57,12 +61,9 @@ class CsvPartitionWriter:
     def location(self) -> Location:
         return Location.of(self.directory)
 
-    def __call__(self, index: int, values: list[Any]) -> None:
-        _write(self.location(), self.header, self.to_row, index, values)
-
 
 @dataclass(frozen=True)
-class S3PartitionWriter:
+class S3PartitionWriter(_CsvParts):
     """Writes partition ``i`` as one S3 object ``s3://<bucket>/<prefix>/part-<i>.csv``.
 
     A ``PutObject`` that returned is durably stored, and readers see the whole object or
@@ -84,9 +85,6 @@ class S3PartitionWriter:
 
     def location(self) -> Location:
         return Location(f"s3://{self.bucket}/{self.prefix}", self.endpoint_url, self.region)
-
-    def __call__(self, index: int, values: list[Any]) -> None:
-        _write(self.location(), self.header, self.to_row, index, values)
 
 
 def csv_writer(

@@ -263,7 +263,8 @@ class RequestCodec:
                 "AND (attribute_not_exists(#dl) OR #dl >= :now) AND NOT contains(#ops, :opk)"
             )
             names = codec.names("#sum", "#v", "#seq", "#ops", "#oph", "#tok", "#u", "#st", "#dl")
-            condition = self._owned(condition, names, values, request.owner)
+            names.update(codec.names("#lin", "#hb"))
+            condition = self._owned(f"{condition} AND {_MIGRATED}", names, values, request.owner)
             if request.guard is not None:
                 condition += self._guarded(request.guard, names, values)
             return self._update(
@@ -282,7 +283,7 @@ class RequestCodec:
                 ":purge": {"N": str(deadline + rules.skew + rules.retention)},
                 **_marks(request.now),
             }
-            names = codec.names("#pk", "#st", "#sum", "#dl", "#e", "#tok", "#u", "#v")
+            names = codec.names("#pk", "#st", "#sum", "#dl", "#e", "#tok", "#u", "#v", "#ops", "#lin", "#hb")
             live = _LIVE + " AND (attribute_not_exists(#dl) OR #dl >= :now)"
             condition = self._owned(live, names, values, request.owner)
             return self._update(
@@ -298,7 +299,7 @@ class RequestCodec:
                 ":purge": {"N": str(request.now + rules.retention)},
                 **_marks(request.now),
             }
-            names = codec.names("#pk", "#st", "#sum", "#e", "#tok", "#u", "#v")
+            names = codec.names("#pk", "#st", "#sum", "#e", "#tok", "#u", "#v", "#ops", "#lin", "#hb")
             update = "SET #st = :failed, #e = :purge, #tok = :tok, #u = :now"
             if request.reason:
                 update += ", #r = :reason"
@@ -362,13 +363,7 @@ class RequestCodec:
         if request.cut == 0:
             at = "(attribute_not_exists(#cn) OR #cn = :cut)"
         update = "REMOVE " + ", ".join(paths) + " ADD #tr :one, #cn :count"
-        if request.adopt:
-            condition = f"attribute_not_exists(#lin) AND {at} AND size(#ops) >= :n"
-            update = "SET #lin = :lin" + (", #hb = :cut " if request.cut else " ") + update
-            if request.cut:
-                names.update(codec.names("#hb"))
-        else:
-            condition = f"#lin = :lin AND {at} AND size(#ops) >= :n"
+        condition = f"#lin = :lin AND {at} AND size(#ops) >= :n"
         prepared = self._update(request.tag, update, condition, names, values)
         del prepared.kwargs["ReturnValues"]  # its answer is Written(None): no item to return
         return prepared
@@ -480,9 +475,14 @@ class RequestCodec:
         return f"attribute_not_exists(#tok) AND #s = :old AND {version}", names, values
 
 
-#: A chain an update may change: there, pending, and (sum mode) not at zero.
+#: Not an item of the 0.1 layout (op ids without a lineage; ``hb``: positions without
+#: history), which only ``xor-ack migrate`` may write: a blind update refuses it, and the
+#: refusal's ``ALL_OLD`` raises :class:`UnmigratedItem`.
+_MIGRATED = "attribute_not_exists(#hb) AND (attribute_exists(#lin) OR attribute_not_exists(#ops))"
+#: A chain an update may change: there, of the current layout, pending, and (sum mode)
+#: not at zero.
 _LIVE = (
-    "attribute_exists(#pk) AND (attribute_not_exists(#st) OR #st = :pending) "
+    f"attribute_exists(#pk) AND {_MIGRATED} AND (attribute_not_exists(#st) OR #st = :pending) "
     "AND (attribute_not_exists(#sum) OR #sum <> :zero)"
 )
 

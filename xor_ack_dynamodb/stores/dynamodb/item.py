@@ -22,9 +22,8 @@ Layout (the first two attributes are the Node package's, so both can share a tab
                            history); absent while none has
 ``lin``              B     the lineage: 8 random bytes drawn by the create; history
                            items are keyed by it
-``hb``               N     positions up to this have no history (a chain an older
-                           version wrote, adopted); absent for 0
-``adp``              N     1: the lineage adopted an item a foreign writer had reset
+``adp``              N     1: the lineage was started over an item a foreign writer
+                           had reset (its earlier ops are unknown)
 ``cop``              B     the create's op key + payload hash (12 bytes), for the chain's life
 ``owner``            S     optional: who created the chain (``owner=``)
 ``reason``           S     why a chain failed
@@ -33,9 +32,9 @@ Layout (the first two attributes are the Node package's, so both can share a tab
 =================  ======  ===============================================================
 
 An item written by the Node package has only the first two: it reads as a pending xor
-chain with no history that never expires. Items of this library's 0.1 layout (``ops`` as
-hex strings, ``expires_at`` as the deadline, no ``tok``) are read too (``cut``, the time
-of a trim that older versions wrote, is ignored).
+chain with no history that never expires. An item this library wrote before lineages
+(0.1.0 and earlier: ``ops`` without ``lin``) raises :class:`UnmigratedItem` until
+``xor-ack migrate`` (:mod:`.migrate`) rewrote it.
 
 A history block is an item of its own in the same table, keyed
 ``RESERVED_PREFIX + blake2b(tag, lineage) + "/" + index`` (a key no chain's tag can
@@ -55,7 +54,7 @@ from boto3.dynamodb.types import Binary, TypeDeserializer
 
 from ...core.chain import DIGEST_BYTES, OP_KEY_BYTES, STORED_STATES, UNKNOWN_DIGEST, Chain, Op
 from ...core.history import Block
-from ...errors import CorruptItem, InvalidConfig
+from ...errors import CorruptItem, InvalidConfig, UnmigratedItem
 from ...stamps import RESERVED_PREFIX
 
 __all__ = ["ItemCodec", "Item", "ATTRIBUTES"]
@@ -135,7 +134,6 @@ class ItemCodec:
             "win": chain.window,
             "trims": chain.trims or None,
             "cutn": chain.cut_seq or None,
-            "hb": chain.base or None,
             "adp": 1 if chain.adopted else None,
             "created_at": chain.created_at,
             "updated_at": chain.updated_at,
@@ -157,7 +155,8 @@ class ItemCodec:
     # -- reading ---------------------------------------------------------------------
 
     def parse(self, item: Item, tag: str | None = None) -> Chain:
-        """Read an item. Raises :class:`CorruptItem` for an attribute of the wrong type."""
+        """Read an item. Raises :class:`CorruptItem` for an attribute of the wrong type,
+        :class:`UnmigratedItem` for an item of the 0.1 layout."""
         try:
             data = {k: _deserializer.deserialize(cast(Any, v)) for k, v in item.items()}
         except (TypeError, ValueError) as exc:
@@ -177,19 +176,20 @@ class ItemCodec:
         state = data.get("state", "pending")
         if state not in STORED_STATES:
             raise CorruptItem(f"chain item's 'state' is {state!r}", tag=tag)
-        token = _binary(data, "tok", tag)
-        purge_at = self._number(data, self.ttl_attribute, tag)
-        deadline = self._number(data, "deadline", tag)
-        if token is None and deadline is None and state == "pending":
-            deadline = purge_at  # the 0.1 layout: expires_at was the deadline
+        if "lin" not in data and isinstance(data.get("ops"), list) or "hb" in data:
+            raise UnmigratedItem(
+                f"chain {tag!r} was written by xor-ack-dynamodb 0.1 (no lineage): "
+                "run 'xor-ack migrate' once before this version uses the table",
+                tag=tag,
+            )
         return Chain(
             tag=tag,
             mode=mode,  # type: ignore[arg-type]
             value=value,
             state=state,
-            deadline=deadline,
-            purge_at=purge_at,
-            token=token,
+            deadline=self._number(data, "deadline", tag),
+            purge_at=self._number(data, self.ttl_attribute, tag),
+            token=_binary(data, "tok", tag),
             version=self._number(data, "version", tag) or 0,
             seq=self._number(data, "seq", tag) or 0,
             ops=_ops(data.get("ops"), data.get("oph"), tag),
@@ -197,7 +197,6 @@ class ItemCodec:
             trims=self._number(data, "trims", tag) or 0,
             cut_seq=self._number(data, "cutn", tag) or 0,
             lineage=_binary(data, "lin", tag),
-            base=self._number(data, "hb", tag) or 0,
             adopted=bool(self._number(data, "adp", tag)),
             create_op=_create_op(data.get("cop"), tag),
             owner=_string(data, "owner", tag),
@@ -282,11 +281,6 @@ def _ops(keys: Any, digests: Any, tag: str) -> tuple[Op, ...]:
     for key in keys:
         if isinstance(key, Binary) and len(cast(Any, key).value) == OP_KEY_BYTES:
             out.append(bytes(cast(Any, key).value))
-        elif isinstance(key, str) and len(key) == 2 * OP_KEY_BYTES:  # the 0.1 layout: hex
-            try:
-                out.append(bytes.fromhex(key))
-            except ValueError:
-                raise CorruptItem("chain item's 'ops' holds a malformed op key", tag=tag) from None
         else:
             raise CorruptItem("chain item's 'ops' holds a malformed op key", tag=tag)
     if digests is None:
