@@ -62,10 +62,10 @@ class LoopThread:
 
 class Blocking:
     """``target`` seen from synchronous code: a method whose result is awaitable returns
-    what it awaits to (run on ``loop``); anything else passes through. Its ``engine`` and
-    ``store`` are shown the same way, for tests that reach into them."""
+    what it awaits to (run on ``loop``); anything else passes through. Its ``store`` is
+    shown the same way, for tests that reach into it."""
 
-    _wrapped = ("engine", "store")
+    _wrapped = ("store",)
 
     def __init__(self, target: Any, loop: LoopThread) -> None:
         self._target = target
