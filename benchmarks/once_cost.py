@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import platform
@@ -563,9 +564,12 @@ def rich_table(runs: list[Run]) -> Any:
     return table
 
 
-def process_runs(backend: Backend, counts: list[int], modes: list[str], stamps: int) -> list[Any]:
+def process_runs(
+    backend: Backend, counts: list[int], modes: list[str], stamps: int, windows: list[int]
+) -> list[Any]:
     """One chain finished by N whole processes (:mod:`.processes`), each mode, with drawn
-    op ids and with named ones checked from the root's position."""
+    op ids and with named ones checked from the root's position, for each chain window
+    (``max_ops``)."""
     from xor_ack_dynamodb import XorAckDynamoDB
 
     from .processes import ProcessPool, one_chain_many_processes
@@ -574,30 +578,35 @@ def process_runs(backend: Backend, counts: list[int], modes: list[str], stamps: 
     XorAckDynamoDB(table, client=backend.dynamodb()).create_table()
     found = []
     with ProcessPool(max(counts), counts) as pool:
-        for n in counts:
-            for mode in modes:
-                for named in (False, True):
-                    found.append(
-                        one_chain_many_processes(
-                            pool, BACKENDS[backend.name], backend.endpoint_url, table, mode, n, stamps, named
-                        )
-                    )
+        for n, mode, window, named in itertools.product(counts, modes, windows, (False, True)):
+            found.append(
+                one_chain_many_processes(
+                    pool, BACKENDS[backend.name], backend.endpoint_url, table, mode, n, stamps, named, window
+                )
+            )
     return found
 
 
 def process_markdown(runs: list[Any]) -> str:
     rows = [
-        "| backend | processes | mode | op ids | stamps | requests by operation | requests / stamp "
-        "| WCU / stamp | largest item | trims (refused) | history reads | ok |",
-        "|" + "---|" * 12,
+        "| backend | processes | mode | max_ops | op ids | stamps | requests by operation | requests / stamp "
+        "| WCU / stamp | largest item | trims (refused) | history reads "
+        "| other stamps since the view (median, max) | views older than max_ops (their reads) "
+        "| first stamps (their reads) | ok |",
+        "|" + "---|" * 16,
     ]
     for r in runs:
+        st = r.staleness()
         rows.append(
-            f"| {r.backend} | {r.processes} | {r.mode} | {'named, after=' if r.named else 'drawn'} "
+            f"| {r.backend} | {r.processes} | {r.mode} | {r.window} "
+            f"| {'named, after=' if r.named else 'drawn'} "
             f"| {r.stamps} | {_ops(r.requests)} | **{r.requests_per_stamp:.3f}** | {r.wcu_per_stamp:.2f} "
             f"| {r.max_item_bytes} B / {r.max_ops} ids "
             f"| {r.events.get('trims', 0)} ({r.events.get('trims_skipped', 0)}) "
-            f"| {r.events.get('history_reads', 0)} | {'ok' if r.ok else '; '.join(r.problems[:2])} |"
+            f"| {r.events.get('history_reads', 0)} "
+            f"| {st['median_since_view']}, {st['max_since_view']} "
+            f"| {st['over_window']} ({st['over_window_reads']}) "
+            f"| {st['no_view']} ({st['no_view_reads']}) | {'ok' if r.ok else '; '.join(r.problems[:2])} |"
         )
     return "\n".join(rows)
 
@@ -668,6 +677,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--process-modes", default="sum")
     parser.add_argument("--process-stamps", type=int, default=10)
+    parser.add_argument(
+        "--process-windows",
+        default="8,40",
+        help="chain windows (max_ops) of the process runs: the default, and one sized to 32 writers",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write once_cost.{md,json} here")
     args = parser.parse_args(argv)
     shape = tuple(int(n) for n in args.shape.split("x"))
@@ -688,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.backends.split(","):
             with _backend(name) as backend:
                 for mode in args.modes.split(","):
-                    for cache in args.caches.split(","):
+                    for cache in filter(None, args.caches.split(",")):  # "" for none
                         found = run(
                             backend,
                             mode=mode,
@@ -713,12 +727,13 @@ def main(argv: list[str] | None = None) -> int:
                             _write(args.out, runs, processes, args)
                 if name == "ddblocal" and args.processes:
                     counts = [int(n) for n in args.processes.split(",")]
+                    windows = [int(n) for n in args.process_windows.split(",")]
                     for r in process_runs(
-                        backend, counts, args.process_modes.split(","), args.process_stamps
+                        backend, counts, args.process_modes.split(","), args.process_stamps, windows
                     ):
                         processes.append(r)
                         console.log(
-                            f"{r.backend}, {r.processes} processes, {r.mode}, "
+                            f"{r.backend}, {r.processes} processes, {r.mode}, max_ops {r.window}, "
                             f"{'named' if r.named else 'drawn'} op ids: "
                             f"{r.requests_per_stamp:.3f} requests/stamp "
                             f"({_ops(r.requests)}), WCU/stamp {r.wcu_per_stamp:.2f}, ok: {r.ok}"

@@ -82,12 +82,15 @@ class Part:
     writes_ok: int = 0
     item_bytes: list[int] = field(default_factory=list)  # the item's size after each write
     item_ops: int = 0  # the most op ids seen in the item after a write
+    # For each stamp: the stamps of other processes that landed since this process's view
+    # of the chain (-1: no view yet), and the history reads the stamp made.
+    stale: list[tuple[int, int]] = field(default_factory=list)
     started: float = 0.0
     finished: float = 0.0
     error: str | None = None
 
 
-def _config(endpoint_url: str, table: str, mode: str) -> Any:
+def _config(endpoint_url: str, table: str, mode: str, max_ops: int = 8) -> Any:
     """What a function is configured with: the library's defaults, but for the HTTP read
     timeout. With dozens of processes on two cores a local server queues requests for
     seconds, and the default 5 s read timeout (sized for DynamoDB's milliseconds) would
@@ -102,6 +105,7 @@ def _config(endpoint_url: str, table: str, mode: str) -> Any:
         aws_access_key_id=LOCAL_KEY_ID,
         aws_secret_access_key=LOCAL_SECRET,
         mode=mode,  # type: ignore[arg-type]
+        max_ops=max_ops,
         retry=RetryPolicy(read_timeout=READ_TIMEOUT),
     )
 
@@ -135,6 +139,8 @@ def _stamp_all(index: int, job: Job, clients: dict[str, tuple[Any, ItemMeter]], 
     try:
         for edge in job.edges:
             began = time.perf_counter()
+            view = tracker.driver.cache.get(job.tag)
+            reads = tracker.stats.events.get("history_reads", 0)
             while True:
                 try:
                     if after is None:  # an op id the library draws: nothing to check but its own copies
@@ -146,6 +152,8 @@ def _stamp_all(index: int, job: Job, clients: dict[str, tuple[Any, ItemMeter]], 
                     part.failed += 1  # call landed (its own lost writes it decides itself)
             part.latencies.append(time.perf_counter() - began)
             part.acked += bool(value.acked)
+            since = -1 if view is None or value.position is None else value.position.seq - view.seq - 1
+            part.stale.append((since, tracker.stats.events.get("history_reads", 0) - reads))
     except Exception as exc:  # noqa: BLE001
         part.error = repr(exc)
     part.finished = time.monotonic()
@@ -229,6 +237,7 @@ class ProcessRun:
     stamps: int  # the finishing stamps (the root's create and fan-out stamp not counted)
     seconds: float  # from the barrier's release to the last worker's last stamp
     named: bool = False  # op ids named and checked from the root's position (else drawn)
+    window: int = 8  # the chain's max_ops (its creator's; the workers keep the chain's)
     latencies: list[float] = field(repr=False, default_factory=list)
     requests: Counter[str] = field(default_factory=Counter)
     events: Counter[str] = field(default_factory=Counter)
@@ -239,6 +248,7 @@ class ProcessRun:
     writes_ok: int = 0
     item_bytes: list[int] = field(repr=False, default_factory=list)
     max_ops: int = 0
+    stale: list[tuple[int, int]] = field(repr=False, default_factory=list)  # see Part.stale
     final_state: str = ""
     ok: bool = False
     problems: list[str] = field(default_factory=list)
@@ -278,6 +288,23 @@ class ProcessRun:
     def writes_over_1kb(self) -> int:
         return sum(1 for size in self.item_bytes if size > 1024)
 
+    def staleness(self) -> dict[str, int]:
+        """How stale the processes' views were, and which stamps read history: with no
+        view (a process's first stamp), with a view more than ``window`` stamps old
+        (where a trim can have passed it), within the window (none should)."""
+        older = [s for s in self.stale if s[0] > self.window]
+        within = [s for s in self.stale if 0 <= s[0] <= self.window]
+        gaps = sorted(s[0] for s in self.stale if s[0] >= 0)
+        return {
+            "median_since_view": gaps[len(gaps) // 2] if gaps else 0,
+            "max_since_view": gaps[-1] if gaps else 0,
+            "no_view": sum(1 for s in self.stale if s[0] < 0),
+            "no_view_reads": sum(s[1] for s in self.stale if s[0] < 0),
+            "over_window": len(older),
+            "over_window_reads": sum(s[1] for s in older),
+            "within_window_reads": sum(s[1] for s in within),
+        }
+
     def summary(self) -> dict[str, Any]:
         return {
             "backend": self.backend,
@@ -285,6 +312,7 @@ class ProcessRun:
             "processes": self.processes,
             "stamps": self.stamps,
             "named": self.named,
+            "window": self.window,
             "seconds": round(self.seconds, 3),
             "rate": round(self.rate, 1),
             "requests": dict(self.requests),
@@ -303,6 +331,7 @@ class ProcessRun:
             "max_ops": self.max_ops,
             "writes_sized": len(self.item_bytes),
             "writes_over_1kb": self.writes_over_1kb,
+            "staleness": self.staleness(),
             "final_state": self.final_state,
             "ok": self.ok,
             "problems": self.problems,
@@ -318,15 +347,17 @@ def one_chain_many_processes(
     processes: int,
     stamps: int,
     named: bool = False,
+    max_ops: int = 8,
 ) -> ProcessRun:
     """Create a chain, start ``processes x stamps`` children with one stamp, and have
     ``processes`` workers of ``pool`` finish ``stamps`` children each: with op ids the
     library draws, or (``named``) with an op id each, checked from the root stamp's
-    position (a serverless child's stamp). The run is ``ok`` when every stamp returned,
+    position (a serverless child's stamp); the chain is created with window ``max_ops``
+    (a chain keeps its creator's). The run is ``ok`` when every stamp returned,
     exactly one returned ``acked``, and the chain reads ``acked`` holding zero."""
     from xor_ack_dynamodb import XorAckDynamoDB
 
-    tracker = XorAckDynamoDB.from_config(_config(endpoint_url, table, mode))
+    tracker = XorAckDynamoDB.from_config(_config(endpoint_url, table, mode, max_ops))
     tag = f"fan-out/{backend}/{mode}/{processes}/{next(_runs)}"
     root = tracker.new_edge()
     children = [tracker.new_edge() for _ in range(processes * stamps)]
@@ -339,7 +370,7 @@ def one_chain_many_processes(
         for i in range(processes)
     ]
     parts = pool.run(jobs)
-    run = ProcessRun(backend, mode, processes, processes * stamps, 0.0, named=named)
+    run = ProcessRun(backend, mode, processes, processes * stamps, 0.0, named=named, window=max_ops)
     run.seconds = max(p.finished for p in parts) - min(p.started for p in parts)
     for part in parts:
         run.latencies += part.latencies
@@ -352,6 +383,7 @@ def one_chain_many_processes(
         run.writes_ok += part.writes_ok
         run.item_bytes += part.item_bytes
         run.max_ops = max(run.max_ops, part.item_ops)
+        run.stale += part.stale
         if part.error is not None:
             run.problems.append(f"worker {part.index}: {part.error}")
     status = tracker.status(tag)

@@ -3,7 +3,10 @@ one fault at a time, armed by the state machine for a chosen request, through bo
 own event hooks on the real clients the pipeline uses.
 
 A fault waits for the ``skip + 1``-th request of its operations from the moment it is
-armed, then acts on it:
+armed, then acts on it. One fault per call: botocore's later attempts of a call a fault
+hit meet no other armed fault (an ``_every_attempt`` fault follows them itself; a call is
+named by its ``amz-sdk-invocation-id`` header, the same on every attempt, as botocore
+builds a new request for each).
 
 ``lost``
     the request is sent to the server for real (the server applies it), then the
@@ -66,7 +69,6 @@ class Fault:
     skip: int = 0
     hits: str = ""  # only requests whose :func:`what_it_hit` name contains this
     action: Callable[[], object] | None = None  # ``interleave``: what runs first
-    spares: str = "\x00"  # requests whose :func:`what_it_hit` name contains this are let by
 
 
 @dataclass
@@ -75,7 +77,11 @@ class Network:
 
     armed: list[Fault] = field(default_factory=list)
     fired: list[str] = field(default_factory=list)
-    _sticky: list[tuple[AWSPreparedRequest, str]] = field(default_factory=list)
+    #: ``*_every_attempt`` faults: the call they hit (botocore builds a new request for
+    #: each attempt of a call; its ``amz-sdk-invocation-id`` header names the call).
+    _sticky: list[tuple[object, str]] = field(default_factory=list)
+    #: Calls a fault hit: one fault per call (its sticky one on its later attempts).
+    _hit: list[object] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._session = URLLib3Session(timeout=30)
@@ -96,33 +102,37 @@ class Network:
         skip: int = 0,
         hits: str = "",
         action: Callable[[], object] | None = None,
-        spares: str = "\x00",
     ) -> None:
         if kind not in FAULTS or (kind == "interleave") != (action is not None):
             raise ValueError(f"unknown fault {kind!r}, or an action without an interleave")
-        self.armed.append(Fault(kind, operations, skip, hits, action, spares))
+        self.armed.append(Fault(kind, operations, skip, hits, action))
 
     def disarm(self) -> None:
         self.armed.clear()
         self._sticky.clear()
+        self._hit.clear()
 
     def fired_count(self) -> int:
         return len(self.fired)
 
     def _choose(self, request: AWSPreparedRequest, operation: str) -> Fault | None:
+        call = _call(request)
         for held, kind in self._sticky:
-            if held is request:
+            if held == call:
                 return Fault(kind, frozenset())
+        if call in self._hit:
+            return None  # botocore's resend of a call a fault hit: one fault per call
         for fault in self.armed:
             name = what_it_hit(operation, request)
-            if operation not in fault.operations or fault.hits not in name or fault.spares in name:
+            if operation not in fault.operations or fault.hits not in name:
                 continue
             if fault.skip > 0:
                 fault.skip -= 1
                 continue
             self.armed.remove(fault)
+            self._hit.append(call)
             if fault.kind.endswith("_every_attempt"):
-                self._sticky.append((request, fault.kind))
+                self._sticky.append((call, fault.kind))
             self.fired.append(f"{fault.kind} {what_it_hit(operation, request)}")
             return fault
         return None
@@ -152,6 +162,15 @@ class Network:
 
     def close(self) -> None:
         self._session.close()
+
+
+def _call(request: AWSPreparedRequest) -> object:
+    """What every attempt botocore makes of one call shares: its invocation id (the
+    request itself when there is none)."""
+    value = request.headers.get("amz-sdk-invocation-id")
+    if value is None:
+        return request
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def what_it_hit(operation: str, request: AWSPreparedRequest) -> str:

@@ -78,3 +78,41 @@ def test_the_item_size_limit_holds_with_items_measured_once() -> None:
                 TransactItems=[{"Put": {"TableName": "sized", "Item": item("big", 406_000)}}]
             )
         assert [i["k"]["S"] for i in client.scan(TableName="sized")["Items"]] == ["small"]
+
+
+def test_conditions_parsed_once_decide_by_each_requests_own_values() -> None:
+    """The server parses a ConditionExpression once per expression
+    (``_parse_conditions_once``); each item is still checked against its own values:
+    a transaction of updates with one expression, one of whose conditions is false, is
+    cancelled at that item; then the same expression with right values passes; and a
+    missing value still raises (as moto's own parse does)."""
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    def bump(key: str, old: str, new: str) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": "cond",
+                "Key": {"k": {"S": key}},
+                "UpdateExpression": "SET #v = :new",
+                "ConditionExpression": "attribute_exists(k) AND #v = :old",
+                "ExpressionAttributeNames": {"#v": "v"},
+                "ExpressionAttributeValues": {":old": {"S": old}, ":new": {"S": new}},
+            }
+        }
+
+    with LocalDynamoDB() as server:
+        assert getattr(ConditionExpressionParser.parse, "_xor_ack", False)
+        client = _client(server, "cond")
+        for i in range(5):
+            client.put_item(TableName="cond", Item={"k": {"S": f"i{i}"}, "v": {"S": str(i)}})
+        wrong = [bump(f"i{i}", str(i) if i != 3 else "nope", f"{i}b") for i in range(5)]
+        with pytest.raises(client.exceptions.TransactionCanceledException) as cancelled:
+            client.transact_write_items(TransactItems=wrong)
+        reasons = [r["Code"] for r in cancelled.value.response["CancellationReasons"]]
+        assert reasons == ["None", "None", "None", "ConditionalCheckFailed", "None"]
+        client.transact_write_items(TransactItems=[bump(f"i{i}", str(i), f"{i}b") for i in range(5)])
+        stored = {item["k"]["S"]: item["v"]["S"] for item in client.scan(TableName="cond")["Items"]}
+        assert stored == {f"i{i}": f"{i}b" for i in range(5)}
+        # A kept parse is not handed to a request lacking one of its values.
+        with pytest.raises(KeyError):
+            ConditionExpressionParser("attribute_exists(k) AND #v = :old", {"#v": "v"}, {}).parse()

@@ -12,6 +12,13 @@ so any tracker pays one request, to apply the op or to be told it is a duplicate
 xor stamp is a read-modify-write: a tracker whose view of the chain is current pays the
 write alone; a tracker without a view reads the chain first (two requests, neither a
 history read); deciding that a copy is a duplicate takes one fresh read.
+
+Where a warm view stops being enough (sum mode): an ``ADD`` is guarded by the last
+position of the chain its process last saw, so it is refused only once a trim has
+passed that position, which takes more than ``max_ops`` stamps of other processes
+since: then it reads the one block that moved, once. Two trackers driven by hand, one
+stamp at a time on DynamoDB Local, show the bound exactly, and that a copy which
+landed just after the view is still found there.
 """
 
 from __future__ import annotations
@@ -115,3 +122,90 @@ def test_a_delivery_bounded_inside_the_window_is_one_request(clients: Callable[[
     assert sent == ({"UpdateItem": 1} if mode == "sum" else {"GetItem": 1})
     assert writer.stats.events.get("history_writes", 0) == moves  # no stamp above moved a block
     assert "BatchGetItem" not in warm.sent and "BatchGetItem" not in cold.sent
+
+
+#: The default window (``max_ops``), and where A's view ends: one position before block 1
+#: (41 to 80) ends, so the trim that passes it is the one of block 1, made by the ADD
+#: that lands at 80 + WINDOW.
+WINDOW = 8
+VIEW = 2 * BLOCK - 1
+
+
+def _a_process_and_another(
+    server: Any, view: int
+) -> tuple[XorAckDynamoDB, Wire, XorAckDynamoDB, list[Any], Position]:
+    """Tracker A (its own client, metered) whose last stamp landed at ``view``, all the
+    chain's stamps so far its own (it moved, and keeps, every block before); tracker B
+    of another process that never saw the chain; the open edges; the bound of every
+    stamp (the root stamp's position, 1: a serverless child's)."""
+    table = unique_table("bound")
+    a_client = server.client()
+    a = _tracker(a_client, "sum", table)
+    a.create_table()
+    assert a.max_ops == WINDOW
+    root, edges = a.new_edge(), [a.new_edge() for _ in range(view + 20)]
+    a.create(TAG, root)
+    after = a.stamp(TAG, finished=[root], started=edges, op_id="root").position
+    assert after is not None and after.seq == 1
+    for i in range(view - 1):
+        a.stamp(TAG, finished=[edges[i]], op_id=f"a-{i}", after=after)
+    b = _tracker(server.client(), "sum", table)
+    return a, Wire(a_client), b, edges[view - 1 :], after
+
+
+@pytest.mark.parametrize(
+    ("view", "others", "cost"),
+    [
+        # A trim since A's view that did not pass its last position: the window still
+        # holds every op after it.
+        (2 * BLOCK + WINDOW - 1, 1, {"UpdateItem": 1}),
+        # max_ops stamps since, no trim past the view: applied at once (A's ADD lands at
+        # 80 + WINDOW: A owns block 1 and moves it, a history write and a trim).
+        (VIEW, WINDOW, {"UpdateItem": 2, "PutItem": 1}),
+        # One more, and B's ADD moved block 1 past A's view: refused, block 1 read once
+        # (block 0 is in A's cache), ADD again.
+        (VIEW, WINDOW + 1, {"UpdateItem": 2, "BatchGetItem": 1}),
+    ],
+    ids=["trim-inside-the-view", "max_ops-later", "max_ops+1-later-across-a-trim"],
+)
+def test_a_process_pays_a_history_read_only_past_max_ops_stamps_across_a_trim(
+    ddblocal: Any, view: int, others: int, cost: dict[str, int]
+) -> None:
+    a, wire, b, edges, after = _a_process_and_another(ddblocal, view)
+    for i in range(others):
+        b.stamp(TAG, finished=[edges[i]], op_id=f"b-{i}", after=after)
+    applied, sent = wire.during(lambda: a.stamp(TAG, finished=[edges[others]], op_id="a-last", after=after))
+    assert not applied.duplicate and applied.position.seq == view + others + 1
+    assert sent == cost
+
+
+@pytest.mark.parametrize("others", [WINDOW, WINDOW + 1], ids=["in-the-window", "moved-out"])
+def test_a_copy_that_landed_just_after_the_view_is_found(ddblocal: Any, others: int) -> None:
+    """B applied A's op at the position right after A's view, then ``others - 1`` more:
+    A's copy, guarded by its view's last position, is refused and told it is a
+    duplicate, from the window or from the block that just moved."""
+    a, wire, b, edges, after = _a_process_and_another(ddblocal, VIEW)
+    b.stamp(TAG, finished=[edges[0]], op_id="twin", after=after)
+    for i in range(1, others):
+        b.stamp(TAG, finished=[edges[i]], op_id=f"b-{i}", after=after)
+    copy, sent = wire.during(lambda: a.stamp(TAG, finished=[edges[0]], op_id="twin", after=after))
+    assert copy.duplicate and copy.position == Position(after.lineage, VIEW + 1)
+    assert sent == ({"UpdateItem": 1} if others == WINDOW else {"UpdateItem": 1, "BatchGetItem": 1})
+    assert a.driver.store.execute(Read(TAG)).seq == VIEW + others  # applied once
+
+
+def test_a_block_seen_whole_in_a_window_is_not_read_once_it_moved_out(ddblocal: Any) -> None:
+    """A's view held block 1 (41 to 80) whole, B's op at 80 in it, before B's ADD at
+    80 + WINDOW moved it out: A keeps such a block as it keeps the blocks it reads, so a
+    copy of B's op that reaches A is found there, a duplicate, with no history read."""
+    a, wire, b, edges, after = _a_process_and_another(ddblocal, VIEW)
+    b.stamp(TAG, finished=[edges[0]], op_id="twin", after=after)  # at 80
+    a.stamp(TAG, finished=[edges[1]], op_id="a-81", after=after)  # A's view: 41 to 81
+    for i in range(2, 2 + WINDOW - 1):  # 82 to 88: B's ADD at 88 moves block 1
+        b.stamp(TAG, finished=[edges[i]], op_id=f"b-{i}", after=after)
+    applied, sent = wire.during(lambda: a.stamp(TAG, finished=[edges[9]], op_id="a-89", after=after))
+    assert applied.position.seq == 2 * BLOCK + WINDOW + 1 and sent == {"UpdateItem": 1}
+    copy, sent = wire.during(lambda: a.stamp(TAG, finished=[edges[0]], op_id="twin", after=after))
+    assert copy.duplicate and copy.position == Position(after.lineage, 2 * BLOCK)
+    assert sent == {"UpdateItem": 1}  # the refused ADD that returns the chain
+    assert a.driver.store.execute(Read(TAG)).seq == 2 * BLOCK + WINDOW + 1  # applied once

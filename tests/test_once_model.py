@@ -30,6 +30,13 @@ The rules are the world's actions, the adversarial network's included:
 * the stream polled, a stream batch handed over twice (a retried batch), the whole stream
   replayed from its start.
 
+Three rules aim at conjunctions a random walk seldom meets (each still a thing a network
+and its users can do): a finish that takes the sum below zero for certain (the rest of
+the chain delivered first, so the parent is the last open edge; a child whose edge is the
+larger overtakes it) with a fault or a race on its fail-write; a late copy of an op that
+has moved to history, delivered to a warm container with a fault on its first write; a
+chain delivered to its end, then the stream polled with a fault on its completion claim.
+
 The model holds each chain's tree, which nodes ran, which nodes' stamps are known to
 have landed, the edges (each learned from the handler that emitted it), and the
 completions owed. The invariants are the documented promises (docs/lambda.md,
@@ -45,7 +52,8 @@ docs/concepts.md):
   never applied again, never dropped as if its chain refused it (``TagAcked``, or
   ``TagFailed`` on a chain that acked); an op no copy had applied is never reported a
   duplicate (unless a lost response hid its own write);
-* a record is retried only when a fault hit its delivery;
+* a record is retried only when a fault hit its delivery (another container's delivery
+  racing it is not a fault);
 * nothing escapes ``process_sqs_batch`` or the stream handler, and ``start`` raises only
   the library's typed errors or a throttle that outlasted every retry (botocore's
   ``ClientError``, as docs/errors say);
@@ -59,7 +67,7 @@ Backends: DynamoDB on a moto server over HTTP (single-threaded interleavings; fa
 a request on the wire) and on Amazon's DynamoDB Local; SQS on the moto server. Both modes.
 ``XOR_ACK_MODEL=kill`` is the mutation check's budget (scripts/mutations.py, the
 ``-model`` mutants): more examples, no shrinking.
-``make test`` runs a bounded number of examples (about a minute in all: 52 s measured);
+``make test`` runs a bounded number of examples (under two minutes for the four cases);
 an example stops choosing the rules that add messages past :data:`MAX_MESSAGES`. ``make
 reliability`` (``XOR_ACK_RELIABILITY=full``) runs many more. ``XOR_ACK_ONCE_EXAMPLES`` and
 ``XOR_ACK_ONCE_STEPS`` override both. See docs/testing.md, "The model-based test of the
@@ -97,6 +105,7 @@ from once_model_faults import FAULTS, SENDS, WRITES, Crash, Network
 from reliability.sizes import record_figures
 
 from xor_ack_dynamodb import XorAckDynamoDB
+from xor_ack_dynamodb.core.chain import BLOCK
 from xor_ack_dynamodb.errors import TagNotFound, XorAckError
 from xor_ack_dynamodb.retry import RetryPolicy
 from xor_ack_dynamodb.serverless import Completion, Context, Pipeline, start
@@ -112,7 +121,7 @@ FULL = os.environ.get("XOR_ACK_RELIABILITY", "").lower() == "full"
 #: first failure; shrinking this machine takes minutes). The search is the same.
 KILL = os.environ.get("XOR_ACK_MODEL", "").lower() == "kill"
 #: Examples and steps per (backend, mode): bounded in ``make test``, long in ``make reliability``.
-EXAMPLES = {"server": 50 if FULL else 8 if KILL else 2, "ddblocal": 200 if FULL else 40 if KILL else 4}
+EXAMPLES = {"server": 50 if FULL else 8 if KILL else 2, "ddblocal": 200 if FULL else 40 if KILL else 3}
 STEPS = 40 if FULL else 20
 
 #: No wait between the library's own attempts (the faults are single events, and the
@@ -140,6 +149,9 @@ EDGE_SIZE = 16
 #: The faults a DynamoDB write can meet, and the kinds of write a fault can wait for.
 WRITE_FAULTS = ("lost", "lost_every_attempt", "throttle", "throttle_every_attempt", "crash")
 LABELS = ("stamp", "history", "trim", "claim", "mark", "fail")
+#: What meets the fail-write of a stamp that took the sum below zero (the function dying
+#: before it, and the race on it, the parent's stamp landing first, are rules of their own).
+BELOW_ZERO_FAULTS = (None, "throttle_every_attempt", "lost", "lost_every_attempt")
 
 #: A node of a tree is the tuple of its children.
 TREES = st.recursive(
@@ -182,6 +194,10 @@ class ChainModel:
     #: A delivery of this chain crashed or was retried since the last one that ran
     #: without a fault: a sum below zero may wait for the next delivery's fail-write.
     limbo: bool = False
+    #: Nodes in the order their stamps were seen to land: the first ones move to history
+    #: once the chain's item holds ``window + BLOCK`` ops after them.
+    landed: list[str] = field(default_factory=list)
+    failed: bool = False  # seen failed (by its negative sum): no child overtakes any more
 
     @classmethod
     def build(cls, tag: str, tree: tuple[Any, ...], padding: int) -> ChainModel:
@@ -401,7 +417,9 @@ class ServerlessModel(RuleBasedStateMachine):
         delta = _events(pipeline) - before
         retried = bool(answer["batchItemFailures"])
         hit = self.world.net.fired[faults:]
-        faulted = bool(hit)
+        # Another container's delivery running between two of this one's writes is a
+        # race, not a fault: the delivery must still end (applied, duplicate or refused).
+        faulted = any(not h.startswith("interleave") for h in hit)
         what = f"{chain.tag}: delivery of {node.id} (receive {receive}, {delta}, faults {hit})"
         applied, duplicate = delta["stamps.applied"], delta["stamps.duplicate"]
         if delta["records.malformed"] or delta["records.failed_chain"]:
@@ -411,6 +429,8 @@ class ServerlessModel(RuleBasedStateMachine):
         if duplicate and not (node.applied or node.uncertain) and not any(h.startswith("lost") for h in hit):
             raise Violation(f"{what}: reported a duplicate, though no copy of its op had been applied")
         if applied or duplicate:
+            if not node.applied:
+                chain.landed.append(node.id)
             node.applied, node.uncertain = True, False
             if duplicate:
                 event("delivery: a duplicate")
@@ -509,27 +529,14 @@ class ServerlessModel(RuleBasedStateMachine):
         self._process(self.held.pop(i % len(self.held)), keep=False)
         self.world.net.armed[:] = [f for f in self.world.net.armed if f.kind != fault or f.hits != "stamp"]
 
-    @precondition(lambda self: bool(self.chains))
-    @rule(
-        i=st.integers(0, 10_000),
-        race=st.sampled_from([None, 0, 1, "last", "last"]),
-        fail=st.sampled_from([None, "throttle_every_attempt", "crash"]),
-    )
-    def a_child_overtakes_its_parent(self, i: int, race: int | str | None, fail: str | None) -> None:
-        """A child's finish delivered before its parent's stamp started its edge (what a
-        producer outside the pipeline's stamp-then-send order does: the edges are
-        deterministic). In sum mode the sum may go below zero: the chain must end failed,
-        or acked when the parent's stamp lands before the fail-write, and the stamp say
-        which. ``race``: the parent's own delivery runs in another container just before
-        this delivery's ``race``-th DynamoDB write (0: its ADD; 1: the write after it, the
-        fail-write when the sum went below zero); ``last``: the same as 1, once every other
-        message of the chain was delivered (the parent is its last work: the parent's stamp
-        may complete it), the parent's own message held back; None: the copy waits in the
-        queue. ``fail``: a fault on the child's fail-write, if it sends one."""
+    def _overtakers(self) -> list[tuple[ChainModel, Node, Node]]:
+        """(chain, child, parent): children none of whose messages exist, of parents
+        emitted but not yet stamped."""
         self._pull()
-        candidates = [
+        return [
             (chain, node, parent)
             for chain in self.chains.values()
+            if not chain.failed
             for node in chain.nodes.values()
             if (parent := chain.parent(node)) is not None
             and parent.edge is not None
@@ -539,12 +546,11 @@ class ServerlessModel(RuleBasedStateMachine):
             and not any(d.tag == chain.tag and d.node == node.id for d in self.seen)
             and any(d.tag == chain.tag for d in self.seen)
         ]
-        if race == "last":  # weighted: a parent with this one child, whose stamp may complete the chain
-            candidates = [c for c in candidates if len(c[2].children) == 1] or candidates
-        if not candidates:
-            return
-        chain, node, parent = candidates[i % len(candidates)]
-        self.world.runs[f"overtakes (race {race}, fail-write fault {fail})"] += 1
+
+    def _overtaking(self, chain: ChainModel, node: Node, parent: Node) -> Delivery:
+        """``node``'s record as its parent's send would build it (the edges are
+        deterministic), before its parent's stamp: no copy of it can name where the
+        parent landed, so every copy is checked from the chain's start."""
         owner = next(
             json.loads(d.record["messageAttributes"]["xor-ack"]["stringValue"])["owner"]
             for d in self.seen
@@ -562,36 +568,192 @@ class ServerlessModel(RuleBasedStateMachine):
         )
         delivery = Delivery(record, chain.tag, node.id, synthetic=True)
         self.seen.append(delivery)
-        event(f"a child overtakes its parent (race {race})")
-        if race is None:
-            self.pool.append(delivery)
-            return
-        if race == "last":
-            self._drain(chain, {parent.id, node.id})
-            self.held += [d for d in self.pool if d.tag == chain.tag and d.node == parent.id]
-            self.pool = [d for d in self.pool if d not in self.held]
-        armed = list(self.world.net.armed)
-        if fail is not None:
-            self.world.net.arm(fail, WRITES, 0, hits="fail")
+        return delivery
+
+    def _race(self, chain: ChainModel, parent: Node, write: int) -> None:
+        """Arm the parent's delivery in another container (its own tracker and caches)
+        to run just before the next delivery's ``write``-th DynamoDB write."""
         theirs = [d for d in self.seen if d.tag == chain.tag and d.node == parent.id]
         if theirs:
             copy = self._copy(theirs[0])
             race_in = lambda: self._process(copy, keep=False, pipeline=self.other)  # noqa: E731
-            self.world.net.arm("interleave", WRITES, 1 if race == "last" else int(race), action=race_in)
+            self.world.net.arm("interleave", WRITES, write, action=race_in)
+
+    @precondition(lambda self: self._may_overtake())
+    @rule(
+        i=st.integers(0, 10_000),
+        race=st.sampled_from([None, 0, 1]),
+        fail=st.sampled_from([None, "throttle_every_attempt", "crash"]),
+    )
+    def a_child_overtakes_its_parent(self, i: int, race: int | None, fail: str | None) -> None:
+        """A child's finish delivered before its parent's stamp started its edge (what a
+        producer outside the pipeline's stamp-then-send order does: the edges are
+        deterministic). In sum mode the sum may go below zero: the chain must end failed,
+        or acked when the parent's stamp lands before the fail-write, and the stamp say
+        which. ``race``: the parent's own delivery runs in another container just before
+        this delivery's ``race``-th DynamoDB write (0: its ADD; 1: the write after it, the
+        fail-write when the sum went below zero); None: the copy waits in the queue.
+        ``fail``: a fault on the child's fail-write, if it sends one."""
+        candidates = self._overtakers()
+        if not candidates:
+            return
+        chain, node, parent = candidates[i % len(candidates)]
+        self.world.runs[f"overtakes (race {race}, fail-write fault {fail})"] += 1
+        delivery = self._overtaking(chain, node, parent)
+        event(f"a child overtakes its parent (race {race})")
+        if race is None:
+            self.pool.append(delivery)
+            return
+        armed = list(self.world.net.armed)
+        if fail is not None:
+            self.world.net.arm(fail, WRITES, 0, hits="fail")
+        self._race(chain, parent, race)
         self._process(delivery, keep=False)
         self.world.net.armed[:] = [f for f in self.world.net.armed if any(f is a for a in armed)]
 
-    def _drain(self, chain: ChainModel, spare: set[str]) -> None:
-        """Deliver every message of ``chain`` but those of the nodes ``spare``, until no
-        more come."""
-        for _ in range(30):
-            self._pull()
-            mine = [d for d in self.pool if d.tag == chain.tag and d.node not in spare]
-            if not mine:
+    def _may_overtake(self) -> bool:
+        """Whether some child could overtake its parent (:meth:`_overtakers`, without
+        receiving first)."""
+        seen = {(d.tag, d.node) for d in self.seen}
+        return any(
+            (parent := chain.parent(node)) is not None
+            and parent.edge is not None
+            and not parent.applied
+            and not parent.uncertain
+            and not node.ran
+            and (chain.tag, node.id) not in seen
+            for chain in self.chains.values()
+            if not chain.failed
+            for node in chain.nodes.values()
+        )
+
+    @precondition(lambda self: self.mode == "sum" and self._may_overtake())
+    @rule(i=st.integers(0, 10_000), then=st.sampled_from(["copy", "parent", "wait"]))
+    def the_parents_stamp_lands_before_the_fail_write(self, i: int, then: str) -> None:
+        """Sum mode: :meth:`a_finish_takes_the_sum_below_zero` with the race that ends in
+        an ack: the parent's delivery, in another container, lands between the child's
+        ADD and its fail-write. The sum is back at zero and the parent's stamp completes
+        the chain; the fail-write is refused, and the child's stamp must report itself
+        applied (not ``TagFailed``, nor a retry: a race is not a fault)."""
+        self._below_zero(i, "interleave", then)
+
+    @precondition(lambda self: self.mode == "sum" and self._may_overtake())
+    @rule(i=st.integers(0, 10_000), then=st.sampled_from(["copy", "parent", "wait"]))
+    def the_function_dies_before_the_fail_write(self, i: int, then: str) -> None:
+        """Sum mode: :meth:`a_finish_takes_the_sum_below_zero` with the function dying
+        between the child's ADD and its fail-write: the chain waits below zero; the next
+        copy of the child (``then="copy"``: at once) must fail it, unless the parent's
+        stamp lands first (``"parent"``) and brings the sum back to zero."""
+        self._below_zero(i, "crash", then)
+
+    @precondition(lambda self: self.mode == "sum" and self._may_overtake())
+    @rule(
+        i=st.integers(0, 10_000),
+        fault=st.sampled_from(BELOW_ZERO_FAULTS),
+        then=st.sampled_from(["copy", "parent", "wait"]),
+    )
+    def a_finish_takes_the_sum_below_zero(self, i: int, fault: str | None, then: str) -> None:
+        """Sum mode: a child overtakes its parent when the parent is the chain's last
+        open edge and the child's edge is the larger one, so its ADD takes the sum below
+        zero for certain. First every other message of the chain goes through (held
+        back and undeleted ones too; the parent's is held back); then the child's, with
+        ``fault`` on its fail-write: throttled past botocore's attempts, its response
+        lost (once, or on every attempt), or none. ``then``: a copy of the child arrives
+        at once (a redelivery, a standard queue's duplicate), or the parent's own
+        message, or neither (later steps deliver them)."""
+        self._below_zero(i, fault, then)
+
+    def _below_zero(self, i: int, fault: str | None, then: str) -> None:
+        candidates = [
+            (chain, node, parent)
+            for chain, node, parent in self._overtakers()
+            if chain.started and child_edge(parent.edge, parent.children.index(node.id)) > parent.edge
+        ]
+        only = [c for c in candidates if len(c[2].children) == 1]  # its stamp may complete the chain
+        candidates = only or candidates
+        if not candidates:
+            self.world.runs["below zero: no child to overtake"] += 1
+            return
+        chain, node, parent = candidates[i % len(candidates)]
+        armed = list(self.world.net.armed)
+        self.world.net.armed.clear()  # the rest of the chain goes through, and only ``fault`` hits the child
+        try:
+            self._drain(chain, {parent.id, node.id})
+            self.held += [d for d in self.pool if d.tag == chain.tag and d.node == parent.id]
+            self.pool = [d for d in self.pool if d not in self.held]
+            status = self._status(chain)
+            if status is None or status.state != "pending":
+                self.world.runs[f"below zero: the chain is {None if status is None else status.state}"] += 1
                 return
-            for delivery in mine:
+            last = int(status.value) == parent.edge
+            self.world.runs[f"below zero (fault {fault}, then {then}, parent the last open edge {last})"] += 1
+            event(f"a finish takes the sum below zero (fault {fault})")
+            delivery = self._overtaking(chain, node, parent)
+            if fault == "interleave":
+                self._race(chain, parent, 1)
+            elif fault is not None:
+                self.world.net.arm(fault, WRITES, 0, hits="fail")
+            self._process(delivery, keep=False)
+            self.world.net.armed.clear()
+            if then == "copy":
+                if delivery in self.kept:  # it crashed: delivered again once its timeout passes
+                    self.kept.remove(delivery)
+                    self._visible_again(delivery)
+                    self._process(self.pool.pop(), keep=False)
+                else:
+                    self._process(self._copy(delivery), keep=False)
+            elif then == "parent":
+                mine = [d for d in self.held if d.tag == chain.tag and d.node == parent.id]
+                if mine:
+                    self.held.remove(mine[0])
+                    self._process(mine[0], keep=False)
+        finally:
+            self.world.net.armed[:] = armed
+
+    def _drain(self, chain: ChainModel, spare: set[str]) -> None:
+        """Deliver every message of ``chain`` but those of the nodes ``spare`` (the held
+        back and undeleted ones too), until no more come."""
+        for _ in range(30):
+            mine = lambda d: d.tag == chain.tag and d.node not in spare  # noqa: E731
+            for delivery in [d for d in self.kept if mine(d)]:
+                self.kept.remove(delivery)
+                self._visible_again(delivery)
+            self.pool += [d for d in self.held if mine(d)]
+            self.held = [d for d in self.held if not mine(d)]
+            self._pull()
+            due = [d for d in self.pool if mine(d)]
+            if not due:
+                return
+            for delivery in due:
                 self.pool.remove(delivery)
                 self._process(delivery, keep=False)
+
+    @precondition(lambda self: any(chain.landed for chain in self.chains.values()))
+    @rule(
+        i=st.integers(0, 10_000),
+        fault=st.sampled_from(["throttle_every_attempt", "lost", "lost_every_attempt"]),
+    )
+    def a_late_copy_of_an_op_in_history(self, i: int, fault: str) -> None:
+        """A standard queue's duplicate of a message whose stamp landed long ago (its op
+        has most likely moved to the chain's history: ``BLOCK`` and more landed after
+        it), delivered to the warm container with ``fault`` on its stamp's first write:
+        throttled past botocore's attempts, or its response lost (botocore does not
+        resend an ``ADD``). The call's own retry must still look for earlier copies from
+        the message's bound, not from the chain as the container last saw it."""
+        aged = [(c, n) for c in self.chains.values() for n in c.landed[: max(0, len(c.landed) - BLOCK - 5)]]
+        old = aged or [(c, n) for c in self.chains.values() for n in c.landed]
+        chain, node = old[i % len(old)]
+        copies = [d for d in self.seen if d.tag == chain.tag and d.node == node]
+        if not copies:
+            return
+        self.world.runs[f"late copies of old ops (fault {fault}, aged {bool(aged)})"] += 1
+        armed = list(self.world.net.armed)
+        self.world.net.armed[:] = []
+        self.world.net.arm(fault, WRITES, 0, hits="stamp")
+        try:
+            self._process(self._copy(copies[0]), keep=False)
+        finally:
+            self.world.net.armed[:] = armed
 
     @precondition(lambda self: bool(self.kept))
     @rule(i=st.integers(0, 200))
@@ -676,6 +838,30 @@ class ServerlessModel(RuleBasedStateMachine):
         finally:
             self.poller.twice = False
 
+    @precondition(lambda self: bool(self.chains))
+    @rule(
+        i=st.integers(0, MAX_CHAINS - 1),
+        batch_retried=st.booleans(),
+        claim=st.sampled_from(["lost", "lost_every_attempt", "throttle_every_attempt"]),
+    )
+    def a_chain_completes_and_its_claim_meets_a_fault(self, i: int, batch_retried: bool, claim: str) -> None:
+        """Every message of a chain goes through (held back and undeleted ones too,
+        without faults), then the stream is polled with ``claim`` on the pass's first
+        completion claim: its response lost (botocore's resend is refused: the claim is
+        this claimant's own), lost on every attempt, or throttled past botocore's
+        attempts (the stream's retry claims again)."""
+        chain = self._chain(i)
+        if not chain.started:
+            return
+        armed = list(self.world.net.armed)
+        self.world.net.armed.clear()
+        try:
+            self._drain(chain, set())
+        finally:
+            self.world.net.armed[:] = armed
+        self.world.runs[f"chains completed, then a claim {claim}"] += 1
+        self.poll_the_stream(batch_retried, claim)
+
     @rule()
     def replay_the_stream(self) -> None:
         """The event source mapping re-created: every record from the stream's start."""
@@ -688,6 +874,10 @@ class ServerlessModel(RuleBasedStateMachine):
             raise Violation(f"the stream handler let {exc!r} escape") from exc
 
     # -- invariants -------------------------------------------------------------------------
+
+    @invariant()
+    def count_the_steps(self) -> None:
+        self.world.runs["steps (the first start included)"] += 1
 
     @invariant()
     def chains_agree_with_the_model(self) -> None:
@@ -703,6 +893,7 @@ class ServerlessModel(RuleBasedStateMachine):
             chain.created = True
             where = f"{chain.tag} ({status.state}, value {status.value!r}, reason {status.reason!r})"
             if status.state == "failed":
+                chain.failed = True
                 if not (self.mode == "sum" and chain.overtaken and "negative" in (status.reason or "")):
                     raise Violation(f"{where}: failed, though no work failed nor overtook its start")
                 if chain.acked_seen:

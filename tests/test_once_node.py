@@ -78,7 +78,7 @@ def test_node_writes_keep_two_attributes_and_leave_the_history_items(ack: XorAck
     for i, kid in enumerate(kids[:60]):
         ack.stamp(TAG, kid, op_id=f"kid-{i}")
     before = item(ack)
-    assert before is not None and {"lin", "ops", "oph", "cutn", "trims", "tok", "seq", "win"} <= set(before)
+    assert before is not None and {"lin", "ops", "oph", "cutn", "tok", "seq", "win"} <= set(before)
     lineage = before["lin"]["B"]
     block = ack.client.get_item(TableName=ack.table, Key=ItemCodec("tagID").history_key(TAG, lineage, 0))
     assert "hist" in block["Item"] and "state" not in block["Item"]

@@ -315,6 +315,48 @@ def test_3_a_claim_whose_every_attempt_lost_its_response_fires_at_once(dynamodb:
     assert again == "repeated" and fired == [completion]
 
 
+def test_3_a_mark_throttled_past_every_attempt_is_sent_again(dynamodb: Callable[[], Any]) -> None:
+    """The mark that follows the targets is throttled past every botocore attempt (found
+    by tests/test_once_model.py): the guard sends it again under the tracker's retry
+    budget, as the tracker does its own writes, so the completion is marked in this call.
+    Before, botocore's ``ClientError`` escaped after the targets had run, and the stream's
+    retry, a new claimant, got ``CompletionPending`` until the lease ran out, then fired
+    a second time."""
+    client = dynamodb()
+    tracker = _tracker(client, "sum")
+    tracker.create("done-3c", 5)
+    assert tracker.stamp("done-3c", finished=[5]).acked
+    fired: list[Completion] = []
+    completion = Completion("done-3c", "", "sum", 0.0)
+    faults = Faults(client).throttle("UpdateItem", match=lambda body: b":fired" in body)  # the mark
+    assert fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=1e9, lease=300) == "fired"
+    assert faults.fired == ["throttle UpdateItem"] and fired == [completion]
+    faults.disarm()
+    again = fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=1e9 + 1, lease=300)
+    assert again == "repeated" and fired == [completion]
+
+
+def test_3_a_claim_landed_then_throttled_is_recognised(dynamodb: Callable[[], Any]) -> None:
+    """One claim call: its first attempt lands and its response is lost, the second is
+    refused (the claim is there) and its response lost too, the last is throttled (found
+    by tests/test_once_model.py). The throttle must not hide the landed claim: the guard
+    sends the claim again, finds it its own, and fires in this call."""
+    client = dynamodb()
+    tracker = _tracker(client, "sum")
+    tracker.create("done-3d", 5)
+    assert tracker.stamp("done-3d", finished=[5]).acked
+    fired: list[Completion] = []
+    completion = Completion("done-3d", "", "sum", 0.0)
+
+    def claim(body: bytes) -> bool:
+        return b"cmpl" in body and b":until" in body
+
+    faults = Faults(client).lose("UpdateItem", claim).lose("UpdateItem", claim).throttle("UpdateItem", claim)
+    assert fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=1e9, lease=300) == "fired"
+    assert faults.fired == ["lose UpdateItem", "lose UpdateItem", "throttle UpdateItem"]
+    assert fired == [completion]
+
+
 # -- 4 ------------------------------------------------------------------------------------
 
 

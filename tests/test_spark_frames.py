@@ -294,3 +294,70 @@ def test_an_empty_or_null_array_leaves_a_ghost_that_acks_its_root(
     assert [o.state for o in report.outcomes] == ["acked"] * 3
     written = sorted((r["root"], r["item"]) for r in spark.read.parquet(str(tmp_path / "out")).collect())
     assert written == [("c", "x"), ("c", "y")]
+
+
+def test_a_combined_write_stages_one_row_per_key_unless_a_root_fails_or_misses_its_ack(
+    spark: Any, config: AckConfig, tmp_path: Path
+) -> None:
+    """``write(publish=False, combine=True)`` of a ``group_by().agg()``: when every root
+    acks, the staged data rows are plain Spark's groups across the roots (one per key),
+    tagged with the write's first root, and the stamps are those of a per-root write.
+    A root failing in the rows (``fail_when``) has the write staged per root before any
+    stamp; a root whose stamp does not ack (failed by someone else between the write and
+    the stamps) has the acked roots' rows staged again per root, in place. Either way
+    the acked roots' rows sum to the plain count, and a replay counts the rest once.
+    Refused before any task: combine with publish, or on a frame not made by group_by."""
+    from pyspark.sql import functions as F
+
+    keys = ["o1", "o2", "o3", "o4"]
+    plain = {"apple": 2, "banana": 3, "cherry": 1, "durian": 1}
+
+    def staged(result: Any) -> list[Any]:
+        return spark.read.parquet(result.staged).where(~F.col("_xa_ghost")).collect()
+
+    def run(mode: str) -> tuple[Any, dict[int, list[Any]]]:
+        rows: dict[int, list[Any]] = {}
+
+        def job(attempt: FrameAttempt) -> Any:
+            frame = attempt.start(orders(attempt.spark), "order", others="skip")
+            items = frame.explode(F.split("items", " "), "item").where(F.col("item") != "")
+            if mode == "fails" and attempt.number == 1:
+                items = items.fail_when(F.col("item") == "cherry", "no cherries today")
+            if mode == "torn" and attempt.number == 1:
+                victim = attempt.tags[1]  # o2's chain, failed behind the write's back
+                attempt.commit.before = lambda xors: attempt.tracking.tracker.fail(victim, "taken")
+            counts = items.group_by("item").count()
+            result = counts.write(tmp_path / mode, publish=False, combine=True)
+            rows[attempt.number] = staged(result)
+            return result
+
+        return FrameTracking(spark, config).run(keys, lambda k: k, job), rows
+
+    report, rows = run("clean")
+    assert [o.state for o in report.outcomes] == ["acked"] * 4
+    assert sorted((r["item"], r["count"]) for r in rows[1]) == sorted(plain.items())  # one row a word
+    assert {r["xor_ack_tag"] for r in rows[1]} == {report.outcomes[0].tag}
+
+    for mode in ("fails", "torn"):
+        report, rows = run(mode)
+        o2 = report.outcomes[1]
+        assert [a.state for a in o2.attempts] == ["failed", "acked"], mode
+        assert all(o.state == "acked" and len(o.attempts) == 1 for o in report.outcomes if o is not o2)
+        first = Counter({(r["xor_ack_tag"], r["item"]): r["count"] for r in rows[1]})
+        assert {tag for tag, _ in first} == {report.outcomes[0].tag, report.outcomes[2].tag}  # per root
+        total: Counter[str] = Counter()
+        for r in rows[1] + rows[2]:
+            total[r["item"]] += r["count"]
+        assert total == plain, mode
+
+    def refused(publish: bool, grouped: bool) -> Any:
+        def job(attempt: FrameAttempt) -> Any:
+            frame = attempt.start(orders(attempt.spark), "order", others="skip")
+            out = frame.group_by("region").count() if grouped else frame
+            return out.write(tmp_path / "refused", publish=publish, combine=True)
+
+        return FrameTracking(spark, config).run(["o1"], lambda k: k, job, max_attempts=1)
+
+    for publish, grouped in ((True, True), (False, False)):
+        with pytest.raises(InvalidConfig, match="combine=True takes publish=False"):
+            refused(publish, grouped)

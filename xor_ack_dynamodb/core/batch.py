@@ -81,10 +81,11 @@ def failure_type(error: BaseException) -> str:
     return f"{name}:{code}" if code else name
 
 
-def _by_type(failed: Iterable[tuple[str, BaseException]]) -> dict[str, list[str]]:
+def _grouped(named: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """(tag, name) pairs as name -> its tags, the most common name first."""
     groups: dict[str, list[str]] = {}
-    for tag, error in failed:
-        groups.setdefault(failure_type(error), []).append(tag)
+    for tag, name in named:
+        groups.setdefault(name, []).append(tag)
     return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
 
 
@@ -114,7 +115,7 @@ class BatchResult(dict[str, V | Exception]):
     def failures_by_type(self) -> dict[str, list[str]]:
         """Error type (:func:`failure_type`) -> the tags that failed with it, the most
         common type first."""
-        return _by_type(self.failed.items())
+        return _grouped((tag, failure_type(error)) for tag, error in self.failed.items())
 
     def summary(self) -> str:
         failed = {name: len(tags) for name, tags in self.failures_by_type().items()}
@@ -135,10 +136,7 @@ class StatusResult(dict[str, ChainStatus]):
 
     def by_state(self) -> dict[str, list[str]]:
         """State -> the tags in it, the most common state first (``missing`` excluded)."""
-        groups: dict[str, list[str]] = {}
-        for tag, status in self.items():
-            groups.setdefault(status.state, []).append(tag)
-        return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+        return _grouped((tag, status.state) for tag, status in self.items())
 
     def summary(self) -> str:
         """One line, e.g. ``10000 tags: 9990 found (pending 9000, acked 990), 10 missing``."""
@@ -172,9 +170,6 @@ class Lockstep(Generic[T]):
         is_transient: Callable[[BaseException], bool],
         transactions: bool = True,
     ) -> None:
-        tags = [c.tag for c in calls]
-        if len(set(tags)) != len(tags):
-            raise ValueError("run_many() takes calls on distinct chains")
         self.calls = calls
         self.is_transient = is_transient
         self.steps: dict[int, Step[T]] = {}

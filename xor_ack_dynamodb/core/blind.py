@@ -38,14 +38,32 @@ class BlindWrites:
         with a guard ``AND (attribute_not_exists(cutn) OR cutn <= :cut) [AND lin =
         :lin]`` (see :meth:`guarded`)."""
         return (
-            chain is not None
-            and self.guarded(chain, guard)
+            self.touch_allowed(chain, owner, now)
+            and chain is not None
             and chain.mode == "sum"
-            and chain.state == "pending"
-            and not is_zero(chain.value)
-            and (chain.deadline is None or chain.deadline >= now)
+            and self.guarded(chain, guard)
             and chain.find(op.key) is None
+        )
+
+    def fail_allowed(self, chain: Chain | None, owner: str | None) -> bool:
+        """A blind fail's condition: ``attribute_exists(pk) AND (attribute_not_exists(state)
+        OR state = pending) AND (attribute_not_exists(sum) OR sum <> 0) [AND owner =
+        :owner]``."""
+        return (
+            chain is not None
+            and chain.state == "pending"
+            and not (chain.mode == "sum" and is_zero(chain.value))
             and (owner is None or chain.owner == owner)
+        )
+
+    def touch_allowed(self, chain: Chain | None, owner: str | None, now: int) -> bool:
+        """A blind touch's condition: ``attribute_exists(pk) AND (attribute_not_exists(state)
+        OR state = pending) AND (attribute_not_exists(sum) OR sum <> 0) AND
+        (attribute_not_exists(deadline) OR deadline >= :now) [AND owner = :owner]``."""
+        return (
+            self.fail_allowed(chain, owner)
+            and chain is not None
+            and (chain.deadline is None or chain.deadline >= now)
         )
 
     @staticmethod
@@ -82,6 +100,4 @@ class BlindWrites:
         """``chain`` without its ``count`` oldest ops. The token is kept: a trim changes
         no value or state, and a read-modify-write that was based on the untrimmed list
         may still write it back (its ops are then in the window and the history both)."""
-        return replace(
-            chain, ops=chain.ops[trim.count :], trims=chain.trims + 1, cut_seq=chain.cut_seq + trim.count
-        )
+        return replace(chain, ops=chain.ops[trim.count :], cut_seq=chain.cut_seq + trim.count)

@@ -143,7 +143,6 @@ class Chain:
     seq: int = 0
     ops: tuple[Op, ...] = ()
     window: int | None = None
-    trims: int = 0
     cut_seq: int = 0
     lineage: bytes | None = None
     adopted: bool = False

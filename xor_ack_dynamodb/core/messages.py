@@ -80,7 +80,13 @@ class Guard:
     """A write's promise that its duplicate check is complete: no op after position
     ``cut`` has left the chain's window (``cutn <= :cut``), on lineage ``lineage``
     (None: whichever the chain has; ``b""``: a chain without one). With it, an op not
-    in the window did not land after ``cut``."""
+    in the window did not land after ``cut``; so it is sound once the op is known
+    absent from the positions between its bound and ``cut``. A call that checked a
+    chain (window and history since the bound) guards with its last position ``seq``
+    (or the bound, if later): a position's op never changes, and every copy not in
+    that chain, the call's own after an unknown outcome too, landed after ``seq``. It
+    is refused only once a trim passed ``seq``, ``max_ops`` stamps later at least.
+    (xor mode's writes need none: their token refuses any change since the check.)"""
 
     cut: int
     lineage: bytes | None = None
@@ -167,18 +173,7 @@ class HistoryRead:
     unprocessed: tuple[int, ...] = ()
 
 
-Request = (
-    Read
-    | Put
-    | Remove
-    | RemoveAny
-    | Add
-    | Extend
-    | MarkFailed
-    | Trim
-    | WriteHistory
-    | ReadHistory
-)
+Request = Read | Put | Remove | RemoveAny | Add | Extend | MarkFailed | Trim | WriteHistory | ReadHistory
 
 
 def tag_of(request: Request) -> str:

@@ -75,6 +75,10 @@ __all__ = ["ChainRules", "BATCH_CAP"]
 BATCH_CAP = BLOCK - 1
 
 
+def _failed(tag: str, reason: str | None) -> TagFailed:
+    return TagFailed(f"chain {tag!r} has failed" + (f": {reason}" if reason else ""), tag=tag, reason=reason)
+
+
 @dataclass(frozen=True, slots=True)
 class ChainRules(BlindWrites):
     """The rule parameters of one tracker. Picklable.
@@ -158,11 +162,7 @@ class ChainRules(BlindWrites):
         if state == "acked":
             return TagAcked(f"chain {chain.tag!r} is already acked", tag=chain.tag)
         if state == "failed":
-            return TagFailed(
-                f"chain {chain.tag!r} has failed" + (f": {chain.reason}" if chain.reason else ""),
-                tag=chain.tag,
-                reason=chain.reason,
-            )
+            return _failed(chain.tag, chain.reason)
         if state == "expired" or (chain.deadline is not None and chain.deadline < now):
             return TagExpired(f"chain {chain.tag!r} expired before it was acked", tag=chain.tag)
         return None
@@ -225,7 +225,8 @@ class ChainRules(BlindWrites):
                 )
             start = Position(chain.line, 0)
             return Duplicate(result(chain.value, acked=False, duplicate=True, position=start))
-        if not replace_expired and self.effective_state(chain, now) == "expired":
+        state = self.effective_state(chain, now)
+        if not replace_expired and state == "expired":
             return Reject(
                 TagExists(
                     f"chain {chain.tag!r} expired and is kept (create(..., replace_expired=False))",
@@ -234,11 +235,7 @@ class ChainRules(BlindWrites):
             )
         if self.overwritable(chain, now):
             return APPLY
-        return Reject(
-            TagExists(
-                f"chain {chain.tag!r} already exists ({self.effective_state(chain, now)})", tag=chain.tag
-            )
-        )
+        return Reject(TagExists(f"chain {chain.tag!r} already exists ({state})", tag=chain.tag))
 
     # -- stamp --------------------------------------------------------------------------
 
@@ -356,9 +353,7 @@ class ChainRules(BlindWrites):
         moved = due(grown, window, committed=chain.seq)
         if moved:
             count = len(moved) * BLOCK
-            grown = replace(
-                grown, ops=grown.ops[count:], cut_seq=grown.cut_seq + count, trims=grown.trims + len(moved)
-            )
+            grown = replace(grown, ops=grown.ops[count:], cut_seq=grown.cut_seq + count)
         return grown, moved
 
     def plan(
@@ -410,11 +405,7 @@ class ChainRules(BlindWrites):
                 )
                 where = Position(chain.line, first + len(applied))
                 if state == "failed":
-                    out.outcomes.append(
-                        TagFailed(
-                            f"chain {chain.tag!r} has failed: {NEGATIVE}", tag=chain.tag, reason=NEGATIVE
-                        )
-                    )
+                    out.outcomes.append(_failed(chain.tag, NEGATIVE))
                 else:
                     out.outcomes.append(result(value, acked=done, position=where))
         if out.lookups:
@@ -442,17 +433,6 @@ class ChainRules(BlindWrites):
             return Unchanged()
         return APPLY
 
-    def fail_allowed(self, chain: Chain | None, owner: str | None) -> bool:
-        """A blind fail's condition: ``attribute_exists(pk) AND (attribute_not_exists(state)
-        OR state = pending) AND (attribute_not_exists(sum) OR sum <> 0) [AND owner =
-        :owner]``."""
-        return (
-            chain is not None
-            and chain.state == "pending"
-            and not (chain.mode == "sum" and is_zero(chain.value))
-            and (owner is None or chain.owner == owner)
-        )
-
     def failed(self, chain: Chain, reason: str | None, now: int) -> Chain:
         reason = reason if reason else chain.reason
         return updated(chain, now, state="failed", reason=reason, purge_at=self._purge(now))
@@ -465,23 +445,9 @@ class ChainRules(BlindWrites):
         refusal = self._owner_refusal(chain, owner) or self._refusal(chain, now)
         return Reject(refusal) if refusal is not None else APPLY
 
-    def touch_allowed(self, chain: Chain | None, owner: str | None, now: int) -> bool:
-        """A blind touch's condition: ``attribute_exists(pk) AND (attribute_not_exists(state)
-        OR state = pending) AND (attribute_not_exists(sum) OR sum <> 0) AND
-        (attribute_not_exists(deadline) OR deadline >= :now) [AND owner = :owner]``."""
-        return (
-            self.fail_allowed(chain, owner)
-            and chain is not None
-            and (chain.deadline is None or chain.deadline >= now)
-        )
-
     def touched(self, chain: Chain, ttl: int | None, now: int) -> Chain:
         """``chain`` with its deadline ``ttl`` from now (unchanged for None: a chain
         that expires by rotation only)."""
         deadline = chain.deadline if ttl is None else now + ttl
         purge_at = chain.purge_at if deadline is None else deadline + self.skew + self.retention
         return updated(chain, now, deadline=deadline, purge_at=purge_at)
-
-
-def _negative(value: Value) -> bool:
-    return isinstance(value, int) and value < 0

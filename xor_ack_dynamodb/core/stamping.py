@@ -12,7 +12,7 @@ Whole-life duplicate, sum mode (the common case pays nothing)::
     T: cutn > p (history moved past p): rejected, ALL_OLD names cutn
     A: reads history blocks (p, cutn] (one BatchGetItem)
        m found ──> duplicate;  a block missing ──> OutcomeUnknown;
-       m in none ──> ADD again, guard cutn <= cutn seen (the window covers the rest)
+       m in none ──> ADD again, guard cutn <= seq seen (its window was checked too)
 
 A stamp whose op id the library drew in this call carries no guard: no earlier copy
 can exist. Once its own write's outcome is unknown, its copy is checked from the chain
@@ -22,8 +22,8 @@ Siblings (the children of one parent, all bounded by the parent's position p)::
 
     A: blocks (p, cutn] of its cached view are in the tracker's history cache (it
        wrote or read them: blocks never change), m in none of them
-    A: ADD m, guard cutn <= cutn of the view ──> applied, 1 request
-    (a view whose cut moved on since: refused, the new blocks read once, ADD again)
+    A: ADD m, guard cutn <= seq of the view ──> applied, 1 request
+    (a trim passed the view's last op since: refused, the new blocks read, ADD again)
 
 A botocore resend of a guarded ADD carries its guard: harmless. An unguarded one (a
 drawn op id) is stopped (stores/dynamodb/resend.py); the call's own retry is guarded
@@ -141,6 +141,12 @@ class _History(Call[T]):
             "applied cannot be told; nothing more was written",
             tag=self.tag,
         )
+
+    def _keep_window(self, chain: Chain) -> None:
+        """Keep the history blocks whole in ``chain``'s window (a block is the ops at its
+        positions, wherever they were seen): a later check need not read them."""
+        whole = due(chain, 0, chain.seq, most=len(chain.ops) // BLOCK)
+        self.searched.add(chain.line, tuple(b.index for b in whole), {b.index: b.ops for b in whole})
 
     def _write_history(self, chain: Chain, blocks: list[Block]) -> Generator[Request, Any, None]:
         reply = yield WriteHistory(self.tag, chain.line, tuple(blocks), self.rules.history_purge(chain))
@@ -341,17 +347,23 @@ class AddCall(_History[Stamp | Sum]):
         return Guard(0) if after is None else Guard(after.seq, after.lineage)
 
     def _preread(self) -> Generator[Request, Any, None]:
-        """Check the op against the history of the chain as last seen (its blocks mostly
-        in the tracker's cache: siblings share them), so that the ADD's guard is that
-        view's cut and lands at once unless the chain moved on since."""
+        """Check the op against the chain as last seen, its window and its history since
+        the bound (the blocks mostly in the tracker's cache: siblings share them), so
+        that the ADD is guarded by that view's last position (:class:`Guard`) and lands
+        at once unless a trim has passed it since (``max_ops`` stamps later at least)."""
         chain, delivery = self.known, self._current()
         if delivery.drawn or self.checked is not None or chain is None or chain.find(self.op.key):
             return
+        self._keep_window(chain)
         found = scope(chain, delivery.after)
         if isinstance(found, Lookup):
             yield from self._lookup([found])
-            if self.searched.find(found, self.op.key) is None:
-                self.checked = Guard(chain.cut_seq, chain.line)
+            if self.searched.find(found, self.op.key) is not None:
+                return
+        if not isinstance(found, Unknowable):
+            after = delivery.after
+            bound = after.seq if after is not None and after.lineage == chain.line else 0
+            self.checked = Guard(max(chain.seq, bound), chain.line)
 
     def round(self, now: int) -> Round[Stamp | Sum]:
         if self.failing:
@@ -366,6 +378,8 @@ class AddCall(_History[Stamp | Sum]):
                 return (yield from self._applied_add(reply, now))
             current = reply.current
             self._saw(current)
+            if current is not None:
+                self._keep_window(current)
             delivery = self._current()
             verdict = self.rules.judge_stamp(
                 self.tag, current, self.delta, self.op, self.owner, now, delivery, self.searched
@@ -388,9 +402,9 @@ class AddCall(_History[Stamp | Sum]):
                 if current is None:
                     self.gone = True
                 raise verdict.error
-            # Not applied up to the history it has: again, guarded by what it checked.
+            # Not applied up to the chain it has checked: again, guarded by that chain.
             assert current is not None
-            checked = Guard(current.cut_seq, current.line)
+            checked = Guard(current.seq, current.line)
             if delivery.drawn or guard == checked:
                 break  # refused for no reason visible in the chain returned: back off
             self.checked = checked
@@ -450,11 +464,7 @@ class AddCall(_History[Stamp | Sum]):
         reply = yield from self._io(Put(done, chain))
         if isinstance(reply, Rejected):
             current = reply.current
-            if (
-                current is not None
-                and current.state == "pending"
-                and is_zero(current.value)
-            ):
+            if current is not None and current.state == "pending" and is_zero(current.value):
                 done = self.rules.completed(current, now)
                 reply = yield from self._io(Put(done, current))  # a trim changed the token: once more
         if isinstance(reply, Written):
@@ -486,7 +496,7 @@ class AddCall(_History[Stamp | Sum]):
         try:
             written: set[int] = set()
             own = blocks[-1]
-            if len(blocks) > 1 and _end(own) == upto:
+            if len(blocks) > 1 and (own.index + 1) * BLOCK == upto:  # its own block is the last
                 current: Chain | None = None
                 for _ in range(OWN_TRIMS):
                     refused = yield from self._trim_blocks(chain, [own], window, now, written)
@@ -495,10 +505,10 @@ class AddCall(_History[Stamp | Sum]):
                     current = refused.current
                     if current is None:
                         break
-                    if current.line != chain.line or current.cut_seq >= _start(own):
+                    if current.line != chain.line or current.cut_seq >= own.index * BLOCK:
                         return  # moved by another writer, or the chain was created again
                 if current is not None:
-                    blocks = [b for b in blocks if _start(b) >= current.cut_seq]
+                    blocks = [b for b in blocks if b.index * BLOCK >= current.cut_seq]
             yield from self._trim_blocks(chain, blocks, window, now, written)
         except Transient:
             self.events["trims_lost"] += 1
@@ -517,7 +527,7 @@ class AddCall(_History[Stamp | Sum]):
         if unwritten:
             yield from self._write_history(view, unwritten)
             written.update(b.index for b in unwritten)
-        cut = _start(blocks[0])
+        cut = blocks[0].index * BLOCK  # cutn once the blocks before it have left the list
         for _ in blocks:
             trim = Trim(self.tag, BLOCK, window, now, cut, view.line)
             reply = yield trim
@@ -536,14 +546,3 @@ class AddCall(_History[Stamp | Sum]):
             if current is None or current.line != view.line or current.cut_seq != cut:
                 return refused
         return None
-
-
-def _start(block: Block) -> int:
-    """The position after which ``block`` starts (``cutn`` once the blocks before it
-    have left the list)."""
-    return block.index * BLOCK
-
-
-def _end(block: Block) -> int:
-    """The last position of ``block``."""
-    return _start(block) + BLOCK

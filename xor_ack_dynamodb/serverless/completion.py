@@ -13,7 +13,9 @@ refused because it already holds (``cmpl_by`` is this claimant: botocore resent 
 claim after its first copy's response was lost) is this claimant's own, and so is one
 read back when every attempt of the claim lost its response (the call fires at once
 instead of leaving the stream's retry to wait out the lease; only if that read fails
-too does the lease bound the wait).
+too does the lease bound the wait). Claim, mark and release are sent again under the
+tracker's retry budget after a transient error: a mark throttled past botocore's attempts
+still lands in the call that fired.
 
 Guarantee: once, and at least once (never zero) when the claimant dies between firing
 and marking or runs past its lease. A claim is taken over only when
@@ -39,14 +41,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, cast
 
+import tenacity
 from botocore.exceptions import ClientError
 
 from ..core.algebra import Mode
 from ..core.chain import new_token
 from ..errors import InvalidConfig, RequestFailed
+from ..retry import RetryPolicy
 from ..stats import RequestStats
 from ..stores.dynamodb._sync.store import DynamoDBStore
-from ..stores.dynamodb.codec import error_code
+from ..stores.dynamodb.codec import error_code, is_transient
 from .errors import CompletionPending, TargetFailed
 
 __all__ = [
@@ -134,15 +138,31 @@ class DynamoDBGuard:
         if getattr(tracker, "delete_on_ack", False):
             raise InvalidConfig("completion needs the acked tombstone: use a tracker without delete_on_ack")
         self.store: DynamoDBStore = tracker.store
+        self.retry: RetryPolicy = tracker.retry
         self.table: str = tracker.table
         self.partition_key: str = tracker.partition_key
-        self.skew = _skew(tracker, skew)
+        if skew is None:
+            skew = getattr(getattr(tracker, "rules", None), "skew", 5)
+        if isinstance(skew, bool) or not isinstance(skew, (int, float)) or not 0 <= skew <= 3600:
+            raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {skew!r}")
+        self.skew = float(skew)
 
     def _call(self, operation: str, tag: str, **kwargs: Any) -> dict[str, Any]:
-        """One request through the tracker's store: counted with botocore's resends, and
-        transport errors typed also on a client passed in."""
+        """One request through the tracker's store (counted with botocore's resends,
+        transport errors typed also on a client passed in), sent again under the
+        tracker's retry budget after a transient error: claim, mark and release are
+        conditioned on the claimant, so a copy that lands twice changes nothing. Past
+        the budget the last error is raised (a throttle as botocore's ``ClientError``)."""
         key = {self.partition_key: {"S": tag}}
-        return self.store.call(operation, {"TableName": self.table, "Key": key, **kwargs}, tag)
+        request = {"TableName": self.table, "Key": key, **kwargs}
+        try:
+            return self.retry.retrying(tenacity.retry_if_exception(is_transient))(
+                self.store.call, operation, request, tag
+            )
+        except tenacity.RetryError as spent:
+            error = spent.last_attempt.exception()
+            assert error is not None
+            raise error from error.__cause__
 
     def _update(self, tag: str, **kwargs: Any) -> dict[str, Any] | None:
         """A conditional ``UpdateItem``: None when it was applied, the error's response
@@ -196,12 +216,15 @@ class DynamoDBGuard:
                 ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except RequestFailed as unknown:
-            # Every attempt's response lost (or a 5xx): the claim may have landed. Read it
-            # back, or the stream's retry, a new claimant, would wait out the whole lease.
+        except (RequestFailed, ClientError) as unknown:
+            # Past the retry budget, after an error that may hide an applied attempt (a
+            # lost response, then throttles): read the claim back, or the stream's retry,
+            # a new claimant, would wait out the whole lease.
+            if not is_transient(unknown):
+                raise
             try:
                 landed = self._call("GetItem", tag, ConsistentRead=True).get("Item") or {}
-            except RequestFailed:
+            except (RequestFailed, ClientError):
                 raise unknown from None
             if _claimed_by(landed, claimant):
                 return "claimed"
@@ -259,14 +282,6 @@ def _same_lineage(item: dict[str, Any], lineage: Lineage | None) -> bool:
         found = item.get("cop", {}).get("B")
         return found is not None and bytes(found) == lineage.create_op
     return True
-
-
-def _skew(tracker: Any, skew: float | None) -> float:
-    if skew is None:
-        skew = getattr(getattr(tracker, "rules", None), "skew", 5)
-    if isinstance(skew, bool) or not isinstance(skew, (int, float)) or not 0 <= skew <= 3600:
-        raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {skew!r}")
-    return float(skew)
 
 
 class MemoryGuard:

@@ -1,5 +1,5 @@
-"""What records and starts use of a pipeline: :mod:`.records`, :mod:`.sqs`
-and :mod:`.starts` are written against this protocol, so that
+"""What the serverless modules use of a pipeline: :mod:`.records`, :mod:`.sqs`,
+:mod:`.starts` and :mod:`.stream` are written against this protocol, so that
 :class:`~xor_ack_dynamodb.serverless.Pipeline` composes them and none imports it back."""
 
 from __future__ import annotations
@@ -7,15 +7,23 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..core.algebra import Mode
+from ..core.chain import Chain
 from ..interfaces import AckTracker
 from ..stats import RequestStats
+from .completion import Completion, FireOutcome, Lineage
 
-__all__ = ["PipelineParts"]
+__all__ = ["PipelineParts", "ItemReader"]
+
+
+class ItemReader(Protocol):
+    """What reads an item's attributes into a :class:`Chain` (the tracker's item codec)."""
+
+    def parse(self, item: dict[str, Any], tag: str | None = None) -> Chain: ...
 
 
 class PipelineParts(Protocol):
-    """The tracker, the settings, the clients. (Completions are not theirs: they fire
-    from the table's stream, :mod:`.stream`.)"""
+    """The tracker, the settings, the clients, and what fires completions (from the
+    table's stream, :mod:`.stream`)."""
 
     tracker: AckTracker
     mode: Mode
@@ -26,4 +34,8 @@ class PipelineParts(Protocol):
 
     def client(self, service: str) -> Any: ...  # "sqs", "s3", "events": built on first use
 
-    def now(self) -> float: ...  # epoch seconds
+    def fire_completion(self, completion: Completion, lineage: Lineage | None = None) -> FireOutcome: ...
+
+    def owns(self, tag: str, owner: str | None) -> bool: ...  # a chain this pipeline completes
+
+    def item_reader(self) -> ItemReader: ...  # reads the stream's images

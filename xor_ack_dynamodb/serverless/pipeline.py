@@ -27,17 +27,20 @@ from .completion import (
     Completion,
     CompletionGuard,
     EventBridgeTarget,
+    FireOutcome,
+    Lineage,
     SqsTarget,
     Target,
     fire_once,
     guard_for,
 )
 from .metrics import MetricsPublisher
+from .parts import ItemReader
 from .poller import StreamPoller
 from .records import Handler
 from .sqs import process_sqs_batch, record_function
 from .starts import Started, process_s3_event, start
-from .stream import ChainFilter, ItemReader, owned_by_pipelines, process_chain_stream
+from .stream import ChainFilter, owned_by_pipelines, process_chain_stream
 
 __all__ = ["Pipeline", "PipelineConfig"]
 
@@ -120,8 +123,6 @@ class PipelineConfig:
     aws_secret_access_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.mode not in ("sum", "xor"):
-            raise InvalidConfig(f"mode must be 'sum' or 'xor', got {self.mode!r}")
         _receives(self.max_receives)
         _positive(self.completion_lease_seconds, "completion_lease_seconds")
         TrackerOptions(**self.ack_config().options()).rules(deadline=True)  # every tracker option checked now
@@ -353,6 +354,15 @@ class Pipeline:
         finally:
             self.publish_metrics()
 
+    def fire_completion(self, completion: Completion, lineage: Lineage | None = None) -> FireOutcome:
+        """:func:`~.completion.fire_once` with this pipeline's guard, targets and lease
+        (raising as it does), then its outcome counted (``completions.fired``...)."""
+        outcome = fire_once(
+            self.guard, self.targets, completion, now=self.now(), lease=self.completion_lease, lineage=lineage
+        )
+        self.stats.add(f"completions.{outcome}")
+        return outcome
+
     def owns(self, tag: str, owner: str | None) -> bool:
         """Whether the chain ``tag`` (of ``owner``) is this pipeline's to complete."""
         return self.chains(tag, owner)
@@ -412,14 +422,10 @@ class Pipeline:
             return
         completion = Completion(tag, status.owner or "", self.mode, self.now())
         try:
-            outcome = fire_once(
-                self.guard, self.targets, completion, now=self.now(), lease=self.completion_lease
-            )
+            self.fire_completion(completion)
         except Exception as exc:  # noqa: BLE001 - not the completing stamp's error: keep it for a retry
             log.warning("%s: completion not fired (%r); retry_completions() fires it", tag, exc)
             self.unfired.append(tag)
-            return
-        self.stats.add(f"completions.{outcome}")
 
     def retry_completions(self) -> int:
         """MemoryAck pipelines: fire the completions whose targets raised before; returns

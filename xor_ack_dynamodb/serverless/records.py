@@ -249,7 +249,7 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context, env: Envelope) -> Out
     # history names none; this record's own bound is then theirs too).
     after = result.position if result.position is not None else env.after
     try:
-        send_children(children, after, client=pipeline.client, stats=pipeline.stats)
+        send_children(children, after, pipeline)
     except Exception as exc:  # noqa: BLE001 - the redelivery's duplicate stamp re-sends them
         log.warning(
             "%s: children of message %s not all sent, will be retried: %r", ctx.tag, ctx.message_id, exc

@@ -14,15 +14,15 @@ whether a message was sent twice."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from ..errors import XorAckError
 from ..stamps import Position
-from ..stats import RequestStats
 from .context import Child
 from .edges import edge_text
+from .parts import PipelineParts
 
 __all__ = ["ChildrenNotSent", "send_children", "message_attributes"]
 
@@ -63,11 +63,9 @@ def _entry(index: int, child: Child) -> dict[str, Any]:
     return entry
 
 
-def send_children(
-    children: Iterable[Child], after: Position | None, *, client: Callable[[str], Any], stats: RequestStats
-) -> None:
-    """Send every child (``client("sqs")``, ``client("s3")``: only when a child needs it),
-    its envelope naming ``after``, the position where the stamp that started it landed.
+def send_children(children: Iterable[Child], after: Position | None, pipeline: PipelineParts) -> None:
+    """Send every child (the pipeline's ``sqs`` and ``s3`` clients: only when a child needs
+    one), its envelope naming ``after``, the position where the stamp that started it landed.
     Raises :class:`ChildrenNotSent` naming what SQS refused (the others were sent), and
     lets a client error propagate; either way the caller retries the record, which
     sends them all again (copies are harmless: see the module doc)."""
@@ -75,7 +73,7 @@ def send_children(
     for child in children:
         child = replace(child, envelope=replace(child.envelope, after=after))
         if child.is_object:
-            stats.request("s3.PutObject")
+            pipeline.stats.request("s3.PutObject")
             kwargs: dict[str, Any] = {
                 "Bucket": child.bucket,
                 "Key": child.key,
@@ -84,7 +82,7 @@ def send_children(
             }
             if child.content_type:
                 kwargs["ContentType"] = child.content_type
-            client("s3").put_object(**kwargs)
+            pipeline.client("s3").put_object(**kwargs)
         else:
             assert child.queue_url is not None
             by_queue.setdefault(child.queue_url, []).append(child)
@@ -92,8 +90,8 @@ def send_children(
     for queue, queued in by_queue.items():
         for start in range(0, len(queued), BATCH):
             entries = [_entry(i, c) for i, c in enumerate(queued[start : start + BATCH])]
-            stats.request("sqs.SendMessageBatch")
-            response = client("sqs").send_message_batch(QueueUrl=queue, Entries=entries)
+            pipeline.stats.request("sqs.SendMessageBatch")
+            response = pipeline.client("sqs").send_message_batch(QueueUrl=queue, Entries=entries)
             refused.extend(response.get("Failed", []))
     if refused:
         first = refused[0]

@@ -112,7 +112,7 @@ def _launch(pipeline: PipelineParts, ctx: Context, incarnation: str) -> Started:
             log.info("%s: started before and now %s; its children are not sent again", tag, state)
             return Started(tag, owner, len(children), False, False, state)
         log.info("%s: started before and still pending; sending its %d children again", tag, len(children))
-    send_children(children, created.position, client=pipeline.client, stats=pipeline.stats)
+    send_children(children, created.position, pipeline)
     if not created.duplicate:
         log.info("%s: started with %d children", tag, len(children))
     return Started(tag, owner, len(children), not created.duplicate, True, "pending")

@@ -22,13 +22,14 @@ import base64
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from ..core.algebra import is_zero
 from ..core.chain import Chain
 from ..errors import CorruptItem
-from .completion import Completion, CompletionGuard, Lineage, Target, fire_once
+from .completion import Completion, Lineage
 from .edges import OWNER_PREFIX
+from .parts import ItemReader, PipelineParts
 
 __all__ = [
     "Change",
@@ -45,6 +46,9 @@ log = logging.getLogger("xor_ack_dynamodb.serverless")
 ChainFilter = Callable[[str, "str | None"], bool]
 
 Kind = Literal["completed", "failed", "expired"]
+
+#: What :func:`process_chain_stream` uses of a pipeline: the protocol :mod:`.records` takes.
+StreamParts = PipelineParts
 
 
 def owned_by_pipelines(tag: str, owner: str | None) -> bool:
@@ -65,29 +69,6 @@ class Change:
     def lineage(self) -> Lineage:
         op = self.chain.create_op
         return Lineage(self.chain.owner, None if op is None else op.key + op.digest)
-
-
-class ItemReader(Protocol):
-    """What reads an item's attributes into a :class:`Chain` (the tracker's item codec)."""
-
-    def parse(self, item: dict[str, Any], tag: str | None = None) -> Chain: ...
-
-
-class StreamParts(Protocol):
-    """What :func:`process_chain_stream` uses of a pipeline."""
-
-    guard: CompletionGuard
-    targets: list[Target]
-    completion_lease: float
-
-    @property
-    def stats(self) -> Any: ...
-
-    def owns(self, tag: str, owner: str | None) -> bool: ...
-
-    def item_reader(self) -> ItemReader: ...
-
-    def now(self) -> float: ...
 
 
 def _complete(chain: Chain | None) -> bool:
@@ -153,7 +134,7 @@ def read_change(record: Mapping[str, Any], reader: ItemReader) -> Change | None:
     return None
 
 
-def process_chain_stream(event: Mapping[str, Any], *, pipeline: StreamParts) -> dict[str, Any]:
+def process_chain_stream(event: Mapping[str, Any], *, pipeline: PipelineParts) -> dict[str, Any]:
     """Handle a batch of the chain table's stream records (see the module doc) and return
     Lambda's partial batch response, ``{"batchItemFailures": [{"itemIdentifier":
     <sequence number>}]}`` with at most the first record to retry. Never raises for one
@@ -177,17 +158,9 @@ def process_chain_stream(event: Mapping[str, Any], *, pipeline: StreamParts) -> 
         chain = change.chain
         completion = Completion(chain.tag, chain.owner or "", chain.mode, float(chain.updated_at or 0))
         try:
-            outcome = fire_once(
-                pipeline.guard,
-                pipeline.targets,
-                completion,
-                now=pipeline.now(),
-                lease=pipeline.completion_lease,
-                lineage=change.lineage,
-            )
+            pipeline.fire_completion(completion, change.lineage)
         except Exception as exc:  # noqa: BLE001 - a live claim, a target down: retry from this record
             log.warning("%s: completion not fired yet (%r); the stream retries from here", chain.tag, exc)
             stats.add("completions.retried")
             return {"batchItemFailures": [{"itemIdentifier": change.sequence}]}
-        stats.add(f"completions.{outcome}")
     return {"batchItemFailures": []}

@@ -52,7 +52,6 @@ from .chains import (
     settle,
     snapshot,
 )
-from .context import is_connect
 from .edges import EdgeKey
 from .group import Group, group_for
 from .heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_tracker
@@ -245,36 +244,6 @@ class Driver:
         total.update(snapshot(self.tracker))
         return total
 
-    def stamp(
-        self,
-        stamps: Mapping[str, int],
-        failures: Mapping[str, str],
-        op_prefix: str,
-        *,
-        owner: Owners | None = None,
-        group: Group | Mapping[str, Group] | None = None,
-        known: dict[str, Attempt] | None = None,
-        transactions: bool = False,
-    ) -> Counter[str]:
-        """Stamp each chain once with what a job's committed output owes it and fail the
-        chains of ``failures`` (:func:`~.chains.apply_acks`: op ids
-        ``<op_prefix>/<tag>``, by default owned by the run and in its group); counted."""
-        clock = time.perf_counter()
-        counts = apply_acks(
-            self.tracker,
-            stamps,
-            failures,
-            group or self.group,
-            op_prefix,
-            owner=owner or self.tags.owner,
-            threads=self.threads,
-            known=known,
-            transactions=transactions,
-        )
-        self.counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
-        self.counts.update(counts)
-        return counts
-
     def commit(
         self,
         stamps: Mapping[str, int],
@@ -291,8 +260,10 @@ class Driver:
         """Ack what a job's committed output owes its chains (the sink of either API):
         once the attempt's creates are done (``starting``; None: every chain is the
         job's), stamp each chain it started once with its amount and fail the failed
-        ones (:meth:`stamp`, op ids ``<op_prefix>/<tag>``); keep their notes in
-        ``noted``. A chain not started (another writer's) is left alone."""
+        ones (:func:`~.chains.apply_acks`: op ids ``<op_prefix>/<tag>``, by default owned
+        by the run and in its group); keep their notes in ``noted``. A chain not started
+        (another writer's) is left alone. Returns the counts, also added to
+        :attr:`counts`."""
         if starting is not None:
             clock = time.perf_counter()
             started = starting.result()[0]
@@ -302,9 +273,21 @@ class Driver:
             notes = {t: n for t, n in notes.items() if t in started}
         for tag, text in notes.items():
             noted.setdefault(tag, text)
-        return self.stamp(
-            stamps, failures, op_prefix, owner=owner, group=group, known=known, transactions=self.transactions
+        clock = time.perf_counter()
+        counts = apply_acks(
+            self.tracker,
+            stamps,
+            failures,
+            group or self.group,
+            op_prefix,
+            owner=owner or self.tags.owner,
+            threads=self.threads,
+            known=known,
+            transactions=self.transactions,
         )
+        self.counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
+        self.counts.update(counts)
+        return counts
 
     def run_attempts(
         self,
@@ -331,9 +314,10 @@ class Driver:
         errors: list[str] = []
         todo = list(range(len(roots)))
         shown = observer is None if progress is None else progress
-        display = RunProgress(self._context(), total=len(roots)) if shown else None
+        metrics = RunMetrics.of(self)
+        display = RunProgress(metrics.context, total=len(roots)) if shown else None
         observers = [o for o in (display, observer) if o is not None]
-        with RunMetrics.of(self) as metrics, display or nullcontext():
+        with metrics, display or nullcontext():
             for number in range(1, max_attempts + 1):
                 if not todo:
                     break
@@ -353,14 +337,6 @@ class Driver:
             report = RunReport(outcomes, self.requests(), errors)
             metrics.finished(report)
             return report
-
-    def _context(self) -> Any:
-        """The run's SparkContext, whose stages the progress shows (None under Spark
-        Connect)."""
-        spark = getattr(self, "spark", None)
-        if spark is not None:
-            return None if is_connect(spark) else spark.sparkContext
-        return getattr(self, "sc", None)
 
     def attempt(self, plan: Plan) -> tuple[dict[str, Attempt], str | None]:
         """One attempt (module doc). Returns how each chain ended and the error of a

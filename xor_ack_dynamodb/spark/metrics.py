@@ -78,7 +78,9 @@ class RunMetrics:
         self.tag = run_tag(run_id)
         self.values: dict[str, int] | None = None
         self._session = spark if spark is not None and is_connect(spark) else None
-        self._context = None if spark is None or self._session else getattr(spark, "sparkContext", spark)
+        #: The run's SparkContext (None under Spark Connect, or without ``spark``): the
+        #: context whose jobs are labelled here and whose stages the progress shows.
+        self.context = None if spark is None or self._session else getattr(spark, "sparkContext", spark)
         self._saved: str | None = None
         self._attempt_tag: str | None = None
 
@@ -89,17 +91,17 @@ class RunMetrics:
         return cls(driver.run_id, getattr(driver, "spark", None) or getattr(driver, "sc", None))
 
     def __enter__(self) -> RunMetrics:
-        if self._context is not None:
-            self._saved = self._context.getLocalProperty(_DESCRIPTION)
-            self._context.addJobTag(self.tag)
+        if self.context is not None:
+            self._saved = self.context.getLocalProperty(_DESCRIPTION)
+            self.context.addJobTag(self.tag)
         elif self._session is not None:
             self._session.addTag(self.tag)
         return self
 
     def attempt_started(self, attempt: int, roots: int) -> None:
         """Label the attempt's jobs (before it starts)."""
-        if self._context is not None:
-            self._context.setJobDescription(f"xor-ack run {self.run_id} attempt {attempt}: {roots} roots")
+        if self.context is not None:
+            self.context.setJobDescription(f"xor-ack run {self.run_id} attempt {attempt}: {roots} roots")
         elif self._session is not None:
             if self._attempt_tag is not None:
                 self._session.removeTag(self._attempt_tag)
@@ -110,14 +112,14 @@ class RunMetrics:
         """Publish the run's final figures (:attr:`values`): on classic Spark as the
         description of a job with no partitions."""
         self.values = figures(report)
-        if self._context is not None:
-            self._context.setJobDescription(summary(self.run_id, self.values))
-            self._context._jsc.emptyRDD().count()
+        if self.context is not None:
+            self.context.setJobDescription(summary(self.run_id, self.values))
+            self.context._jsc.emptyRDD().count()
 
     def __exit__(self, *exc: object) -> None:
-        if self._context is not None:
-            self._context.setLocalProperty(_DESCRIPTION, self._saved)
-            self._context.removeJobTag(self.tag)
+        if self.context is not None:
+            self.context.setLocalProperty(_DESCRIPTION, self._saved)
+            self.context.removeJobTag(self.tag)
         elif self._session is not None:
             for tag in (self._attempt_tag, self.tag):
                 if tag is not None:

@@ -67,7 +67,6 @@ class RunProgress:
         self.total = total
         self.attempt = 0
         self.done = 0
-        self.tracking: Any = None
         self.stage = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="xor-ack-progress", daemon=True)
@@ -87,7 +86,7 @@ class RunProgress:
             self.progress.stop()
 
     def attempt_started(self, attempt: int, roots: int, tracking: Any) -> None:
-        self.attempt, self.tracking, self.stage = attempt, tracking, ""
+        self.attempt, self.stage = attempt, ""
         if self.total is None:
             self.total = roots
             self.progress.update(self.task, total=roots)
@@ -125,9 +124,5 @@ class RunProgress:
                     stage = live[0]
                     self.stage = f"stage {stage.stageId}: {stage.numCompletedTasks}/{stage.numTasks} tasks"
                     self._describe(self.stage)
-            counters = getattr(self.tracking, "counters", None)  # the RDD path's accumulator
-            if counters is not None and hasattr(counters, "value"):
-                acked = counters.value.get("chains_acked", 0)
-                self.progress.update(self.task, completed=min(self.total or 0, max(self.done, acked)))
             if not self.bar and self.attempt:
                 log.info("attempt %d: running%s", self.attempt, f", {self.stage}" if self.stage else "")

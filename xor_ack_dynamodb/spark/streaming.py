@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
@@ -278,8 +277,7 @@ class StreamTracking:
                 report.pending.append(key_)
             else:
                 report.failed[key_] = outcome.reason or outcome.state
-        counts = Counter(tracking.counts)
-        counts.update(snapshot(self.tracker))
+        counts = tracking.requests()
         counts.subtract(before)
         report.counts = dict(+counts)
         if self.hook is not None:

@@ -128,7 +128,9 @@ def frame_job(attempt: FrameAttempt, options: Options, ahead: CountAhead | None 
         staged = options.parts.child(f"{STAGING}/{write_id}").url
         attempt.commit.write_id = write_id
         attempt.commit.before = lambda xors: None if xors.errors else ahead.start(attempt.spark, staged)
-    return counts.write(options.parts, tag_column=TAG_COLUMN, publish=False)
+    # Staged across the files (one row per word, not per file and word) when every file
+    # acks; per file otherwise (TrackedFrame.write's combine): totals() sums either.
+    return counts.write(options.parts, tag_column=TAG_COLUMN, publish=False, combine=True)
 
 
 def plain_counts(

@@ -11,7 +11,7 @@ stamp per chain per job.
   :mod:`.columns`: the hidden tracking columns and what a write owes each chain.
 """
 
-from .attempt import Commit, FrameAttempt, FrameJob
+from .attempt import Commit, FrameAttempt, FrameJob, RestagedApart
 from .keys import UnknownRootKey, match_key
 from .tracked import TrackedFrame, TrackedGroups, WriteResult
 from .tracking import FrameTracking, default_parallelism, is_connect
@@ -21,6 +21,7 @@ __all__ = [
     "FrameAttempt",
     "FrameJob",
     "FrameTracking",
+    "RestagedApart",
     "TrackedFrame",
     "TrackedGroups",
     "UnknownRootKey",

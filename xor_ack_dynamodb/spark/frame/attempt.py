@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...errors import InvalidConfig
+from ...errors import InvalidConfig, XorAckError
 from ..chains import Owners, Started
 from ..edges import EdgeKey
 from ..group import Group
@@ -26,7 +26,7 @@ from ..outcomes import Attempt
 from ..output import Location
 from ..tags import TagScheme
 from . import commit as protocol
-from .columns import ChainXors
+from .columns import CHAIN, ChainXors
 from .sources import TextRoot, read_text, start
 from .tracked import TrackedFrame, WriteResult
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from ...interfaces import AckTracker
 
-__all__ = ["FrameAttempt", "FrameRun", "Commit", "FrameJob"]
+__all__ = ["FrameAttempt", "FrameRun", "Commit", "FrameJob", "RestagedApart"]
 
 
 class FrameRun(Protocol):
@@ -171,14 +171,23 @@ class FrameAttempt:
         format: str,
         tag_column: str,
         publish: bool = True,
+        combine: bool = False,
     ) -> WriteResult:
         """The attempt's one tracked write (:meth:`TrackedFrame.write`): stage, read back,
         ledger, stamps, publish (:mod:`.commit`). Raises
         :class:`~xor_ack_dynamodb.spark.output.OutputRefused` before any task for a write
-        that cannot be done."""
+        that cannot be done, :class:`InvalidConfig` for ``combine`` without
+        ``publish=False`` or on a frame not made by ``group_by().agg()``.
+
+        ``combine``: the groups are staged across the roots (:func:`.commit.combined`),
+        kept if every root acks; a root failing has them staged per root before the
+        stamps; a root the stamps do not ack has the acked roots' staged again per root,
+        each checked against the XOR it was acked with (else :class:`RestagedApart`)."""
         with self._lock:
             if self.write_result is not None:
                 raise InvalidConfig("one tracked write per attempt: its commit acks the chains")
+            if combine and (publish or frame.grouped is None):
+                raise InvalidConfig("combine=True takes publish=False and a frame made by group_by().agg()")
             store = Location.of(location)
             protocol.check_write(self.spark, frame.columns, store, format, tag_column)
             if publish:
@@ -186,16 +195,45 @@ class FrameAttempt:
             owner = self.tracking.tags.owner
             write_id = self.commit.write_id or protocol.new_write_id(owner, self.number)
             staged = protocol.Staged(store, write_id, tag_column, tuple(frame.columns), format)
-            xors = protocol.stage(frame.df, staged, self.tags, publish=publish)
+            if combine and frame.grouped is not None:
+                source, keys, exprs = frame.grouped
+                rows = protocol.combined(source.df, keys, exprs, frame.columns)
+                xors = protocol.stage(rows, staged, self.tags, publish=False)
+                combine = not xors.errors
+                if not combine:  # a root fails: the others' rows are staged per root
+                    staged.staging.remove()
+            if not combine:
+                xors = protocol.stage(frame.df, staged, self.tags, publish=publish)
             known: dict[str, Attempt] = {}
             counts = self._stamp(xors, write_id, known)
             acked = {t for t, a in known.items() if a.state == "acked"}
+            if combine and acked != set(self.tags):
+                xors = self._apart(frame, staged, acked, xors)
             mine = set(self.tags) & self._starting.result()[0]
             if publish:
                 keep = self.commit.keep_unacked and acked != mine
                 protocol.publish(self.spark, staged, acked, keep_staging=keep)
             self.write_result = WriteResult(xors.rows, write_id, counts, staged.staging.url)
             return self.write_result
+
+    def _apart(
+        self, frame: TrackedFrame, staged: protocol.Staged, acked: set[str], owed: ChainXors
+    ) -> ChainXors:
+        """The rows of the ``acked`` roots staged per root in place of a combined write's
+        (:meth:`write`), checked against what each was acked with (``owed``)."""
+        from pyspark.sql import functions as F
+
+        staged.staging.remove()
+        chains = [i for i, tag in enumerate(self.tags) if tag in acked]
+        again = protocol.stage(frame.df.where(F.col(CHAIN).isin(chains)), staged, self.tags, publish=False)
+        wrong = sorted(t for t in acked if again.xors.get(t) != owed.xors.get(t) or t in again.errors)
+        if wrong:
+            staged.staging.remove()
+            raise RestagedApart(
+                f"{len(wrong)} acked root(s) gave other rows when staged again per root "
+                f"(their input changed during the run?), e.g. {wrong[0]!r}: nothing of the write is staged"
+            )
+        return again
 
     def _stamp(self, xors: ChainXors, write_id: str, acked: dict[str, Attempt]) -> Counter[str]:
         """Stamp or fail each chain this attempt started, once, with what the write
@@ -220,6 +258,13 @@ class FrameAttempt:
         if commit.known is not None:
             commit.known.update(acked)
         return counts
+
+
+class RestagedApart(XorAckError):
+    """A ``combine`` write whose roots did not all ack was staged again per root, and an
+    acked root's rows there do not XOR to what it was acked with: its input changed
+    between the two reads. The write's staged rows are removed (the job's total cannot
+    be made); the acks stand."""
 
 
 FrameJob = Callable[[FrameAttempt], Any]

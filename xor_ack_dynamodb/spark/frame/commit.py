@@ -31,7 +31,7 @@ from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, by_chai
 from .driver_read import chain_xors, in_driver
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from ...interfaces import AckTracker
 
@@ -131,6 +131,46 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], *, publish: bool =
     }
     staged.meta.put(f"{staged.write_id}.json", json.dumps(ledger, ensure_ascii=False).encode("utf-8"))
     return xors
+
+
+_KEYS = "_xa_keys"
+
+
+def combined(
+    df: DataFrame, keys: Sequence[str], exprs: Sequence[Column], columns: Sequence[str]
+) -> DataFrame:
+    """The staged rows of a ``combine`` write of ``group_by(*keys).agg(*exprs)`` over
+    ``df`` (user ``columns``), in one aggregation of each row twice (as grouping sets):
+    by ``keys`` across roots (plain Spark's rows; chain 0, edge 0), and by chain (one
+    ghost per chain, reason and note with its edges' XOR: what a per-root staging owes
+    it). Kept only if every root acks (:meth:`~.attempt.FrameAttempt.write`)."""
+    from pyspark.sql import functions as F
+
+    def name(column: str) -> Column:
+        return F.col("`" + column.replace("`", "``") + "`")
+
+    users = [c for c in df.columns if c not in TRACKING]
+    by_key = F.col(_KEYS)
+    both = df.select("*", F.explode(F.array(F.lit(True), F.lit(False))).alias(_KEYS))
+    split = both.select(
+        *(F.when(by_key, name(c)).alias(c) for c in users),
+        by_key,
+        F.when(by_key, F.col(GHOST)).alias(GHOST),
+        *(F.when(~by_key, F.col(c)).alias(c) for c in (CHAIN, ERR, NOTE)),
+        F.when(~by_key, F.col(EDGE)).otherwise(F.lit(0).cast("bigint")).alias(EDGE),
+    )
+    groups = split.groupBy(by_key, *(name(k) for k in keys), GHOST, CHAIN, ERR, NOTE).agg(
+        *exprs, F.bit_xor(EDGE).alias(EDGE)
+    )
+    data = by_key & ~F.col(GHOST)
+    return groups.select(
+        *(F.when(data, name(c)).alias(c) for c in columns),
+        F.coalesce(F.col(CHAIN), F.lit(0)).alias(CHAIN),
+        F.col(EDGE),
+        F.coalesce(F.col(GHOST), F.lit(True)).alias(GHOST),
+        F.col(ERR),
+        F.col(NOTE),
+    )
 
 
 def read_back(spark: SparkSession, staged: Staged) -> ChainXors:

@@ -87,6 +87,7 @@ class Writes(Protocol):
         format: str,
         tag_column: str,
         publish: bool = True,
+        combine: bool = False,
     ) -> WriteResult: ...
 
 
@@ -97,6 +98,8 @@ class TrackedFrame:
     def __init__(self, df: DataFrame, attempt: Writes) -> None:
         self._df = df
         self._attempt = attempt
+        #: (frame, keys, aggregates) of the ``group_by().agg()`` that made it, if one did.
+        self.grouped: tuple[TrackedFrame, list[str], tuple[Column, ...]] | None = None
 
     @property
     def df(self) -> DataFrame:
@@ -270,6 +273,7 @@ class TrackedFrame:
         format: str = "parquet",
         tag_column: str = "xor_ack_tag",
         publish: bool = True,
+        combine: bool = False,
     ) -> WriteResult:
         """Run the job: write the rows that are not ghosts (user columns and the chain's
         tag as ``tag_column``) to ``location`` (a directory, or ``s3://`` where Spark has
@@ -279,8 +283,10 @@ class TrackedFrame:
         there). One tracked write per attempt. Raises
         :class:`~xor_ack_dynamodb.spark.output.OutputRefused` before any task for a
         write that cannot be done (a user column named ``tag_column``, another format, a
-        location Spark cannot write)."""
-        return self._attempt.write(self, location, format=format, tag_column=tag_column, publish=publish)
+        location Spark cannot write). ``combine``: see :meth:`.attempt.FrameAttempt.write`."""
+        return self._attempt.write(
+            self, location, format=format, tag_column=tag_column, publish=publish, combine=combine
+        )
 
 
 class TrackedGroups:
@@ -307,7 +313,9 @@ class TrackedGroups:
             F.col(NOTE),
         ]
         out = self.frame.df.groupBy(*grouping).agg(*exprs, F.bit_xor(EDGE).alias(EDGE))
-        return self.frame._then(out)
+        grouped = self.frame._then(out)
+        grouped.grouped = (self.frame, self.keys, exprs)
+        return grouped
 
     def count(self, name: str = "count") -> TrackedFrame:
         from pyspark.sql import functions as F

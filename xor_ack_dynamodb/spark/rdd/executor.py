@@ -107,10 +107,6 @@ class RunSpec:
     after_flush: AfterFlush | None = None
     group: Group = Group("xor")
 
-    @property
-    def edge_size(self) -> int:
-        return self.edges.size
-
     def tag(self, key: Any) -> str:
         return self.tags.tag(key, self.attempt)
 
@@ -143,11 +139,6 @@ class Ledger:
         for tag, edge in anchors.items():
             pending[tag] = finish(pending.get(tag, 0), edge)
 
-    def add(self, tag: str, amount: int) -> None:
-        """Add a pending amount (edges started less edges finished, in the chain's
-        group) to chain ``tag``'s pending stamp."""
-        self.pending[tag] = self.group.merge(self.pending.get(tag, 0), amount)
-
     def anchor(self, tag: str | None, anchor: Anchor) -> None:
         """Finish a record's anchor (see :data:`Record`)."""
         if tag is not None:
@@ -165,15 +156,18 @@ class Ledger:
         """Fail the chains of a record's anchor."""
         self.fail([tag] if tag is not None else list(anchor), error)  # type: ignore[arg-type]
 
-    def carry(self, carried: Iterable[tuple[Any, str | None, Anchor]]) -> None:
-        """Take in the carriers of earlier steps (at the sink)."""
-        for value, _, anchor in carried:
-            for chain, amount in anchor.items():  # type: ignore[union-attr]
-                self.add(chain, amount)
-            for chain, reason in value.failed.items():
-                self.failed.setdefault(chain, reason)
-            for chain, text in value.notes.items():
-                self.notes.setdefault(chain, text)
+    def owe(self, pending: Mapping[str, int], failed: Mapping[str, str], notes: Mapping[str, str]) -> None:
+        """Take in what another ledger owes: a carrier of an earlier step (at the sink),
+        or a sink partition's result (on the driver). Pending amounts (edges started less
+        edges finished) merge in the chain's group; the first reason and note per chain
+        are kept."""
+        merge = self.group.merge
+        for chain, amount in pending.items():
+            self.pending[chain] = merge(self.pending.get(chain, 0), amount)
+        for chain, reason in failed.items():
+            self.failed.setdefault(chain, reason)
+        for chain, text in notes.items():
+            self.notes.setdefault(chain, text)
 
     def flush(self) -> list[Record]:
         """What the step must emit after its records: its carrier (a list of one record,

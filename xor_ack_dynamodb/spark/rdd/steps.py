@@ -225,26 +225,19 @@ def sink_partition(
     If it raises, the partition's chains fail instead (they will be replayed).
     """
     ledger = Ledger(spec, step, index)
-    pending = ledger.pending
-    finish = spec.group.finish
     values: list[Any] = []
-    carried: list[Record] = []
     for value, tag, anchor in records:
         if type(value) is Carry:
-            carried.append((value, tag, anchor))
-        elif tag is not None:
-            values.append(value)
-            pending[tag] = finish(pending.get(tag, 0), anchor)  # type: ignore[arg-type]
+            ledger.owe(anchor, value.failed, value.notes)  # type: ignore[arg-type]
         else:
             values.append(value)
-            ledger.ack(anchor)  # type: ignore[arg-type]
-    ledger.carry(carried)
+            ledger.anchor(tag, anchor)
     try:
         writer(index, values)
     except Exception as exc:
-        ledger.fail(list(pending), exc)
-        pending.clear()
+        ledger.fail(list(ledger.pending), exc)
+        ledger.pending.clear()
         values = []
     if spec.after_flush is not None:
         spec.after_flush(step, index)
-    yield len(values), pending, ledger.failed, ledger.notes
+    yield len(values), ledger.pending, ledger.failed, ledger.notes

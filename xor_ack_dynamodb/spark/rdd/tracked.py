@@ -22,7 +22,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from . import steps
-from .executor import Noted, RunSpec
+from .executor import Ledger, Noted, RunSpec
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -134,18 +134,10 @@ class TrackedRDD(Generic[T]):
         results = self.rdd.mapPartitionsWithIndex(
             partial(steps.sink_partition, self.spec, step, writer)
         ).collect()
-        merged: dict[str, int] = {}
-        failed: dict[str, str] = {}
-        notes: dict[str, str] = {}
+        owed = Ledger(self.spec, step, -1)
         written = 0
-        add = self.spec.group.merge
         for count, pending, failures, noted in results:
             written += count
-            for tag, value in pending.items():
-                merged[tag] = add(merged.get(tag, 0), value)
-            for tag, reason in failures.items():
-                failed.setdefault(tag, reason)
-            for tag, text in noted.items():
-                notes.setdefault(tag, text)
-        self._acker(step, merged, failed, notes)
+            owed.owe(pending, failures, noted)
+        self._acker(step, owed.pending, owed.failed, owed.notes)
         return written

@@ -55,9 +55,6 @@ class CsvPartitionWriter(_CsvParts):
         # A relative directory means the driver's: executors run elsewhere.
         object.__setattr__(self, "directory", os.path.abspath(self.directory))
 
-    def path(self, index: int) -> Path:
-        return Path(self.directory) / f"part-{index:05d}.csv"
-
     def location(self) -> Location:
         return Location.of(self.directory)
 
@@ -79,9 +76,6 @@ class S3PartitionWriter(_CsvParts):
     to_row: Callable[[Any], Sequence[Any]] = tuple
     endpoint_url: str | None = None
     region: str | None = None
-
-    def key(self, index: int) -> str:
-        return self.location().key(f"part-{index:05d}.csv")[1]
 
     def location(self) -> Location:
         return Location(f"s3://{self.bucket}/{self.prefix}", self.endpoint_url, self.region)

@@ -351,10 +351,9 @@ class RequestCodec:
         # dynalite removes them one by one (shifting the rest); both then drop 0..count-1.
         indexes = range(request.count - 1, -1, -1)
         paths = [f"#ops[{i}]" for i in indexes] + [f"#oph[{i}]" for i in indexes]
-        names = codec.names("#ops", "#oph", "#tr", "#cn", "#lin")
+        names = codec.names("#ops", "#oph", "#cn", "#lin")
         values: dict[str, Any] = {
             ":n": {"N": str(request.count + request.window)},
-            ":one": {"N": "1"},
             ":count": {"N": str(request.count)},
             ":lin": {"B": request.lineage},
             ":cut": {"N": str(request.cut)},
@@ -362,7 +361,7 @@ class RequestCodec:
         at = "#cn = :cut"
         if request.cut == 0:
             at = "(attribute_not_exists(#cn) OR #cn = :cut)"
-        update = "REMOVE " + ", ".join(paths) + " ADD #tr :one, #cn :count"
+        update = "REMOVE " + ", ".join(paths) + " ADD #cn :count"
         condition = f"#lin = :lin AND {at} AND size(#ops) >= :n"
         prepared = self._update(request.tag, update, condition, names, values)
         del prepared.kwargs["ReturnValues"]  # its answer is Written(None): no item to return

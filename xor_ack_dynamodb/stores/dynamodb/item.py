@@ -17,7 +17,6 @@ Layout (the first two attributes are the Node package's, so both can share a tab
 ``ops``              L(B)  the op keys of the most recent ops (8 bytes each), oldest first
 ``oph``              L(B)  their payload hashes (4 bytes each), in the same order
 ``win``              N     the chain's window (``ops`` keeps at least this many)
-``trims``            N     blocks moved out of ``ops`` to history so far
 ``cutn``             N     how many ops left ``ops`` in all (positions up to it are in
                            history); absent while none has
 ``lin``              B     the lineage: 8 random bytes drawn by the create; history
@@ -77,7 +76,6 @@ ATTRIBUTES = {
     "#ops": "ops",
     "#oph": "oph",
     "#win": "win",
-    "#tr": "trims",
     "#cn": "cutn",
     "#lin": "lin",
     "#hb": "hb",
@@ -132,7 +130,6 @@ class ItemCodec:
             "version": chain.version,
             "seq": chain.seq,
             "win": chain.window,
-            "trims": chain.trims or None,
             "cutn": chain.cut_seq or None,
             "adp": 1 if chain.adopted else None,
             "created_at": chain.created_at,
@@ -194,7 +191,6 @@ class ItemCodec:
             seq=self._number(data, "seq", tag) or 0,
             ops=_ops(data.get("ops"), data.get("oph"), tag),
             window=self._number(data, "win", tag),
-            trims=self._number(data, "trims", tag) or 0,
             cut_seq=self._number(data, "cutn", tag) or 0,
             lineage=_binary(data, "lin", tag),
             adopted=bool(self._number(data, "adp", tag)),
