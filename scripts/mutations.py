@@ -629,6 +629,33 @@ MUTANTS: list[Mutant] = [
         ("tests/test_spark_differential.py::test_tracked_frames_mean_plain_pipelines",),
     ),
     Mutant(
+        "spark-combine-keeps-a-failed-root",
+        "spark.md, combine=True: a root that fails in the rows stages the write per root, before any stamp",
+        "spark/frame/attempt.py",
+        "                combine = not xors.errors\n",
+        "                combine = True\n",
+        (
+            "tests/test_spark_frames.py::"
+            "test_a_combined_write_stages_one_row_per_key_unless_a_root_fails_or_misses_its_ack",
+        ),
+        equivalent=(
+            "the second fallback covers it: the failing root's stamp does not ack, so the acked "
+            "roots are staged apart again after the stamps (the same outcomes, one aggregation "
+            "either way); the early fallback only restages before the stamps instead of after"
+        ),
+    ),
+    Mutant(
+        "spark-combine-not-restaged",
+        "spark.md, combine=True: a stamp that does not ack stages the acked roots apart again",
+        "spark/frame/attempt.py",
+        "                xors = self._apart(frame, staged, acked, xors)",
+        "                pass",
+        (
+            "tests/test_spark_frames.py::"
+            "test_a_combined_write_stages_one_row_per_key_unless_a_root_fails_or_misses_its_ack",
+        ),
+    ),
+    Mutant(
         "spark-ghosts-keep-data",
         "spark.md: a ghost's user columns are NULL, so no expression meets a row a filter dropped (issue 32)",
         "spark/frame/tracked.py",
