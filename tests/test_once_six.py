@@ -278,20 +278,30 @@ def test_2_a_throttled_copy_keeps_its_bound(dynamodb: Callable[[], Any], sqs: An
 # -- 3 ------------------------------------------------------------------------------------
 
 
+def _completed(client: Any, tag: str) -> tuple[XorAckDynamoDB, Completion]:
+    """A sum chain acked by its one stamp, and its completion."""
+    tracker = _tracker(client, "sum")
+    tracker.create(tag, 5)
+    assert tracker.stamp(tag, finished=[5]).acked
+    return tracker, Completion(tag, "", "sum", 0.0)
+
+
+def _fire(tracker: XorAckDynamoDB, fired: list[Completion], completion: Completion, now: float = 1e9) -> str:
+    """One stream delivery's firing of ``completion`` (a new claimant, a 300 s lease)."""
+    return fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=now, lease=300)
+
+
 def test_3_a_resent_completion_claim_is_its_own(dynamodb: Callable[[], Any]) -> None:
     """The claim's ``UpdateItem`` is applied and its response lost; botocore's resend is
     refused (the claim is there): it is this claimant's own, so the completion fires at
     once, exactly once."""
     client = dynamodb()
-    tracker = _tracker(client, "sum")
-    tracker.create("done-3", 5)
-    assert tracker.stamp("done-3", finished=[5]).acked
+    tracker, completion = _completed(client, "done-3")
     fired: list[Completion] = []
-    completion = Completion("done-3", "", "sum", 0.0)
     faults = Faults(client).lose("UpdateItem", match=lambda body: b"cmpl" in body)
-    assert fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=1e9, lease=300) == "fired"
+    assert _fire(tracker, fired, completion) == "fired"
     assert faults.fired == ["lose UpdateItem"] and fired == [completion]
-    again = fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=1e9 + 1, lease=300)
+    again = _fire(tracker, fired, completion, now=1e9 + 1)
     assert again == "repeated" and fired == [completion]
 
 
@@ -300,18 +310,15 @@ def test_3_a_claim_whose_every_attempt_lost_its_response_fires_at_once(dynamodb:
     the claim is read back and found this claimant's own, so the completion fires in
     this call, not after the stream's retries have waited out the lease."""
     client = dynamodb()
-    tracker = _tracker(client, "sum")
-    tracker.create("done-3b", 5)
-    assert tracker.stamp("done-3b", finished=[5]).acked
+    tracker, completion = _completed(client, "done-3b")
     fired: list[Completion] = []
-    completion = Completion("done-3b", "", "sum", 0.0)
     faults = Faults(client)
     for _ in range(20):  # more than any backend's client attempts (the mark carries no :until)
         faults.lose("UpdateItem", match=lambda body: b"cmpl" in body and b":until" in body)
-    assert fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=1e9, lease=300) == "fired"
+    assert _fire(tracker, fired, completion) == "fired"
     assert len(faults.fired) > 1 and set(faults.fired) == {"lose UpdateItem"} and fired == [completion]
     faults.disarm()
-    again = fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=1e9 + 1, lease=300)
+    again = _fire(tracker, fired, completion, now=1e9 + 1)
     assert again == "repeated" and fired == [completion]
 
 
@@ -323,16 +330,13 @@ def test_3_a_mark_throttled_past_every_attempt_is_sent_again(dynamodb: Callable[
     retry, a new claimant, got ``CompletionPending`` until the lease ran out, then fired
     a second time."""
     client = dynamodb()
-    tracker = _tracker(client, "sum")
-    tracker.create("done-3c", 5)
-    assert tracker.stamp("done-3c", finished=[5]).acked
+    tracker, completion = _completed(client, "done-3c")
     fired: list[Completion] = []
-    completion = Completion("done-3c", "", "sum", 0.0)
     faults = Faults(client).throttle("UpdateItem", match=lambda body: b":fired" in body)  # the mark
-    assert fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=1e9, lease=300) == "fired"
+    assert _fire(tracker, fired, completion) == "fired"
     assert faults.fired == ["throttle UpdateItem"] and fired == [completion]
     faults.disarm()
-    again = fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=1e9 + 1, lease=300)
+    again = _fire(tracker, fired, completion, now=1e9 + 1)
     assert again == "repeated" and fired == [completion]
 
 
@@ -342,17 +346,14 @@ def test_3_a_claim_landed_then_throttled_is_recognised(dynamodb: Callable[[], An
     by tests/test_once_model.py). The throttle must not hide the landed claim: the guard
     sends the claim again, finds it its own, and fires in this call."""
     client = dynamodb()
-    tracker = _tracker(client, "sum")
-    tracker.create("done-3d", 5)
-    assert tracker.stamp("done-3d", finished=[5]).acked
+    tracker, completion = _completed(client, "done-3d")
     fired: list[Completion] = []
-    completion = Completion("done-3d", "", "sum", 0.0)
 
     def claim(body: bytes) -> bool:
         return b"cmpl" in body and b":until" in body
 
     faults = Faults(client).lose("UpdateItem", claim).lose("UpdateItem", claim).throttle("UpdateItem", claim)
-    assert fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=1e9, lease=300) == "fired"
+    assert _fire(tracker, fired, completion) == "fired"
     assert faults.fired == ["lose UpdateItem", "lose UpdateItem", "throttle UpdateItem"]
     assert fired == [completion]
 
