@@ -333,7 +333,9 @@ MUTANTS: list[Mutant] = [
         "core/chain.py",
         "BLOCK = 40\n",
         "BLOCK = 48\n",
-        ("tests/test_item_budget.py::test_one_writer_spends_one_write_unit_a_stamp_through_its_largest_item",),
+        (
+            "tests/test_item_budget.py::test_one_writer_spends_one_write_unit_a_stamp_through_its_largest_item",
+        ),
     ),
     # -- the chain rules (core/rules.py): every store, every driver ---------------------------
     Mutant(
@@ -629,24 +631,38 @@ MUTANTS: list[Mutant] = [
         ("tests/test_spark_differential.py::test_tracked_frames_mean_plain_pipelines",),
     ),
     Mutant(
-        "spark-combine-keeps-a-failed-root",
-        "spark.md, combine=True: a root that fails in the rows stages the write per root, before any stamp",
-        "spark/frame/attempt.py",
-        "                combine = not xors.errors\n",
-        "                combine = True\n",
+        "spark-cache-not-reserved",
+        "spark.md, requests: an attempt's stamps find its chains where their creates left them",
+        "spark/chains.py",
+        "    keep_known(tracker, len(chains))\n",
+        "",
         (
-            "tests/test_spark_frames.py::"
-            "test_a_combined_write_stages_one_row_per_key_unless_a_root_fails_or_misses_its_ack",
+            "tests/test_spark_folders.py::"
+            "test_a_run_with_more_roots_than_the_trackers_cache_reads_no_chain_before_its_stamp",
         ),
-        equivalent=(
-            "the second fallback covers it: the failing root's stamp does not ack, so the acked "
-            "roots are staged apart again after the stamps (the same outcomes, one aggregation "
-            "either way); the early fallback only restages before the stamps instead of after"
+    ),
+    Mutant(
+        "spark-folder-listing-unchecked",
+        "spark.md, files: a folder read in place of its files is checked against Spark's own listing",
+        "spark/frame/sources.py",
+        "            if {f for f in listed if os.path.dirname(f) in folders} == covered:",
+        "            if True:",
+        ("tests/test_spark_folders.py::test_what_spark_lists_in_a_folder_is_checked_against_the_roots",),
+    ),
+    Mutant(
+        "spark-hidden-file-read-by-spark",
+        "spark.md, files: a file Spark leaves out (_x, .x) is read by the Arrow reader, not acked empty",
+        "spark/frame/sources.py",
+        '    return hidden and not name.startswith(("_common_metadata", "_metadata"))',
+        "    return False",
+        (
+            "tests/test_spark_folders.py::test_a_folder_of_roots_is_read_as_one_path_and_other_files_are_named",
         ),
     ),
     Mutant(
         "spark-combine-not-restaged",
-        "spark.md, combine=True: a stamp that does not ack stages the acked roots apart again",
+        "spark.md, combine=True: a root not acked (failed in the rows, or its stamp did not ack) "
+        "has the acked roots staged apart again",
         "spark/frame/attempt.py",
         "                xors = self._apart(frame, staged, acked, xors)",
         "                pass",
@@ -654,6 +670,14 @@ MUTANTS: list[Mutant] = [
             "tests/test_spark_frames.py::"
             "test_a_combined_write_stages_one_row_per_key_unless_a_root_fails_or_misses_its_ack",
         ),
+    ),
+    Mutant(
+        "spark-handed-frames-drop-notes",
+        "spark.md, chains started upstream: a handed root's outcome keeps its rows' notes, on both paths",
+        "spark/upstream.py",
+        "    return _run(tracking, handed, run, notes=lambda: notes)\n",
+        "    return _run(tracking, handed, run)\n",
+        ("tests/test_spark_upstream.py::test_handed_roots_keep_the_notes_of_their_rows",),
     ),
     Mutant(
         "spark-ghosts-keep-data",

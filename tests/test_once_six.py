@@ -10,7 +10,9 @@ own retry handler decides to send it again); a throttle is DynamoDB's HTTP 400.
 2. A copy of a child whose first ADD is throttled past botocore's attempts keeps its
    bound (it was retried from the tracker's view, and applied again).
 3. A completion claim resent by botocore after its response was lost is the claimant's
-   own (it read as another's live claim: nothing fired for a lease).
+   own (it read as another's live claim: nothing fired for a lease). Also: a claim,
+   mark or release failing past the whole retry budget waits out the lease, then fires
+   (docs/lambda.md's bound, at it and just past it).
 4. A negative sum whose fail-write is throttled past botocore's attempts still ends
    failed, and the stamp says so (it stayed pending and returned a duplicate).
 5. A redelivered applied op after the chain acked is a duplicate (``TagAcked``).
@@ -21,6 +23,7 @@ own retry handler decides to send it again); a throttle is DynamoDB's HTTP 400.
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,14 +33,18 @@ import boto3
 import pytest
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.compat import HTTPHeaders
-from botocore.exceptions import ReadTimeoutError
+from botocore.exceptions import ClientError, ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 from conftest import unique_table
 
-from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, XorAckDynamoDB, errors
-from xor_ack_dynamodb.serverless import Completion, Pipeline
+from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, RetryPolicy, XorAckDynamoDB, errors
+from xor_ack_dynamodb.serverless import Completion, CompletionPending, Pipeline, TargetFailed
 from xor_ack_dynamodb.serverless.completion import DynamoDBGuard, fire_once
+from xor_ack_dynamodb.serverless.stream import read_change
+from xor_ack_dynamodb.stores.dynamodb.clients import dynamodb_client
+from xor_ack_dynamodb.stores.dynamodb.codec import error_code
 from xor_ack_dynamodb.testing import records_from_messages
+from xor_ack_dynamodb.testing.endpoint import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
 
 pytestmark = pytest.mark.server
 
@@ -54,7 +61,7 @@ class _Raw:
 
 @dataclass
 class _Fault:
-    kind: str  # lose | throttle (every attempt of one request) | before
+    kind: str  # lose | throttle (every attempt of one request) | outage (every request) | before
     operation: str
     match: Callable[[bytes], bool]
     effect: Callable[[], Any] | None = None
@@ -80,6 +87,12 @@ class Faults:
         self._armed.append(_Fault("throttle", operation, match))
         return self
 
+    def outage(self, operation: str, match: Callable[[bytes], bool] = lambda _: True) -> Faults:
+        """Throttle every request of ``operation`` that ``match`` accepts, each attempt of
+        each call, until :meth:`disarm` (one ``fired`` entry per request)."""
+        self._armed.append(_Fault("outage", operation, match))
+        return self
+
     def before(self, operation: str, effect: Callable[[], Any], match: Callable[[bytes], bool]) -> Faults:
         self._armed.append(_Fault("before", operation, match, effect))
         return self
@@ -96,6 +109,8 @@ class Faults:
                 self._armed.remove(fault)
                 return None
             self.fired.append(f"{fault.kind} {operation}")
+            if fault.kind == "outage":
+                return _throttled(request.url)
             if fault.kind == "throttle":
                 fault.held = True
                 return _throttled(request.url)
@@ -356,6 +371,164 @@ def test_3_a_claim_landed_then_throttled_is_recognised(dynamodb: Callable[[], An
     assert _fire(tracker, fired, completion) == "fired"
     assert faults.fired == ["lose UpdateItem", "lose UpdateItem", "throttle UpdateItem"]
     assert fired == [completion]
+
+
+#: A retry budget spent in milliseconds: 4 attempts, one HTTP request each (no botocore
+#: resend, so its backoff of up to seconds per throttle is not waited out).
+SHORT = RetryPolicy(max_attempts=4, max_seconds=10.0, initial_wait=0.001, max_wait=0.01, http_attempts=1)
+#: The pipeline's clock at the first delivery, its lease and skew margin. The lease is
+#: decided on the numbers the pipeline's clock gives (DynamoDB compares the stored ones),
+#: so the clock is moved: the bound is run to the millisecond, nothing is slept.
+T0, LEASE, SKEW = 1_000_000_000.0, 60.0, 5.0
+
+
+@dataclass
+class _Stream:
+    """A completed chain of a pipeline (short budget, virtual clock) and its stream
+    record, delivered by hand as Lambda delivers it (dynalite has no stream)."""
+
+    pipeline: Pipeline
+    client: Any
+    table: str
+    record: dict[str, Any]
+    completion: Completion
+    fired: list[Completion]
+    clock: list[float]
+    caplog: pytest.LogCaptureFixture
+
+    def deliver(self, at: float) -> BaseException | None:
+        """The record delivered at ``at`` on the pipeline's clock: None when the handler
+        reports it done, else the error the handler retries it for (the stream retries
+        the shard from this record)."""
+        self.clock[0] = at
+        self.caplog.clear()
+        with self.caplog.at_level(logging.WARNING, logger="xor_ack_dynamodb.serverless"):
+            response = self.pipeline.process_chain_stream({"Records": [self.record]})
+        if response == {"batchItemFailures": []}:
+            return None
+        assert response == {"batchItemFailures": [{"itemIdentifier": "7"}]}
+        (warned,) = [r for r in self.caplog.records if "not fired yet" in r.getMessage()]
+        assert isinstance(warned.args, tuple)
+        error = warned.args[1]
+        assert isinstance(error, BaseException)
+        return error
+
+    def item(self) -> dict[str, Any]:
+        key = {"tagID": {"S": self.completion.tag}}
+        found: dict[str, Any] = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True)[
+            "Item"
+        ]
+        return found
+
+
+@pytest.fixture(params=BACKENDS)
+def stream(request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture) -> _Stream:
+    server = request.getfixturevalue({"server": "moto_server"}.get(request.param, request.param))
+    client = dynamodb_client(
+        region=LOCAL_REGION,
+        endpoint_url=server.endpoint_url,
+        aws_access_key_id=LOCAL_KEY_ID,
+        aws_secret_access_key=LOCAL_SECRET,
+        retry=SHORT,
+    )
+    tracker = XorAckDynamoDB(unique_table("six"), client=client, mode="sum", retry=SHORT)
+    tracker.create_table()
+    clock, fired = [T0], []
+    pipeline = Pipeline(
+        tracker,
+        on_complete=[fired.append],
+        completion_lease=LEASE,
+        skew=SKEW,
+        metrics_namespace=None,
+        clock=lambda: clock[0],
+    )
+    started = pipeline.start("done-3e", start_id="upload-3e")  # no children: complete at once
+    item = client.get_item(TableName=tracker.table, Key={"tagID": {"S": "done-3e"}}, ConsistentRead=True)
+    record = {
+        "eventID": "e-7",
+        "eventName": "INSERT",
+        "dynamodb": {"SequenceNumber": "7", "NewImage": item["Item"]},
+    }
+    change = read_change(record, pipeline.item_reader())
+    assert change is not None and change.chain.owner == started.owner
+    completion = Completion("done-3e", started.owner, "sum", float(change.chain.updated_at or 0))
+    return _Stream(pipeline, client, tracker.table, record, completion, fired, clock, caplog)
+
+
+def _throttle(error: BaseException | None) -> bool:
+    return isinstance(error, ClientError) and error_code(error) == "ProvisionedThroughputExceededException"
+
+
+def _is_claim(body: bytes) -> bool:
+    return b"cmpl" in body and b":until" in body
+
+
+@pytest.mark.parametrize("failing", ["mark", "release", "claim"])
+def test_3_a_guard_request_failing_past_the_whole_budget_waits_for_the_lease(
+    stream: _Stream, failing: str
+) -> None:
+    """A guard request fails for longer than the tracker's whole retry budget (every
+    attempt throttled), after this delivery's claim landed: the mark after the targets
+    ran, the release after a target failed, or a claim whose response was lost and
+    whose read-back is throttled too. The handler reports the record for retry (the
+    throttle's ``ClientError``); the claim is left on the item, so every delivery until
+    the lease plus the skew margin has passed on its clock finds it live
+    (``CompletionPending``), the first one after takes it over and fires: twice in all
+    when the mark failed (the doc's "then fire again"), once otherwise; then never again."""
+    calls: list[Completion] = []
+
+    def target(completion: Completion) -> None:
+        calls.append(completion)
+        if failing == "release" and len(calls) == 1:
+            raise TargetFailed("the completion queue is down", tag=completion.tag)
+        stream.fired.append(completion)
+
+    stream.pipeline.targets = [target]
+    faults = Faults(stream.client)
+    spent = ["outage UpdateItem"] * SHORT.max_attempts  # every attempt of the budget
+    if failing == "mark":
+        faults.outage("UpdateItem", match=lambda body: b":fired" in body)
+    elif failing == "release":
+        faults.outage("UpdateItem", match=lambda body: b"REMOVE" in body)
+    else:  # the first attempt lands unseen, the others and every read-back are throttled
+        faults.lose("UpdateItem", _is_claim).outage("UpdateItem", _is_claim).outage("GetItem")
+        spent = ["lose UpdateItem", *spent[1:], *["outage GetItem"] * SHORT.max_attempts]
+
+    error = stream.deliver(T0)
+    assert _throttle(error) and faults.fired == spent
+    assert stream.fired == ([stream.completion] if failing == "mark" else [])
+    faults.disarm()  # the outage is over; the claim is still there
+    item = stream.item()
+    assert (item["cmpl"]["S"], float(item["cmpl_until"]["N"])) == ("claimed", T0 + LEASE)
+
+    for at in (T0 + 1, T0 + LEASE, T0 + LEASE + SKEW):  # the last: exactly at the bound
+        assert isinstance(stream.deliver(at), CompletionPending), at
+    assert stream.fired == ([stream.completion] if failing == "mark" else [])
+    assert stream.deliver(T0 + LEASE + SKEW + 0.01) is None  # just past it
+    assert stream.fired == [stream.completion] * (2 if failing == "mark" else 1)
+    assert stream.item()["cmpl"]["S"] == "fired"
+    assert stream.deliver(T0 + LEASE + SKEW + 1) is None  # a later copy does nothing
+    assert len(stream.fired) == (2 if failing == "mark" else 1) and all(
+        c.id == stream.completion.id for c in stream.fired
+    )
+    assert len(calls) == (1 if failing == "claim" else 2)  # the release's first call failed
+    events = stream.pipeline.stats.events
+    assert (events["completions.fired"], events["completions.repeated"]) == (1, 1)
+    assert events["completions.retried"] == 4
+
+
+def test_3_a_claim_failing_past_the_whole_budget_before_it_landed_fires_at_the_next_delivery(
+    stream: _Stream,
+) -> None:
+    """Every attempt of the claim is throttled, none lands (the read-back finds no
+    claim): nothing is left on the item, so the handler's retry fires at once, without
+    waiting for any lease, exactly once."""
+    faults = Faults(stream.client).outage("UpdateItem", _is_claim)
+    assert _throttle(stream.deliver(T0)) and len(faults.fired) == SHORT.max_attempts
+    assert stream.fired == [] and "cmpl" not in stream.item()
+    faults.disarm()
+    assert stream.deliver(T0 + 1) is None and stream.fired == [stream.completion]
+    assert stream.deliver(T0 + 2) is None and stream.fired == [stream.completion]
 
 
 # -- 4 ------------------------------------------------------------------------------------

@@ -302,47 +302,65 @@ def test_a_combined_write_stages_one_row_per_key_unless_a_root_fails_or_misses_i
     """``write(publish=False, combine=True)`` of a ``group_by().agg()``: when every root
     acks, the staged data rows are plain Spark's groups across the roots (one per key),
     tagged with the write's first root, and the stamps are those of a per-root write.
-    A root failing in the rows (``fail_when``) has the write staged per root before any
-    stamp; a root whose stamp does not ack (failed by someone else between the write and
-    the stamps) has the acked roots' rows staged again per root, in place. Either way
-    the acked roots' rows sum to the plain count, and a replay counts the rest once.
-    Refused before any task: combine with publish, or on a frame not made by group_by."""
+    When not every root acks, the acked roots' rows are staged again per root, in place,
+    after the stamps: a root failing in the rows (``fail_when``: staged combined, then
+    failed by its stamp with its reason) and a root whose stamp does not ack (failed by
+    someone else between the write and the stamps) alike. Either way the acked roots'
+    rows sum to the plain count, and a replay counts the rest once. Refused before any
+    task: combine with publish, or on a frame not made by group_by."""
     from pyspark.sql import functions as F
 
     keys = ["o1", "o2", "o3", "o4"]
     plain = {"apple": 2, "banana": 3, "cherry": 1, "durian": 1}
 
-    def staged(result: Any) -> list[Any]:
-        return spark.read.parquet(result.staged).where(~F.col("_xa_ghost")).collect()
+    def staged(url: str) -> list[dict[str, Any]]:  # read by pyarrow: no Spark query of its own
+        import pyarrow.parquet as pq
 
-    def run(mode: str) -> tuple[Any, dict[int, list[Any]]]:
-        rows: dict[int, list[Any]] = {}
+        return [r for r in pq.read_table(url).to_pylist() if not r["_xa_ghost"]]
+
+    def run(mode: str) -> tuple[Any, dict[int, list[dict[str, Any]]], list[dict[str, Any]]]:
+        rows: dict[int, list[dict[str, Any]]] = {}
+        stamped: list[dict[str, Any]] = []  # attempt 1's staged rows when its stamps went out
 
         def job(attempt: FrameAttempt) -> Any:
             frame = attempt.start(orders(attempt.spark), "order", others="skip")
             items = frame.explode(F.split("items", " "), "item").where(F.col("item") != "")
             if mode == "fails" and attempt.number == 1:
                 items = items.fail_when(F.col("item") == "cherry", "no cherries today")
-            if mode == "torn" and attempt.number == 1:
-                victim = attempt.tags[1]  # o2's chain, failed behind the write's back
-                attempt.commit.before = lambda xors: attempt.tracking.tracker.fail(victim, "taken")
+            if attempt.number == 1:
+                attempt.commit.write_id = write_id = f"{mode}-1"
+                url = str(tmp_path / mode / "_xor_ack" / write_id)
+
+                def before(xors: Any) -> None:
+                    stamped.extend(staged(url))
+                    if mode == "torn":  # o2's chain, failed behind the write's back
+                        attempt.tracking.tracker.fail(attempt.tags[1], "taken")
+
+                attempt.commit.before = before
             counts = items.group_by("item").count()
             result = counts.write(tmp_path / mode, publish=False, combine=True)
-            rows[attempt.number] = staged(result)
+            rows[attempt.number] = staged(result.staged)
             return result
 
-        return FrameTracking(spark, config).run(keys, lambda k: k, job), rows
+        return FrameTracking(spark, config).run(keys, lambda k: k, job), rows, stamped
 
-    report, rows = run("clean")
+    report, rows, stamped = run("clean")
     assert [o.state for o in report.outcomes] == ["acked"] * 4
     assert sorted((r["item"], r["count"]) for r in rows[1]) == sorted(plain.items())  # one row a word
     assert {r["xor_ack_tag"] for r in rows[1]} == {report.outcomes[0].tag}
+    assert sorted(stamped, key=repr) == sorted(rows[1], key=repr)
 
-    for mode in ("fails", "torn"):
-        report, rows = run(mode)
+    for mode, reason in (("fails", "no cherries today"), ("torn", "taken")):
+        report, rows, stamped = run(mode)
         o2 = report.outcomes[1]
-        assert [a.state for a in o2.attempts] == ["failed", "acked"], mode
+        assert [(a.state, a.reason) for a in o2.attempts] == [("failed", reason), ("acked", None)], mode
         assert all(o.state == "acked" and len(o.attempts) == 1 for o in report.outcomes if o is not o2)
+        # Stamped from the combined staging: one row a word, of o1's tag, o2's rows in it
+        # but for the failing one (a ghost)...
+        seen = Counter({r["item"]: r["count"] for r in stamped})
+        assert seen == (Counter(plain) - Counter(cherry=1) if mode == "fails" else Counter(plain)), mode
+        assert {r["xor_ack_tag"] for r in stamped} == {report.outcomes[0].tag}, mode
+        # ...then staged again per root, the acked roots only.
         first = Counter({(r["xor_ack_tag"], r["item"]): r["count"] for r in rows[1]})
         assert {tag for tag, _ in first} == {report.outcomes[0].tag, report.outcomes[2].tag}  # per root
         total: Counter[str] = Counter()

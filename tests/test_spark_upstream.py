@@ -24,12 +24,14 @@ from xor_ack_dynamodb.spark import (
     CsvPartitionWriter,
     FrameTracking,
     Handed,
+    Noted,
     Tracking,
     handed_from_rows,
     read_csv_parts,
     run_handed_frames,
     run_handed_rdd,
 )
+from xor_ack_dynamodb.spark.frame.sources import BAD_BYTES_NOTE
 
 pytestmark = pytest.mark.spark
 
@@ -144,6 +146,7 @@ def test_handed_chains_completed_by_a_dataframe_job(spark: Any, config: AckConfi
         ("refused", "not adopted: this edge was already finished by another job")
     ]
     assert up.tracker.status("up/b").version == version
+
     def written() -> list[tuple[str, str, int]]:
         rows = spark.read.parquet(str(tmp_path / "out")).collect()
         return sorted((r["chain"], r["word"], r["count"]) for r in rows)
@@ -219,6 +222,41 @@ def test_an_aborted_job_fails_the_handed_chains(spark: Any, config: AckConfig, t
     ]
     assert report.job_errors == ["RuntimeError: the Spark job was aborted"]
     assert up.tracker.status("up/c").state == "failed"
+
+
+def test_handed_roots_keep_the_notes_of_their_rows(spark: Any, config: AckConfig, tmp_path: Path) -> None:
+    """docs/spark.md: a root's notes show in its outcome, handed roots too, on both
+    paths: a handed file read by ``read_text`` with bad bytes (replaced) is acked with
+    the bad-bytes note; a handed root the RDD job notes (``Noted``) is acked with it."""
+    up = Upstream(config)
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
+    good.write_bytes(b"apple banana\n")
+    bad.write_bytes(b"cherry \xff\xfe durian\n")
+    roots = {"up/good": str(good), "up/bad": str(bad)}
+    handed = [Handed(tag, up.hand(tag, []), OWNER, root=path) for tag, path in roots.items()]
+
+    def frame_job(attempt: Any) -> Any:
+        return attempt.read_text().write(tmp_path / "out")
+
+    report = run_handed_frames(FrameTracking(spark, config), handed, frame_job)
+    assert [(o.root, o.key, o.state, o.notes) for o in report.outcomes] == [
+        (str(good), "up/good", "acked", []),
+        (str(bad), "up/bad", "acked", [BAD_BYTES_NOTE]),
+    ]
+
+    def noted(lines: list[str]) -> Any:  # nested: pickled by value for the executors
+        words = [w for line in lines for w in line.split()]
+        return Noted(words, "odd line") if any("\ufffd" in line for line in lines) else words
+
+    lines = {"up/rdd-good": ["apple banana"], "up/rdd-bad": ["cherry \ufffd durian"]}
+    handed = [Handed(tag, up.hand(tag, []), OWNER, root=text) for tag, text in lines.items()]
+    writer = CsvPartitionWriter(str(tmp_path / "rdd"), header=("word",), to_row=lambda w: (w,))
+    tracking = Tracking(spark.sparkContext, config, edge_size=16)
+    report = run_handed_rdd(tracking, handed, lambda started, _: started.fan_out(noted).sink(writer))
+    assert [(o.key, o.state, o.notes) for o in report.outcomes] == [
+        ("up/rdd-good", "acked", []),
+        ("up/rdd-bad", "acked", ["odd line"]),
+    ]
 
 
 def test_bad_handed_input_is_refused_before_any_request(spark: Any, config: AckConfig) -> None:

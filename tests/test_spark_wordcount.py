@@ -277,8 +277,9 @@ def test_the_frame_job_reads_its_counts_back_in_the_driver_or_in_spark_alike(
     ``s3://``, Spark Connect, or past ``spark.xorack.driverReadBytes``), each attempt's
     read-back is a query, and so is the final count (started ahead while the driver
     stamps when attempt 1 wrote no failure, made after the run otherwise). An attempt
-    in which a file fails writes twice: its rows staged across the files, then, with the
-    failure seen before any stamp, per file (``combine``). The counts are exact either
+    in which a file fails writes twice (``combine``): its rows staged across the files,
+    then, after the stamps, the acked files' rows staged again per file (at fail rate
+    0.2 every file of attempt 1 fails: an empty write). The counts are exact either
     way."""
     files = corpus_files()
     queries = {}

@@ -43,6 +43,13 @@ class LastKnown(Generic[V]):
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
 
+    def reserve(self, count: int) -> None:
+        """Keep at least ``count`` values from now on (a batch that stamps what it created:
+        past the cache, each stamp would read its chain again). A disabled cache stays off."""
+        with self._lock:
+            if self._size > 0:
+                self._size = max(self._size, count)
+
     def discard(self, tag: str) -> None:
         with self._lock:
             self._items.pop(tag, None)

@@ -15,13 +15,15 @@ read back when every attempt of the claim lost its response (the call fires at o
 instead of leaving the stream's retry to wait out the lease; only if that read fails
 too does the lease bound the wait). Claim, mark and release are sent again under the
 tracker's retry budget after a transient error: a mark throttled past botocore's attempts
-still lands in the call that fired.
+still lands in the call that fired. Past the whole budget the last error is raised (the
+stream retries the record); a claim it left on the item (the mark or the release failed,
+or the claim landed unseen) is taken over only after its lease and the skew margin.
 
 Guarantee: once, and at least once (never zero) when the claimant dies between firing
-and marking or runs past its lease. A claim is taken over only when
-``cmpl_until < now - skew`` on the taker's clock, so it lasts at least ``lease`` real
-seconds while the functions' clocks disagree by at most the skew margin (5 s by
-default). Every firing carries the same :attr:`Completion.id` for deduplication
+and marking, its mark fails past the retry budget, or it runs past its lease. A claim is
+taken over only when ``cmpl_until < now - skew`` on the taker's clock, so it lasts at
+least ``lease`` real seconds while the functions' clocks disagree by at most the skew
+margin (5 s by default). Every firing carries the same :attr:`Completion.id` for deduplication
 downstream. The claim lives on the chain's item (atomic with its state, no second
 table): after ``acked`` the tracker never writes the item again (a create may overwrite
 it only after the retention), so keep the retention above the stream's 24 hours;

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..core.factory import StampSpec
+from ..drivers.cache import LastKnown
 from ..errors import (
     InvalidConfig,
     NotOwner,
@@ -122,6 +123,8 @@ def create_chains(
     up to 100 conditional puts: one request per 100 chains, but twice the write units
     of single puts on DynamoDB), from one thread."""
 
+    keep_known(tracker, len(chains))
+
     def refusal(tag: str, error: Exception) -> str | None:
         if exists is not None and isinstance(error, (TagExists, OpIdReused)):
             return exists(tag, error)
@@ -149,6 +152,18 @@ def create_chains(
         return tag, None
 
     return split_refusals(pool_map(threads, one, list(chains)))
+
+
+def keep_known(tracker: AckTracker, count: int) -> None:
+    """Let ``tracker`` keep the last known values of ``count`` chains at least, so that
+    the stamps of an attempt's chains find them where their creates left them: past its
+    cache (the tracker's ``cache_size``, default 10,000), each stamp would read its chain
+    again (one ``BatchGetItem`` per 100 chains more, and a run's cost per root growing
+    with its roots). A few hundred bytes a chain. A tracker without a cache, or with
+    it disabled, is left as it is."""
+    cache = getattr(getattr(tracker, "driver", None), "cache", None)
+    if isinstance(cache, LastKnown):
+        cache.reserve(count)
 
 
 def split_refusals(pairs: Iterable[tuple[str, str | None]]) -> Started:

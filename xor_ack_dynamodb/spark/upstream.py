@@ -262,9 +262,11 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
     handed roots, keyed by their tags: read them with ``attempt.read_text(path=...)``
     over ``Handed.root``, or ``attempt.start(df, tag_column)`` over rows that carry the
     tag); see the module doc. Returns one outcome per handed root: ``acked``,
-    ``pending``, ``failed``, ``refused`` (not adopted: nothing sent) or ``missing``.
-    Raises before any request for bad input (:func:`check_handed`)."""
+    ``pending``, ``failed``, ``refused`` (not adopted: nothing sent) or ``missing``,
+    with the notes of its rows. Raises before any request for bad input
+    (:func:`check_handed`)."""
     check_handed(handed)
+    notes: dict[str, str] = {}
 
     def run(part: _Part, going: list[Handed]) -> object:
         tags = [h.tag for h in going]
@@ -275,13 +277,14 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
             before=lambda xors: part.committed(tags, xors.xors, xors.errors),
             known=None,
             keep_unacked=True,
+            notes=notes,
         )
         starting: Future[Started] = Future()
         starting.set_result((set(tags), {}))
         edges = {t: part.internal[t] for t in tags}
         return job(FrameAttempt(tracking, 1, [h.key for h in going], tags, tags, edges, starting, commit))
 
-    return _run(tracking, handed, run)
+    return _run(tracking, handed, run, notes=lambda: notes)
 
 
 def run_handed_rdd(

@@ -180,9 +180,10 @@ class FrameAttempt:
         ``publish=False`` or on a frame not made by ``group_by().agg()``.
 
         ``combine``: the groups are staged across the roots (:func:`.commit.combined`),
-        kept if every root acks; a root failing has them staged per root before the
-        stamps; a root the stamps do not ack has the acked roots' staged again per root,
-        each checked against the XOR it was acked with (else :class:`RestagedApart`)."""
+        kept if every root acks. Otherwise (a root failing in the rows is failed by its
+        stamp, a stamp may not ack) the acked roots' rows are staged again per root, in
+        place, each checked against the XOR it was acked with (else
+        :class:`RestagedApart`)."""
         with self._lock:
             if self.write_result is not None:
                 raise InvalidConfig("one tracked write per attempt: its commit acks the chains")
@@ -199,10 +200,7 @@ class FrameAttempt:
                 source, keys, exprs = frame.grouped
                 rows = protocol.combined(source.df, keys, exprs, frame.columns)
                 xors = protocol.stage(rows, staged, self.tags, publish=False)
-                combine = not xors.errors
-                if not combine:  # a root fails: the others' rows are staged per root
-                    staged.staging.remove()
-            if not combine:
+            else:
                 xors = protocol.stage(frame.df, staged, self.tags, publish=publish)
             known: dict[str, Attempt] = {}
             counts = self._stamp(xors, write_id, known)

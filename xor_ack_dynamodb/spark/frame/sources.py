@@ -22,12 +22,14 @@ See docs/spark.md, "How the tracking works" (sources, and the paragraph on files
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from ...errors import InvalidConfig
 from ..files import files_under, is_directory, local_path
@@ -41,7 +43,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["TextRoot", "read_text", "start", "has_filesystem", "BAD_BYTES_NOTE", "nfc"]
+__all__ = ["TextRoot", "read_text", "start", "has_filesystem", "spark_skips", "BAD_BYTES_NOTE", "nfc"]
+
+log = logging.getLogger(__name__)
 
 BAD_BYTES_NOTE = "bad bytes: invalid UTF-8 replaced by U+FFFD"
 _KEY = "_xa_key"
@@ -74,12 +78,13 @@ class TextRoot:
         it (then the Arrow reader reads it)."""
         local = local_path(self.path)
         if local is None:
-            return str(self.path)
+            text = str(self.path)
+            return None if spark_skips(text.rsplit("/", 1)[-1]) else text
         try:
             text = os.fsencode(local).decode("utf-8")
         except UnicodeDecodeError:
             return None
-        return None if _UNSAFE & set(text) else os.path.abspath(text)
+        return None if _UNSAFE & set(text) or spark_skips(os.path.basename(text)) else os.path.abspath(text)
 
     @property
     def uri(self) -> str | None:
@@ -96,6 +101,16 @@ class TextRoot:
             TextRoot(self.chain, os.fspath(f) if isinstance(f, os.PathLike) else f, self.edge)
             for f in files_under(self.path)
         ]
+
+
+def spark_skips(name: str) -> bool:
+    """Whether Spark's file reader leaves out a file of this name, even one it is given
+    by name, without an error (Hadoop's hidden and in-progress files: ``_x`` but not
+    ``_x=y``, ``_metadata`` or ``_common_metadata``; ``.x``; ``x._COPYING_``). Such a
+    root's lines would be missing and its chain acked as if it were empty: the Arrow
+    reader reads it instead."""
+    hidden = (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
+    return hidden and not name.startswith(("_common_metadata", "_metadata"))
 
 
 def has_filesystem(spark: SparkSession, scheme: str) -> bool:
@@ -158,6 +173,73 @@ def _listed_here(spark: SparkSession, uris: Sequence[str]) -> Iterator[None]:
             spark.conf.unset(name)
         else:
             spark.conf.set(name, old)
+
+
+def _reader(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """``spark.read.text(paths)``; on a classic session the paths cross to the JVM as one
+    string (py4j would send a list one element per round trip: 7,100 of them cost
+    about a second)."""
+    from ..context import is_connect
+
+    with _listed_here(spark, paths):
+        if is_connect(spark) or len(paths) < 2:
+            return spark.read.text(list(paths))
+        session: Any = spark
+        reader = session.read
+        split = session._jvm.java.util.regex.Pattern.compile("\x00").split("\x00".join(paths))
+        return reader._df(reader._jreader.text(split))  # type: ignore[no-any-return]
+
+
+def _whole_folders(uris: Sequence[str]) -> dict[str, set[str]]:
+    """The local folders whose entries Spark would list are all files of ``uris`` (more
+    than one; no subfolder, no link), each with its files' paths."""
+    by_folder: dict[str, set[str]] = {}
+    for uri in uris:
+        if uri.startswith("file:/") and not uri.startswith("file://"):  # a root's own: "file:" + path
+            by_folder.setdefault(os.path.dirname(uri[5:]), set()).add(uri[5:])
+    whole: dict[str, set[str]] = {}
+    for folder, files in by_folder.items():
+        try:
+            with os.scandir(folder) as entries:
+                found = [
+                    (e.path, e.is_file(follow_symlinks=False)) for e in entries if not spark_skips(e.name)
+                ]
+        except OSError:
+            continue
+        if len(files) > 1 and len(found) == len(files) and all(f and p in files for p, f in found):
+            whole[folder] = files
+    return whole
+
+
+def _text(spark: SparkSession, uris: Sequence[str]) -> DataFrame:
+    """Spark's text reader over the files ``uris``. A folder stands for its files where
+    they are all of it (:func:`_whole_folders`): Spark lists it once where it would
+    look up each file. What it listed there is compared with the files it stands for
+    before anything runs (a file that came or went meanwhile, one Spark skips), and on
+    any difference every file is named instead: the reader reads exactly ``uris``."""
+    folders = _whole_folders(uris)
+    if folders:
+        covered = set().union(*folders.values())
+        paths = [*("file:" + f for f in folders), *(u for u in uris if u[5:] not in covered)]
+        try:
+            df = _reader(spark, paths)
+            listed = {unquote(urlsplit(f).path) for f in _input_files(spark, df)}
+            if {f for f in listed if os.path.dirname(f) in folders} == covered:
+                return df
+        except Exception as exc:  # e.g. a subfolder made meanwhile: Spark refuses the layout
+            log.debug("reading %d folders failed (%s); the files are named instead", len(folders), exc)
+    return _reader(spark, uris)
+
+
+def _input_files(spark: SparkSession, df: DataFrame) -> list[str]:
+    """The files Spark's index of ``df`` lists (one round trip on a classic session)."""
+    from ..context import is_connect
+
+    if is_connect(spark):
+        return df.inputFiles()
+    session: Any = spark
+    joined = session._jvm.org.apache.hadoop.util.StringUtils.join("\x00", df._jdf.inputFiles())
+    return str(joined).split("\x00") if joined else []
 
 
 def _edges(df: DataFrame, run_key: int) -> DataFrame:
@@ -298,10 +380,7 @@ def read_text(
             },
         ).select(match_key(F.col(_KEY)).alias(_KEY), CHAIN, "path")
         uris = list(dict.fromkeys(r.uri or "" for r in native))  # a file of two roots is read once
-        with _listed_here(spark, uris):
-            lines = spark.read.text(uris).select(
-                F.col("value"), match_key(F.col("_metadata.file_path")).alias(_KEY)
-            )
+        lines = _text(spark, uris).select(F.col("value"), match_key(F.col("_metadata.file_path")).alias(_KEY))
         found = lines.join(F.broadcast(keys), _KEY, "left")
         chain = F.coalesce(
             F.col(CHAIN), F.raise_error(F.concat(F.lit("a line of no root: "), F.col(_KEY))).cast("int")
