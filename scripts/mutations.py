@@ -653,7 +653,8 @@ MUTANTS: list[Mutant] = [
         "spark-hidden-file-read-by-spark",
         "spark.md, files: a file Spark leaves out (_x, .x) is read by the Arrow reader, not acked empty",
         "spark/frame/sources.py",
-        '    return hidden and not name.startswith(("_common_metadata", "_metadata"))',
+        '    return (name.startswith("_") and "=" not in name) or name.startswith(".")'
+        ' or name.endswith("._COPYING_")',
         "    return False",
         (
             "tests/test_spark_folders.py::test_a_folder_of_roots_is_read_as_one_path_and_other_files_are_named",

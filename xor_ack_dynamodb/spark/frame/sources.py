@@ -104,13 +104,12 @@ class TextRoot:
 
 
 def spark_skips(name: str) -> bool:
-    """Whether Spark's file reader leaves out a file of this name, even one it is given
+    """Whether Spark's text reader leaves out a file of this name, even one it is given
     by name, without an error (Hadoop's hidden and in-progress files: ``_x`` but not
-    ``_x=y``, ``_metadata`` or ``_common_metadata``; ``.x``; ``x._COPYING_``). Such a
-    root's lines would be missing and its chain acked as if it were empty: the Arrow
-    reader reads it instead."""
-    hidden = (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
-    return hidden and not name.startswith(("_common_metadata", "_metadata"))
+    ``_x=y``, ``.x``, ``x._COPYING_``; checked against Spark itself by
+    ``tests/test_spark_folders.py``). Such a root's lines would be missing and its chain
+    acked as if it were empty: the Arrow reader reads it instead."""
+    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
 
 
 def has_filesystem(spark: SparkSession, scheme: str) -> bool:
