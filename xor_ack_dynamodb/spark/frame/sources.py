@@ -219,7 +219,8 @@ def _text(spark: SparkSession, uris: Sequence[str]) -> DataFrame:
     folders = _whole_folders(uris)
     if folders:
         covered = set().union(*folders.values())
-        paths = [*("file:" + f for f in folders), *(u for u in uris if u[5:] not in covered)]
+        named = [u for u in uris if not (u.startswith("file:") and u[5:] in covered)]
+        paths = [*("file:" + f for f in folders), *named]
         try:
             df = _reader(spark, paths)
             listed = {unquote(urlsplit(f).path) for f in _input_files(spark, df)}
