@@ -6,13 +6,13 @@ involved. Errors that mean "the caller passed bad input" also derive from ``Valu
 (or ``TypeError`` for a value of the wrong type), and are raised before any request is
 sent, so nothing is written.
 
-A request that fails below the service's own answers (no connection, a timeout, a
-5xx that is not an AWS error) raises a :class:`RequestFailed` subclass naming the
-service, the region and the endpoint, botocore's exception as its ``__cause__``; a
-region botocore does not know and whose endpoint does not resolve raises
+A request that fails below the service's own answers (no connection, a timeout, an
+answer that is not the service's, IAM's refusal) raises a :class:`RequestFailed`
+subclass naming the service, the region and the endpoint, botocore's exception as its
+``__cause__`` where botocore raised one; a mistyped region raises
 :class:`UnknownRegion` when the client is built. Service errors the library does not
-interpret (an ``AccessDeniedException``, a throttle that outlasts the retry budget)
-propagate as botocore's ``ClientError``.
+interpret (a throttle that outlasts the retry budget) propagate as botocore's
+``ClientError``.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ __all__ = [
     "ResponseLost",
     "ReadTimeout",
     "BadResponse",
+    "AccessDenied",
 ]
 
 
@@ -216,9 +217,10 @@ class BatchIncomplete(XorAckError):
 
 
 class RequestFailed(XorAckError):
-    """A request to AWS got no answer from the service: see the subclasses for whether
-    it may have been applied. ``service``, ``operation``, ``region`` and ``endpoint``
-    name the request (the message too); ``__cause__`` is botocore's exception.
+    """A request to AWS got no answer from the service that the library can decide
+    from: see the subclasses for whether it may have been applied. ``service``,
+    ``operation``, ``region`` and ``endpoint`` name the request (the message too);
+    ``__cause__`` is botocore's exception where it raised one.
     Raised once the retries are spent: botocore's resends, then (for a tracker's own
     requests) the retry budget's attempts, which resend a write only with the guards
     that keep it from being applied twice."""
@@ -264,7 +266,17 @@ class ReadTimeout(ResponseLost):
 
 
 class BadResponse(RequestFailed):
-    """The endpoint answered with an HTTP 5xx that is not an AWS error (an HTML page
-    from a proxy, a wrong endpoint, or a local emulator that does not serve this
-    region). Whether the request was applied is not known; calling again with the same
-    ``op_id`` tells."""
+    """The endpoint answered with something that is not the service's answer: an HTTP
+    status of 300 and up with no AWS error in its body (an HTML page from a proxy, an
+    empty 404, a wrong endpoint, a local emulator that does not serve this region), or
+    an HTTP 200 whose body does not have the shape of the service's answer to that
+    request (``{}``, an HTML page). Nothing is decided from it: no chain is reported
+    created, stamped or acked. Whether the request was applied is not known; calling
+    again with the same ``op_id`` tells. Not retried: an endpoint that answers so is
+    misconfigured, not busy."""
+
+
+class AccessDenied(RequestFailed):
+    """IAM refused the request (``AccessDeniedException``): the caller's identity lacks
+    the action on the table. Nothing was applied. Not retried: it needs a policy change
+    (docs/security.md lists what each role needs)."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..interfaces import AckTracker
 from ..status import ChainStatus
+from ..stores.dynamodb.answers import scan_pages
 from .context import S3Object
 
 __all__ = ["Unfinished", "unfinished", "unfinished_objects", "scan_unfinished"]
@@ -82,7 +83,8 @@ def scan_unfinished(
     a Scan filtered server-side to ``failed`` chains and pending ones whose deadline
     has passed, then decided by the tracker's rules (the skew margin included). Reads
     the whole table: for operators. ``tracker`` is an ``XorAckDynamoDB`` (its clock is
-    "now")."""
+    "now"). Raises :class:`~xor_ack_dynamodb.errors.BadResponse` for a page that is not
+    DynamoDB's answer, never reading it as a table with nothing to replay."""
     now = tracker.driver.now()
     names = {"#st": "state", "#dl": "deadline"}
     values: dict[str, Any] = {
@@ -95,17 +97,18 @@ def scan_unfinished(
         names["#pk"] = tracker.partition_key
         values[":p"] = {"S": prefix}
         condition = f"begins_with(#pk, :p) AND {condition}"
-    pages = tracker.client.get_paginator("scan").paginate(
+    pages = scan_pages(
+        tracker.client,
         TableName=tracker.table,
         FilterExpression=condition,
         ExpressionAttributeNames=names,
         ExpressionAttributeValues=values,
         ConsistentRead=True,
-        PaginationConfig={"PageSize": page_size},
+        Limit=page_size,
     )
     for page in pages:
         tracker.stats.request("Scan")
-        for item in page.get("Items", []):
+        for item in page["Items"]:
             status = tracker.rules.status(tracker.codec.parse(item), now)
             if status.state in REPLAYABLE:
                 yield status

@@ -17,12 +17,15 @@ the same for a region botocore does not know, whose host    ``UnknownRegion`` (a
 name does not resolve                                       ``InvalidConfig``)
 ``ReadTimeoutError``                                        ``ReadTimeout``
 ``ConnectionClosedError``, a checksum mismatch, ...          ``ResponseLost``
-a 5xx whose body is not an AWS error (an HTML page)         ``BadResponse``
+a 3xx, 4xx or 5xx whose body is not an AWS error (an HTML   ``BadResponse``
+page, an empty body, a proxy's text)
+``AccessDeniedException`` (IAM refused the request)         ``AccessDenied``
 ``NoCredentialsError``, ``PartialCredentialsError``          ``InvalidConfig``
 ==========================================================  =============================
 
-Every other ``ClientError`` (the service's own answers: a failed condition, a throttle,
-``AccessDeniedException``) is left as it is: the store reads those.
+Every other ``ClientError`` (the service's own answers: a failed condition, a throttle)
+is left as it is: the store reads those. An HTTP 200 answer whose body is not
+DynamoDB's is judged where its request is known (:mod:`.answers`).
 
 The translation runs once botocore's own resends are spent, in handlers of the client's
 ``after-call-error`` and ``after-call`` events (:func:`install`, on every client the
@@ -34,6 +37,7 @@ tracker's requests on it are translated where they are sent (:func:`typed_failur
 from __future__ import annotations
 
 import functools
+import re
 import socket
 from difflib import get_close_matches
 from typing import Any
@@ -52,6 +56,7 @@ from botocore.exceptions import (
 )
 
 from ...errors import (
+    AccessDenied,
     BadResponse,
     ConnectTimeout,
     EndpointUnreachable,
@@ -90,7 +95,7 @@ def _after_call_error(client: Any) -> Any:
 def _after_call(client: Any) -> Any:
     def handler(http_response: Any = None, parsed: Any = None, event_name: str = "", **_: Any) -> None:
         status = int(getattr(http_response, "status_code", 0) or 0)
-        if status >= 500 and isinstance(parsed, dict):
+        if status >= 300 and isinstance(parsed, dict):
             original = ClientError(parsed, _operation(event_name))  # type: ignore[arg-type]  # what botocore raises next
             typed = typed_failure(original, client, original.operation_name)
             if typed is not None:
@@ -151,15 +156,26 @@ def typed_failure(exc: BaseException | None, client: Any, operation: str) -> Xor
 
 
 def _bad_response(exc: ClientError, where: str, names: dict[str, Any]) -> RequestFailed | None:
-    """:class:`BadResponse` for a 5xx whose body held no AWS error: botocore then gives
-    the HTTP status as the error code."""
+    """:class:`AccessDenied` for IAM's refusal; :class:`BadResponse` for any other
+    status of 300 and up whose body held no AWS error (an HTML page, an empty body, a
+    proxy's text): botocore then gives the HTTP status as the error code. None for the
+    service's own errors, which the store reads."""
     meta = exc.response.get("ResponseMetadata", {})
     status = int(meta.get("HTTPStatusCode") or 0)
-    code = str(exc.response.get("Error", {}).get("Code", ""))
-    if status < 500 or not code.isdigit():
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", ""))
+    if code == "AccessDeniedException":
+        action = f"{names['service'].lower()}:{names['operation']}"
+        return AccessDenied(
+            f"{where} refused {names['operation']}: the caller's IAM identity is not allowed "
+            f"{action} on this resource ({error.get('Message')}); grant it (docs/security.md "
+            "says which policy grants which action); nothing was applied",
+            **names,
+        )
+    if status < 300 or not code.isdigit():
         return None
     kind = meta.get("HTTPHeaders", {}).get("content-type") or "no content type"
-    body = " ".join(str(exc.response.get("Error", {}).get("Message", "")).split())
+    body = " ".join(str(error.get("Message", "")).split())
     snippet = body[:60] + ("..." if len(body) > 60 else "")
     return BadResponse(
         f"{where} answered {names['operation']} with HTTP {status} ({kind}) and no AWS error "
@@ -170,13 +186,24 @@ def _bad_response(exc: ClientError, where: str, names: dict[str, Any]) -> Reques
 
 
 def check_region(region: str | None, endpoint: str) -> UnknownRegion | None:
-    """:class:`UnknownRegion` when ``region`` is in none of botocore's partitions and
-    the host name of ``endpoint`` does not resolve (a typo), else None. A region
-    botocore knows is never looked up; one it does not (newer than this botocore, or a
-    local emulator's) is accepted when its host resolves, or when the resolver fails for
-    a reason other than "no such name"."""
+    """:class:`UnknownRegion` for a region botocore does not know that is a typo, else
+    None. A region botocore knows is never looked up. One it does not know is a typo
+    when it is close to a known one without being a region of a known area with another
+    number (``eu-wst-1``, ``useast1``, ``us-east-1a``; not ``eu-west-9``), endpoint or
+    not, decided with no lookup; any other (newer than this botocore, or a local
+    emulator's) is accepted when the host name of ``endpoint`` resolves, or when the
+    resolver fails for a reason other than "no such name"."""
     if not region or region in known_regions():
         return None
+    close = get_close_matches(region, sorted(known_regions()), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    check = "check region=, AWS_REGION, AWS_DEFAULT_REGION and your AWS profile"
+    if not _new_region_of_known_area(region) and get_close_matches(
+        region, sorted(known_regions()), n=1, cutoff=0.85
+    ):
+        return UnknownRegion(
+            f"region {region!r} is not one botocore knows{hint} (endpoint {endpoint}): {check}"
+        )
     host = urlsplit(endpoint).hostname
     if not host:
         return None
@@ -189,12 +216,20 @@ def check_region(region: str | None, endpoint: str) -> UnknownRegion | None:
         return None
     else:
         return None
-    close = get_close_matches(region, sorted(known_regions()), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
     return UnknownRegion(
-        f"region {region!r} is not one botocore knows{hint} and the endpoint {endpoint} does "
-        "not resolve: check region=, AWS_REGION, AWS_DEFAULT_REGION and your AWS profile"
+        f"region {region!r} is not one botocore knows{hint} and the endpoint {endpoint} "
+        f"does not resolve: {check}"
     )
+
+
+_REGION_SHAPE = re.compile(r"^([a-z]{2}(?:-[a-z]+)*-[a-z]+)-\d+$")
+
+
+def _new_region_of_known_area(region: str) -> bool:
+    """Whether ``region`` reads as a region newer than botocore's data: the shape of
+    AWS's region names, in an area botocore knows (``eu-west`` of ``eu-west-9``)."""
+    shape = _REGION_SHAPE.match(region)
+    return shape is not None and shape.group(1) in {known.rsplit("-", 1)[0] for known in known_regions()}
 
 
 _NO_SUCH_NAME = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}

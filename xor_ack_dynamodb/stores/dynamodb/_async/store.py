@@ -35,6 +35,7 @@ from ....core.messages import (
 )
 from ....errors import TableNotFound
 from ....stats import RequestStats
+from ..answers import checked
 from ..codec import (
     MISSING,
     RequestCodec,
@@ -116,7 +117,9 @@ class AsyncDynamoDBStore:
         self, operation: str, kwargs: dict[str, Any], tag: str | None = None, *, once: bool = False
     ) -> dict[str, Any]:
         """One request: counted (with botocore's own resends) and its consumed capacity
-        summed; a missing table and a key-schema mismatch become typed errors. ``once``:
+        summed; a missing table and a key-schema mismatch become typed errors, and so
+        does an answer that is not DynamoDB's (:mod:`..answers`: ``BadResponse``,
+        nothing decided from it). ``once``:
         botocore must not resend it after an outcome that may have been applied
         (:mod:`..resend`)."""
         client = await self.client()
@@ -146,6 +149,7 @@ class AsyncDynamoDBStore:
                 raise typed from exc
             raise
         self.stats.request(operation, 1 + retry_attempts(response))
+        checked(client, operation, kwargs, response)
         self.stats.add_capacity(capacity_units(response.get("ConsumedCapacity")))
         return response
 

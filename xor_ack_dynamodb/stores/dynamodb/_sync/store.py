@@ -37,6 +37,7 @@ from ....core.messages import (
 )
 from ....errors import TableNotFound
 from ....stats import RequestStats
+from ..answers import checked
 from ..codec import (
     MISSING,
     RequestCodec,
@@ -118,7 +119,9 @@ class DynamoDBStore:
         self, operation: str, kwargs: dict[str, Any], tag: str | None = None, *, once: bool = False
     ) -> dict[str, Any]:
         """One request: counted (with botocore's own resends) and its consumed capacity
-        summed; a missing table and a key-schema mismatch become typed errors. ``once``:
+        summed; a missing table and a key-schema mismatch become typed errors, and so
+        does an answer that is not DynamoDB's (:mod:`..answers`: ``BadResponse``,
+        nothing decided from it). ``once``:
         botocore must not resend it after an outcome that may have been applied
         (:mod:`..resend`)."""
         client = self.client()
@@ -148,6 +151,7 @@ class DynamoDBStore:
                 raise typed from exc
             raise
         self.stats.request(operation, 1 + retry_attempts(response))
+        checked(client, operation, kwargs, response)
         self.stats.add_capacity(capacity_units(response.get("ConsumedCapacity")))
         return response
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import tenacity
 from botocore.exceptions import ClientError
 
 from ....errors import InvalidConfig, TableNotFound, TableSchemaMismatch
+from ..answers import checked
 from ..codec import error_code, missing_table_message, table_key
 
 __all__ = ["create_table", "describe", "ensure_ttl", "STREAM_VIEW"]
@@ -22,15 +24,42 @@ STREAM_VIEW = "NEW_AND_OLD_IMAGES"
 log = logging.getLogger("xor_ack_dynamodb")
 
 
+#: How long :func:`create_table` waits for a new table to become ACTIVE, polling every second.
+ACTIVE_WITHIN = 300.0
+
+
 def describe(client: Any, table: str) -> dict[str, Any]:
-    """DescribeTable, with a missing table raised as :class:`TableNotFound`."""
+    """DescribeTable, with a missing table raised as :class:`TableNotFound` and an
+    answer that is not DynamoDB's as :class:`~xor_ack_dynamodb.errors.BadResponse`."""
+    request = {"TableName": table}
     try:
-        response = client.describe_table(TableName=table)
+        response = client.describe_table(**request)
     except ClientError as exc:
         if error_code(exc) == "ResourceNotFoundException":
             raise TableNotFound(missing_table_message(table)) from exc
         raise
-    return response["Table"]  # type: ignore[no-any-return]
+    return checked(client, "DescribeTable", request, response)["Table"]  # type: ignore[no-any-return]
+
+
+def _until_active(client: Any, table: str) -> dict[str, Any]:
+    """The table's description once it is ACTIVE, polled every second for
+    :data:`ACTIVE_WITHIN` seconds; every answer is checked (:func:`describe`), so one
+    that is not DynamoDB's ends the wait at once. Raises :class:`TableNotFound` when the
+    table is still not ACTIVE then."""
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_result(lambda d: d.get("TableStatus") != "ACTIVE")
+        | tenacity.retry_if_exception_type(TableNotFound),
+        wait=tenacity.wait_fixed(1),
+        stop=tenacity.stop_after_delay(ACTIVE_WITHIN),
+        reraise=True,
+    )
+    try:
+        return retrying(describe, client, table)
+    except tenacity.RetryError as exc:
+        status = exc.last_attempt.result().get("TableStatus")
+        raise TableNotFound(
+            f"table {table!r} is still {status}, not ACTIVE, {ACTIVE_WITHIN:.0f} s after it was created"
+        ) from None
 
 
 def create_table(
@@ -53,23 +82,21 @@ def create_table(
     """
     created = True
     spec = {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": STREAM_VIEW}} if stream else {}
+    request = {
+        "TableName": table,
+        "AttributeDefinitions": [{"AttributeName": partition_key, "AttributeType": "S"}],
+        "KeySchema": [{"AttributeName": partition_key, "KeyType": "HASH"}],
+        "BillingMode": "PAY_PER_REQUEST",
+        **spec,
+    }
     try:
-        client.create_table(
-            TableName=table,
-            AttributeDefinitions=[{"AttributeName": partition_key, "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": partition_key, "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-            **spec,
-        )
+        checked(client, "CreateTable", request, client.create_table(**request))
         log.info("created table %s", table)
     except ClientError as exc:
         if error_code(exc) != "ResourceInUseException":
             raise
         created = False
-    if wait:
-        waiter = client.get_waiter("table_exists")
-        waiter.wait(TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 300})
-    description = describe(client, table)
+    description = _until_active(client, table) if wait else describe(client, table)
     key = table_key(description)
     if key != (partition_key, "S"):
         raise TableSchemaMismatch(
@@ -82,7 +109,8 @@ def create_table(
         if not found.get("StreamEnabled"):
             if created:  # asked for at creation and ignored: dynalite
                 raise InvalidConfig(f"this endpoint serves no DynamoDB Streams: {table!r} has no stream")
-            client.update_table(TableName=table, **spec)
+            request = {"TableName": table, **spec}
+            checked(client, "UpdateTable", request, client.update_table(**request))
             log.info("enabled the stream of %s", table)
         elif found.get("StreamViewType") != STREAM_VIEW:
             raise InvalidConfig(
@@ -97,18 +125,22 @@ def ensure_ttl(client: Any, table: str, ttl_attribute: str) -> None:
     Raises :class:`InvalidConfig` if TTL is enabled on another attribute: a table has
     one TTL attribute, and this library's expiry would then never be collected.
     """
-    ttl = (client.describe_time_to_live(TableName=table)).get("TimeToLiveDescription", {})
+    asked = {"TableName": table}
+    ttl = checked(client, "DescribeTimeToLive", asked, client.describe_time_to_live(**asked))[
+        "TimeToLiveDescription"
+    ]
     if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
         if ttl.get("AttributeName") != ttl_attribute:
             raise InvalidConfig(
                 f"table {table!r} has TTL on {ttl.get('AttributeName')!r}, not {ttl_attribute!r}"
             )
         return
+    request = {
+        "TableName": table,
+        "TimeToLiveSpecification": {"Enabled": True, "AttributeName": ttl_attribute},
+    }
     try:
-        client.update_time_to_live(
-            TableName=table,
-            TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute},
-        )
+        checked(client, "UpdateTimeToLive", request, client.update_time_to_live(**request))
     except ClientError as exc:
         # Some local backends (dynalite) have no UpdateTimeToLive. Expiry is decided on
         # every read and in every condition, so chains still expire; only the garbage

@@ -1,0 +1,150 @@
+"""What DynamoDB's answer to each request the library sends must hold, checked before
+anything is decided from it.
+
+botocore parses whatever body an endpoint returns with HTTP 200: a captive proxy's
+HTML page, a load balancer's ``{}``, another service's JSON. Each parses to a dict with
+none of the operation's members, and a write without ``ReturnValues`` has none to miss:
+left unchecked, such an answer reads as a write that landed (a stamp reported
+``acked``, a chain reported created). Every request the library sends asks for
+``ReturnConsumedCapacity=TOTAL``, which DynamoDB (and moto, dynalite and DynamoDB Local)
+answers on every operation with the table's name; so every answer can be told from one
+that is not DynamoDB's by its body alone, without relying on transport headers.
+
+:func:`shape_problem` says what an answer lacks (pure); :func:`checked` raises
+:class:`~xor_ack_dynamodb.errors.BadResponse` naming the endpoint for it;
+:func:`scan_pages` is a Scan whose every page is checked, for the operator's commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ...errors import BadResponse
+
+__all__ = ["shape_problem", "checked", "bad_answer", "scan_pages"]
+
+#: The member each operation's answer must hold (besides the capacity asked for), and
+#: its type. ``Attributes`` of an ``UpdateItem`` is required only with ``ReturnValues``.
+_REQUIRED: dict[str, tuple[tuple[str, type], ...]] = {
+    "BatchGetItem": (("Responses", dict),),
+    "Scan": (("Items", list), ("Count", int), ("ScannedCount", int)),
+    "DescribeTable": (("Table", dict),),
+    "CreateTable": (("TableDescription", dict),),
+    "UpdateTable": (("TableDescription", dict),),
+    "DescribeTimeToLive": (("TimeToLiveDescription", dict),),
+    "UpdateTimeToLive": (("TimeToLiveSpecification", dict),),
+}
+
+#: Operations whose ``ConsumedCapacity`` is a list (one entry per table).
+_PER_TABLE = frozenset({"BatchGetItem", "TransactWriteItems", "BatchWriteItem"})
+
+
+def shape_problem(operation: str, request: Mapping[str, Any], response: Any) -> str | None:
+    """What ``response``, parsed by botocore as the HTTP 200 answer to ``operation``
+    sent with the parameters ``request``, lacks to be DynamoDB's answer; None when it
+    has the shape DynamoDB gives. Checked: the operation's required members, the
+    consumed capacity the request asked for (naming the request's table), and the key
+    of every item returned (the key asked for: an answer about another item is not
+    this request's)."""
+    if not isinstance(response, Mapping):
+        return f"the answer is {type(response).__name__}, not a JSON object"
+    for member, kind in _REQUIRED.get(operation, ()):
+        if not isinstance(response.get(member), kind):
+            return f"no {member} ({kind.__name__})"
+    if operation == "UpdateItem" and request.get("ReturnValues", "NONE") != "NONE":
+        if not isinstance(response.get("Attributes"), dict):
+            return "no Attributes though ReturnValues was asked for"
+    if request.get("ReturnConsumedCapacity", "NONE") != "NONE":
+        problem = _capacity_problem(operation, request, response.get("ConsumedCapacity"))
+        if problem:
+            return problem
+    key = request.get("Key")
+    for member in ("Item", "Attributes"):
+        item = response.get(member)
+        if item is None:
+            continue
+        if not isinstance(item, dict):
+            return f"{member} is not an item"
+        if isinstance(key, dict) and any(item.get(name) != value for name, value in key.items()):
+            return f"{member} is not the item asked for (its key differs)"
+    if operation == "BatchGetItem":
+        return _batch_problem(request, response)
+    return None
+
+
+def _capacity_problem(operation: str, request: Mapping[str, Any], consumed: Any) -> str | None:
+    if operation in _PER_TABLE:
+        if not isinstance(consumed, list):
+            return "no ConsumedCapacity list though it was asked for"
+        tables = set(request.get("RequestItems", {})) or None
+        for entry in consumed:
+            name = entry.get("TableName") if isinstance(entry, dict) else None
+            if not isinstance(entry, dict) or (tables is not None and name not in tables):
+                return f"a ConsumedCapacity entry names no table of the request ({entry!r:.60})"
+        return None
+    if not isinstance(consumed, dict):
+        return "no ConsumedCapacity though it was asked for"
+    named, asked = consumed.get("TableName"), request.get("TableName")
+    if named != asked:
+        return f"its ConsumedCapacity names table {named!r}, not {asked!r}"
+    return None
+
+
+def _batch_problem(request: Mapping[str, Any], response: Mapping[str, Any]) -> str | None:
+    asked = request.get("RequestItems", {})
+    for table, items in response["Responses"].items():
+        keys = asked.get(table, {}).get("Keys") if table in asked else None
+        if keys is None or not isinstance(items, list):
+            return f"Responses holds table {table!r}, which was not asked for"
+        names = {name for key in keys for name in key}
+        wanted = {tuple(sorted((n, repr(key[n])) for n in names)) for key in keys}
+        for item in items:
+            if (
+                not isinstance(item, dict)
+                or tuple(sorted((n, repr(item.get(n))) for n in names)) not in wanted
+            ):
+                return "Responses holds an item whose key was not asked for"
+    return None
+
+
+def bad_answer(client: Any, operation: str, problem: str) -> BadResponse:
+    """:class:`BadResponse` for an HTTP 200 answer of ``client``'s endpoint to
+    ``operation`` that is not DynamoDB's (``problem``: what it lacks)."""
+    meta = client.meta
+    service = str(meta.service_model.service_id)
+    names = {
+        "service": service,
+        "operation": operation,
+        "region": meta.region_name,
+        "endpoint": meta.endpoint_url,
+    }
+    return BadResponse(
+        f"{service} at {meta.endpoint_url} (region {meta.region_name}) answered {operation} with a body "
+        f"that is not {service}'s ({problem}): nothing is decided from it; is this endpoint "
+        f"{service}, or a proxy in front of it?",
+        **names,
+    )
+
+
+def checked(client: Any, operation: str, request: Mapping[str, Any], response: Any) -> Any:
+    """``response`` when it has the shape of DynamoDB's answer to ``operation`` sent
+    with ``request``; raises :class:`BadResponse` naming ``client``'s endpoint otherwise."""
+    problem = shape_problem(operation, request, response)
+    if problem is not None:
+        raise bad_answer(client, operation, problem)
+    return response
+
+
+def scan_pages(client: Any, **request: Any) -> Iterator[dict[str, Any]]:
+    """The pages of a Scan of ``request`` (boto3 ``client``), each checked as
+    :func:`checked` does. Raises :class:`BadResponse` on the first page that is not
+    DynamoDB's: an answer that is not DynamoDB's never reads as an empty table."""
+    request = {"ReturnConsumedCapacity": "TOTAL", **request}
+    while True:
+        page = checked(client, "Scan", request, client.scan(**request))
+        yield page
+        last = page.get("LastEvaluatedKey")
+        if not last:
+            return
+        request = {**request, "ExclusiveStartKey": last}
