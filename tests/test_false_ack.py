@@ -31,9 +31,9 @@ import pytest
 from botocore.config import Config
 
 from xor_ack_dynamodb import RetryPolicy, StampSpec, XorAckDynamoDB, errors
-from xor_ack_dynamodb.serverless import scan_unfinished
-from xor_ack_dynamodb.stores.dynamodb.answers import shape_problem
-from xor_ack_dynamodb.stores.dynamodb.clients import dynamodb_client
+from xor_ack_dynamodb.serverless import Completion, EventBridgeTarget, SqsTarget, scan_unfinished
+from xor_ack_dynamodb.stores.dynamodb.answers import checked, shape_problem
+from xor_ack_dynamodb.stores.dynamodb.clients import aws_client, dynamodb_client
 
 REGION = "us-east-1"
 FAST = RetryPolicy(max_attempts=2, max_seconds=2.0, connect_timeout=0.5, read_timeout=0.5, http_attempts=1)
@@ -46,7 +46,7 @@ class _Answer(http.server.BaseHTTPRequestHandler):
     """Answers every POST with the server's ``answer`` (status, content type, body),
     counting the requests it got."""
 
-    def do_POST(self) -> None:  # every AWS JSON protocol request is a POST
+    def do_POST(self) -> None:  # every AWS JSON and query protocol request is a POST
         self.rfile.read(int(self.headers.get("content-length") or 0))
         server: Any = self.server
         server.requests += 1
@@ -57,6 +57,8 @@ class _Answer(http.server.BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    do_PUT = do_POST  # S3's PutObject
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -293,3 +295,47 @@ def test_the_cli_reports_bad_response_in_one_line(args: tuple[str, ...]) -> None
     assert lines and lines[-1].startswith("xor-ack: error: BadResponse: "), stderr
     assert "Traceback" not in stderr and "KeyError" not in stderr
     assert "scanned 0 items" not in stdout + stderr
+
+
+# -- the serverless layer's sends -----------------------------------------------------------
+
+
+def _aws(service: str, endpoint: str) -> Any:
+    return aws_client(
+        service,
+        region=REGION,
+        endpoint_url=endpoint,
+        retry=FAST,
+        aws_access_key_id="k",
+        aws_secret_access_key="s",
+    )
+
+
+def test_a_completion_is_not_reported_fired_into_an_answer_that_is_not_the_services(
+    not_dynamodb: Endpoint,
+) -> None:
+    """A completion target whose send got such an answer raises, so the firing is
+    released and retried instead of marked fired (a lost completion)."""
+    completion = Completion(tag="t", owner="o", mode="sum", completed_at=1.0)
+    for target in (
+        SqsTarget(_aws("sqs", not_dynamodb.url), f"{not_dynamodb.url}/000000000000/done"),
+        EventBridgeTarget(_aws("events", not_dynamodb.url)),
+    ):
+        is_bad_response(raised(lambda: target(completion)), not_dynamodb.url)  # noqa: B023
+
+
+def test_children_are_not_reported_sent_into_an_answer_that_is_not_the_services(
+    not_dynamodb: Endpoint,
+) -> None:
+    """The two sends of ``send_children`` (SendMessageBatch, PutObject) as it makes
+    them: checked, so a record whose children went nowhere is retried. (botocore itself
+    turns an S3 200 whose body is not S3's into a 500, which is typed the same.)"""
+    sqs, s3 = _aws("sqs", not_dynamodb.url), _aws("s3", not_dynamodb.url)
+    batch = {"QueueUrl": f"{not_dynamodb.url}/000000000000/q", "Entries": [{"Id": "0", "MessageBody": "x"}]}
+    put = {"Bucket": "b", "Key": "k", "Body": b"x"}
+    for client, operation, request, send in (
+        (sqs, "SendMessageBatch", batch, sqs.send_message_batch),
+        (s3, "PutObject", put, s3.put_object),
+    ):
+        error = raised(lambda: checked(client, operation, request, send(**request)))  # noqa: B023
+        is_bad_response(error, not_dynamodb.url)

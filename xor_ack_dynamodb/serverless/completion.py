@@ -52,6 +52,7 @@ from ..errors import InvalidConfig, RequestFailed
 from ..retry import RetryPolicy
 from ..stats import RequestStats
 from ..stores.dynamodb._sync.store import DynamoDBStore
+from ..stores.dynamodb.answers import checked
 from ..stores.dynamodb.codec import error_code, is_transient
 from .errors import CompletionPending, TargetFailed
 
@@ -398,7 +399,7 @@ class SqsTarget:
             kwargs["MessageDeduplicationId"] = completion.id
         if self.stats is not None:
             self.stats.request("sqs.SendMessage")
-        self.client.send_message(**kwargs)
+        checked(self.client, "SendMessage", kwargs, self.client.send_message(**kwargs))
 
     def __repr__(self) -> str:
         return f"SqsTarget({self.queue_url!r})"
@@ -424,8 +425,8 @@ class EventBridgeTarget:
     def __call__(self, completion: Completion) -> None:
         if self.stats is not None:
             self.stats.request("events.PutEvents")
-        response = self.client.put_events(
-            Entries=[
+        request = {
+            "Entries": [
                 {
                     "Source": self.source,
                     "DetailType": self.detail_type,
@@ -433,7 +434,8 @@ class EventBridgeTarget:
                     "EventBusName": self.bus_name,
                 }
             ]
-        )
+        }
+        response = checked(self.client, "PutEvents", request, self.client.put_events(**request))
         if response.get("FailedEntryCount"):
             entry = response.get("Entries", [{}])[0]
             raise TargetFailed(

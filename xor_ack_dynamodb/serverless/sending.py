@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import XorAckError
 from ..stamps import Position
+from ..stores.dynamodb.answers import checked
 from .context import Child
 from .edges import edge_text
 from .parts import PipelineParts
@@ -82,7 +83,8 @@ def send_children(children: Iterable[Child], after: Position | None, pipeline: P
             }
             if child.content_type:
                 kwargs["ContentType"] = child.content_type
-            pipeline.client("s3").put_object(**kwargs)
+            s3 = pipeline.client("s3")
+            checked(s3, "PutObject", kwargs, s3.put_object(**kwargs))
         else:
             assert child.queue_url is not None
             by_queue.setdefault(child.queue_url, []).append(child)
@@ -91,7 +93,8 @@ def send_children(children: Iterable[Child], after: Position | None, pipeline: P
         for start in range(0, len(queued), BATCH):
             entries = [_entry(i, c) for i, c in enumerate(queued[start : start + BATCH])]
             pipeline.stats.request("sqs.SendMessageBatch")
-            response = pipeline.client("sqs").send_message_batch(QueueUrl=queue, Entries=entries)
+            sqs, request = pipeline.client("sqs"), {"QueueUrl": queue, "Entries": entries}
+            response = checked(sqs, "SendMessageBatch", request, sqs.send_message_batch(**request))
             refused.extend(response.get("Failed", []))
     if refused:
         first = refused[0]

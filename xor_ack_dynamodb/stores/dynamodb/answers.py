@@ -1,5 +1,6 @@
-"""What DynamoDB's answer to each request the library sends must hold, checked before
-anything is decided from it.
+"""What DynamoDB's answer to each request the library sends must hold (and SQS's, S3's
+and EventBridge's to the serverless layer's sends), checked before anything is decided
+from it.
 
 botocore parses whatever body an endpoint returns with HTTP 200: a captive proxy's
 HTML page, a load balancer's ``{}``, another service's JSON. Each parses to a dict with
@@ -34,6 +35,12 @@ _REQUIRED: dict[str, tuple[tuple[str, type], ...]] = {
     "UpdateTable": (("TableDescription", dict),),
     "DescribeTimeToLive": (("TimeToLiveDescription", dict),),
     "UpdateTimeToLive": (("TimeToLiveSpecification", dict),),
+    # the serverless layer's sends: a child or a completion that was not sent must not
+    # read as sent
+    "SendMessage": (("MessageId", str),),
+    "SendMessageBatch": (("Successful", list),),
+    "PutObject": (("ETag", str),),
+    "PutEvents": (("Entries", list), ("FailedEntryCount", int)),
 }
 
 #: Operations whose ``ConsumedCapacity`` is a list (one entry per table).
@@ -70,6 +77,14 @@ def shape_problem(operation: str, request: Mapping[str, Any], response: Any) -> 
             return f"{member} is not the item asked for (its key differs)"
     if operation == "BatchGetItem":
         return _batch_problem(request, response)
+    if operation == "SendMessageBatch":
+        answered = [
+            e.get("Id") for e in (*response["Successful"], *response.get("Failed", [])) if isinstance(e, dict)
+        ]
+        if sorted(map(str, answered)) != sorted(str(e.get("Id")) for e in request.get("Entries", [])):
+            return "Successful and Failed do not answer the request's entries"
+    if operation == "PutEvents" and len(response["Entries"]) != len(request.get("Entries", [])):
+        return "Entries does not answer the request's entries"
     return None
 
 

@@ -121,7 +121,7 @@ def typed_failure(exc: BaseException | None, client: Any, operation: str) -> Xor
     where = f"{service} at {endpoint} (region {region})"
     names = {"service": service, "operation": operation, "region": region, "endpoint": endpoint}
     if isinstance(exc, ClientError):
-        return _bad_response(exc, where, names)
+        return _bad_response(exc, where, names, meta.service_model.signing_name)
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
         return InvalidConfig(
             f"{exc} for {operation} on {where}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
@@ -155,8 +155,9 @@ def typed_failure(exc: BaseException | None, client: Any, operation: str) -> Xor
     return None
 
 
-def _bad_response(exc: ClientError, where: str, names: dict[str, Any]) -> RequestFailed | None:
-    """:class:`AccessDenied` for IAM's refusal; :class:`BadResponse` for any other
+def _bad_response(exc: ClientError, where: str, names: dict[str, Any], prefix: str) -> RequestFailed | None:
+    """:class:`AccessDenied` for IAM's refusal (``prefix``: the service's IAM action
+    prefix, ``dynamodb`` for the streams too); :class:`BadResponse` for any other
     status of 300 and up whose body held no AWS error (an HTML page, an empty body, a
     proxy's text): botocore then gives the HTTP status as the error code. None for the
     service's own errors, which the store reads."""
@@ -165,11 +166,12 @@ def _bad_response(exc: ClientError, where: str, names: dict[str, Any]) -> Reques
     error = exc.response.get("Error", {})
     code = str(error.get("Code", ""))
     if code == "AccessDeniedException":
-        action = f"{names['service'].lower()}:{names['operation']}"
+        operation = names["operation"]
+        role = _OPERATOR.get(operation, "the policy of the role that sends it")
         return AccessDenied(
-            f"{where} refused {names['operation']}: the caller's IAM identity is not allowed "
-            f"{action} on this resource ({error.get('Message')}); grant it (docs/security.md "
-            "says which policy grants which action); nothing was applied",
+            f"{where} refused {operation}: the caller's IAM identity is not allowed "
+            f"{prefix}:{operation} ({error.get('Message')}); it is granted by {role} "
+            "(docs/security.md); nothing was applied",
             **names,
         )
     if status < 300 or not code.isdigit():
@@ -231,6 +233,15 @@ def _new_region_of_known_area(region: str) -> bool:
     shape = _REGION_SHAPE.match(region)
     return shape is not None and shape.group(1) in {known.rsplit("-", 1)[0] for known in known_regions()}
 
+
+#: The requests only an operator sends (``xor-ack list``, ``scan_unfinished``,
+#: ``xor-ack migrate``, table administration), and the policy that grants each.
+_OPERATOR = {
+    "Scan": "the operator's policy (docs/iam-policy-operator.json), never a worker's or a tenant's",
+    "CreateTable": "the table administrator's statement (docs/iam-policy.json, XorAckTableAdmin)",
+    "UpdateTable": "the table administrator's statement (docs/iam-policy.json, XorAckTableAdmin)",
+    "UpdateTimeToLive": "the table administrator's statement (docs/iam-policy.json, XorAckTableAdmin)",
+}
 
 _NO_SUCH_NAME = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 
