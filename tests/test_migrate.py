@@ -1,38 +1,50 @@
 """The one-time migration of chain items of the 0.1 layout (issue 31, "fewer concepts":
 it replaces adopting them on every write, ``hb``, ``Chain.base`` and ``Trim.adopt``).
 
-Items are written exactly as 0.1.0 wrote them (its codec at commit 326bcce: ``tok``,
-``seq``, ``ops``/``oph``, ``cutn``, no ``lin``; the first layout: hex op keys, no
-``tok``, ``expires_at`` as the deadline), on every DynamoDB backend. Until migrated
-every call refuses them with ``UnmigratedItem`` and writes nothing; after
-``migrate_table`` (``xor-ack migrate``) the chain keeps its value, deadline and the op
-ids still in its item, an op 0.1 dropped without history is ``OutcomeUnknown`` (never
-applied twice), and its blocks move to history at their places again.
+Items are written as 0.1.0 wrote them (its codec at commit 326bcce: ``tok``, ``seq``,
+``ops``/``oph``, ``cutn``, no ``lin``; the first layout: hex op keys of the op id without
+its call's namespace, no ``tok`` nor ``seq``, ``expires_at`` as the deadline), on every
+DynamoDB backend. Until migrated every call refuses them with ``UnmigratedItem``; after
+``migrate_table`` (``xor-ack migrate``) the chain keeps its value and deadline, a 0.1
+chain the op ids in its item, an op 0.1 dropped without history is ``OutcomeUnknown``
+(never applied twice), and its blocks move to history at their places again; a
+first-layout chain, whose op keys are not today's, answers ``OutcomeUnknown`` to every
+named op and is listed for replay (issue 39). Items written by the real code of each
+earlier layout, from the repository's history: tests/test_migrate_history.py.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from conftest import unique_table
 
 from xor_ack_dynamodb import XorAckDynamoDB
 from xor_ack_dynamodb.cli import main
+from xor_ack_dynamodb.core.algebra import Mode
 from xor_ack_dynamodb.core.chain import BLOCK, op_key
-from xor_ack_dynamodb.errors import OutcomeUnknown, UnmigratedItem
+from xor_ack_dynamodb.errors import OutcomeUnknown, TagExists, UnmigratedItem
 from xor_ack_dynamodb.stamps import Position
 from xor_ack_dynamodb.stores.dynamodb.item import ItemCodec
-from xor_ack_dynamodb.stores.dynamodb.migrate import migrate_item, migrate_table
+from xor_ack_dynamodb.stores.dynamodb.migrate import (
+    DROPPED,
+    _rewrite,
+    migrate_item,
+    migrate_table,
+    unreadable,
+)
 
 TAG = "legacy/part-0001"
 SEQ, CUT = 50, 13  # 0.1 dropped positions 1..13 without history; the item holds 14..50
 
 
 def _tracker(client: Any, mode: str) -> XorAckDynamoDB:
-    ack = XorAckDynamoDB(unique_table("migrate"), partition_key="tagID", client=client, mode=mode)
+    assert mode in ("xor", "sum")
+    ack = XorAckDynamoDB(unique_table("migrate"), partition_key="tagID", client=client, mode=cast(Mode, mode))
     ack.create_table()
     return ack
 
@@ -66,21 +78,29 @@ def _item_0_1(mode: str) -> dict[str, Any]:
         "cutn": {"N": str(CUT)},
         "cut": {"N": str(now - 60)},
         "cop": {"B": secrets.token_bytes(12)},
+        "owner": {"S": "job-1"},
         "created_at": {"N": str(now - 600)},
         "updated_at": {"N": str(now - 60)},
     }
 
 
+def _first_key(op_id: str, namespace: str = "") -> str:
+    """An op key as the first layout wrote it: 16 hex digits of ``blake2b(op_id)``, a
+    stamp's without a namespace (a create's in ``create``, as today's)."""
+    data = f"{namespace}\x00{op_id}" if namespace else op_id
+    return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
+
+
 def _item_first_layout(deadline: int) -> dict[str, Any]:
-    """An xor chain of the first layout: hex op keys, no token, no seq, ``expires_at``
-    its deadline."""
+    """An xor chain of the first layout after its create (op id ``c``) and stamps s1, s2:
+    hex op keys, no token, no seq, ``expires_at`` its deadline."""
     return {
         "tagID": {"S": TAG},
         "stamp": {"B": secrets.token_bytes(16)},
         "state": {"S": "pending"},
         "expires_at": {"N": str(deadline)},
         "version": {"N": "3"},
-        "ops": {"L": [{"S": _key(i).hex()} for i in (1, 2, 3)]},
+        "ops": {"L": [{"S": _first_key("c", "create")}, {"S": _first_key("s1")}, {"S": _first_key("s2")}]},
     }
 
 
@@ -118,13 +138,13 @@ def test_a_migrated_chain_keeps_its_value_and_window_and_never_applies_a_dropped
     old = _item_0_1(mode)
     ack.client.put_item(TableName=ack.table, Item=old)
     done = migrate_table(ack.client, ack.table, ack.codec, int(time.time()))
-    assert (done.migrated, done.failed) == (1, {})
+    assert (done.migrated, done.failed, done.replay) == (1, {}, {TAG: DROPPED})  # named ops: unknown
     item = _stored(ack)
     kept = SEQ - CUT
     # Positions move up to the next block boundary: positions 1..40 have no history block.
     assert (item["cutn"], item["seq"]) == ({"N": str(BLOCK)}, {"N": str(BLOCK + kept)})
     assert len(item["lin"]["B"]) == 8 and "adp" not in item and "cut" not in item
-    for name in ("deadline", "expires_at", "ops", "oph", "win", "cop", "state", "stamp", "sum"):
+    for name in ("deadline", "expires_at", "ops", "oph", "win", "cop", "owner", "state", "stamp", "sum"):
         assert item.get(name) == old.get(name), name
     value = ack.status(TAG).value
     assert ack.stamp(TAG, finished=[_edge(mode)], op_id=f"s{SEQ}").duplicate  # in the window
@@ -132,7 +152,8 @@ def test_a_migrated_chain_keeps_its_value_and_window_and_never_applies_a_dropped
         ack.stamp(TAG, finished=[_edge(mode)], op_id=f"s{CUT}")
     assert ack.status(TAG).value == value
     applied = ack.stamp(TAG, finished=[_edge(mode)])  # a drawn op id: nothing to check
-    assert not applied.duplicate and applied.position.seq == BLOCK + kept + 1
+    assert not applied.duplicate and applied.position is not None
+    assert applied.position.seq == BLOCK + kept + 1
     edge = _edge(mode)
     assert not ack.stamp(TAG, finished=[edge], op_id="child", after=applied.position).duplicate
     assert ack.stamp(TAG, finished=[edge], op_id="child", after=applied.position).duplicate
@@ -155,16 +176,65 @@ def test_a_migrated_sum_chain_moves_its_blocks_to_their_places(client: Any) -> N
     assert copy.duplicate and copy.position == Position(lineage, BLOCK + 1)
 
 
-def test_the_first_layout_is_migrated_like_a_node_item_python_writes(client: Any) -> None:
+def test_the_first_layout_is_rewritten_so_that_no_op_it_named_is_applied_again(client: Any) -> None:
+    """Its op keys hash the op id without the call's namespace: no key of today's
+    matches them, and how many ops it dropped was never counted. Every named op then
+    answers OutcomeUnknown (on HEAD: a copy of s2 was applied a second time); its create,
+    whose key is today's, is a duplicate; the chain is listed for replay and completes
+    with drawn op ids."""
     ack = _tracker(client, "xor")
     deadline = int(time.time()) + 600
-    ack.client.put_item(TableName=ack.table, Item=_item_first_layout(deadline))
-    assert migrate_table(ack.client, ack.table, ack.codec, int(time.time())).migrated == 1
+    old = _item_first_layout(deadline)
+    ack.client.put_item(TableName=ack.table, Item=old)
+    assert unreadable(old) is not None
+    done = migrate_table(ack.client, ack.table, ack.codec, int(time.time()))
+    value = old["stamp"]["B"]
+    for op_id in ("s2", "s1", "s9"):  # in the item, in it too, never applied: none can be told
+        with pytest.raises(OutcomeUnknown):
+            ack.stamp(TAG, finished=[secrets.token_bytes(16)], op_id=op_id)
+    assert ack.create(TAG, secrets.token_bytes(16), op_id="c").duplicate
+    assert (done.migrated, done.failed, list(done.replay)) == (1, {}, [TAG])
     item = _stored(ack)
     assert item["deadline"] == {"N": str(deadline)} and item["adp"] == {"N": "1"}
-    assert [op["B"] for op in item["ops"]["L"]] == [_key(i) for i in (1, 2, 3)]
-    assert ack.stamp(TAG, finished=[secrets.token_bytes(16)], op_id="s2").duplicate
-    assert not ack.stamp(TAG, finished=[secrets.token_bytes(16)], op_id="s9").duplicate
+    assert item["ops"] == {"L": []} and (item["cutn"], item["seq"]) == ({"N": str(BLOCK)}, {"N": str(BLOCK)})
+    assert item["cop"]["B"] == bytes.fromhex(_first_key("c", "create")) + b"\x00" * 4
+    with pytest.raises(TagExists):  # another create's op id: the tag is taken
+        ack.create(TAG, secrets.token_bytes(16), op_id="c2")
+    assert ack.status(TAG).value == value
+    applied = ack.stamp(TAG, finished=[secrets.token_bytes(16)], started=[secrets.token_bytes(16)])
+    assert not applied.duplicate and applied.position is not None and applied.position.seq == BLOCK + 1
+    last = ack.stamp(TAG, finished=[applied], op_id="last", after=applied.position)
+    assert last.acked and ack.status(TAG).state == "acked"
+    assert migrate_table(ack.client, ack.table, ack.codec, int(time.time())).migrated == 0  # once
+
+
+@pytest.mark.parametrize("state", ["acked", "failed"])
+def test_a_finished_first_layout_chain_is_not_listed_for_replay(inproc_client: Any, state: str) -> None:
+    """Only pending chains are listed: a finished one has nothing left to replay (a copy
+    of one of its ops answers OutcomeUnknown, never a second application). Its reason
+    is kept."""
+    ack = _tracker(inproc_client, "xor")
+    ended = int(time.time()) + 86400
+    item = {**_item_first_layout(ended), "state": {"S": state}, "reason": {"S": "no"}}
+    ack.client.put_item(TableName=ack.table, Item=item)
+    done = migrate_table(ack.client, ack.table, ack.codec, int(time.time()))
+    assert (done.migrated, done.replay) == (1, {}) and ack.status(TAG).state == state
+    stored = _stored(ack)
+    assert "deadline" not in stored and stored["reason"] == {"S": "no"}  # expires_at: its purge time
+    with pytest.raises(OutcomeUnknown):
+        ack.stamp(TAG, finished=[secrets.token_bytes(16)], op_id="s2")
+
+
+def test_an_item_changed_since_the_scan_is_read_again(inproc_client: Any) -> None:
+    """Each rewrite is conditioned on the item as it was read: one that changed since
+    (an old writer's stamp) is refused, read again and rewritten from what it holds."""
+    ack = _tracker(inproc_client, "xor")
+    seen = _item_first_layout(int(time.time()) + 600)
+    now = {**seen, "stamp": {"B": secrets.token_bytes(16)}, "version": {"N": "4"}}
+    ack.client.put_item(TableName=ack.table, Item=now)
+    done = _rewrite(ack.client, ack.table, ack.codec, seen, int(time.time()))
+    assert isinstance(done, tuple) and done[1] is not None  # written, and not read exactly
+    assert done[0].value == now["stamp"]["B"] == _stored(ack)["stamp"]["B"]
 
 
 def test_xor_ack_migrate(server_client: Any, moto_server: Any, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,20 +1,41 @@
 """The one-time migration of chain items this library wrote before lineages.
 
-An item of the 0.1 layout (0.1.0 and earlier: ``ops`` but no ``lin``; in the first
-layout the op keys were hex strings and, without ``tok``, ``expires_at`` was the
-deadline) or one a pre-release of 0.2 gave a lineage with positions it has no history
-of (``hb``) is refused by every call (:class:`~xor_ack_dynamodb.errors.UnmigratedItem`)
-until :func:`migrate_table` (``xor-ack migrate``) has rewritten it in the current
-layout, once, before the new version uses the table.
+Every call refuses an item of an old layout (:class:`~xor_ack_dynamodb.errors.UnmigratedItem`)
+until :func:`migrate_table` (``xor-ack migrate``) has rewritten it in the current layout,
+once, before the new version uses the table. A rewrite keeps the value, state, deadline
+(the first layout's ``expires_at``), owner and reason, draws a new lineage, and never
+turns an op it cannot check into one it takes as not applied. What it guarantees depends
+on whether the item's op history can be read exactly:
 
-What a rewrite keeps: the value, state, deadline, owner, create op, window and the op
-ids still in the item, exactly. It draws a new lineage. The ops that left the item
-without a history block (0.1 dropped them) are positions whose block is missing, so a
-later copy of one of them raises :class:`~xor_ack_dynamodb.errors.OutcomeUnknown` and
-is never applied again: positions are moved up to the next multiple of
-:data:`~xor_ack_dynamodb.core.chain.BLOCK` (no history block is written for them) and
-the ops in the item follow. An item without ``tok`` (the first layout) is marked
-``adp``, as a Node item is when Python first writes it: ops it dropped are unknown.
+- **Read exactly**: the 0.1 layout (0.1.0: ``tok``, ``seq``, ``ops`` as 8-byte keys of the
+  op id in its call's namespace, ``oph``, ``cutn``; no ``lin``), and an item a pre-release
+  of 0.2 gave a lineage with positions it has no history of (``hb``). The create op,
+  window and op ids in the item are kept, exactly: a copy of one of them is a duplicate.
+  The ops that left the item without a history block (0.1 dropped them) are positions
+  whose block is missing: positions move up to the next multiple of
+  :data:`~xor_ack_dynamodb.core.chain.BLOCK` (no history block is written for them), so
+  a stamp with a named op id that is not in the window raises
+  :class:`~xor_ack_dynamodb.errors.OutcomeUnknown` and writes nothing.
+- **Not read exactly**: the first layout (before 0.1.0: ``ops`` as hex strings of
+  ``blake2b(op_id)`` without the call's namespace, no ``tok``, no ``seq``), and a
+  first-layout item a later version carried on (0.1.0 or a pre-release of 0.2 stamped it:
+  a ``tok`` and ``seq``, but its ``cutn`` plus its list's length exceed ``seq``, the
+  difference being the first layout's ops). Those op keys cannot be turned into today's
+  (a hash of the op id without its namespace), and how many ops the first layout
+  dropped was never counted. The window keeps only the ops a later version appended;
+  every earlier position is one without history (the lineage is marked ``adp``), so a
+  stamp with a named op id not in the window, a copy or not, raises ``OutcomeUnknown``
+  and writes nothing: never a second application. A create's op, while the item holds
+  it, is its oldest op (the first layout's create keys are today's): that key becomes
+  the create op, so a redelivered create returns a duplicate; a create whose op the
+  first layout dropped raises ``TagExists``, as the first layout answered it itself.
+
+Either way a stamp with a drawn op id (none given), or with ``after=`` a position of the
+rewritten chain, is applied as usual, so the chain can complete. A pending chain left
+with positions that have no history (every chain not read exactly, and a 0.1 chain that
+dropped ops) is listed in :attr:`Migration.replay`, with why: a named op id its work
+still sends answers ``OutcomeUnknown``; replay its root (or finish it with drawn op ids).
+
 Each rewrite is a ``PutItem`` conditioned on the item being as it was read (its token,
 or its stamp without one); an item that changed meanwhile is read again and rewritten.
 Running it twice is harmless: a migrated item is not selected again.
@@ -27,43 +48,119 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ...core.chain import BLOCK, Chain, new_lineage, updated
+from ...core.chain import BLOCK, OP_KEY_BYTES, UNKNOWN_DIGEST, Chain, Op, new_lineage, updated
 from ...errors import CorruptItem
 from .codec import error_code
 from .item import Item, ItemCodec
 
-__all__ = ["Migration", "migrate_item", "migrate_table"]
+__all__ = ["Migration", "migrate_item", "migrate_table", "needs_migration", "unreadable"]
 
-#: Items of the old layouts: op ids without a lineage, or positions without history.
-OLD_LAYOUT = "(attribute_exists(#ops) AND attribute_not_exists(#lin)) OR attribute_exists(#hb)"
+#: Items that may be of an old layout: op ids without a lineage, positions without
+#: history, or a lineage started over another writer's item (``adp``: a pre-release of
+#: 0.2 started one over a first-layout item; :func:`needs_migration` tells them apart
+#: from the current version's).
+OLD_LAYOUT = (
+    "(attribute_exists(#ops) AND attribute_not_exists(#lin)) OR attribute_exists(#hb) "
+    "OR attribute_exists(#adp)"
+)
 #: Rewrites of one item tried while other writers keep changing it.
 ATTEMPTS = 5
+#: What a chain listed for replay answers.
+UNKNOWN = "a named op id not in its window answers OutcomeUnknown"
+#: Why a 0.1 chain is listed for replay.
+DROPPED = f"0.1 dropped ops without history: {UNKNOWN}"
 
 
 @dataclass
 class Migration:
-    """What :func:`migrate_table` did: items read by the scan, items rewritten, and the
-    tags it could not rewrite (changed on every attempt, or unreadable), with why."""
+    """What :func:`migrate_table` did: items read by the scan, items rewritten, the tags
+    it could not rewrite (changed on every attempt, or unreadable) with why, and the
+    pending chains it rewrote that are to be replayed (``replay``), with why: their
+    history before the migration is not known whole, so a stamp with a named op id not
+    in the window raises ``OutcomeUnknown`` (see the module doc)."""
 
     scanned: int = 0
     migrated: int = 0
     failed: dict[str, str] = field(default_factory=dict)
+    replay: dict[str, str] = field(default_factory=dict)
+
+
+def _number(item: Item, name: str) -> int:
+    value = item.get(name)
+    return 0 if value is None else int(value["N"])
+
+
+def _key(op: Any) -> bytes:
+    """An op key as 8 bytes: Binary, or the first layout's hex String. Raises
+    :class:`~xor_ack_dynamodb.errors.CorruptItem` for anything else."""
+    if isinstance(op, dict) and "B" in op and len(op["B"]) == OP_KEY_BYTES:
+        return bytes(op["B"])
+    if isinstance(op, dict) and isinstance(op.get("S"), str) and len(op["S"]) == 2 * OP_KEY_BYTES:
+        try:
+            return bytes.fromhex(op["S"])
+        except ValueError:
+            pass
+    raise CorruptItem(f"chain item's 'ops' holds a malformed op key: {op!r}")
+
+
+def _ops(item: Item) -> list[Any]:
+    ops = item.get("ops", {"L": []})
+    if not isinstance(ops, dict) or not isinstance(ops.get("L"), list):
+        raise CorruptItem("chain item's 'ops' is not a List")
+    return list(ops["L"])
+
+
+def unreadable(item: Item) -> str | None:
+    """Why the op history of the old-layout ``item`` cannot be read exactly (see the
+    module doc), or None when it can. Raises
+    :class:`~xor_ack_dynamodb.errors.CorruptItem`, ``ValueError``, ``KeyError`` or
+    ``TypeError`` for an item it cannot read."""
+    ops = _ops(item)
+    if any(isinstance(op, dict) and "S" in op for op in ops) or "seq" not in item or "tok" not in item:
+        return "written by the first layout (op keys without their namespace, no positions)"
+    if _number(item, "cutn") + len(ops) > _number(item, "seq"):
+        return "holds first-layout ops a later version carried on (more ops than positions)"
+    return None
+
+
+def needs_migration(item: Item) -> bool:
+    """Whether ``item`` is of an old layout (a history item, a Node item or a current
+    one is not). Raises :class:`~xor_ack_dynamodb.errors.CorruptItem`, ``ValueError``,
+    ``KeyError`` or ``TypeError`` for an ``adp`` item it cannot read."""
+    if "hb" in item or "ops" in item and "lin" not in item:
+        return True
+    return "adp" in item and "ops" in item and unreadable(item) is not None
 
 
 def migrate_item(codec: ItemCodec, item: Item, now: int) -> Chain:
-    """The chain an old-layout ``item`` becomes (see the module doc). Raises
-    :class:`~xor_ack_dynamodb.errors.CorruptItem` for an item it cannot read."""
-    current = {k: v for k, v in item.items() if k not in ("hb", "cut")}
+    """The chain an old-layout ``item`` becomes (see the module doc for what it keeps and
+    guarantees per layout). Raises :class:`~xor_ack_dynamodb.errors.CorruptItem` (or
+    ``ValueError``, ``KeyError``, ``TypeError``) for an item it cannot read."""
+    why = unreadable(item)
+    keys = [_key(op) for op in _ops(item)]
+    hashes = item.get("oph", {}).get("L")
+    if hashes is not None and len(hashes) != len(keys):
+        raise CorruptItem("chain item's 'oph' does not match its 'ops'")
+    seq, cut = _number(item, "seq"), _number(item, "cutn")
+    # Exactly: every op in the list, positions up to what 0.1 dropped without history.
+    # Else only the newest ops, those a later version appended (at most seq of them).
+    kept = len(keys) if why is None else min(len(keys), seq)
+    first = len(keys) - kept
+    dropped = max(seq - len(keys), cut) if why is None else 1
+    current = {k: v for k, v in item.items() if k not in ("hb", "cut", "cutn", "seq", "ops", "oph", "adp")}
     current["lin"] = {"B": new_lineage()}
-    ops = item.get("ops", {}).get("L", [])
-    current["ops"] = {"L": [{"B": bytes.fromhex(op["S"])} if "S" in op else op for op in ops]}
+    current["ops"] = {"L": [{"B": k} for k in keys[first:]]}
+    if hashes is not None:
+        current["oph"] = {"L": hashes[first:]}
     if "tok" not in item and "deadline" not in item and codec.ttl_attribute in item:
         if item.get("state", {}).get("S", "pending") == "pending":
             current["deadline"] = item[codec.ttl_attribute]  # the first layout's deadline
     chain = codec.parse(current)
-    dropped = max(chain.seq - len(chain.ops), chain.cut_seq)
-    cut = -(-dropped // BLOCK) * BLOCK
-    moved = replace(chain, cut_seq=cut, seq=cut + len(chain.ops), adopted=chain.token is None)
+    create_op = chain.create_op
+    if why is not None and first > 0:
+        create_op = Op(keys[0], UNKNOWN_DIGEST)  # the oldest first-layout op: the create's, if kept
+    padded = -(-dropped // BLOCK) * BLOCK
+    moved = replace(chain, cut_seq=padded, seq=padded + kept, adopted=why is not None, create_op=create_op)
     return updated(moved, now)
 
 
@@ -76,10 +173,13 @@ def _condition(item: Item) -> tuple[str, dict[str, str], dict[str, Any]]:
 
 def migrate_table(client: Any, table: str, codec: ItemCodec, now: int, page_size: int = 1000) -> Migration:
     """Rewrite every old-layout chain item of ``table`` in the current layout (a Scan of
-    the whole table, filtered server-side; one conditional ``PutItem`` per item found).
-    ``now`` is the epoch second the rewrites record as ``updated_at``."""
+    the whole table, filtered server-side; one conditional ``PutItem`` per item found),
+    and list the pending chains to replay (see the module doc). ``now`` is the epoch
+    second the rewrites record as ``updated_at``. An item it cannot rewrite is in
+    ``failed``, the others go on; an error of the scan itself or a request error other
+    than a refused condition propagates (botocore's ``ClientError``)."""
     out = Migration()
-    names = codec.names("#ops", "#lin", "#hb")
+    names = codec.names("#ops", "#lin", "#hb", "#adp")
     pages = client.get_paginator("scan").paginate(
         TableName=table,
         FilterExpression=OLD_LAYOUT,
@@ -91,21 +191,34 @@ def migrate_table(client: Any, table: str, codec: ItemCodec, now: int, page_size
         out.scanned += int(page.get("ScannedCount", 0))
         for item in page.get("Items", []):
             tag = item[codec.partition_key]["S"]
-            why = _rewrite(client, table, codec, item, now)
-            if why is None:
+            try:
+                if not needs_migration(item):
+                    continue  # a lineage the current version started over a Node item
+            except (CorruptItem, ValueError, KeyError, TypeError) as exc:
+                out.failed[tag] = repr(exc)
+                continue
+            done = _rewrite(client, table, codec, item, now)
+            if isinstance(done, str):
+                out.failed[tag] = done
+            elif done is not None:
+                chain, why = done
                 out.migrated += 1
-            else:
-                out.failed[tag] = why
+                if chain.state == "pending" and chain.cut_seq > 0:
+                    out.replay[tag] = DROPPED if why is None else f"{why}: {UNKNOWN}"
     return out
 
 
-def _rewrite(client: Any, table: str, codec: ItemCodec, item: Item, now: int) -> str | None:
-    """Rewrite one item, reading it again after a refused write; None once done (or no
-    longer of an old layout), else why not."""
+def _rewrite(
+    client: Any, table: str, codec: ItemCodec, item: Item, now: int
+) -> tuple[Chain, str | None] | str | None:
+    """Rewrite one item, reading it again after a refused write: the chain written and
+    why its history is not read exactly (None: it is); None when there was nothing left
+    to do (deleted, migrated by another run, replaced by a Node write); else why not."""
     for _ in range(ATTEMPTS):
         try:
+            why = unreadable(item)
             chain = migrate_item(codec, item, now)
-        except (CorruptItem, ValueError, KeyError) as exc:  # unreadable: the others go on
+        except (CorruptItem, ValueError, KeyError, TypeError) as exc:  # unreadable: the others go on
             return repr(exc)
         condition, names, values = _condition(item)
         try:
@@ -116,13 +229,16 @@ def _rewrite(client: Any, table: str, codec: ItemCodec, item: Item, now: int) ->
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
             )
-            return None
+            return chain, why
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
         key = codec.key(item[codec.partition_key]["S"])
         found = client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-        if found is None or "hb" not in found and ("lin" in found or "ops" not in found):
-            return None  # deleted, migrated by another run, or replaced by a Node write
+        try:
+            if found is None or not needs_migration(found):
+                return None
+        except (CorruptItem, ValueError, KeyError, TypeError) as exc:
+            return repr(exc)
         item = found
     return f"changed on each of {ATTEMPTS} attempts"
