@@ -42,6 +42,7 @@ EXPECTED_BASES: dict[str, tuple[type[BaseException], ...]] = {
     "ResponseLost": (),
     "ReadTimeout": (),
     "BadResponse": (),
+    "AccessDenied": (),
 }
 
 #: The Node package's six, which must keep their names and codes.

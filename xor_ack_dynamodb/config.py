@@ -9,9 +9,11 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Literal, TypedDict
 
@@ -20,8 +22,41 @@ from .core.factory import seconds, skew_seconds
 from .core.rules import ChainRules
 from .errors import InvalidConfig
 from .retry import RetryPolicy
+from .stamps import MAX_STAMP_BYTES
 
-__all__ = ["AckConfig", "TrackerOptions", "TrackerKeywords"]
+__all__ = ["AckConfig", "TrackerOptions", "TrackerKeywords", "check_table_name", "check_client_settings"]
+
+#: What DynamoDB accepts as a table name.
+_TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
+
+
+def check_table_name(table: object) -> str:
+    """Return ``table`` if DynamoDB would accept it as a table name, else raise
+    :class:`InvalidConfig` (3 to 255 characters of ``A-Z a-z 0-9 _ - .``)."""
+    if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
+        raise InvalidConfig(
+            f"table name {table!r:.300} is not valid: DynamoDB takes 3 to 255 characters "
+            "of letters, digits, '_', '-' and '.'"
+        )
+    return table
+
+
+def _int(value: object, name: str, low: int, high: int | None = None) -> int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        span = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise InvalidConfig(f"{name} must be an int {span}, got {value!r}")
+    return value
+
+
+def _flag(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidConfig(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 class TrackerKeywords(TypedDict, total=False):
@@ -77,7 +112,11 @@ class TrackerOptions:
     :param clock: the time source, in epoch seconds (tests move it to expire chains).
 
     Frozen. :meth:`rules` raises :class:`~xor_ack_dynamodb.errors.InvalidConfig` for a
-    value out of range, before the tracker sends anything.
+    value of the wrong type or out of range, before the tracker sends anything: ``ttl``
+    and ``retention`` must be more than 0 and at most 100 years (``MAX_DURATION``
+    seconds), finite; ``skew`` 0 to 3600 seconds; ``max_ops`` 1 to 1000; ``edge_size``
+    1 to 1024; ``cache_size`` 0 or more; ``delete_on_ack`` a bool; ``retry`` a
+    :class:`~xor_ack_dynamodb.RetryPolicy` or None; ``clock`` callable.
     """
 
     mode: Mode = "xor"
@@ -91,6 +130,20 @@ class TrackerOptions:
     cache_size: int = 10_000
     clock: Callable[[], float] = time.time
 
+    @classmethod
+    def of(cls, options: Mapping[str, object], owner: str, also: tuple[str, ...] = ()) -> TrackerOptions:
+        """The options named by ``options`` (constructor keywords). Raises
+        :class:`InvalidConfig` naming a keyword that is not an option, and the keyword
+        it may have meant among the options and ``also`` (``owner``'s other keywords)."""
+        known = [f.name for f in fields(cls)]
+        for name in options:
+            if name not in known:
+                near = difflib.get_close_matches(name, [*known, *also], n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                accepted = ", ".join([*also, *known])
+                raise InvalidConfig(f"{owner} takes no keyword {name!r}{hint}; it takes {accepted}")
+        return cls(**options)  # type: ignore[arg-type]
+
     @property
     def budget(self) -> RetryPolicy:
         """``retry``, or the default policy."""
@@ -101,13 +154,18 @@ class TrackerOptions:
         clock deadline (a ``ttl``). Raises :class:`InvalidConfig` for a value out of range."""
         if self.ttl is None and deadline:
             raise InvalidConfig("ttl must be a timedelta or a number of seconds, got None")
+        if self.retry is not None and not isinstance(self.retry, RetryPolicy):
+            raise InvalidConfig(f"retry must be a RetryPolicy or None, got {type(self.retry).__name__}")
+        if not callable(self.clock):
+            raise InvalidConfig(f"clock must be a callable returning epoch seconds, got {self.clock!r}")
+        _int(self.cache_size, "cache_size", 0)
         return ChainRules(
-            algebra_for(self.mode, self.edge_size),
+            algebra_for(self.mode, _int(self.edge_size, "edge_size", 1, MAX_STAMP_BYTES)),
             ttl=None if self.ttl is None else seconds(self.ttl, "ttl"),
             retention=seconds(self.retention, "retention"),
             skew=skew_seconds(self.skew),
             window=self.max_ops,
-            delete_on_ack=bool(self.delete_on_ack),
+            delete_on_ack=_flag(self.delete_on_ack, "delete_on_ack"),
         )
 
 
@@ -123,6 +181,14 @@ class AckConfig:
     AWS leave them unset and let the executor's role provide credentials. They are never
     shown by ``repr``. The other fields are the tracker's options of the same names
     (``mode``: ``"xor"`` or ``"sum"``).
+
+    Every field is checked when the config is made: a table name DynamoDB would refuse,
+    a ``partition_key`` that is not a name of 1 to 255 bytes, a region or endpoint that
+    is not one (or not a ``str``), one key without the other, and each option out of
+    range as :class:`TrackerOptions` says raise
+    :class:`~xor_ack_dynamodb.errors.InvalidConfig`, so a bad config fails where it is
+    written, not on an executor. (A ``partition_key`` that collides with a chain
+    attribute is refused when the tracker is built.)
     """
 
     table: str
@@ -140,6 +206,17 @@ class AckConfig:
     aws_access_key_id: str | None = field(default=None, repr=False)
     aws_secret_access_key: str | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        check_table_name(self.table)
+        if not isinstance(self.partition_key, str) or not 1 <= len(self.partition_key.encode()) <= 255:
+            raise InvalidConfig(
+                f"partition_key must be a name of 1 to 255 bytes, got {self.partition_key!r:.300}"
+            )
+        check_client_settings(
+            self.region, self.endpoint_url, self.aws_access_key_id, self.aws_secret_access_key
+        )
+        TrackerOptions(**self.options()).rules(deadline=True)
+
     def options(self) -> TrackerKeywords:
         """The tracker options this configuration names, as constructor keywords."""
         return TrackerKeywords(
@@ -152,3 +229,36 @@ class AckConfig:
             edge_size=self.edge_size,
             retry=self.retry,
         )
+
+
+def check_client_settings(
+    region: object, endpoint_url: object, aws_access_key_id: object, aws_secret_access_key: object
+) -> None:
+    """Check the client settings of an :class:`AckConfig` (or a tracker's keywords) as
+    botocore would when building the client. Raises :class:`InvalidConfig`."""
+    from botocore.exceptions import InvalidRegionError
+    from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url, validate_region_name
+
+    if region is not None:  # "" is unset, as botocore takes it
+        if not isinstance(region, str):
+            raise InvalidConfig(f"region must be a str such as 'us-east-1' or None, got {region!r}")
+        try:
+            if region:
+                validate_region_name(region)
+        except InvalidRegionError:
+            raise InvalidConfig(f"region {region!r:.100} is not a region name such as 'us-east-1'") from None
+    if endpoint_url is not None and not (
+        isinstance(endpoint_url, str)
+        and (is_valid_endpoint_url(endpoint_url) or is_valid_ipv6_endpoint_url(endpoint_url))
+    ):
+        raise InvalidConfig(
+            f"endpoint_url must be a URL such as http://127.0.0.1:8000 or None, got {endpoint_url!r:.300}"
+        )
+    for name, key in (
+        ("aws_access_key_id", aws_access_key_id),
+        ("aws_secret_access_key", aws_secret_access_key),
+    ):
+        if key is not None and (not isinstance(key, str) or not key):
+            raise InvalidConfig(f"{name} must be a non-empty str or None")  # the value is a secret: not shown
+    if (aws_access_key_id is None) != (aws_secret_access_key is None):
+        raise InvalidConfig("give both aws_access_key_id and aws_secret_access_key, or neither")

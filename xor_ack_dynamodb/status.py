@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from .stamps import Stamp, Sum
 
-__all__ = ["ChainStatus", "State"]
+__all__ = ["ChainStatus", "State", "MIN_EPOCH", "MAX_EPOCH", "epoch_to_datetime", "readable_epoch"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: The epoch seconds a ``datetime`` can hold (year 1 to year 9999, UTC): the range of a
+#: deadline or TTL value this library can read. An item holding one outside it (written
+#: in milliseconds by another writer, say) is a ``CorruptItem``.
+MIN_EPOCH = int((datetime(1, 1, 1, tzinfo=UTC) - _EPOCH).total_seconds())
+MAX_EPOCH = int((datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC) - _EPOCH).total_seconds())
 
 #: ``expired`` is never stored: it is how a ``pending`` chain whose deadline has passed
 #: reads. ``corrupt`` is only reported by ``status_many`` for an item it cannot decode.
@@ -52,5 +59,17 @@ class ChainStatus:
         return self.state != "pending"
 
 
+def readable_epoch(seconds: int) -> bool:
+    """Whether ``seconds`` (epoch seconds) lies in :data:`MIN_EPOCH` .. :data:`MAX_EPOCH`."""
+    return MIN_EPOCH <= seconds <= MAX_EPOCH
+
+
 def epoch_to_datetime(seconds: int | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
+    """``seconds`` as an aware UTC ``datetime`` (None for None), on every platform for the
+    whole of :func:`readable_epoch`'s range (``fromtimestamp`` refuses negative values on
+    some). Raises ``ValueError`` outside it: the item codec refuses such values first."""
+    if seconds is None:
+        return None
+    if not readable_epoch(seconds):
+        raise ValueError(f"{seconds} epoch seconds is outside datetime's range (years 1 to 9999)")
+    return _EPOCH + timedelta(seconds=seconds)

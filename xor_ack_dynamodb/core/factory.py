@@ -6,7 +6,8 @@ here, so bad input gets the same typed error everywhere, before any request is s
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -19,42 +20,125 @@ from .history import BlockCache, Delivery
 from .rules import ChainRules
 from .stamping import AddCall, StampCall
 
-__all__ = ["CallFactory", "StampSpec", "seconds", "skew_seconds", "MAX_REASON", "MAX_OWNER"]
+__all__ = [
+    "CallFactory",
+    "StampSpec",
+    "seconds",
+    "skew_seconds",
+    "chain_pairs",
+    "fit_reason",
+    "MAX_REASON",
+    "MAX_OWNER",
+    "MAX_DURATION",
+    "MAX_SKEW",
+]
 
-#: A failure reason is kept to this many characters.
+#: The longest failure reason accepted, in characters; a longer one is refused
+#: (:class:`InvalidConfig`), never cut silently: :func:`fit_reason` shortens one visibly.
 MAX_REASON = 1024
 #: The longest owner name accepted.
 MAX_OWNER = 256
+#: The longest ``ttl`` or ``retention`` accepted: 100 years (36,525 days), in seconds. A
+#: chain's TTL value is its deadline plus the skew plus the retention, and its history
+#: blocks' one more retention: with both at most this, every value the library writes
+#: stays within ``datetime``'s year 9999 (what ``ChainStatus.expires_at`` must hold) for
+#: any clock before the year 9699.
+MAX_DURATION = 36_525 * 86_400
+#: The largest clock-skew margin accepted, in seconds.
+MAX_SKEW = 3600
 
 
 def seconds(value: object, name: str) -> int:
-    """A duration (``timedelta`` or seconds) as whole seconds, at least 1. Raises
-    :class:`InvalidConfig` for anything else."""
+    """A duration (``timedelta`` or seconds) as whole seconds, from 1 to
+    :data:`MAX_DURATION`. Raises :class:`InvalidConfig` for anything else (a value that is
+    not a number, zero or less, NaN, infinite, or over 100 years)."""
+    total: float
     if isinstance(value, timedelta):
         total = value.total_seconds()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        total = float(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if not 0 < value <= MAX_DURATION:  # compared as an int: float(10**400) overflows
+            raise InvalidConfig(_duration_message(name, value))
+        return value
+    elif isinstance(value, float):
+        total = value
     else:
         raise InvalidConfig(f"{name} must be a timedelta or a number of seconds, got {value!r}")
-    if not total > 0:
-        raise InvalidConfig(f"{name} must be positive, got {value!r}")
+    if not (math.isfinite(total) and 0 < total <= MAX_DURATION):
+        raise InvalidConfig(_duration_message(name, value))
     return max(1, round(total))
 
 
+def _duration_message(name: str, value: object) -> str:
+    return f"{name} must be more than 0 and at most {MAX_DURATION} seconds (100 years), got {value!r}"
+
+
 def skew_seconds(value: object) -> int:
-    """The clock-skew margin as whole seconds, 0 to 3600; :class:`InvalidConfig` else."""
+    """The clock-skew margin as whole seconds, 0 to :data:`MAX_SKEW`; :class:`InvalidConfig` else."""
     total = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(total, bool) or not isinstance(total, (int, float)) or not 0 <= total <= 3600:
-        raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {value!r}")
+    if isinstance(total, bool) or not isinstance(total, (int, float)) or not 0 <= total <= MAX_SKEW:
+        raise InvalidConfig(f"skew must be 0 to {MAX_SKEW} seconds, got {value!r}")
     return round(total)
+
+
+def _text(value: str, name: str, tag: str | None) -> str:
+    """``value`` if it encodes to UTF-8 (a lone surrogate does not, and DynamoDB stores
+    UTF-8), else :class:`InvalidConfig`."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidConfig(f"{name} is not valid Unicode (a lone surrogate?): {value!r}", tag=tag) from None
+    return value
+
+
+def fit_reason(reason: str) -> str:
+    """``reason`` as ``fail()`` accepts it: unchanged when it has at most
+    :data:`MAX_REASON` characters, else its start and a note of how long it was (for
+    reasons built from arbitrary text, such as an exception's ``repr``)."""
+    if len(reason) <= MAX_REASON:
+        return reason
+    note = f" ... [{len(reason)} characters, cut]"
+    return reason[: MAX_REASON - len(note)] + note
+
+
+def chain_pairs(chains: object) -> list[tuple[object, object]]:
+    """``create_many``'s chains as (tag, value) pairs, from a mapping tag -> value or an
+    iterable of pairs, in order (unchecked: each create checks its own). Raises
+    :class:`InvalidConfig` for anything else."""
+    if isinstance(chains, Mapping):
+        return list(chains.items())
+    what = "create_many() takes a mapping tag -> value, or (tag, value) pairs"
+    if isinstance(chains, (str, bytes, bytearray, memoryview)) or not isinstance(chains, Iterable):
+        raise InvalidConfig(f"{what}, got {type(chains).__name__}")
+    pairs: list[tuple[object, object]] = []
+    for pair in chains:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise InvalidConfig(f"{what}, got an item {pair!r:.80}")
+        pairs.append((pair[0], pair[1]))
+    return pairs
 
 
 def _owner(owner: object) -> str | None:
     if owner is None:
         return None
     if not isinstance(owner, str) or not 1 <= len(owner) <= MAX_OWNER:
-        raise InvalidConfig(f"owner must be a str of 1 to {MAX_OWNER} characters, got {owner!r}")
-    return owner
+        raise InvalidConfig(f"owner must be a str of 1 to {MAX_OWNER} characters, got {owner!r:.300}")
+    return _text(owner, "owner", None)
+
+
+def _reason(reason: object, tag: str) -> str | None:
+    """A failure reason, checked: None or a str of at most :data:`MAX_REASON` characters
+    (an empty one is None)."""
+    if reason is None:
+        return None
+    if not isinstance(reason, str):
+        raise InvalidConfig(f"reason must be a str, got {type(reason).__name__}", tag=tag)
+    if len(reason) > MAX_REASON:
+        raise InvalidConfig(
+            f"reason has {len(reason)} characters; at most {MAX_REASON} are accepted "
+            "(fit_reason() shortens one, saying so)",
+            tag=tag,
+        )
+    return _text(reason, "reason", tag) or None
 
 
 def _delivery(op_id: str | None, after: object) -> Delivery:
@@ -154,9 +238,7 @@ class CallFactory:
 
     def fail(self, tag: object, reason: object, owner: object) -> FailCall:
         tag = check_tag(tag)
-        if reason is not None and not isinstance(reason, str):
-            raise InvalidConfig(f"reason must be a str, got {type(reason).__name__}", tag=tag)
-        return FailCall(self.rules, tag, reason[:MAX_REASON] if reason else None, _owner(owner))
+        return FailCall(self.rules, tag, _reason(reason, tag), _owner(owner))
 
     def touch(self, tag: object, ttl: timedelta | float | None, owner: object) -> TouchCall:
         tag = check_tag(tag)

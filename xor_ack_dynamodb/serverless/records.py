@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from ..core.algebra import is_zero
+from ..core.factory import fit_reason
 from ..errors import (
     BufferLengthsUnequal,
     ChainModeMismatch,
@@ -160,6 +161,7 @@ def _handler_failed(pipeline: PipelineParts, ctx: Context, exc: Exception) -> Ou
 
 
 def _fail(pipeline: PipelineParts, ctx: Context, reason: str) -> Outcome:
+    reason = fit_reason(reason)
     try:
         status = pipeline.tracker.fail(ctx.tag, reason, owner=ctx.owner)
     except CHAIN_OVER as exc:
@@ -180,7 +182,7 @@ def _fail(pipeline: PipelineParts, ctx: Context, reason: str) -> Outcome:
             "%s: could not fail the chain (%r); message %s will be retried", ctx.tag, exc, ctx.message_id
         )
         return "retry"
-    if status.reason != reason[:1024]:
+    if status.reason != reason:
         log.info(
             "%s: message %s dropped: the chain had failed already (%s)",
             ctx.tag,

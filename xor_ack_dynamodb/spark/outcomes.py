@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..core.factory import fit_reason
+
 __all__ = [
     "Attempt",
     "RootOutcome",
@@ -49,11 +51,11 @@ def is_permanent(reason: str | None) -> bool:
 
 def failure_reason(error: BaseException | str) -> str:
     """The reason a chain is failed with: ``repr`` of the error, marked permanent for a
-    :class:`PermanentFailure`."""
+    :class:`PermanentFailure`, shortened visibly to what ``fail()`` takes."""
     if isinstance(error, str):
-        return error
+        return fit_reason(error)
     reason = repr(error)
-    return PERMANENT + reason if isinstance(error, PermanentFailure) else reason
+    return fit_reason(PERMANENT + reason if isinstance(error, PermanentFailure) else reason)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,10 @@ Layout (the first two attributes are the Node package's, so both can share a tab
 An item written by the Node package has only the first two: it reads as a pending xor
 chain with no history that never expires. An item this library wrote before lineages
 (0.1.0 and earlier: ``ops`` without ``lin``) raises :class:`UnmigratedItem` until
-``xor-ack migrate`` (:mod:`.migrate`) rewrote it.
+``xor-ack migrate`` (:mod:`.migrate`) rewrote it. A ``deadline`` or TTL value outside
+the epoch seconds a ``datetime`` holds (years 1 to 9999: one written in milliseconds,
+say) makes the item a :class:`CorruptItem`, as an attribute of the wrong type does; the
+trackers never write one.
 
 A history block is an item of its own in the same table, keyed
 ``RESERVED_PREFIX + blake2b(tag, lineage) + "/" + index`` (a key no chain's tag can
@@ -55,6 +58,7 @@ from ...core.chain import DIGEST_BYTES, OP_KEY_BYTES, STORED_STATES, UNKNOWN_DIG
 from ...core.history import Block
 from ...errors import CorruptItem, InvalidConfig, UnmigratedItem
 from ...stamps import RESERVED_PREFIX
+from ...status import readable_epoch
 
 __all__ = ["ItemCodec", "Item", "ATTRIBUTES"]
 
@@ -152,7 +156,8 @@ class ItemCodec:
     # -- reading ---------------------------------------------------------------------
 
     def parse(self, item: Item, tag: str | None = None) -> Chain:
-        """Read an item. Raises :class:`CorruptItem` for an attribute of the wrong type,
+        """Read an item. Raises :class:`CorruptItem` for an attribute of the wrong type or
+        a deadline or TTL value no ``datetime`` can hold (see the module doc),
         :class:`UnmigratedItem` for an item of the 0.1 layout."""
         try:
             data = {k: _deserializer.deserialize(cast(Any, v)) for k, v in item.items()}
@@ -184,8 +189,8 @@ class ItemCodec:
             mode=mode,  # type: ignore[arg-type]
             value=value,
             state=state,
-            deadline=self._number(data, "deadline", tag),
-            purge_at=self._number(data, self.ttl_attribute, tag),
+            deadline=self._epoch(data, "deadline", tag),
+            purge_at=self._epoch(data, self.ttl_attribute, tag),
             token=_binary(data, "tok", tag),
             version=self._number(data, "version", tag) or 0,
             seq=self._number(data, "seq", tag) or 0,
@@ -244,6 +249,16 @@ class ItemCodec:
     def _number(data: dict[str, Any], name: str, tag: str) -> int | None:
         value = data.get(name)
         return None if value is None else _integer(value, name, tag)
+
+    @classmethod
+    def _epoch(cls, data: dict[str, Any], name: str, tag: str) -> int | None:
+        seconds = cls._number(data, name, tag)
+        if seconds is not None and not readable_epoch(seconds):
+            raise CorruptItem(
+                f"chain item's {name!r} is {seconds}, not epoch seconds a date can hold (years 1 to 9999)",
+                tag=tag,
+            )
+        return seconds
 
 
 def _integer(value: Any, name: str, tag: str) -> int:

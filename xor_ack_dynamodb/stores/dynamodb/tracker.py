@@ -16,20 +16,73 @@ import asyncio
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Unpack
 
-from ...config import AckConfig, TrackerKeywords, TrackerOptions
+from ...config import AckConfig, TrackerKeywords, TrackerOptions, check_client_settings, check_table_name
 from ...core.rules import ChainRules
 from ...drivers import AsyncTracker, SyncTracker
+from ...errors import InvalidConfig
 from ...retry import RetryPolicy
 from ...stats import RequestStats
 from ._async.store import AsyncDynamoDBStore
 from ._async.table import create_table as async_create_table
 from ._sync.store import DynamoDBStore
 from ._sync.table import create_table
-from .clients import ClientSettings, client_for, client_settings, dynamodb_client, open_client, settings_for
-from .codec import TRANSIENT_CODES, RequestCodec, check_table_name
+from .clients import (
+    ClientOptions,
+    ClientSettings,
+    client_for,
+    client_settings,
+    dynamodb_client,
+    open_client,
+    settings_for,
+)
+from .codec import TRANSIENT_CODES, RequestCodec
 from .item import ItemCodec
 
 __all__ = ["XorAckDynamoDB", "AsyncXorAckDynamoDB", "TRANSIENT_CODES"]
+
+
+#: The constructor keywords of the DynamoDB trackers besides the tracker options.
+_KEYWORDS = (
+    "client",
+    "ttl_attribute",
+    "region",
+    "endpoint_url",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+)
+
+
+def _connection(
+    client: Any,
+    region: str | None,
+    endpoint_url: str | None,
+    aws_access_key_id: str | None,
+    aws_secret_access_key: str | None,
+    retry: RetryPolicy,
+) -> ClientOptions:
+    """The settings a tracker builds its client with (the fields of an ``AckConfig``, and
+    its retry budget), checked. Raises :class:`InvalidConfig` for a bad one, or for any
+    given with ``client`` (a client keeps its own)."""
+    check_client_settings(region, endpoint_url, aws_access_key_id, aws_secret_access_key)
+    given = {
+        "region": region,
+        "endpoint_url": endpoint_url,
+        "aws_access_key_id": aws_access_key_id,
+        "aws_secret_access_key": aws_secret_access_key,
+    }
+    named = [name for name, value in given.items() if value is not None]
+    if client is not None and named:
+        raise InvalidConfig(
+            f"give either client= or the settings to build one ({', '.join(named)}), not both: "
+            "a client keeps its own region, endpoint and keys"
+        )
+    return ClientOptions(
+        region=region,
+        endpoint_url=endpoint_url,
+        aws_access_key_id=aws_access_key_id,
+        aws_secret_access_key=aws_secret_access_key,
+        retry=retry,
+    )
 
 
 class _OnTable:
@@ -46,7 +99,7 @@ class _OnTable:
     ) -> tuple[TrackerOptions, RequestCodec, RequestStats]:
         self.table = check_table_name(table)
         self.codec = ItemCodec(partition_key, ttl_attribute)
-        settings = TrackerOptions(**options)
+        settings = TrackerOptions.of(options, type(self).__name__, _KEYWORDS)
         self._limits = settings.rules(deadline=True)
         self.retry = settings.budget
         return settings, RequestCodec(self.table, self.codec, self._limits), RequestStats()
@@ -81,17 +134,27 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
 
     :param table: the table's name. Create it with :meth:`create_table`.
     :param partition_key: the name of the table's String partition key.
-    :param client: a boto3 low-level DynamoDB client; built from the environment when
-        omitted (``AWS_REGION``, ``AWS_ENDPOINT_URL_DYNAMODB`` and the usual credentials),
-        with timeouts that keep a call near its retry budget.
+    :param client: a boto3 low-level DynamoDB client; built when omitted, from
+        ``region``, ``endpoint_url`` and the keys where given, else from the environment
+        (``AWS_REGION``, ``AWS_ENDPOINT_URL_DYNAMODB`` and the usual credentials), with
+        timeouts that keep a call near its retry budget
+        (:func:`~xor_ack_dynamodb.stores.dynamodb.clients.dynamodb_client`).
     :param ttl_attribute: the table's TTL attribute (when an item may be purged).
+    :param region, endpoint_url, aws_access_key_id, aws_secret_access_key: the settings
+        of the client the tracker builds, as :class:`~xor_ack_dynamodb.AckConfig` takes
+        them (the keys for local endpoints; on AWS let the role provide credentials).
+        Not with ``client``: a client keeps its own.
     :param options: the tracker's options, documented once in
         :class:`~xor_ack_dynamodb.config.TrackerOptions`: ``mode``, ``ttl`` (default one
         hour), ``retention``, ``skew``, ``delete_on_ack``, ``max_ops``, ``edge_size``,
         ``retry``, ``cache_size``, ``clock``.
 
     A tracker is thread-safe; share one per process. Raises
-    :class:`~xor_ack_dynamodb.errors.InvalidConfig` for arguments out of range.
+    :class:`~xor_ack_dynamodb.errors.InvalidConfig`, before anything is sent, for an
+    argument of the wrong type or out of range, a keyword it does not take, client
+    settings beside ``client``, and as
+    :func:`~xor_ack_dynamodb.stores.dynamodb.clients.dynamodb_client` does when it
+    builds the client (no region anywhere, ...).
     """
 
     def __init__(
@@ -101,10 +164,16 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         *,
         client: Any = None,
         ttl_attribute: str = "expires_at",
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
         **options: Unpack[TrackerKeywords],
     ) -> None:
         settings, requests, stats = self._setup(table, partition_key, ttl_attribute, options)
-        self.client = client if client is not None else dynamodb_client(retry=self.retry)
+        keys = (aws_access_key_id, aws_secret_access_key)
+        connection = _connection(client, region, endpoint_url, *keys, self.retry)
+        self.client = client if client is not None else dynamodb_client(**connection)
         self.store = DynamoDBStore(lambda: self.client, requests, stats)
         self._bind(self.store, self._limits, settings, stats)
 
@@ -136,14 +205,15 @@ class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
 
     :param client: an aiobotocore DynamoDB client (the tracker never closes it); or a
         :class:`~xor_ack_dynamodb.aio.ClientSettings` to build one from; or None to build
-        one from the environment as ``XorAckDynamoDB`` does (``AWS_REGION``,
-        ``AWS_ENDPOINT_URL_DYNAMODB``, the usual credentials, timeouts from ``retry``).
+        one as ``XorAckDynamoDB`` does, from ``region``, ``endpoint_url`` and the keys
+        where given, else from the environment (``AWS_REGION``,
+        ``AWS_ENDPOINT_URL_DYNAMODB``, the usual credentials), timeouts from ``retry``.
         A client the tracker builds is made on first use, inside the running loop, and
         closed by :meth:`close` or by leaving ``async with``.
 
     One tracker serves any number of tasks of one event loop; do not share it between
     loops (an aiobotocore client belongs to the loop it was made in). Raises
-    :class:`~xor_ack_dynamodb.errors.InvalidConfig` for arguments out of range and, when
+    :class:`~xor_ack_dynamodb.errors.InvalidConfig` as ``XorAckDynamoDB`` does and, when
     it is to build its client, for a missing region, before anything is sent.
     """
 
@@ -154,11 +224,17 @@ class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
         *,
         client: Any = None,
         ttl_attribute: str = "expires_at",
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
         **options: Unpack[TrackerKeywords],
     ) -> None:
         settings, requests, stats = self._setup(table, partition_key, ttl_attribute, options)
+        keys = (aws_access_key_id, aws_secret_access_key)
+        connection = _connection(client, region, endpoint_url, *keys, self.retry)
         if client is None:
-            client = client_settings(retry=self.retry)
+            client = client_settings(**connection)
         self._settings = client if isinstance(client, ClientSettings) else None
         self._client: Any = None if self._settings is not None else client
         self._owned: AbstractAsyncContextManager[Any] | None = None
