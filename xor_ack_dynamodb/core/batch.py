@@ -20,6 +20,10 @@ What a batch call returns is a :class:`BatchResult` (``create_many``, ``stamp_ma
 ``touch_many``) or a :class:`StatusResult` (``status_many``): the dict by tag it always
 was, with the failures, the successes and the tags with no chain at hand, and a summary
 that counts failures by type instead of leaving them to be found one value at a time.
+
+:class:`EndpointWatch` ends a batch promptly when its endpoint is dead: after
+:data:`UNREACHABLE_GROUPS` groups in a row whose every chain ended unreachable, the groups
+not started are not sent, and each of their chains is reported with the same typed error.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
-from ..errors import BatchIncomplete, CorruptItem
+from ..errors import BatchIncomplete, CorruptItem, EndpointUnreachable
 from ..status import ChainStatus
 from .calls import Again, Call, Step, Transient
 from .chain import Chain
@@ -48,9 +52,11 @@ from .rules import ChainRules
 __all__ = [
     "Lockstep",
     "BatchResult",
+    "EndpointWatch",
     "StatusResult",
     "BATCH_SIZE",
     "TRANSACTION_SIZE",
+    "UNREACHABLE_GROUPS",
     "chunks",
     "statuses",
     "failure_type",
@@ -63,6 +69,9 @@ V = TypeVar("V")
 BATCH_SIZE = 100
 #: Entries per TransactWriteItems request (DynamoDB's limit).
 TRANSACTION_SIZE = 100
+#: Groups in a row, each of whose chains ended unreachable after the group's retry budget,
+#: after which a batch sends no more (:class:`EndpointWatch`).
+UNREACHABLE_GROUPS = 2
 
 #: A request's answer in a pass: the store's reply, or the exception it raised.
 Answer = tuple[Any, Exception | None]
@@ -143,6 +152,64 @@ class StatusResult(dict[str, ChainStatus]):
         states = {state: len(tags) for state, tags in self.by_state().items()}
         found = f"{len(self)} found ({_counts(states)})" if states else f"{len(self)} found"
         return f"{len(self) + len(self.missing)} tags: {found}, {len(self.missing)} missing"
+
+
+class EndpointWatch:
+    """Whether a batch's endpoint is dead, from the groups it has finished.
+
+    A group is *unreachable* when every one of its calls ended, after the group's whole
+    retry budget, with :class:`~xor_ack_dynamodb.errors.EndpointUnreachable` (or its
+    subclass ``ConnectTimeout``): its last attempts never reached the service. After
+    ``limit`` unreachable groups in a row (in the order they finished), :meth:`dead` names
+    the last one's error, and while it does a driver starts no more groups: :meth:`unsent`
+    gives each of their calls an error of the same type, naming its tag, the last
+    group's error as its ``__cause__``. Those calls sent nothing, so nothing of theirs
+    was applied. A group already running runs to its end and keeps its own outcomes (a
+    write in flight at the death stays one that may have been applied).
+
+    Any other ending (a value, a rule's error, a throttle or a read timeout that
+    outlasted the budget) breaks the run: a slow or throttling endpoint never trips it.
+    Groups of one batch may finish in several threads at once: :meth:`record` only
+    appends to a list (atomic), so no update is lost.
+    """
+
+    def __init__(self, limit: int = UNREACHABLE_GROUPS) -> None:
+        self.limit = limit
+        self._finished: list[EndpointUnreachable | None] = []  # per group: its last error if unreachable
+
+    def record(self, outcomes: Sequence[object]) -> None:
+        """Note a finished group's outcomes (each call's result or error)."""
+        unreachable = bool(outcomes) and all(isinstance(o, EndpointUnreachable) for o in outcomes)
+        last = outcomes[-1] if unreachable else None
+        self._finished.append(last if isinstance(last, EndpointUnreachable) else None)
+
+    def dead(self) -> EndpointUnreachable | None:
+        """The last group's error when the last ``limit`` groups to finish were all
+        unreachable (the endpoint is dead), else None."""
+        last = self._finished[-self.limit :]
+        if len(last) < self.limit or any(e is None for e in last):
+            return None
+        return last[-1]
+
+    def unsent(self, tags: Sequence[str], cause: EndpointUnreachable) -> list[Exception]:
+        """The error of each of ``tags``, whose calls are not sent since the endpoint is
+        dead (``cause``, what :meth:`dead` returned): of ``cause``'s type, with its
+        service, operation, region and endpoint, ``cause`` as its ``__cause__``."""
+        errors: list[Exception] = []
+        for tag in tags:
+            error = type(cause)(
+                f"chain {tag!r} not sent: the last {self.limit} groups of this batch found the "
+                f"endpoint unreachable through their retry budget, so the rest of the batch is "
+                f"not sent (nothing of it was applied); last: {cause}",
+                tag=tag,
+                service=cause.service,
+                operation=cause.operation,
+                region=cause.region,
+                endpoint=cause.endpoint,
+            )
+            error.__cause__ = cause
+            errors.append(error)
+        return errors
 
 
 def statuses(batch: BatchRead, rules: ChainRules, now: int) -> dict[str, ChainStatus]:

@@ -16,7 +16,7 @@ from ...config import TrackerOptions
 from ...core.algebra import EdgeLike, Mode
 from ...core.batch import BatchResult, StatusResult
 from ...core.calls import Call, first_outcome
-from ...core.factory import CallFactory, StampSpec
+from ...core.factory import CallFactory, StampSpec, chain_pairs
 from ...core.rules import ChainRules
 from ...core.stamping import StampCall
 from ...core.verdicts import StampPlan
@@ -199,7 +199,7 @@ class AsyncTracker:
 
     async def create_many(
         self,
-        chains: Mapping[str, EdgeLike],
+        chains: Mapping[str, EdgeLike] | Iterable[tuple[str, EdgeLike]],
         *,
         op_ids: Mapping[str, str] | None = None,
         owner: str | None = None,
@@ -208,12 +208,13 @@ class AsyncTracker:
         progress: Progress | None = None,
         transactions: bool = True,
     ) -> BatchResult[Stamp | Sum]:
-        """Start many chains (tag -> value) together: on DynamoDB, transactions of up
-        to 100 conditional puts (one request per 100 chains, two write units per KB of
-        each item), one put each where the backend has no transactions. Each chain gets
-        exactly what :meth:`create` would give it: its value, or the error (``TagExists``
-        for a live chain, ...), in the returned :class:`BatchResult` (a dict by tag, with
-        ``.failed``, ``.failures_by_type()``, ``.summary()``); the others are unaffected.
+        """Start many chains (a mapping tag -> value, or (tag, value) pairs) together: on
+        DynamoDB, transactions of up to 100 conditional puts (one request per 100 chains,
+        two write units per KB of each item), one put each where the backend has no
+        transactions. Each chain gets exactly what :meth:`create` would give it: its
+        value, or the error (``TagExists`` for a live chain, ...), in the returned
+        :class:`BatchResult` (a dict by tag, with ``.failed``, ``.failures_by_type()``,
+        ``.summary()``); the others are unaffected.
 
         A batch of any size runs in groups of 100 chains, each with the whole retry
         budget, so it ends within about ``groups / concurrency`` budgets;
@@ -221,19 +222,31 @@ class AsyncTracker:
         ``max_pool_connections``, botocore's default 10; threads, or tasks of the loop
         for the asyncio tracker); ``progress(done, total)`` is called in the caller's
         thread (or task) with 0, then with the chains settled after each group (an
-        exception it raises stops the batch: groups not started are not sent).
-        ``transactions=False`` sends one conditional write per chain instead (one write
-        unit per KB where a transaction bills two; one request per chain; what a backend
-        without transactions gets anyway, and the way around the stock ``moto_server``,
-        whose transactions copy the whole table once per entry). Bad input raises
-        before any request (``InvalidConfig`` for a tag named twice, a concurrency
-        below 1, a progress that is not callable)."""
+        exception it raises stops the batch: groups not started are not sent). A dead
+        endpoint ends the batch promptly: once 2 groups in a row have ended with every
+        chain ``EndpointUnreachable`` (or ``ConnectTimeout``) through their retry
+        budget, the groups not started are not sent, and each of their chains holds an
+        error of that type saying so (nothing of it was applied; ``stats.events
+        ["unsent"]`` counts them); a throttle, a read timeout or any answer keeps the
+        batch going. ``transactions=False`` sends one conditional write per chain
+        instead (one write unit per KB where a transaction bills two; one request per
+        chain; what a backend without transactions gets anyway, and the way around the
+        stock ``moto_server``, whose transactions copy the whole table once per entry
+        and keep the copies: ``python -m xor_ack_dynamodb.testing.serve`` is the same
+        server without that). Bad input raises
+        before any request, and nothing is written: ``InvalidConfig`` for a tag named
+        twice among the pairs (naming it), ``chains`` that are neither a mapping nor
+        pairs, a concurrency below 1, a progress that is not callable; each chain's
+        own bad input as :meth:`create` raises it."""
         check_batch_options(concurrency, progress, transactions)
         op_ids = op_ids or {}
         calls = [
-            self.calls.create(tag, value, op_ids.get(tag), owner, replace_expired)
-            for tag, value in chains.items()
+            self.calls.create(
+                tag, value, op_ids.get(tag) if isinstance(tag, str) else None, owner, replace_expired
+            )
+            for tag, value in chain_pairs(chains)
         ]
+        self.calls.distinct([c.tag for c in calls])
         outcomes = await self.driver.run_many(
             calls, concurrency=concurrency, progress=progress, transactions=transactions
         )
@@ -251,13 +264,19 @@ class AsyncTracker:
         and their conditional writes as transactions of up to 100 (one request per 100
         chains each way, in either mode). Each stamp has the guarantees of
         :meth:`stamp` (op ids, owners, exactly one ``acked``); its value or error is in
-        the returned :class:`BatchResult`. Groups, ``concurrency``, ``progress`` and
-        ``transactions`` as in :meth:`create_many`. Bad input raises before any request
-        (``InvalidConfig`` for a chain named twice: combine its stamps first)."""
+        the returned :class:`BatchResult`. Groups, ``concurrency``, ``progress``,
+        ``transactions`` and the end of a batch on a dead endpoint as in
+        :meth:`create_many`. Bad input raises before any request,
+        and nothing is written (``InvalidConfig`` for a chain named twice, naming it: one
+        transaction cannot hold two writes of one item, so combine its stamps into one
+        spec, its ``finished`` and ``started`` edges together)."""
         check_batch_options(concurrency, progress, transactions)
         cache = self.driver.cache
         calls: list[Call[StampPlan]] = [
-            self.calls.batch_stamp(spec, cache.get(getattr(spec, "tag", ""))) for spec in stamps
+            self.calls.batch_stamp(
+                spec, cache.get(tag) if isinstance(tag := getattr(spec, "tag", None), str) else None
+            )
+            for spec in stamps
         ]
         self.calls.distinct([c.tag for c in calls])
         out: BatchResult[Stamp | Sum] = BatchResult()
@@ -290,7 +309,10 @@ class AsyncTracker:
         of up to 100 conditional updates, and one batch read for their new values. Each
         chain gets what :meth:`touch` would give it, its status or its error
         (``TagAcked``, ``TagExpired``...), in the returned :class:`BatchResult`. Groups,
-        ``concurrency``, ``progress`` and ``transactions`` as in :meth:`create_many`."""
+        ``concurrency``, ``progress``, ``transactions`` and the end of a batch on a dead
+        endpoint as in :meth:`create_many`.
+        Bad input raises before any request, and nothing is written: ``InvalidConfig``
+        for a tag named twice (naming it) and for a ``ttl`` as :meth:`touch` refuses it."""
         check_batch_options(concurrency, progress, transactions)
         calls = [self.calls.touch(tag, ttl, owner) for tag in check_tags(tags)]
         self.calls.distinct([c.tag for c in calls])
@@ -304,10 +326,14 @@ class AsyncTracker:
     async def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus:
         """Mark a pending (or timed-out) chain failed, keeping it as a tombstone for
         ``retention``; one request. Failing a failed chain changes nothing (the first
-        reason stays). Returns the chain's status.
+        reason stays). Returns the chain's status. ``reason`` is kept whole: at most
+        1,024 characters (``MAX_REASON``) are accepted, never cut silently
+        (``fit_reason()`` shortens a longer one, saying so); an empty one is None.
 
         Raises :class:`TagNotFound`, :class:`TagAcked` for a chain that completed,
-        :class:`NotOwner`.
+        :class:`NotOwner`; :class:`InvalidConfig`, before any request, for a reason that
+        is not a ``str``, is longer than ``MAX_REASON`` or is not valid Unicode;
+        :class:`InvalidTag` / :class:`InvalidConfig` for a bad tag or owner.
         """
         call = self.calls.fail(tag, reason, owner)
         reported = self.timed_out(call.tag)
@@ -333,12 +359,16 @@ class AsyncTracker:
 
         Raises :class:`TagNotFound`, :class:`TagAcked`, :class:`TagFailed`,
         :class:`TagExpired` (a chain past its deadline is not revived: replay it),
-        :class:`NotOwner`.
+        :class:`NotOwner`; :class:`InvalidConfig`, before any request, for a ``ttl``
+        that is not a ``timedelta`` or a number of seconds more than 0 and at most 100
+        years (``MAX_DURATION``), NaN and infinity included.
         """
         return await self.driver.run(self.calls.touch(tag, ttl, owner))
 
     async def status(self, tag: str) -> ChainStatus:
-        """The chain as it is now (a strongly consistent read). Raises :class:`TagNotFound`."""
+        """The chain as it is now (a strongly consistent read). Raises :class:`TagNotFound`,
+        :class:`CorruptItem` for an item that cannot be read (an attribute of the wrong
+        type, a deadline no date can hold)."""
         return await self.driver.run(self.calls.status(tag))
 
     async def status_many(
