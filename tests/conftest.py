@@ -53,6 +53,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if case.startswith(SPARK_PAGES):
             item.add_marker(pytest.mark.spark)
 
+
 #: The JVMs the suite starts (Spark drivers, executors and standalone clusters, the Spark
 #: Connect server, DynamoDB Local) live for seconds to minutes on small data: HotSpot's
 #: optimizing compiler (C2) costs them more CPU than it saves. With the quick compiler
@@ -100,6 +101,8 @@ XDIST_GROUPS = {
     "test_packaging.py": "packaging",
     "test_faults.py": "faults",
     "test_combiner.py": "faults",
+    "test_batch_dead_endpoint.py": "faults",
+    "test_migrate_history.py": "migrate-history",
     **dict.fromkeys(
         (
             "test_spark_commit.py",
@@ -301,10 +304,15 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Spark Connect server (started from the pyspark package, local[2,4]) for the
-    test session; its Python workers import this checkout."""
+    test session; its Python workers import this checkout, and its ``foreachBatch``
+    workers connect back before they import (:mod:`connect_worker`: Spark waits a fixed
+    10 s for that, which the imports alone took on a loaded machine)."""
+    from connect_worker import write_launcher
     from spark_helpers import aws_test_env
 
     from xor_ack_dynamodb.testing.spark_servers import connect_server
 
-    with connect_server(tmp_path_factory.mktemp("connect"), master="local[2,4]", env=aws_test_env()) as url:
+    workdir = tmp_path_factory.mktemp("connect")
+    env = {**aws_test_env(), "PYSPARK_PYTHON": str(write_launcher(workdir))}
+    with connect_server(workdir, master="local[2,4]", env=env) as url:
         yield url

@@ -145,29 +145,6 @@ def remote_session(url: str) -> Iterator[Any]:
                 os.environ[name] = value
 
 
-#: Spark Connect starts a Python worker for a ``foreachBatch`` function when the query
-#: starts and waits a hard-coded 10 s for it to connect back (``PythonWorkerFactory``;
-#: no setting changes it). On this 2-core machine under a full parallel suite a worker's
-#: start-up can take longer; the start is refused before any query exists, so starting
-#: again is what a user would do.
-WORKER_LATE = "Python worker failed to connect back"
-
-
-def start_connect_query(writer: Any, attempts: int = 6) -> Any:
-    """``writer.start()`` on a Spark Connect session, started again (at most
-    ``attempts`` times) only when Spark's Python worker did not connect back in time."""
-    from pyspark.errors.exceptions.connect import SparkException
-
-    for attempt in range(1, attempts + 1):
-        try:
-            return writer.start()
-        except SparkException as error:
-            if WORKER_LATE not in str(error) or attempt == attempts:
-                raise
-            time.sleep(2.0 * attempt)
-    raise AssertionError("unreachable")
-
-
 def order_tracking(config: Any, tmp_path: Path, *, stream_id: str, tracker: Any, hook: Any) -> Any:
     """A ``StreamTracking`` keyed by ``order`` and closed by ``last`` (its job keeps
     ``order``), writing under ``tmp_path / "out"``, with ``tracker`` and ``hook``."""

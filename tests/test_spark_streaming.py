@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import Clock, unique_table
-from spark_helpers import land, order_tracking, remote_session, run_order_stream, start_connect_query
+from spark_helpers import land, order_tracking, remote_session, run_order_stream
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
@@ -49,8 +49,7 @@ def _query(spark: Any, inbox: Path, checkpoint: Path, tracking: StreamTracking) 
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
     )
-    connect = type(spark).__module__.startswith("pyspark.sql.connect")
-    return start_connect_query(writer) if connect else writer.start()
+    return writer.start()  # under Spark Connect, started once: see the fixture remote
 
 
 def _requests(report: Any) -> dict[str, int]:
@@ -304,6 +303,8 @@ def test_bad_arguments_are_refused_before_anything_runs(config: AckConfig, tmp_p
 
 @pytest.fixture(scope="module")
 def remote(connect_url: str) -> Iterator[Any]:
+    """A session on the test session's Spark Connect server (``connect_url``, whose
+    ``foreachBatch`` workers connect back before they import)."""
     with remote_session(connect_url) as session:
         yield session
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import io
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -103,7 +103,8 @@ class Location:
     @contextmanager
     def open(self, name: str) -> Iterator[IO[bytes]]:
         """A binary file to write ``name`` into: durable under its final name once the
-        block exits cleanly (see the module doc); a block that raises leaves nothing."""
+        block exits cleanly (see the module doc), with the mode the umask gives a new
+        file; a block that raises leaves nothing."""
         if self.is_s3:
             buffer = io.BytesIO()
             yield buffer
@@ -112,7 +113,9 @@ class Location:
             return
         directory = Path(self.url)
         directory.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+        # not mkstemp: its 0o600 would be the published file's mode; this one follows the umask
+        temp = directory / f".{name}.{secrets.token_hex(8)}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as handle:
                 yield handle

@@ -6,7 +6,8 @@ default) and :mod:`.rdd`; this module runs either and writes the results. Nothin
 library imports the job. ``counts.csv`` counts, for each file, only the rows of the one
 attempt whose chain ended acked: a file is counted once however many attempts it took.
 Bad bytes are replaced by U+FFFD and noted, or (``bad_bytes="fail"``) fail the file
-without replay; other files are untouched either way.
+without replay; other files are untouched either way. A folder is read as Spark's text
+reader reads it, and what that skips is reported (:mod:`.inputs`).
 
 See docs/wordcount.md and docs/spark.md, "The word count" and "Output stays exact under
 replay".
@@ -14,6 +15,7 @@ replay".
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -34,8 +36,9 @@ from ...spark.output import Location
 from ...spark.rdd.executor import AfterFlush
 from ...spark.tags import escape_key
 from .frame import CountAhead, frame_counts, plain_counts, run_frame
+from .inputs import Inputs, expand_folders, find_inputs, select_inputs
 from .rdd import rdd_counts, run_rdd
-from .words import FaultPlan, InjectedFailure, Options, default_corpus, find_inputs, tokenize
+from .words import FaultPlan, InjectedFailure, Options, default_corpus, tokenize
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -47,6 +50,8 @@ if TYPE_CHECKING:
 __all__ = [
     "tokenize",
     "find_inputs",
+    "select_inputs",
+    "Inputs",
     "default_corpus",
     "FaultPlan",
     "InjectedFailure",
@@ -81,7 +86,8 @@ class FileResult:
 
 @dataclass
 class WordCountReport:
-    """What a run produced; :meth:`totals` and :meth:`to_json` give ``report.json``."""
+    """What a run produced; :meth:`totals` and :meth:`to_json` give ``report.json``.
+    ``skipped``: what the input folders held that the run left out (:mod:`.inputs`)."""
 
     run_id: str
     tracking: bool
@@ -92,6 +98,7 @@ class WordCountReport:
     job_errors: list[str]
     api: str = "frame"
     phases: dict[str, float] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def all_acked(self) -> bool:
@@ -102,6 +109,7 @@ class WordCountReport:
         requests = self.requests.get("requests", 0)
         return {
             "files": len(self.files),
+            "skipped": len(self.skipped),
             "words": words,
             "distinct_words": len(self.counts),
             "acked": sum(f.state == "acked" for f in self.files),
@@ -121,6 +129,7 @@ class WordCountReport:
             "files": [
                 {k: v for k, v in dataclasses.asdict(f).items() if k != "acked_attempt"} for f in self.files
             ],
+            "skipped": self.skipped,
             "totals": self.totals(),
             "phases": {k: round(v, 3) for k, v in self.phases.items()},
             "requests": dict(sorted(self.requests.items())),
@@ -152,7 +161,7 @@ def _file_results(report: RunReport, roots: Sequence[tuple[int, str]]) -> list[F
 
 def run_wordcount(
     spark: SparkSession | SparkContext,
-    inputs: Sequence[str | Path],
+    inputs: Sequence[str | Path] | Inputs,
     output: str | Path,
     config: AckConfig | None,
     *,
@@ -177,6 +186,14 @@ def run_wordcount(
     ``s3://bucket/prefix`` (see :meth:`~xor_ack_dynamodb.spark.output.Location.of`).
     With ``config`` None the job runs without tracking (no DynamoDB; a record that
     raises then fails the Spark job, as it would in any job).
+
+    ``inputs``: files, each tracked as given (one missing fails its chain), and folders,
+    each read as Spark's text reader reads it (``spark.read.text(folder)``, and below it
+    ``recursiveFileLookup``: :func:`~.inputs.expand_folders`); or what
+    :func:`~.inputs.select_inputs` chose. What the folders held that Spark's reader
+    skips is left out and reported (``skipped``). The outputs get the mode the
+    process's umask gives a new file, and a run leaves nothing else under ``output``
+    (unless ``keep_parts``).
 
     ``spark`` is a SparkSession (classic or Spark Connect) or a SparkContext; ``api`` is
     ``"frame"`` (default with a session) or ``"rdd"`` (default with a SparkContext; not
@@ -207,7 +224,8 @@ def run_wordcount(
         raise InvalidConfig(f"bad_bytes must be 'replace' or 'fail', got {bad_bytes!r}")
     run_id = run_id or new_run_id()
     faults = FaultPlan(fail_rate, seed, fail_attempts) if fail_rate else None
-    roots = [(i, os.fsdecode(path)) for i, path in enumerate(inputs)]
+    chosen = inputs if isinstance(inputs, Inputs) else expand_folders(inputs)
+    roots = [(i, os.fsdecode(path)) for i, path in enumerate(chosen.files)]
     options = Options(
         Location.of(output),
         run_id,
@@ -274,10 +292,15 @@ def run_wordcount(
     else:
         files, requests, errors = _file_results(report, roots), report.counters, report.job_errors
     wall = time.time() - started_at
-    result = WordCountReport(run_id, config is not None, files, counts, requests, wall, errors, api, phases)
+    result = WordCountReport(
+        run_id, config is not None, files, counts, requests, wall, errors, api, phases, list(chosen.skipped)
+    )
     write_outputs(result, options.output)
     if not keep_parts:
         options.parts.remove()
+        if options.parts_root is None and not options.output.is_s3:
+            with contextlib.suppress(OSError):  # not empty (another run's parts) or gone
+                os.rmdir(options.output.child(".parts").url)
     return result
 
 
@@ -296,7 +319,8 @@ def _acked_attempts(report: RunReport | None, roots: Sequence[tuple[int, str]]) 
 def write_outputs(report: WordCountReport, output: str | Path | Location) -> None:
     """``counts.csv`` (``word,count``, by descending count then word) and
     ``report.json``, each written whole (a temporary file renamed into place, or one S3
-    put)."""
+    put); on a file system with the mode a new file gets under the process's umask
+    (``0o644`` under ``022``)."""
     import csv
     import io
 

@@ -1,5 +1,5 @@
-"""What both word-count pipelines share: the rule for words, the inputs, the injected
-faults and a run's options.
+"""What both word-count pipelines share: the rule for words, the bundled corpus, the
+injected faults and a run's options (the inputs: :mod:`.inputs`).
 
 Words: the text is put in Unicode normalization form NFC (so "é" written as "e" plus a
 combining accent counts as one letter), then split into maximal runs of letters, where a
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import InvalidConfig
-from ...spark.files import find_inputs
 
 if TYPE_CHECKING:
     from ...interfaces import AckTracker
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
     from ...spark.output import Location
     from ...spark.rdd.executor import AfterFlush
 
-__all__ = ["tokenize", "find_inputs", "default_corpus", "FaultPlan", "InjectedFailure", "Options"]
+__all__ = ["tokenize", "default_corpus", "FaultPlan", "InjectedFailure", "Options"]
 
 #: A fast first cut: runs of word characters that are not digits or "_" (a superset of
 #: letters: it also admits numerals like "²"; tokenize() splits those out).

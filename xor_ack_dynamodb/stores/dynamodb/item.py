@@ -158,7 +158,8 @@ class ItemCodec:
     def parse(self, item: Item, tag: str | None = None) -> Chain:
         """Read an item. Raises :class:`CorruptItem` for an attribute of the wrong type or
         a deadline or TTL value no ``datetime`` can hold (see the module doc),
-        :class:`UnmigratedItem` for an item of the 0.1 layout."""
+        :class:`UnmigratedItem` for an item of the 0.1 layout, or one whose window still
+        holds op ids of the first layout (more ops than its ``seq`` counts)."""
         try:
             data = {k: _deserializer.deserialize(cast(Any, v)) for k, v in item.items()}
         except (TypeError, ValueError) as exc:
@@ -181,6 +182,19 @@ class ItemCodec:
         if "lin" not in data and isinstance(data.get("ops"), list) or "hb" in data:
             raise UnmigratedItem(
                 f"chain {tag!r} was written by xor-ack-dynamodb 0.1 (no lineage): "
+                "run 'xor-ack migrate' once before this version uses the table",
+                tag=tag,
+            )
+        ops = data.get("ops")
+        if (
+            "adp" in data
+            and isinstance(ops, list)
+            and (data.get("cutn") or 0) + len(ops) > (data.get("seq") or 0)
+        ):
+            # a pre-release lineage adopted over the first layout: its window still holds
+            # op keys of that layout, which this version would not recognise
+            raise UnmigratedItem(
+                f"chain {tag!r} holds op ids of xor-ack-dynamodb's first layout: "
                 "run 'xor-ack migrate' once before this version uses the table",
                 tag=tag,
             )
