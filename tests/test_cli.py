@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import no_aws_files
 from conftest import unique_table
 
 from xor_ack_dynamodb import LocalDynamoDB, XorAckDynamoDB, new_stamp, xor
@@ -36,14 +37,17 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """``xor-ack ARGS`` in a fresh interpreter, as a user would run it."""
     proc = subprocess.run(
         [sys.executable, "-m", "xor_ack_dynamodb", *args],
         capture_output=True,
         text=True,
         env=env or _env(),
-        timeout=120,
+        timeout=timeout,
+        input=stdin,
     )
     # Whatever happens: no traceback, never the secret.
     assert "Traceback" not in proc.stderr, proc.stderr
@@ -358,19 +362,19 @@ def test_aws_errors_exit_4_without_secrets(server: LocalDynamoDB, table: str) ->
         one_error_line(proc, "EndpointUnreachable")
 
 
-def test_no_region_an_unknown_region_or_no_credentials_exit_2(server: LocalDynamoDB, table: str) -> None:
+def test_no_region_an_unknown_region_or_no_credentials_exit_2(
+    server: LocalDynamoDB, table: str, tmp_path: Path
+) -> None:
     """Configuration, said before any request reaches DynamoDB: no region anywhere, a
     region that does not exist, no credentials (the library's typed errors)."""
-    no_credentials: dict[str, Any] = _env(AWS_EC2_METADATA_DISABLED="true")
+    no_credentials: dict[str, Any] = no_aws_files(_env(AWS_EC2_METADATA_DISABLED="true"), tmp_path)
     del no_credentials["AWS_ACCESS_KEY_ID"], no_credentials["AWS_SECRET_ACCESS_KEY"]
-    no_credentials["AWS_CONFIG_FILE"] = no_credentials["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     proc = run("status", "x", *conn(server, table), env=no_credentials)
     assert proc.returncode == 2
     assert "Unable to locate credentials" in one_error_line(proc, "InvalidConfig")
 
-    env: dict[str, Any] = _env()
+    env: dict[str, Any] = no_aws_files(_env(), tmp_path)
     del env["AWS_REGION"]
-    env["AWS_CONFIG_FILE"] = env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     no_region = run("status", "x", "--table", table, env=env)
     assert no_region.returncode == 2
     assert "pass --region" in one_error_line(no_region, "InvalidConfig")

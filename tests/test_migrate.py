@@ -244,10 +244,13 @@ def test_xor_ack_migrate(server_client: Any, moto_server: Any, capsys: pytest.Ca
     ack.create(TAG + "-new", 5)
     argv = ["migrate", "--endpoint-url", moto_server.endpoint_url, "--table", ack.table]
     assert main(argv) == 0
-    assert "2 chains migrated, 0 not (3 items scanned)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 chains migrated, 0 not (3 items scanned)" in out
+    assert f"replay legacy/2: {DROPPED}" in out and f"replay {TAG}: {DROPPED}" in out  # the chains to replay
     assert ack.status(TAG).value == 10**9
     assert main([*argv, "--json"]) == 0
-    assert '"migrated": 0' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert '"migrated": 0' in out and '"replay": {}' in out
 
 
 def test_an_item_a_pre_release_adopted_is_migrated_too() -> None:

@@ -83,6 +83,18 @@ class RequestStats:
             self._events.clear()
             self._capacity = 0.0
 
+    def __repr__(self) -> str:
+        """Every count, read at once: ``RequestStats(requests=3 {GetItem: 1, PutItem: 2},
+        conflicts=1, retries=1, capacity_units=3)``, the events present in name order
+        (``print(ack.stats)`` shows the same)."""
+        with self._lock:
+            total = sum(self._requests.values())
+            by_operation = ", ".join(f"{op}: {n}" for op, n in sorted(self._requests.items()))
+            events = "".join(f", {name}={n}" for name, n in sorted(self._events.items()))
+            capacity = self._capacity
+        requests = f"{total} {{{by_operation}}}" if by_operation else str(total)
+        return f"RequestStats(requests={requests}{events}, capacity_units={capacity:g})"
+
 
 def progress_bar(unit: str, console: Console, *, enabled: bool = True, transient: bool = False) -> Progress:
     """The bar: spinner, description, bar, ``done/total unit``, time elapsed, drawn on

@@ -18,7 +18,8 @@ from typing import NoReturn
 
 from . import ops, wordcount
 from .clock import process_start
-from .common import EXIT_CODES_HELP, Parser, add_global_options, call
+from .common import EXIT_CODES_HELP, EXIT_PIPE, Parser, add_global_options, call
+from .output import flush_stdout
 
 __all__ = ["main", "run", "build_parser"]
 
@@ -59,8 +60,15 @@ def run() -> NoReturn:
     leaves are frozen first (:func:`gc.freeze`), so the interpreter's exit skips a last
     garbage collection over all of them: a word count leaves about 200,000 (Spark's,
     moto's, botocore's), and that collection took 0.5 to 0.8 s after the work was done.
-    Every file the command writes is closed before :func:`main` returns."""
-    status = main(started_at=process_start())
+    Every file the command writes is closed before :func:`main` returns. stdout is
+    flushed here, so that a reader gone early (``xor-ack --help | head -1``) ends it
+    with :data:`~.common.EXIT_PIPE` instead of the interpreter's complaint at exit."""
+    try:
+        status: int | str | None = main(started_at=process_start())
+    except SystemExit as exc:  # argparse's --help and usage errors
+        status = exc.code
+    if not flush_stdout():
+        status = EXIT_PIPE
     gc.freeze()
     sys.exit(status)
 

@@ -12,14 +12,24 @@ import argparse
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from ..core.chain import Chain
-from ..errors import CorruptItem, TableNotFound, TableSchemaMismatch, TagNotFound, UnmigratedItem
+from ..errors import (
+    ChainModeMismatch,
+    CorruptItem,
+    ReadTimeout,
+    TableNotFound,
+    TableSchemaMismatch,
+    TagNotFound,
+    UnmigratedItem,
+)
 from ..stamps import RESERVED_PREFIX
+from ..stores.dynamodb.answers import checked, scan_pages
 from ..stores.dynamodb.item import ItemCodec
 from ..stores.dynamodb.migrate import migrate_table
 from ..stores.dynamodb.table import describe, missing_table_message, table_key
@@ -31,7 +41,6 @@ from .common import (
     UsageError,
     add_global_options,
     error_line,
-    short_hex,
     status_record,
     tracker,
 )
@@ -147,7 +156,7 @@ def _print_statuses(records: list[dict[str, Any]], title: str) -> None:
             r["state"],
             r["version"],
             _when(r["expires_at"]),
-            _stamp_cell(r["stamp"], r["mode"]),
+            r["stamp"],
             r["reason"],
         )
         for r in records
@@ -167,13 +176,6 @@ def _reply(args: argparse.Namespace, data: Any, text: str | None = None, title: 
     return EXIT_OK
 
 
-def _stamp_cell(stamp: str | None, mode: str | None) -> str | None:
-    """A chain's value for a table cell: hex (xor, shortened), decimal digits (sum)."""
-    if stamp is None or mode == "sum":
-        return stamp
-    return short_hex(bytes.fromhex(stamp))
-
-
 def _when(iso: str | None) -> str | None:
     """An ISO timestamp shortened for a table cell (UTC, to the second)."""
     return None if iso is None else iso.replace("T", " ").replace("+00:00", "Z")
@@ -189,7 +191,10 @@ def table_create(args: argparse.Namespace) -> int:
 def table_describe(args: argparse.Namespace) -> int:
     ack = tracker(args)
     info = describe(ack.client, ack.table)
-    ttl = ack.client.describe_time_to_live(TableName=ack.table).get("TimeToLiveDescription", {})
+    asked = {"TableName": ack.table}
+    ttl = checked(ack.client, "DescribeTimeToLive", asked, ack.client.describe_time_to_live(**asked))[
+        "TimeToLiveDescription"
+    ]
     key = table_key(info)
     record = {
         "table": info.get("TableName"),
@@ -252,21 +257,44 @@ def status_cmd(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _scan(ack: Any, prefix: str | None, page_size: int) -> Iterator[dict[str, Any]]:
-    """Every page of a Scan of the table (with the prefix filtered server-side)."""
-    kwargs: dict[str, Any] = {"TableName": ack.table, "PaginationConfig": {"PageSize": page_size}}
+@contextmanager
+def _scanning(table: str, page_size: int) -> Iterator[None]:
+    """A Scan the command sends itself, its errors as the library's calls raise them:
+    ``ResourceNotFoundException`` as :class:`TableNotFound`; a :class:`ReadTimeout`
+    naming ``--page-size``, since a backend slow to read a page (a local emulator) answers
+    a smaller one sooner."""
+    try:
+        yield
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            raise TableNotFound(missing_table_message(table)) from None
+        raise
+    except ReadTimeout as exc:
+        where = {"service": exc.service, "operation": exc.operation, "region": exc.region}
+        hint = f"; if the endpoint is only slow, a smaller --page-size (now {page_size}) answers sooner"
+        raise ReadTimeout(f"{exc}{hint}", endpoint=exc.endpoint, **where) from exc.__cause__
+
+
+def read_scan_page(page: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """One Scan answer, read: its items and how many items DynamoDB scanned for it (the
+    one place a command reads a Scan answer by hand)."""
+    return list(page.get("Items", [])), int(page.get("ScannedCount", 0))
+
+
+def _scan(ack: Any, prefix: str | None, page_size: int) -> Iterator[tuple[list[dict[str, Any]], int]]:
+    """Every page of a Scan of the table (with the prefix filtered server-side), each
+    checked to be DynamoDB's answer (``BadResponse`` otherwise: never an empty table),
+    read (:func:`read_scan_page`)."""
+    kwargs: dict[str, Any] = {"TableName": ack.table, "Limit": page_size}
     if prefix:
         kwargs.update(
             FilterExpression="begins_with(#pk, :p)",
             ExpressionAttributeNames={"#pk": ack.partition_key},
             ExpressionAttributeValues={":p": {"S": prefix}},
         )
-    try:
-        yield from ack.client.get_paginator("scan").paginate(**kwargs)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-            raise TableNotFound(missing_table_message(ack.table)) from None
-        raise
+    with _scanning(ack.table, page_size):
+        for page in scan_pages(ack.client, **kwargs):
+            yield read_scan_page(page)
 
 
 def list_cmd(args: argparse.Namespace) -> int:
@@ -280,10 +308,10 @@ def list_cmd(args: argparse.Namespace) -> int:
     progress = spinner()
     with progress:
         task = progress.add_task(f"scanning {ack.table}", total=None)
-        for page in _scan(ack, args.prefix, args.page_size):
+        for items, count in _scan(ack, args.prefix, args.page_size):
             pages += 1
-            scanned += int(page.get("ScannedCount", 0))
-            for item in page.get("Items", []):
+            scanned += count
+            for item in items:
                 if item.get(ack.partition_key, {}).get("S", "").startswith(RESERVED_PREFIX):
                     continue  # a chain's op history, not a chain
                 try:
@@ -310,12 +338,20 @@ def list_cmd(args: argparse.Namespace) -> int:
     return EXIT_FAILED if corrupt else EXIT_OK
 
 
+def _other_mode(mode: str) -> str:
+    """How to ask for the other mode: the flag's hint."""
+    return "pass --mode sum" if mode == "xor" else "leave out --mode (xor is the default)"
+
+
 def _edge(text: str, mode: str) -> bytes | int:
     try:
         return int(text, 10) if mode == "sum" else bytes.fromhex(text)
     except ValueError:
+        digits = "decimal" if mode == "sum" else "hex"
+        other = "xor" if mode == "sum" else "sum"
         raise UsageError(
-            f"{text!r} is not a {mode}-mode edge ({'decimal' if mode == 'sum' else 'hex'} digits)"
+            f"{text!r} is not a {mode}-mode edge ({digits} digits); for a {other}-mode chain, "
+            f"{_other_mode(mode)}"
         ) from None
 
 
@@ -325,7 +361,10 @@ def stamp_cmd(args: argparse.Namespace) -> int:
     finished = [_edge(e, args.mode) for e in args.finish]
     started = [_edge(e, args.mode) for e in args.start]
     ack = tracker(args, mode=args.mode)
-    result = ack.stamp(args.tag, finished=finished, started=started, op_id=args.op_id, owner=args.owner)
+    try:
+        result = ack.stamp(args.tag, finished=finished, started=started, op_id=args.op_id, owner=args.owner)
+    except ChainModeMismatch as exc:
+        raise ChainModeMismatch(f"{exc}: {_other_mode(args.mode)}", tag=exc.tag) from None
     again = " (duplicate)" if result.duplicate else ""
     text = f"{args.tag}: {'acked' if result.acked else 'stamped'}{again}"
     return _reply(args, {"tag": args.tag, "acked": result.acked, "duplicate": result.duplicate}, text)
@@ -352,11 +391,20 @@ def migrate_cmd(args: argparse.Namespace) -> int:
     ack = tracker(args)
     with spinner() as progress:
         progress.add_task(f"migrating {ack.table}", total=None)
-        done = migrate_table(ack.client, ack.table, ack.codec, int(time.time()), args.page_size)
+        with _scanning(ack.table, args.page_size):
+            done = migrate_table(ack.client, ack.table, ack.codec, int(time.time()), args.page_size)
     for tag, why in done.failed.items():
         print(error_line(UnmigratedItem.__name__, f"{why} (tag {tag!r})"), file=sys.stderr)
     failed = len(done.failed)
-    record = {"table": ack.table, "scanned": done.scanned, "migrated": done.migrated, "failed": failed}
+    replay = dict(sorted(done.replay.items()))
+    record = {
+        "table": ack.table,
+        "scanned": done.scanned,
+        "migrated": done.migrated,
+        "failed": failed,
+        "replay": replay,
+    }
     text = f"{ack.table}: {done.migrated} chains migrated, {failed} not ({done.scanned} items scanned)"
+    text += "".join(f"\nreplay {tag}: {why}" for tag, why in replay.items())
     _reply(args, record, text)
     return EXIT_FAILED if done.failed else EXIT_OK

@@ -10,12 +10,19 @@ Progress displays go to stderr and only when stderr is a terminal.
 
 Whether a stream is a terminal is ``stream.isatty()``: nothing else (no environment
 variable) changes the format.
+
+A reader that leaves early (``xor-ack list | head -1``) closes the pipe: the next write
+raises ``BrokenPipeError``. :func:`reader_gone` tells that case from any other broken
+pipe, and :func:`discard` points stdout at the null device, so that nothing complains
+again when the interpreter flushes it at exit.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import select
 import sys
 from collections.abc import Sequence
 from typing import IO, Any
@@ -33,6 +40,9 @@ from ..stats import progress_bar
 
 __all__ = [
     "is_terminal",
+    "reader_gone",
+    "discard",
+    "flush_stdout",
     "tsv_field",
     "tsv_unescape",
     "print_table",
@@ -55,6 +65,45 @@ def is_terminal(stream: IO[str]) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def reader_gone(stream: IO[str]) -> bool:
+    """True when ``stream`` is a pipe whose reading end is closed: polling its descriptor
+    reports an error (``POLLERR``), which a pipe with a reader, a file or a terminal
+    never does. Where ``poll`` does not exist (Windows), any broken pipe is taken as
+    that."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, ValueError, OSError):
+        return False
+    if not hasattr(select, "poll"):  # pragma: no cover - Windows
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def discard(stream: IO[str]) -> None:
+    """Point ``stream``'s file descriptor at the null device: what is still buffered, and
+    anything written later, goes nowhere instead of raising again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
+
+
+def flush_stdout() -> bool:
+    """Flush stdout; False (and stdout discarded, :func:`discard`) when its reader has gone
+    (:func:`reader_gone`). Raises any other ``BrokenPipeError``."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        if not reader_gone(sys.stdout):
+            raise
+        discard(sys.stdout)
+        return False
+    return True
 
 
 def tsv_field(value: Any) -> str:

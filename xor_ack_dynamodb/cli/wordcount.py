@@ -34,6 +34,8 @@ from .common import WORDCOUNT_EXIT_CODES_HELP, UsageError, error_line
 from .output import emit_json, is_terminal, print_rows, stderr_console, stdout_console
 
 DEFAULT_TABLE = "xor-ack-wordcount"
+#: Why a file or folder of an INPUT folder was not read (docs/wordcount.md, "Folders").
+SKIPPED_NOTE = "not read: Spark's text reader skips this name"
 
 
 def _fail_rate(text: str) -> float:
@@ -74,7 +76,8 @@ def register(subparsers: Any) -> None:
         "inputs",
         nargs="*",
         metavar="INPUT",
-        help="files, directories or s3:// locations (default: the bundled corpus)",
+        help="files, directories (read as Spark's text reader reads them; what it skips is reported) "
+        "or s3:// locations (default: the bundled corpus)",
     )
     parser.add_argument(
         "--output",
@@ -178,7 +181,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..jobs.wordcount.job import default_corpus, find_inputs, run_wordcount
+    # First, so that an install without the spark extra is told so (one line, exit 2:
+    # common.report) before a backend starts.
+    import pyspark  # noqa: F401
+
+    from ..jobs.wordcount.job import default_corpus, run_wordcount, select_inputs
     from ..spark.context import get_context, get_session
     from ..spark.progress import RunProgress
 
@@ -187,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     if args.remote and args.api == "rdd":
         raise UsageError("--remote (Spark Connect) has no RDDs: use --api frame")
     try:
-        inputs = find_inputs(args.inputs or [default_corpus()])
+        inputs = select_inputs(args.inputs or [default_corpus()])
     except FileNotFoundError as exc:
         raise UsageError(str(exc), kind=type(exc).__name__) from exc
     # Real DynamoDB when asked for on this command, or when the table is named globally
@@ -213,10 +220,12 @@ def run(args: argparse.Namespace) -> int:
             stack.callback(spark.stop)
         if backend is not None:
             config, where = backend.result()
+        skipped = f" ({len(inputs.skipped)} skipped)" if inputs.skipped else ""
         err.print(
-            f"[bold]xor-ack wordcount[/]: {len(inputs)} files, Spark {spark_name}, {args.api} api, {where}"
+            f"[bold]xor-ack wordcount[/]: {len(inputs.files)} files{skipped}, Spark {spark_name}, "
+            f"{args.api} api, {where}"
         )
-        progress = RunProgress(sc, err, len(inputs), enabled=not args.quiet, unit="files acked")
+        progress = RunProgress(sc, err, len(inputs.files), enabled=not args.quiet, unit="files acked")
         try:
             with progress:
                 report = run_wordcount(
@@ -285,7 +294,6 @@ def _backend(real: tuple[AckConfig, XorAckDynamoDB, str] | None, stack: ExitStac
     return config, where
 
 
-
 def _cell(key: str, value: Any) -> str:
     if value is None:
         return "-"
@@ -295,8 +303,8 @@ def _cell(key: str, value: Any) -> str:
 def _summary(report: WordCountReport, output: str) -> None:
     """The run's summary on stdout: rich tables on a terminal; in a pipe, the same rows
     as tab-separated lines (the files replayed, noted or not acked: name, state,
-    attempts, error or note; then label, value), then the top words and where the
-    outputs went."""
+    attempts, error or note; the files and folders skipped: name, ``skipped``, 0, why;
+    then label, value), then the top words and where the outputs went."""
     from rich.table import Table
 
     from ..spark.output import Location
@@ -304,10 +312,14 @@ def _summary(report: WordCountReport, output: str) -> None:
     totals = report.totals()
     shown = [f for f in report.files if f.state != "acked" or f.attempts > 1 or f.note]
     file_rows: list[tuple[Any, ...]] = [
-        (Path(f.path).name, f.state, f.attempts, (f.error or f.note or "")[:80]) for f in shown
+        (Path(f.path).name, f.state, f.attempts, f.error or f.note or "") for f in shown
+    ]
+    file_rows += [
+        (Path(p).name + ("/" if p.endswith("/") else ""), "skipped", 0, SKIPPED_NOTE) for p in report.skipped
     ]
     labels = {
         "files": "files",
+        "skipped": "files skipped",
         "acked": "files acked",
         "failed": "files not acked",
         "replays": "replays",
@@ -335,12 +347,12 @@ def _summary(report: WordCountReport, output: str) -> None:
             print(f"{totals['failed']} file(s) not acked")
         return
     console = stdout_console()
-    if shown:
-        files = Table(title="files replayed, noted or not acked", show_lines=False)
+    if file_rows:
+        files = Table(title="files replayed, noted, not acked or skipped", show_lines=False)
         for column in ("file", "state", "attempts", "error or note"):
             files.add_column(column)
         for name, state, attempts, detail in file_rows:
-            style = "green" if state in ("acked", "untracked") else "red"
+            style = {"acked": "green", "untracked": "green", "skipped": "yellow"}.get(state, "red")
             files.add_row(name, f"[{style}]{state}[/]", str(attempts), detail)
         console.print(files)
     summary = Table(title="xor-ack wordcount", caption=f"run {report.run_id}", show_header=False)

@@ -50,6 +50,7 @@ from botocore.exceptions import ClientError
 
 from ...core.chain import BLOCK, OP_KEY_BYTES, UNKNOWN_DIGEST, Chain, Op, new_lineage, updated
 from ...errors import CorruptItem
+from .answers import checked, scan_pages
 from .codec import error_code
 from .item import Item, ItemCodec
 
@@ -180,16 +181,17 @@ def migrate_table(client: Any, table: str, codec: ItemCodec, now: int, page_size
     than a refused condition propagates (botocore's ``ClientError``)."""
     out = Migration()
     names = codec.names("#ops", "#lin", "#hb", "#adp")
-    pages = client.get_paginator("scan").paginate(
+    pages = scan_pages(
+        client,
         TableName=table,
         FilterExpression=OLD_LAYOUT,
         ExpressionAttributeNames=names,
         ConsistentRead=True,
-        PaginationConfig={"PageSize": page_size},
+        Limit=page_size,
     )
     for page in pages:
-        out.scanned += int(page.get("ScannedCount", 0))
-        for item in page.get("Items", []):
+        out.scanned += page["ScannedCount"]
+        for item in page["Items"]:
             tag = item[codec.partition_key]["S"]
             try:
                 if not needs_migration(item):
@@ -221,20 +223,23 @@ def _rewrite(
         except (CorruptItem, ValueError, KeyError, TypeError) as exc:  # unreadable: the others go on
             return repr(exc)
         condition, names, values = _condition(item)
+        request = {
+            "TableName": table,
+            "Item": codec.encode(chain),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
         try:
-            client.put_item(
-                TableName=table,
-                Item=codec.encode(chain),
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
+            checked(client, "PutItem", request, client.put_item(**request))
             return chain, why
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
         key = codec.key(item[codec.partition_key]["S"])
-        found = client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        read = {"TableName": table, "Key": key, "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"}
+        found = checked(client, "GetItem", read, client.get_item(**read)).get("Item")
         try:
             if found is None or not needs_migration(found):
                 return None
