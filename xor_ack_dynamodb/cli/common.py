@@ -88,13 +88,14 @@ EXIT_TABLE = 3
 EXIT_AWS = 4
 #: Ctrl-C (128 + SIGINT, as a shell reports it).
 EXIT_INTERRUPTED = 130
-#: stdout's reader left before everything was written (``| head``): 128 + SIGPIPE, what a
-#: shell reports for a program that SIGPIPE ended.
-EXIT_PIPE = 141
+#: stdout's reader left before everything was written (``| head``): the reader has what
+#: it asked for, so the command succeeded (a script under ``set -o pipefail`` goes on).
+EXIT_PIPE = EXIT_OK
 
 #: Every exit status the operator commands have, with what ``--help`` says of it.
 EXIT_CODES = {
-    EXIT_OK: "success",
+    EXIT_OK: "success (also when stdout's reader left early: xor-ack list | head -1\n"
+    "stops quietly)",
     EXIT_FAILED: "the command failed on a chain: tag not found, already exists, acked,\n"
     "failed, expired, another owner's or mode's, lost every race of the retry\n"
     "budget, or an item that cannot be read",
@@ -105,7 +106,6 @@ EXIT_CODES = {
     EXIT_AWS: "AWS or network error: access denied, throttled, endpoint unreachable, a\n"
     "timeout, a response lost or not from AWS",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
-    EXIT_PIPE: "stdout closed early (xor-ack list | head -1): stopped quietly",
 }
 
 
