@@ -247,9 +247,7 @@ class UnprocessedKeys:
                 chosen_json = {_as_json(k) for k in chosen}
                 items = parsed.get("Responses", {}).get(table, [])
                 parsed.setdefault("Responses", {})[table] = [
-                    item
-                    for item in items
-                    if _as_json({n: item[n] for n in names}) not in chosen_json
+                    item for item in items if _as_json({n: item[n] for n in names}) not in chosen_json
                 ]
                 already = parsed.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
                 chosen += [k for k in already if _as_json(k) not in chosen_json]

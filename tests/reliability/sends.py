@@ -7,7 +7,8 @@ A request leaves the package in one of four ways, and :func:`sends` finds each:
   any attribute call named like an operation of a service the package builds clients
   for (:data:`SERVICES`);
 * a paginator or a waiter, ``client.get_paginator("scan")``, ``get_waiter("table_exists")``:
-  the operation it sends;
+  the operation it sends; ``scan_pages(client, ...)`` (the checked Scan of
+  ``stores/dynamodb/answers.py``): a Scan of its caller;
 * an operation named as a string, ``Prepared("GetItem", ...)``, ``self.call("BatchGetItem",
   ...)``, ``self._call("UpdateItem", ...)``: the DynamoDB store sends what it is given
   through ``getattr(client, xform_name(operation))``, so every DynamoDB operation name
@@ -144,6 +145,8 @@ class _Walker(ast.NodeVisitor):
                 self._add(waiters().get(constant, frozenset()), node, f"{how}({constant!r})")
             elif func.attr in operations():
                 self._add(operations()[func.attr], node, f"{how}(...)")
+        if (func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)) == "scan_pages":
+            self._add(operations()["scan"], node, "scan_pages(...)")  # answers.scan_pages: a checked Scan
         if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
             if not isinstance(node.args[1], ast.Constant):
                 self.lookups.append(Lookup(self.module, self.function, ast.unparse(node)))

@@ -98,6 +98,7 @@ NOT_SENDS: dict[tuple[str, str, str], str] = {
     ("stores/dynamodb/answers.py", "<module>", "*"): "the operations whose answers it checks",
     ("stores/dynamodb/answers.py", "shape_problem", "*"): "the operations whose answers it checks",
     ("stores/dynamodb/resend.py", "*", "*"): "names botocore's resend events and the requests they are of",
+    ("stores/dynamodb/failures.py", "<module>", "*"): "the operations whose AccessDenied names their policy",
     ("stores/memory.py", "*", "BatchGetItem"): "MemoryAck counts its reads under DynamoDB's name",
     ("testing/moto_server.py", "*", "*"): "moto's table model, patched in-process: not a client",
     ("testing/dynamodb_local.py", "*", "ListTables"): "probes the DynamoDB Local it started on 127.0.0.1",

@@ -60,11 +60,15 @@ class BlindWrites:
         """A blind touch's condition: ``attribute_exists(pk) AND (attribute_not_exists(state)
         OR state = pending) AND (attribute_not_exists(sum) OR sum <> 0) AND
         (attribute_not_exists(deadline) OR deadline >= :now) [AND owner = :owner]``."""
-        return (
-            self.fail_allowed(chain, owner)
-            and chain is not None
-            and (chain.deadline is None or chain.deadline >= now)
-        )
+        return self.fail_allowed(chain, owner) and self.before_deadline(chain, now)
+
+    @staticmethod
+    def before_deadline(chain: Chain | None, now: int) -> bool:
+        """The deadline test of every write that keeps a chain going (a stamp's ``Put``
+        and ``ADD``, a touch): ``attribute_not_exists(deadline) OR deadline >= :now``,
+        ``now`` being the writer's clock as the request is sent. A missing chain passes
+        it (the rest of the condition decides)."""
+        return chain is None or chain.deadline is None or chain.deadline >= now
 
     @staticmethod
     def guarded(chain: Chain | None, guard: Guard | None) -> bool:

@@ -65,6 +65,7 @@ from .messages import (
     RemoveAny,
     Request,
     Written,
+    judged_at,
 )
 from .rules import ChainRules
 from .verdicts import DEFERRED, Duplicate, Reject, StampPlan, Unchanged
@@ -262,6 +263,7 @@ class FailCall(Call[tuple[ChainStatus, bool]]):
         reply = yield from self._io(MarkFailed(self.tag, self.reason, self.owner, now))
         if isinstance(reply, Written):
             return self.rules.status(self._after(reply), now), True
+        now = judged_at(reply, now)
         self._saw(reply.current)
         verdict = self.rules.judge_fail(self.tag, reply.current, self.owner, now)
         if isinstance(verdict, Unchanged):
@@ -284,6 +286,7 @@ class TouchCall(Call[ChainStatus]):
         reply = yield from self._io(Extend(self.tag, self.ttl, self.owner, now))
         if isinstance(reply, Written):
             return self.rules.status(self._after(reply), now)
+        now = judged_at(reply, now)  # the deadline test's time, if later than the round's
         self._saw(reply.current)
         verdict = self.rules.judge_touch(self.tag, reply.current, self.owner, now)
         if isinstance(verdict, Reject):

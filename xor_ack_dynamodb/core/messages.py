@@ -6,12 +6,17 @@ throws the store's exception (a transient error) into the call. Every conditiona
 is atomic in the store: its condition is checked and its effect applied as one step, as
 DynamoDB does for one item. The conditions of :class:`Add`, :class:`Extend` and
 :class:`MarkFailed` are the predicates ``ChainRules.add_allowed``, ``touch_allowed`` and
-``fail_allowed``; a store must implement exactly those.
+``fail_allowed``, and a :class:`Put` with a ``now`` also tests
+``ChainRules.before_deadline``; a store must implement exactly those.
+
+Every test of a chain's deadline is made with the clock as the request is sent: the
+driver dates each request of :data:`DATED` just before it hands it over (:func:`dated`),
+never with the reading its round began with.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .algebra import Value
 from .chain import Chain, Op
@@ -34,6 +39,9 @@ __all__ = [
     "Written",
     "Rejected",
     "Reply",
+    "DATED",
+    "dated",
+    "judged_at",
     "TRANSACTABLE",
     "Committed",
     "Cancelled",
@@ -54,10 +62,14 @@ class Read:
 class Put:
     """Write ``new`` whole, only if the stored chain is still ``expect`` (its write
     token; for a foreign item, its value and version), or, with ``expect`` None, only if
-    there is no chain. Answered with ``Written(new)`` or ``Rejected``."""
+    there is no chain. With ``now`` (a stamp's write), also only if the stored chain's
+    deadline has not passed at ``now`` (``ChainRules.before_deadline``); None: no
+    deadline test (a create's, a completion's). Answered with ``Written(new)`` or
+    ``Rejected``."""
 
     new: Chain
     expect: Chain | None
+    now: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,13 +215,46 @@ class Written:
 class Rejected:
     """The condition failed; ``current`` is the chain as the store holds it now (None if
     there is none). ``resent`` as for :class:`Written`: an earlier copy of the same
-    request may have been applied, and be why this one was rejected."""
+    request may have been applied, and be why this one was rejected. ``at``: the clock
+    reading the request's deadline test was sent with, when the driver dated it
+    (:func:`dated`) later than the call's round began: the call judges the rejection at
+    that time (:func:`judged_at`)."""
 
     current: Chain | None
     resent: bool = False
+    at: int | None = None
 
 
 Reply = Written | Rejected
+
+#: The requests whose condition tests the chain's deadline against the writer's clock
+#: (a :class:`Put` only with its ``now``), and :class:`MarkFailed`, whose ``now`` dates
+#: the tombstone: the driver dates them as they are sent (:func:`dated`).
+DATED = (Put, Add, Extend, MarkFailed)
+
+
+def dated(request: Request, now: int) -> Request:
+    """``request`` as sent at the clock reading ``now``: the ``now`` of a request in
+    :data:`DATED` (a :class:`Put` only when it has one) becomes ``now``, never earlier
+    than the one the call gave it (a clock stepped back does not weaken a test the call
+    already passed). The driver calls this just before it hands the request to the
+    store, so that a deadline test is made with the writer's clock as the request goes
+    out, not as its round began (a round may wait seconds on reads first). Every other
+    request is returned as it is."""
+    if isinstance(request, Put):
+        if request.now is None or request.now >= now:
+            return request
+        return replace(request, now=now)
+    if isinstance(request, (Add, Extend, MarkFailed)) and request.now < now:
+        return replace(request, now=now)
+    return request
+
+
+def judged_at(reply: Rejected, now: int) -> int:
+    """The time to judge a rejection at: the clock reading its request was sent with
+    (``reply.at``) when later than the call's ``now``."""
+    return reply.at if reply.at is not None and reply.at > now else now
+
 
 #: The requests a store can apply together, all or none (DynamoDB's TransactWriteItems).
 TRANSACTABLE = (Put, Remove, Add, Extend, MarkFailed)

@@ -13,12 +13,15 @@ States. A chain is stored ``pending``, ``acked`` or ``failed``::
     pending ──fail()──────────────> failed     (a tombstone until purge_at)
     pending ──deadline + skew passes──> reads as expired (stored pending; replay it)
 
-A stamp or touch is refused once the deadline has passed on the writer's clock; a reader
-declares the chain ``expired`` (and a create may overwrite it) only once the deadline
-plus the ``skew`` margin has passed on the reader's clock. With clocks that disagree by
-less than ``skew``, no writer can still stamp a chain that some reader has declared
-expired. A sum-mode chain whose sum is zero reads ``acked`` even if the follow-up write
-that stores the state was lost.
+A stamp or touch is refused once the deadline has passed on the writer's clock, and its
+write carries the same test (``before_deadline``) with the writer's clock as read just
+before that write is sent (the driver dates it); a reader declares the chain ``expired``
+(and a create may overwrite it) only once the deadline plus the ``skew`` margin has
+passed on the reader's clock, read before its read. So no write can land on a chain some
+reader has declared expired while the clocks' disagreement plus the time from a write's
+clock read to the store testing it stays below ``skew`` (docs/expiry.md). A sum-mode
+chain whose sum is zero reads ``acked`` even if the follow-up write that stores the state
+was lost.
 
 Op ids. Every create and stamp carries an op, remembered in the chain with a hash of its
 payload: a create's op for the chain's whole life (``create_op``), a stamp's in the

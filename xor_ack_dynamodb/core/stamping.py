@@ -81,6 +81,7 @@ from .messages import (
     Trim,
     WriteHistory,
     Written,
+    judged_at,
 )
 from .rules import ChainRules
 from .verdicts import NEGATIVE, Duplicate, NeedHistory, Reject, StampItem, StampPlan
@@ -231,7 +232,7 @@ class StampCall(_History[StampPlan]):
         if not self.unknown:
             self.base = chain
             self.sent_at = Position(plan.new.line, chain.seq)
-        reply = yield from self._io(Put(plan.new, chain))
+        reply = yield from self._io(Put(plan.new, chain, now))
         if isinstance(reply, Written):
             self.known, self.fresh = plan.new, False
             self.events["duplicates"] += plan.duplicates
@@ -239,7 +240,7 @@ class StampCall(_History[StampPlan]):
             if plan.new.state == "acked" and self.rules.delete_on_ack:
                 yield from remove_tombstone(self, plan.new)
             return plan
-        current = reply.current
+        current, now = reply.current, judged_at(reply, now)  # the deadline test's time, if later
         self._saw(current)
         if current is None:
             raise self._not_found()
@@ -376,7 +377,7 @@ class AddCall(_History[Stamp | Sum]):
             reply = yield from self._io(Add(self.tag, self.delta, self.op, self.owner, now, guard))
             if isinstance(reply, Written):
                 return (yield from self._applied_add(reply, now))
-            current = reply.current
+            current, now = reply.current, judged_at(reply, now)  # the deadline test's time, if later
             self._saw(current)
             if current is not None:
                 self._keep_window(current)
@@ -441,6 +442,8 @@ class AddCall(_History[Stamp | Sum]):
         its duplicate result, as on a chain that failed before it came."""
         self.events["negative"] += 1
         reply = yield from self._io(MarkFailed(self.tag, NEGATIVE, None, now))
+        if isinstance(reply, Rejected):
+            now = judged_at(reply, now)
         current = reply.chain if isinstance(reply, Written) else reply.current
         self._saw(current)
         state = None if current is None else self.rules.effective_state(current, now)

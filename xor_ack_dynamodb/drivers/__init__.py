@@ -2,9 +2,14 @@
 
 * :class:`Driver` / :class:`AsyncDriver`: run the sans-IO calls of
   :mod:`xor_ack_dynamodb.core` on a store, one at a time or many in lockstep, within a
-  :class:`~xor_ack_dynamodb.RetryPolicy` (``Engine`` / ``AsyncEngine``: former names).
+  :class:`~xor_ack_dynamodb.RetryPolicy`.
 * :class:`SyncTracker` / :class:`AsyncTracker`: the methods every tracker shares.
 * :class:`ChainStore` / :class:`AsyncChainStore`: the primitives a store implements.
+* :class:`AckTracker` / :class:`AsyncAckTracker`: the protocols every tracker satisfies.
+
+This namespace is for whoever writes a store or a tracker (docs/architecture.md, "Where
+a new piece goes"); ``Engine`` and ``AsyncEngine``, the drivers' former names, are
+still attributes here but no longer exported.
 
 The asyncio code in ``_async/`` is written by hand; ``_sync/`` is generated from it by
 ``scripts/unasync.py`` (``make unasync``; the test suite checks they agree).
@@ -25,10 +30,8 @@ __all__ = [
     "AsyncAckTracker",
     "AsyncChainStore",
     "AsyncDriver",
-    "AsyncEngine",
     "AsyncTracker",
     "ChainStore",
     "Driver",
-    "Engine",
     "SyncTracker",
 ]

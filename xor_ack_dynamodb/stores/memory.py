@@ -51,6 +51,8 @@ __all__ = ["MemoryAck", "AsyncMemoryAck", "MemoryStore"]
 
 #: The reason a chain timed out by rotation carries.
 TIMEOUT = "timeout"
+#: The most rotation buckets a memory tracker takes (each is a set, made up front).
+MAX_BUCKETS = 10_000
 
 AckedCallback = Callable[[str], None]
 FailedCallback = Callable[[str, str | None], None]
@@ -143,6 +145,8 @@ class MemoryStore:
             if not _same(current, request.expect):
                 return current, None
             if isinstance(request, Put):
+                if request.now is not None and not rules.before_deadline(current, request.now):
+                    return current, None  # a stamp's write tests the deadline too
                 return current, lambda: Written(self._keep(request.new, current))
             return current, lambda: (self._drop(request.expect.tag), Written(None))[1]
         if current is None:
@@ -263,11 +267,18 @@ class _Memory:
         share: MemoryAck | AsyncMemoryAck | None = None,
         **options: Unpack[TrackerKeywords],
     ) -> None:
-        if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 2:
-            raise InvalidConfig(f"buckets must be an int of at least 2, got {buckets!r}")
+        if isinstance(buckets, bool) or not isinstance(buckets, int) or not 2 <= buckets <= MAX_BUCKETS:
+            raise InvalidConfig(f"buckets must be an int from 2 to {MAX_BUCKETS}, got {buckets!r}")
+        for name, callback in (("on_acked", on_acked), ("on_failed", on_failed)):
+            if callback is not None and not callable(callback):
+                raise InvalidConfig(f"{name} must be a callable or None, got {callback!r}")
+        if share is not None and not isinstance(share, _Memory):
+            raise InvalidConfig(f"share must be a MemoryAck or an AsyncMemoryAck, got {type(share).__name__}")
         options.setdefault("ttl", None)
         options.setdefault("cache_size", 0)
-        settings = TrackerOptions(**options)
+        settings = TrackerOptions.of(
+            options, type(self).__name__, ("buckets", "on_acked", "on_failed", "share")
+        )
         self._limits = settings.rules()
         self.on_acked, self.on_failed, self._time = on_acked, on_failed, settings.clock
         shared = None if share is None else share.store
@@ -314,7 +325,7 @@ class MemoryAck(_Memory, SyncTracker):
     """Ack chains in memory, with Storm's rotating expiry. Thread-safe.
 
     :param buckets: how many ``rotate()`` calls a chain survives without being created,
-        touched or finished (Storm's RotatingMap buckets). A chain still pending when it
+        touched or finished (Storm's RotatingMap buckets), 2 to 10,000. A chain still pending when it
         falls off the oldest bucket becomes ``expired`` and ``on_failed(tag, "timeout")``
         is called. Finished chains stay as tombstones for one more full cycle, then are
         forgotten, so memory is bounded by what rotation keeps.
@@ -331,7 +342,8 @@ class MemoryAck(_Memory, SyncTracker):
 
     Callbacks run on the calling thread after the tracker's lock is released, so they
     may call the tracker. ``ChainStatus.expires_at`` is None for chains without a clock
-    deadline.
+    deadline. Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig` for an argument of
+    the wrong type or out of range, or a keyword it does not take.
     """
 
     def _open(self, settings: TrackerOptions) -> None:

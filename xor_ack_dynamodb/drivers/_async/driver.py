@@ -23,17 +23,29 @@ from typing import Any, Protocol, TypeVar
 
 import tenacity
 
-from ...core.batch import BATCH_SIZE, TRANSACTION_SIZE, Answer, Lockstep, StatusResult, chunks, statuses
+from ...core.batch import (
+    BATCH_SIZE,
+    TRANSACTION_SIZE,
+    Answer,
+    EndpointWatch,
+    Lockstep,
+    StatusResult,
+    chunks,
+    statuses,
+)
 from ...core.calls import Again, Call, Step, Transient
 from ...core.chain import Chain, Op
 from ...core.messages import (
+    DATED,
     BatchRead,
     Cancelled,
     Committed,
     HistoryRead,
+    Rejected,
     Reply,
     Request,
     TransactionsUnsupported,
+    dated,
 )
 from ...core.rules import ChainRules
 from ...errors import BatchIncomplete
@@ -71,6 +83,53 @@ class AsyncChainStore(Protocol):
     async def transact(self, requests: list[Request]) -> Committed | Cancelled: ...
 
 
+class _Dated:
+    """The store as the driver's loops use it: a request whose condition tests a chain's
+    deadline (:data:`~xor_ack_dynamodb.core.messages.DATED`) is dated with the clock
+    read just before it is handed to the store (``dated``), each entry of a transaction
+    alike, and its rejection carries that reading (``Rejected.at``), so the call judges
+    it at the time its test was made. A round may wait seconds on reads (a read timeout
+    and its resend) before its write: the write is tested against the clock as it goes
+    out, never as the round began. Every other attribute is the store's (its
+    ``client``)."""
+
+    def __init__(self, store: AsyncChainStore, now: Callable[[], int]) -> None:
+        self.store = store
+        self.now = now
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "store":  # not set yet (a copy being made): never recurse
+            raise AttributeError(name)
+        return getattr(self.store, name)
+
+    def is_transient(self, error: BaseException) -> bool:
+        return self.store.is_transient(error)
+
+    async def execute(self, request: Request) -> Reply | Chain | HistoryRead | None:
+        if not isinstance(request, DATED):
+            return await self.store.execute(request)
+        now = self.now()
+        reply = await self.store.execute(dated(request, now))
+        return _tested_at(reply, now) if isinstance(reply, Rejected) else reply
+
+    async def read_many(self, tags: list[str]) -> BatchRead:
+        return await self.store.read_many(tags)
+
+    async def transact(self, requests: list[Request]) -> Committed | Cancelled:
+        now = self.now()
+        answer = await self.store.transact([dated(r, now) for r in requests])
+        if isinstance(answer, Cancelled):
+            return Cancelled({i: _tested_at(r, now) for i, r in answer.rejected.items()})
+        return answer
+
+
+def _tested_at(reply: Rejected, now: int) -> Rejected:
+    """``reply``, carrying the clock reading its request was tested with."""
+    if reply.at is None or reply.at < now:
+        return Rejected(reply.current, reply.resent, now)
+    return reply
+
+
 class _Unprocessed(Exception):
     """A batch read left keys unprocessed: back off and ask for them again."""
 
@@ -81,11 +140,14 @@ class _Unfinished(Exception):
 
 class AsyncDriver:
     """Runs calls on ``store`` for one tracker, under ``rules``, within ``retry``'s
-    budget; ``clock`` gives "now" (epoch seconds) to each round; ``cache_size`` chains'
-    last known values are kept (0: none), and up to :data:`HISTORY_BLOCKS` history
-    blocks (never stale: a block never changes once written), so the stamps of one
-    chain's siblings read each block once. Any number of threads (sync) or tasks of one
-    event loop (asyncio) may run calls at once."""
+    budget; ``clock`` gives "now" (epoch seconds) to each round, and dates each write
+    that tests a chain's deadline just before it is sent (:class:`_Dated`: a chain's
+    deadline is never tested against a reading older than the request's own send, so a
+    slow round cannot land a write after the deadline); ``cache_size`` chains' last
+    known values are kept (0: none), and up to :data:`HISTORY_BLOCKS` history blocks
+    (never stale: a block never changes once written), so the stamps of one chain's
+    siblings read each block once. Any number of threads (sync) or tasks of one event
+    loop (asyncio) may run calls at once."""
 
     def __init__(
         self,
@@ -97,15 +159,16 @@ class AsyncDriver:
         clock: Callable[[], float] = time.time,
         cache_size: int = 10_000,
     ) -> None:
-        self.store = store
+        self.clock = clock
+        self.store = _Dated(store, self.now)
         self.rules = rules
         self.retry = retry or RetryPolicy()
         self.stats = stats or RequestStats()
-        self.clock = clock
         self.cache: LastKnown[Chain] = LastKnown(cache_size)
         self.history: LastKnown[tuple[Op, ...]] = LastKnown(HISTORY_BLOCKS)
 
     def now(self) -> int:
+        """The clock, in whole epoch seconds."""
         return int(self.clock())
 
     # -- one call ------------------------------------------------------------------------
@@ -152,7 +215,8 @@ class AsyncDriver:
         found: dict[str, ChainStatus] = {}
 
         async def read(chunk: list[str]) -> int:
-            found.update(statuses(await self.read(chunk), self.rules, self.now()))
+            now = self.now()  # as the read goes out: a late answer is judged at its asking
+            found.update(statuses(await self.read(chunk), self.rules, now))
             return len(chunk)
 
         jobs = [functools.partial(read, chunk) for chunk in chunks(wanted, BATCH_SIZE)]
@@ -210,16 +274,39 @@ class AsyncDriver:
         each call's result or the error it ended with, in order: a typed error of the
         rules, the store's exception when transient failures outlast the group's budget,
         or ``StaleLocalData`` when it is spent on lost races. ``transactions=False``:
-        each write of a group goes alone, as where the store has no transactions."""
+        each write of a group goes alone, as where the store has no transactions.
+
+        A dead endpoint ends the batch promptly (:class:`~xor_ack_dynamodb.core.batch.EndpointWatch`):
+        once :data:`~xor_ack_dynamodb.core.batch.UNREACHABLE_GROUPS` groups in a row
+        have ended with every call ``EndpointUnreachable`` (or ``ConnectTimeout``), the
+        groups not started are not sent and each of their calls gets an error of that
+        type (nothing of it was applied); a throttle, a read timeout or any answer breaks
+        the run."""
         tags = [c.tag for c in calls]
         if len(set(tags)) != len(tags):
             raise ValueError("run_many() takes calls on distinct chains")
         outcomes: list[T | Exception] = []
         groups = chunks(calls, TRANSACTION_SIZE)
         settled: list[list[T | Exception]] = [[] for _ in groups]
+        watch = EndpointWatch()
+        unsent = 0
 
         async def run_group(n: int) -> int:
-            settled[n] = await self._run_group(groups[n], transactions)
+            nonlocal unsent
+            dead = watch.dead()
+            if dead is None:
+                settled[n] = await self._run_group(groups[n], transactions)
+                watch.record(settled[n])
+                return len(groups[n])
+            if not unsent:
+                log.warning(
+                    "%d groups in a row found the endpoint unreachable: not sending the rest (%s)",
+                    watch.limit,
+                    dead,
+                )
+            settled[n] = [*watch.unsent([c.tag for c in groups[n]], dead)]
+            unsent += len(groups[n])
+            self.stats.add("unsent", len(groups[n]))
             return len(groups[n])
 
         jobs = [functools.partial(run_group, n) for n in range(len(groups))]

@@ -5,19 +5,21 @@ the replies the calls expect. Pure: it builds and reads, the senders
 same requests and judge the same replies.
 
 The conditions here are the rules' predicates (``ChainRules.add_allowed``,
-``touch_allowed``, ``fail_allowed``) written as ConditionExpressions; the rules decide
-everything else.
+``touch_allowed``, ``fail_allowed``, and a stamp's ``PutItem`` the write token and
+``before_deadline``) written as ConditionExpressions; the rules decide everything else.
+Each ``:now`` is the one its request was dated with as the driver sent it, and the
+requests carrying one are marked ``Prepared.once`` (never resent by botocore).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 from botocore.exceptions import ChecksumError, ClientError, ConnectionError, HTTPClientError
 
+from ...config import check_table_name
 from ...core.chain import Chain, new_token
 from ...core.history import Block
 from ...core.messages import (
@@ -45,7 +47,6 @@ from ...core.rules import ChainRules
 from ...errors import (
     CorruptItem,
     EndpointUnreachable,
-    InvalidConfig,
     ResponseLost,
     TableNotFound,
     TableSchemaMismatch,
@@ -107,20 +108,6 @@ def capacity_units(consumed: Any) -> float:
     return float(sum(float(e.get("CapacityUnits") or 0) for e in entries if isinstance(e, dict)))
 
 
-_TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
-
-
-def check_table_name(table: object) -> str:
-    """Return ``table`` if DynamoDB would accept it as a table name, else raise
-    :class:`InvalidConfig` (3 to 255 characters of ``A-Z a-z 0-9 _ - .``)."""
-    if not isinstance(table, str) or not _TABLE_NAME.match(table):
-        raise InvalidConfig(
-            f"table name {table!r} is not valid: DynamoDB takes 3 to 255 characters "
-            "of letters, digits, '_', '-' and '.'"
-        )
-    return table
-
-
 def table_key(description: dict[str, Any]) -> tuple[str, str] | None:
     """The (name, type) of a table's partition key when it has no sort key, else None."""
     schema = description.get("KeySchema", [])
@@ -140,10 +127,16 @@ def missing_table_message(table: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """One DynamoDB request for a :class:`Request`: the operation and its parameters."""
+    """One DynamoDB request for a :class:`Request`: the operation and its parameters.
+    ``once``: the request tests the chain's deadline against its ``:now`` (or dates
+    the chain with it), so botocore must not send its bytes again later (a resend would
+    carry a stale ``:now``): the sender sends it inside
+    :func:`~.resend.no_resend`, and the library's own retry sends a new one, dated
+    anew."""
 
     operation: str  # GetItem | PutItem | UpdateItem | DeleteItem
     kwargs: dict[str, Any]
+    once: bool = False
 
 
 #: :meth:`RequestCodec.old_item`'s answer when the backend did not return the item.
@@ -228,11 +221,12 @@ class RequestCodec:
         if isinstance(request, Read):
             return Prepared("GetItem", self._base(Key=codec.key(request.tag), ConsistentRead=True))
         if isinstance(request, (Put, Remove)):
+            now = request.now if isinstance(request, Put) else None
             if request.expect is None:
                 values: dict[str, Any] = {}
                 condition, names = "attribute_not_exists(#pk)", codec.names("#pk")
             else:
-                condition, names, values = self._guard(request.expect)
+                condition, names, values = self._guard(request.expect, now)
             if isinstance(request, Put):
                 operation, target = "PutItem", {"Item": codec.encode(request.new)}
             else:
@@ -246,6 +240,7 @@ class RequestCodec:
                     **({"ExpressionAttributeValues": values} if values else {}),
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 ),
+                once=now is not None,
             )
         if isinstance(request, RemoveAny):
             return Prepared("DeleteItem", self._base(Key=codec.key(request.tag), ReturnValues="ALL_OLD"))
@@ -274,6 +269,7 @@ class RequestCodec:
                 condition,
                 names,
                 values,
+                once=True,
             )
         if isinstance(request, Extend):
             assert request.ttl is not None, "DynamoDB chains always have a clock deadline"
@@ -292,6 +288,7 @@ class RequestCodec:
                 condition,
                 names,
                 values,
+                once=True,
             )
         if isinstance(request, MarkFailed):
             values = {
@@ -306,7 +303,7 @@ class RequestCodec:
                 values[":reason"] = {"S": request.reason}
                 names.update(codec.names("#r"))
             condition = self._owned(_LIVE, names, values, request.owner)
-            return self._update(request.tag, update + " ADD #v :one", condition, names, values)
+            return self._update(request.tag, update + " ADD #v :one", condition, names, values, once=True)
         if isinstance(request, Trim):
             return self._trim(request)
         if isinstance(request, ReadHistory):
@@ -435,7 +432,14 @@ class RequestCodec:
         return {"TableName": self.table, "ReturnConsumedCapacity": "TOTAL", **kwargs}
 
     def _update(
-        self, tag: str, update: str, condition: str, names: dict[str, str], values: dict[str, Any]
+        self,
+        tag: str,
+        update: str,
+        condition: str,
+        names: dict[str, str],
+        values: dict[str, Any],
+        *,
+        once: bool = False,
     ) -> Prepared:
         return Prepared(
             "UpdateItem",
@@ -448,6 +452,7 @@ class RequestCodec:
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             ),
+            once=once,
         )
 
     def _owned(self, condition: str, names: dict[str, str], values: dict[str, Any], owner: str | None) -> str:
@@ -457,21 +462,31 @@ class RequestCodec:
         values[":owner"] = {"S": owner}
         return condition + " AND #own = :owner"
 
-    def _guard(self, chain: Chain) -> tuple[str, dict[str, str], dict[str, Any]]:
+    def _guard(self, chain: Chain, now: int | None = None) -> tuple[str, dict[str, str], dict[str, Any]]:
         """The condition that the stored chain is still ``chain``: its write token (which
         never repeats); for an item a foreign writer left without one, its value and
-        version (the best that writer leaves to check)."""
+        version (the best that writer leaves to check). With ``now`` (a stamp's write),
+        also that its deadline has not passed at ``now``
+        (``ChainRules.before_deadline``): a token alone would let a write based on a
+        read made before the deadline land after it."""
         if chain.token is not None:
-            return "#tok = :tok", self.items.names("#tok"), {":tok": {"B": chain.token}}
-        assert isinstance(chain.value, bytes)
-        names = self.items.names("#tok", "#s", "#v")
-        values: dict[str, Any] = {":old": {"B": chain.value}}
-        if chain.version:
-            values[":v"] = {"N": str(chain.version)}
-            version = "#v = :v"
+            condition, names = "#tok = :tok", self.items.names("#tok")
+            values: dict[str, Any] = {":tok": {"B": chain.token}}
         else:
-            version = "attribute_not_exists(#v)"
-        return f"attribute_not_exists(#tok) AND #s = :old AND {version}", names, values
+            assert isinstance(chain.value, bytes)
+            names = self.items.names("#tok", "#s", "#v")
+            values = {":old": {"B": chain.value}}
+            if chain.version:
+                values[":v"] = {"N": str(chain.version)}
+                version = "#v = :v"
+            else:
+                version = "attribute_not_exists(#v)"
+            condition = f"attribute_not_exists(#tok) AND #s = :old AND {version}"
+        if now is not None:
+            names.update(self.items.names("#dl"))
+            values[":now"] = {"N": str(now)}
+            condition += " AND (attribute_not_exists(#dl) OR #dl >= :now)"
+        return condition, names, values
 
 
 #: Not an item of the 0.1 layout (op ids without a lineage; ``hb``: positions without

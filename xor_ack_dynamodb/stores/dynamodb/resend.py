@@ -1,18 +1,28 @@
-"""Keeping botocore from resending a write whose first copy may have landed.
+"""Keeping botocore from resending a write whose bytes must not be sent again later.
 
-botocore sends a request again after a lost connection, a read timeout, a 5xx or a
-DynamoDB response whose checksum does not match, and the copy carries the first one's
-condition unchanged. For a sum-mode ``ADD`` that is a second application waiting to
-happen: its ``NOT contains(ops, :op)`` only sees the op list's window, so a copy that
-lands after the first copy's op moved to history (60 other stamps on a busy chain take
-a fraction of a second) is applied again, and the call returns normally.
+botocore sends a request again after a lost connection, a read timeout, a 5xx, a
+throttle, a refused connection or a DynamoDB response whose checksum does not match,
+and the copy carries the first one's bytes unchanged. Two kinds of write must not be
+sent that way:
 
-So the store sends ``ADD``s inside :func:`no_resend`, and a ``needs-retry`` handler,
-registered first on the client (one the library built or one the user passed in),
-stops botocore from resending them after any of those outcomes: the error reaches the
-call, which treats the outcome as unknown and sends its own copy with the guard that
-makes it exact (``core/stamping.py``). Throttles and refused connections, which DynamoDB
-never applied, are left to botocore's own resends. Every other request is untouched.
+* A sum-mode ``ADD``: its ``NOT contains(ops, :op)`` only sees the op list's window, so
+  a copy that lands after the first copy's op moved to history (60 other stamps on a
+  busy chain take a fraction of a second) is applied again, and the call returns
+  normally.
+* Every write that tests a chain's deadline (a stamp's ``PutItem`` and ``ADD``, a
+  touch, a fail, a transaction of them): its ``:now`` was read as the first copy went
+  out, and a copy sent one read timeout (or two, or a throttle's backoff) later would
+  be tested against that old reading, so a write refused at the deadline on the
+  writer's clock could still land after it, on a chain a reader has declared expired.
+
+So the store sends those inside :func:`no_resend` (the codec's ``Prepared.once``), and
+a ``needs-retry`` handler, registered first on the client (one the library built or
+one the user passed in) for the operations of :data:`EVENTS`, stops botocore from
+sending them again after *any* failure: the error reaches the call, which decides
+again with a fresh clock and sends a new request, dated anew, with the guard that
+makes it exact (``core/stamping.py``). A request not applied (a throttle, a refused
+connection) costs the call a round of its own retry budget instead of botocore's.
+Every other request is untouched.
 """
 
 from __future__ import annotations
@@ -23,12 +33,17 @@ from contextvars import ContextVar
 from typing import Any
 from zlib import crc32
 
-from botocore.exceptions import ChecksumError, ClientError, ConnectTimeoutError, EndpointConnectionError
+from botocore.exceptions import ChecksumError, ClientError
 
-__all__ = ["NoResend", "AsyncNoResend", "no_resend", "HANDLER_ID", "EVENT"]
+from .codec import TRANSIENT_CODES
 
-#: The event the handler answers: botocore asks it before every resend of an UpdateItem.
-EVENT = "needs-retry.dynamodb.UpdateItem"
+__all__ = ["NoResend", "AsyncNoResend", "no_resend", "HANDLER_ID", "EVENT", "EVENTS"]
+
+#: The events the handler answers: botocore asks them before every resend of a request
+#: of these operations (the conditional writes; a GetItem is resent freely).
+EVENTS = tuple(f"needs-retry.dynamodb.{op}" for op in ("UpdateItem", "PutItem", "TransactWriteItems"))
+#: The first of them (the sum mode's ``ADD``), under its earlier name.
+EVENT = EVENTS[0]
 #: Registering twice with this id is a no-op.
 HANDLER_ID = "xor_ack_dynamodb.no-resend"
 
@@ -41,7 +56,8 @@ class NoResend:
     @staticmethod
     def install(client: Any) -> None:
         """Register the handler first on ``client``'s events (idempotent)."""
-        client.meta.events.register_first(EVENT, _needs_retry, unique_id=HANDLER_ID)
+        for event in EVENTS:
+            client.meta.events.register_first(event, _needs_retry, unique_id=f"{HANDLER_ID}:{event}")
 
 
 class AsyncNoResend:
@@ -50,13 +66,14 @@ class AsyncNoResend:
     @staticmethod
     def install(client: Any) -> None:
         """Register the handler first on ``client``'s events (idempotent)."""
-        client.meta.events.register_first(EVENT, _async_needs_retry, unique_id=HANDLER_ID)
+        for event in EVENTS:
+            client.meta.events.register_first(event, _async_needs_retry, unique_id=f"{HANDLER_ID}:{event}")
 
 
 @contextmanager
 def no_resend() -> Iterator[None]:
-    """Requests sent inside (in this thread or task) are not resent by botocore after
-    an outcome that may have been applied."""
+    """Requests sent inside (in this thread or task) are never resent by botocore: the
+    failure that would have made it resend is raised instead."""
     token = _ACTIVE.set(True)
     try:
         yield
@@ -69,7 +86,8 @@ def _needs_retry(
 ) -> None:
     """botocore's ``needs-retry`` question, for a request sent inside
     :func:`no_resend`: raise what the caller should see instead of letting botocore
-    resend, when the request may have been applied; None (botocore decides) otherwise."""
+    resend; None (botocore decides: it resends none of these) for an answer that is
+    final (a success whose checksum holds, a failed condition)."""
     if _stop(response, caught_exception, attempts, operation):
         _check_body(response[0], response[0].content)
 
@@ -83,22 +101,27 @@ async def _async_needs_retry(
 
 
 def _stop(response: Any, caught_exception: Any, attempts: int, operation: Any) -> bool:
-    """Raise for an outcome that may have been applied; True when the answer is a
+    """Raise every failure botocore would resend after (a connection or timeout error,
+    a 5xx, a throttle: :data:`~.codec.TRANSIENT_CODES`); True when the answer is a
     success whose body is still to be checked."""
     if not _ACTIVE.get():
         return False
     if caught_exception is not None:
-        if isinstance(caught_exception, (EndpointConnectionError, ConnectTimeoutError)):
-            return False  # never reached DynamoDB
-        raise caught_exception
+        raise caught_exception  # reached DynamoDB or not, a resend would carry old bytes
     if response is None:
         return False
     http, parsed = response
     status = int(getattr(http, "status_code", 0) or 0)
-    if status >= 500:
+    if status >= 500 or (status >= 300 and _transient(parsed)):
         parsed.setdefault("ResponseMetadata", {})["RetryAttempts"] = attempts - 1
         raise ClientError(parsed, getattr(operation, "name", "UpdateItem"))
     return status < 300 and getattr(http, "headers", {}).get("x-amz-crc32") is not None
+
+
+def _transient(parsed: Any) -> bool:
+    """Whether a parsed error answer is a throttle (or another code the library
+    retries), which botocore would resend."""
+    return isinstance(parsed, dict) and str(parsed.get("Error", {}).get("Code", "")) in TRANSIENT_CODES
 
 
 def _check_body(http: Any, content: bytes) -> None:

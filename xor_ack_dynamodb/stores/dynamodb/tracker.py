@@ -204,10 +204,11 @@ class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
     The parameters are :class:`XorAckDynamoDB`'s, except ``client``:
 
     :param client: an aiobotocore DynamoDB client (the tracker never closes it); or a
-        :class:`~xor_ack_dynamodb.aio.ClientSettings` to build one from; or None to build
-        one as ``XorAckDynamoDB`` does, from ``region``, ``endpoint_url`` and the keys
-        where given, else from the environment (``AWS_REGION``,
-        ``AWS_ENDPOINT_URL_DYNAMODB``, the usual credentials), timeouts from ``retry``.
+        :class:`~xor_ack_dynamodb.stores.dynamodb.clients.ClientSettings` to build one
+        from; or None to build one as ``XorAckDynamoDB`` does, from ``region``,
+        ``endpoint_url`` and the keys where given, else from the environment
+        (``AWS_REGION``, ``AWS_ENDPOINT_URL_DYNAMODB``, the usual credentials), timeouts
+        from ``retry``.
         A client the tracker builds is made on first use, inside the running loop, and
         closed by :meth:`close` or by leaving ``async with``.
 

@@ -18,7 +18,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ....core.chain import Chain
 from ....core.messages import (
-    Add,
     BatchRead,
     Cancelled,
     Committed,
@@ -78,7 +77,7 @@ class AsyncDynamoDBStore:
             return self.codec.history_answer(request, found)
         try:
             response = await self.call(
-                prepared.operation, prepared.kwargs, tag_of(request), once=isinstance(request, Add)
+                prepared.operation, prepared.kwargs, tag_of(request), once=prepared.once
             )
         except ClientError as exc:
             if not self.codec.condition_failed(exc):
@@ -98,7 +97,10 @@ class AsyncDynamoDBStore:
         :class:`TransactionsUnsupported` where the backend has none (dynalite)."""
         try:
             response = await self.call(
-                "TransactWriteItems", self.codec.transact_request(requests), f"{len(requests)} chains"
+                "TransactWriteItems",
+                self.codec.transact_request(requests),
+                f"{len(requests)} chains",
+                once=True,
             )
         except ClientError as exc:
             if error_code(exc) == "UnknownOperationException":

@@ -20,7 +20,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ....core.chain import Chain
 from ....core.messages import (
-    Add,
     BatchRead,
     Cancelled,
     Committed,
@@ -80,7 +79,7 @@ class DynamoDBStore:
             return self.codec.history_answer(request, found)
         try:
             response = self.call(
-                prepared.operation, prepared.kwargs, tag_of(request), once=isinstance(request, Add)
+                prepared.operation, prepared.kwargs, tag_of(request), once=prepared.once
             )
         except ClientError as exc:
             if not self.codec.condition_failed(exc):
@@ -100,7 +99,10 @@ class DynamoDBStore:
         :class:`TransactionsUnsupported` where the backend has none (dynalite)."""
         try:
             response = self.call(
-                "TransactWriteItems", self.codec.transact_request(requests), f"{len(requests)} chains"
+                "TransactWriteItems",
+                self.codec.transact_request(requests),
+                f"{len(requests)} chains",
+                once=True,
             )
         except ClientError as exc:
             if error_code(exc) == "UnknownOperationException":
