@@ -4,10 +4,11 @@ an exact point of a request.
 aiobotocore emits the same ``before-send`` event as botocore (and awaits handlers that
 are coroutines), so the faults are injected on the same real request path: ``lose``
 sends the request to the server for real and raises ``ConnectionClosedError`` (aiobotocore
-resends it), ``fail`` answers a real HTTP 500 (an aiobotocore response), ``before`` runs a
-side effect. ``hold`` parks the request's task until it is cancelled, either before the
-request is sent (``sent=False``: nothing applied) or after the server applied it
-(``sent=True``: as a response lost to a cancellation).
+resends it, unless the library sent it once: stores/dynamodb/resend.py), ``fail``
+answers a real HTTP 500 (an aiobotocore response), ``before`` runs a side effect.
+``hold`` parks the request's task until it is cancelled, either before the request is
+sent (``sent=False``: nothing applied) or after the server applied it (``sent=True``:
+as a response lost to a cancellation).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ for the requests of one operation that a test arms, does one of:
 * ``lose``: send the request to the server for real (a separate HTTP session; the server
   applies it), optionally run a side effect (another writer acting right after), then drop
   the response and raise ``ConnectionClosedError``, as when a connection dies after the
-  request went out. botocore resends it.
+  request went out. botocore resends it, unless the library sent it once (a write that
+  tests a chain's deadline: stores/dynamodb/resend.py); then the library's retry decides.
 * ``fail``: answer with a real HTTP 500 ``InternalServerError``; nothing is applied.
 * ``throttle``: a real HTTP 400 ``ProvisionedThroughputExceededException``; nothing applied.
 * ``refuse``: ``EndpointConnectionError`` before anything is sent.

@@ -412,9 +412,10 @@ def test_delegated_methods(backend: Any) -> None:
 
 
 def test_threads_on_one_chain_under_fault_injection(backend: Any) -> None:
-    """Lost responses (applied, then botocore resends), throttling and server errors on
-    every request: callers retry a failed call with the same op id, and the chain still
-    ends exactly at zero with every stamp applied once."""
+    """Lost responses (applied, then resent by botocore, or decided again by the
+    library's retry for a write botocore does not resend), throttling and server errors
+    on every request: callers retry a failed call with the same op id, and the chain
+    still ends exactly at zero with every stamp applied once."""
     threads, per_thread = 8, 8
     setup = tracker(backend, max_ops=200)
     injector = FaultInjector(FaultRates(lost_response=0.15, throttle=0.1, server_error=0.05), seed=7)

@@ -45,8 +45,9 @@ def test_a_combined_write_whose_response_is_lost_is_applied_once(
     moto_server: LocalDynamoDB, table: str
 ) -> None:
     """8 stamps queue behind a leader on a chain whose window is 4; the combined write
-    that carries them lands but its response is lost and botocore's resends fail. The
-    retry must recognise the landed batch (its marker), not re-apply its early members."""
+    that carries them lands but its response is lost, and botocore does not resend it (a
+    stamp's write is sent once, resend.py). The library's retry must recognise the
+    landed batch (its marker), not re-apply its early members."""
     raw = client(moto_server)
     plain = tracker(moto_server, table, client=raw, max_ops=4)
     combiner = CombiningTracker(plain)
@@ -63,7 +64,7 @@ def test_a_combined_write_whose_response_is_lost_is_applied_once(
         queued.set()
 
     script.before("PutItem|UpdateItem", hold_the_leader)
-    script.lose("PutItem|UpdateItem").fail("PutItem|UpdateItem", times=2)  # lost, then botocore gives up
+    script.lose("PutItem|UpdateItem")  # lost, and not resent: the library's retry decides
     results: dict[int, Any] = {}
 
     def stamp(i: int) -> None:
@@ -153,8 +154,9 @@ def test_a_completing_write_hidden_by_errors_still_reports_acked(
     root = new_stamp()
     ack.create(TAG, root)
     script = Script(raw)
-    # The completing write lands, its response is lost, botocore's resends all fail: the
-    # library's own retry has to find out what happened.
+    # The completing write lands and its response is lost (botocore does not resend a
+    # stamp's write, resend.py): the library's own retry has to find out what happened.
+    # The tombstone's DeleteItem then fails twice before it goes through.
     script.lose("PutItem|DeleteItem").fail("PutItem|DeleteItem", times=2)
     done = ack.stamp(TAG, root)
     assert done.acked
@@ -172,8 +174,9 @@ def test_a_chain_deleted_by_someone_else_is_never_reported_acked(
     ack.create(TAG, root)
     ack.status(TAG)
     script = Script(raw)
-    # The completing write fails with a 500 (not applied); before botocore resends it,
-    # an operator deletes the chain.
+    # The completing write fails with a 500 (not applied); before the library's retry
+    # decides again (botocore does not resend a stamp's write), an operator deletes the
+    # chain.
     script.fail(
         "PutItem|DeleteItem", after=lambda: other.delete_item(TableName=table, Key={"tagID": {"S": TAG}})
     )
@@ -214,7 +217,8 @@ def test_a_lost_response_then_a_node_write_raises_instead_of_applying_twice(
     root, kid, node_edge = new_stamp(), new_stamp(), new_stamp()
     ack.create(TAG, xor(root, kid))
     script = Script(raw)
-    # Our stamp lands, the response is lost, the Node package writes; botocore resends.
+    # Our stamp lands, the response is lost, the Node package writes; the library's retry
+    # (botocore does not resend a stamp's write) reads a chain it cannot account for.
     script.lose("PutItem|UpdateItem", after=lambda: node_stamp(other, table, node_edge))
     with pytest.raises(errors.OutcomeUnknown) as info:
         ack.stamp(TAG, root, op_id="mine")

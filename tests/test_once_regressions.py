@@ -104,7 +104,7 @@ def test_an_xor_stamp_lost_and_outrun_by_other_stamps_is_decided_exactly(
     moto_server: LocalDynamoDB, table: str
 ) -> None:
     """Xor mode. A stamp's write lands, its response is lost, 60 other stamps land
-    (more than the window), botocore's resend is refused by the token. Before: the
+    (more than the window); botocore does not resend it (resend.py). Before: the
     history no longer covered the write, so OutcomeUnknown. Now the op is found in the
     chain's history: a duplicate, applied once."""
     raw = client(moto_server)

@@ -296,9 +296,10 @@ def test_a_retry_from_a_stale_lineage_never_applies_twice(harness: Harness, cloc
     """The writer's cache holds the chain's earlier lineage (50 ops long); the chain
     expired and was created again. Its stamp lands on the new lineage, the response is
     lost, 50 others move it out (the new lineage's ``cutn`` is 40, below the cached
-    ``seq``: a guard without the lineage would pass), botocore's resends fail: the
-    retry's guard names the old lineage, is refused, and the new lineage's history
-    finds the op."""
+    ``seq``: a guard without the lineage would pass). botocore does not resend it (a
+    stamp's write is sent once, resend.py; on a server in sum mode the retry's first
+    two ADDs fail too): the retry's guard names the old lineage, is refused, and the new
+    lineage's history finds the op."""
     h = harness
     ack, script = h.faulty(ttl=60, cache_size=1000)
     other = h.bystander(ttl=60)
@@ -311,8 +312,8 @@ def test_a_retry_from_a_stale_lineage_never_applies_twice(harness: Harness, cloc
         finish(other, kids[1:51])
 
     script.lose(h.write(), after=crowd)
-    if h.backend != "memory":
-        script.fail(h.write(), times=2)  # botocore's resends of a PutItem (xor)
+    if h.backend != "memory" and h.mode == "sum":
+        script.fail(h.write(), times=2)  # the library's own retried ADDs (xor: it reads)
     result = ack.stamp(TAG, finished=[kids[0]])
     assert script.pending == 0
     final = other.status(TAG).value

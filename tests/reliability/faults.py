@@ -8,7 +8,8 @@ does:
 ``lost_response``
     the request is sent to the server for real (a separate urllib3 session) and the
     server applies it; then the response is dropped and ``ConnectionClosedError`` raised,
-    as when a connection dies after the request went out. botocore resends it.
+    as when a connection dies after the request went out. botocore resends it, unless
+    the library sent it once (a write that tests a chain's deadline: resend.py).
 ``throttle``
     a real HTTP 400 carrying ``ProvisionedThroughputExceededException`` or
     ``ThrottlingException`` (alternately); nothing is applied.
