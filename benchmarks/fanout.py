@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         if args.dynamodb == "inproc":
-            from xor_ack_dynamodb.serverless import streams_client
+            from xor_ack_dynamodb.serverless.poller import streams_client
 
             dynamodb = boto3.client("dynamodb", region_name="us-east-1")
             runs(dynamodb, streams_client(dynamodb), sqs)

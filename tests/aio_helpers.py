@@ -15,7 +15,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from xor_ack_dynamodb.aio import client_settings, open_client
+from xor_ack_dynamodb.stores.dynamodb.clients import client_settings, open_client
 
 __all__ = ["LoopThread", "Blocking"]
 

@@ -51,8 +51,9 @@ __all__ = ["FAULTS", "Crash", "Fault", "Network", "WRITES", "what_it_hit"]
 
 FAULTS = ("lost", "lost_every_attempt", "throttle", "throttle_every_attempt", "crash", "interleave")
 
-#: DynamoDB's write operations: a stamp, a create, a history block, a trim, the
-#: completion's claim and mark, a fail.
+#: DynamoDB's write operations: a stamp, a create, a history block, a trim, a chain's
+#: completion (the ``acked`` item its last stamp writes), the completion's claim and
+#: mark, a fail.
 WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
 SENDS = frozenset({"SendMessage", "SendMessageBatch"})
 
@@ -188,6 +189,8 @@ def what_it_hit(operation: str, request: AWSPreparedRequest) -> str:
     expression = f"{body.get('UpdateExpression', '')} {names}"
     if tag.startswith("\x00xa/"):
         return f"{operation} history"
+    if operation == "PutItem" and (body.get("Item") or {}).get("state") == {"S": "acked"}:
+        return f"{operation} complete"  # a stamp's completion write: its ADD took the sum to zero
     if "cmpl" in expression:
         return f"{operation} {'claim' if ':claimed' in expression else 'mark/release'}"
     values = json.dumps(body.get("ExpressionAttributeValues", {}))

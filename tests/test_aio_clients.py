@@ -12,9 +12,9 @@ from botocore.exceptions import ReadTimeoutError
 from test_clients import BOUND, BUDGET, HangingServer, bare_env, hanging, shows_alone
 
 from xor_ack_dynamodb import RetryPolicy, errors
-from xor_ack_dynamodb.aio import AsyncXorAckDynamoDB, client_settings
+from xor_ack_dynamodb.aio import AsyncXorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
-from xor_ack_dynamodb.stores.dynamodb.clients import NO_REGION_MESSAGE
+from xor_ack_dynamodb.stores.dynamodb.clients import NO_REGION_MESSAGE, client_settings
 
 FIXTURES = (bare_env, hanging)  # the sync client tests' fixtures, used here too
 

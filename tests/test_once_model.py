@@ -141,6 +141,15 @@ POLICY = RetryPolicy(
 #: ``max_ops`` + 40 op ids; the machine's chains keep ``max_ops`` 1).
 PADDING = 50
 MAX_CHAINS = 2
+#: The rules aimed at a conjunction (:meth:`ServerlessModel._below_zero`,
+#: :meth:`ServerlessModel._an_op_in_history`) start a chain shaped for it when none of
+#: the example's offers one: one more than the other rules may start.
+TARGETED_CHAINS = MAX_CHAINS + 1
+#: That shape for a negative sum: roots of one child each, so that once the rest of the
+#: chain went through a root is its last open edge, and its stamp, landing after its
+#: child's finish, completes the chain (the edges are drawn: with three roots, one child's
+#: edge is larger than its parent's seven times in eight).
+ONE_CHILD_EACH = (((),),) * 3
 #: Messages an example may receive before the rules that make more (a start run again
 #: sends every child again, a redriven parent its children) stop being chosen: bounds an
 #: example's cost, not what it may contain.
@@ -152,6 +161,10 @@ LABELS = ("stamp", "history", "trim", "claim", "mark", "fail")
 #: What meets the fail-write of a stamp that took the sum below zero (the function dying
 #: before it, and the race on it, the parent's stamp landing first, are rules of their own).
 BELOW_ZERO_FAULTS = (None, "throttle_every_attempt", "lost", "lost_every_attempt")
+#: What meets a late copy's first write (:meth:`ServerlessModel.a_late_copy_of_an_op_in_history`):
+#: the throttle twice as often (a lost ``ADD`` response is refused as a duplicate on the
+#: call's own retry either way; a throttle leaves the retry to find the earlier copy).
+LATE_COPY_FAULTS = ("throttle_every_attempt", "throttle_every_attempt", "lost", "lost_every_attempt")
 
 #: A node of a tree is the tuple of its children.
 TREES = st.recursive(
@@ -279,6 +292,10 @@ class World:
     queues: Any
     streams: Any
     runs: Counter[str] = field(default_factory=Counter)
+
+
+#: (chain, child, parent): a child that may overtake its parent.
+Overtaker = tuple[ChainModel, Node, Node]
 
 
 def _unbounded(record: dict[str, Any]) -> dict[str, Any]:
@@ -426,7 +443,11 @@ class ServerlessModel(RuleBasedStateMachine):
             raise Violation(f"{what}: the record was malformed or failed its chain: {self._reason(chain)}")
         if applied and node.applied:
             raise Violation(f"{what}: its op had been applied, and was applied again")
-        if duplicate and not (node.applied or node.uncertain) and not any(h.startswith("lost") for h in hit):
+        # A lost response may hide this delivery's own write; so may a fault on the
+        # completion write after its ADD took the sum to zero: the call's next round finds
+        # its own op and reports a duplicate (the library keeps no note that its ADD landed).
+        hidden = any(h.startswith("lost") or h.endswith(" complete") for h in hit)
+        if duplicate and not (node.applied or node.uncertain) and not hidden:
             raise Violation(f"{what}: reported a duplicate, though no copy of its op had been applied")
         if applied or duplicate:
             if not node.applied:
@@ -627,7 +648,7 @@ class ServerlessModel(RuleBasedStateMachine):
             for node in chain.nodes.values()
         )
 
-    @precondition(lambda self: self.mode == "sum" and self._may_overtake())
+    @precondition(lambda self: self.mode == "sum" and self._may_below_zero())
     @rule(i=st.integers(0, 10_000), then=st.sampled_from(["copy", "parent", "wait"]))
     def the_parents_stamp_lands_before_the_fail_write(self, i: int, then: str) -> None:
         """Sum mode: :meth:`a_finish_takes_the_sum_below_zero` with the race that ends in
@@ -637,7 +658,7 @@ class ServerlessModel(RuleBasedStateMachine):
         applied (not ``TagFailed``, nor a retry: a race is not a fault)."""
         self._below_zero(i, "interleave", then)
 
-    @precondition(lambda self: self.mode == "sum" and self._may_overtake())
+    @precondition(lambda self: self.mode == "sum" and self._may_below_zero())
     @rule(i=st.integers(0, 10_000), then=st.sampled_from(["copy", "parent", "wait"]))
     def the_function_dies_before_the_fail_write(self, i: int, then: str) -> None:
         """Sum mode: :meth:`a_finish_takes_the_sum_below_zero` with the function dying
@@ -646,7 +667,7 @@ class ServerlessModel(RuleBasedStateMachine):
         stamp lands first (``"parent"``) and brings the sum back to zero."""
         self._below_zero(i, "crash", then)
 
-    @precondition(lambda self: self.mode == "sum" and self._may_overtake())
+    @precondition(lambda self: self.mode == "sum" and self._may_below_zero())
     @rule(
         i=st.integers(0, 10_000),
         fault=st.sampled_from(BELOW_ZERO_FAULTS),
@@ -663,13 +684,40 @@ class ServerlessModel(RuleBasedStateMachine):
         message, or neither (later steps deliver them)."""
         self._below_zero(i, fault, then)
 
-    def _below_zero(self, i: int, fault: str | None, then: str) -> None:
+    def _may_below_zero(self) -> bool:
+        return self._may_overtake() or len(self.chains) < TARGETED_CHAINS
+
+    def _larger_children(self) -> tuple[list[Overtaker], list[Overtaker]]:
+        """(chain, child, parent) of :meth:`_overtakers` whose child's edge is larger than
+        its parent's: those of a parent with one child (its stamp may complete the chain),
+        and all."""
         candidates = [
             (chain, node, parent)
             for chain, node, parent in self._overtakers()
             if chain.started and child_edge(parent.edge, parent.children.index(node.id)) > parent.edge
         ]
-        only = [c for c in candidates if len(c[2].children) == 1]  # its stamp may complete the chain
+        return [c for c in candidates if len(c[2].children) == 1], candidates
+
+    def _start_shaped(self, tree: tuple[Any, ...], padding: int) -> ChainModel | None:
+        """A chain started for a targeted rule (:data:`TARGETED_CHAINS`), the faults
+        armed left for later: None when there is no room for it."""
+        if len(self.chains) >= TARGETED_CHAINS:
+            return None
+        tag = f"chain-{len(self.chains)}"
+        chain = self.chains[tag] = ChainModel.build(tag, tree, padding)
+        armed = list(self.world.net.armed)
+        self.world.net.armed.clear()
+        try:
+            self._start(chain)
+        finally:
+            self.world.net.armed[:] = armed
+        self.world.runs[f"chains started for a targeted rule (padding {padding})"] += 1
+        return chain
+
+    def _below_zero(self, i: int, fault: str | None, then: str) -> None:
+        only, candidates = self._larger_children()
+        if not only and self._start_shaped(ONE_CHILD_EACH, 0) is not None:
+            only, candidates = self._larger_children()
         candidates = only or candidates
         if not candidates:
             self.world.runs["below zero: no child to overtake"] += 1
@@ -728,25 +776,35 @@ class ServerlessModel(RuleBasedStateMachine):
                 self.pool.remove(delivery)
                 self._process(delivery, keep=False)
 
-    @precondition(lambda self: any(chain.landed for chain in self.chains.values()))
+    @precondition(
+        lambda self: any(c.landed for c in self.chains.values()) or len(self.chains) < TARGETED_CHAINS
+    )
     @rule(
         i=st.integers(0, 10_000),
-        fault=st.sampled_from(["throttle_every_attempt", "lost", "lost_every_attempt"]),
+        fault=st.sampled_from(LATE_COPY_FAULTS),
     )
     def a_late_copy_of_an_op_in_history(self, i: int, fault: str) -> None:
         """A standard queue's duplicate of a message whose stamp landed long ago (its op
-        has most likely moved to the chain's history: ``BLOCK`` and more landed after
-        it), delivered to the warm container with ``fault`` on its stamp's first write:
-        throttled past botocore's attempts, or its response lost (botocore does not
-        resend an ``ADD``). The call's own retry must still look for earlier copies from
-        the message's bound, not from the chain as the container last saw it."""
-        aged = [(c, n) for c in self.chains.values() for n in c.landed[: max(0, len(c.landed) - BLOCK - 5)]]
-        old = aged or [(c, n) for c in self.chains.values() for n in c.landed]
-        chain, node = old[i % len(old)]
+        has moved to the chain's history: ``BLOCK`` and more landed after it), on a chain
+        still pending, delivered to the warm container with ``fault`` on its stamp's
+        first write: throttled past botocore's attempts, or its response lost (botocore
+        does not resend an ``ADD``). The call's own retry must still look for earlier
+        copies from the message's bound, not from the chain as the container last saw it
+        (else the ``ADD`` lands a second time). When no chain has such an op, one is made
+        (:meth:`_an_op_in_history`)."""
+        found = self._an_op_in_history(i)
+        if found is None:
+            old = [(c, n) for c in self.chains.values() for n in c.landed]
+            if not old:
+                return
+            chain, node = old[i % len(old)]
+            aged = False
+        else:
+            (chain, node), aged = found, True
         copies = [d for d in self.seen if d.tag == chain.tag and d.node == node]
         if not copies:
             return
-        self.world.runs[f"late copies of old ops (fault {fault}, aged {bool(aged)})"] += 1
+        self.world.runs[f"late copies of old ops (fault {fault}, aged {aged})"] += 1
         armed = list(self.world.net.armed)
         self.world.net.armed[:] = []
         self.world.net.arm(fault, WRITES, 0, hits="stamp")
@@ -754,6 +812,66 @@ class ServerlessModel(RuleBasedStateMachine):
             self._process(self._copy(copies[0]), keep=False)
         finally:
             self.world.net.armed[:] = armed
+
+    def _aged(self, chain: ChainModel) -> list[str]:
+        """The nodes of ``chain`` whose ops have moved to its history for certain."""
+        return chain.landed[: max(0, len(chain.landed) - BLOCK - 5)]
+
+    def _an_op_in_history(self, i: int) -> tuple[ChainModel, str] | None:
+        """(chain, node): an op in the history of a chain still pending (only there can
+        a second ``ADD`` of it land). None there is, the messages of a pending chain
+        large enough go through (faults held back) until its first ops have moved, one
+        of its leaves held back so that it stays pending; a chain is started for it
+        (a root, :data:`PADDING` leaves) when no chain of the example is large enough."""
+        pending = [c for c in self.chains.values() if c.started and self._state(c) == "pending"]
+        ready = [c for c in pending if self._aged(c)]
+        if not ready:
+            large = [c for c in pending if len(c.nodes) >= BLOCK + 8]
+            chain = large[i % len(large)] if large else self._start_shaped(((),), PADDING)
+            if chain is None or not chain.started:
+                return None
+            self._age(chain)
+            ready = [chain] if self._aged(chain) and self._state(chain) == "pending" else []
+        if not ready:
+            self.world.runs["late copies: no pending chain with an op in history"] += 1
+            return None
+        chain = ready[i % len(ready)]
+        aged = self._aged(chain)
+        return chain, aged[i % len(aged)]
+
+    def _state(self, chain: ChainModel) -> str | None:
+        status = self._status(chain)
+        return None if status is None else status.state
+
+    def _age(self, chain: ChainModel) -> None:
+        """Deliver ``chain``'s messages (held back and undeleted ones too, no faults),
+        one leaf's held back, until ``BLOCK`` and more landed after its first ops."""
+        leaves = [n.id for n in chain.nodes.values() if not n.children and not n.applied and not n.uncertain]
+        if not leaves:
+            return
+        spare = leaves[-1]
+        armed = list(self.world.net.armed)
+        self.world.net.armed.clear()
+        try:
+            for _ in range(30):
+                mine = lambda d: d.tag == chain.tag and d.node != spare  # noqa: E731
+                for delivery in [d for d in self.kept if mine(d)]:
+                    self.kept.remove(delivery)
+                    self._visible_again(delivery)
+                self.pool += [d for d in self.held if mine(d)]
+                self.held = [d for d in self.held if not mine(d)]
+                self._pull()
+                due = [d for d in self.pool if mine(d)]
+                if not due:
+                    return
+                for delivery in due:
+                    if self._aged(chain):
+                        return
+                    self.pool.remove(delivery)
+                    self._process(delivery, keep=False)
+        finally:
+            self.world.net.armed[:] = armed
+            self.world.runs["chains aged for a late copy"] += 1
 
     @precondition(lambda self: bool(self.kept))
     @rule(i=st.integers(0, 200))

@@ -38,8 +38,9 @@ from botocore.httpsession import URLLib3Session
 from conftest import unique_table
 
 from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, RetryPolicy, XorAckDynamoDB, errors
-from xor_ack_dynamodb.serverless import Completion, CompletionPending, Pipeline, TargetFailed
+from xor_ack_dynamodb.serverless import Completion, Pipeline
 from xor_ack_dynamodb.serverless.completion import DynamoDBGuard, fire_once
+from xor_ack_dynamodb.serverless.errors import CompletionPending, TargetFailed
 from xor_ack_dynamodb.serverless.stream import read_change
 from xor_ack_dynamodb.stores.dynamodb.clients import dynamodb_client
 from xor_ack_dynamodb.stores.dynamodb.codec import error_code

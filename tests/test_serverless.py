@@ -30,13 +30,13 @@ from xor_ack_dynamodb.serverless import (
     Context,
     Pipeline,
     PipelineConfig,
-    decode_record,
-    op_id,
     process_sqs_batch,
     scan_unfinished,
     unfinished,
     unfinished_objects,
 )
+from xor_ack_dynamodb.serverless.edges import op_id
+from xor_ack_dynamodb.serverless.envelope import decode_record
 
 REGION = "us-east-1"
 
@@ -531,7 +531,7 @@ def test_the_completion_claim_on_every_backend(client: Any) -> None:
     item on a failed condition: the guard reads it instead)."""
     from conftest import unique_table
 
-    from xor_ack_dynamodb.serverless import DynamoDBGuard
+    from xor_ack_dynamodb.serverless.completion import DynamoDBGuard
 
     tracker = XorAckDynamoDB(unique_table("claims"), client=client, mode="sum")
     tracker.create_table()

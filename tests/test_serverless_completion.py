@@ -28,22 +28,12 @@ from serverless_helpers import example
 from xor_ack_dynamodb import AckConfig, MemoryAck, XorAckDynamoDB, xor
 from xor_ack_dynamodb.cli import main as cli
 from xor_ack_dynamodb.errors import InvalidConfig, InvalidStamp, TagNotFound, ZeroBufferNoOp
-from xor_ack_dynamodb.serverless import (
-    Completion,
-    DynamoDBGuard,
-    Envelope,
-    Pipeline,
-    PipelineConfig,
-    StreamPoller,
-    child_edge,
-    decode_record,
-    from_json,
-    op_id,
-    owner_for,
-    read_change,
-    streams_client,
-)
-from xor_ack_dynamodb.serverless.envelope import MalformedEnvelope
+from xor_ack_dynamodb.serverless import Completion, Envelope, Pipeline, PipelineConfig, StreamPoller
+from xor_ack_dynamodb.serverless.completion import DynamoDBGuard
+from xor_ack_dynamodb.serverless.edges import child_edge, op_id, owner_for
+from xor_ack_dynamodb.serverless.envelope import MalformedEnvelope, decode_record, from_json
+from xor_ack_dynamodb.serverless.poller import streams_client
+from xor_ack_dynamodb.serverless.stream import read_change
 from xor_ack_dynamodb.stores.dynamodb.clients import aws_client
 from xor_ack_dynamodb.testing.endpoint import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
 
@@ -409,9 +399,9 @@ def test_the_envelope_refuses_the_edges_a_stamp_would_refuse(mode: str, text: st
 def test_a_pipeline_keeps_the_trackers_default_window() -> None:
     """Unset, the pipeline's tracker options are the library's own (an item of about 1 KB
     at its largest: a wider window would make every write of a busy chain 2 WCU)."""
-    config = PipelineConfig.from_env({"XOR_ACK_TABLE": "t"})
-    defaults = AckConfig(table="t", mode=config.mode)  # the pipeline defaults to sum mode
-    assert config == PipelineConfig(table="t")
+    config = PipelineConfig.from_env({"XOR_ACK_TABLE": "chains"})
+    defaults = AckConfig(table="chains", mode=config.mode)  # the pipeline defaults to sum mode
+    assert config == PipelineConfig(table="chains")
     assert config.ack_config().options() == defaults.options()
 
 

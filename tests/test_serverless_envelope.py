@@ -15,14 +15,9 @@ from xor_ack_dynamodb.serverless import (
     MalformedEnvelope,
     MissingEnvelope,
     UnsupportedEnvelopeVersion,
-    child_edge,
-    decode_record,
-    decode_s3_metadata,
-    from_json,
-    op_id,
-    owner_for,
-    start_edge,
 )
+from xor_ack_dynamodb.serverless.edges import child_edge, op_id, owner_for, start_edge
+from xor_ack_dynamodb.serverless.envelope import decode_record, decode_s3_metadata, from_json
 from xor_ack_dynamodb.stamps import Position
 
 XOR = Envelope("s3://in/a.jsonl@etag:1f", bytes.fromhex("00ff" * 8), "inc-1", "xor")

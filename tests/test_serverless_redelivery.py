@@ -33,7 +33,9 @@ from moto import mock_aws
 from serverless_helpers import example
 
 from xor_ack_dynamodb import XorAckDynamoDB
-from xor_ack_dynamodb.serverless import Context, Pipeline, decode_record, streams_client
+from xor_ack_dynamodb.serverless import Context, Pipeline
+from xor_ack_dynamodb.serverless.envelope import decode_record
+from xor_ack_dynamodb.serverless.poller import streams_client
 from xor_ack_dynamodb.serverless.starts import start
 
 REGION = "us-east-1"

@@ -28,7 +28,8 @@ import pytest
 from moto import mock_aws
 from serverless_helpers import EXAMPLE, example, jsonl, summary
 
-from xor_ack_dynamodb.serverless import StreamPoller, read_change
+from xor_ack_dynamodb.serverless import StreamPoller
+from xor_ack_dynamodb.serverless.stream import read_change
 
 TEMPLATE = EXAMPLE / "template.yaml"
 POLICY = Path(__file__).resolve().parent.parent / "docs" / "iam-policy-serverless.json"

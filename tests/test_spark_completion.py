@@ -17,7 +17,8 @@ from conftest import unique_table
 from moto import mock_aws
 
 from xor_ack_dynamodb import AckConfig, XorAckDynamoDB
-from xor_ack_dynamodb.serverless import Completion, Pipeline, decode_record
+from xor_ack_dynamodb.serverless import Completion, Pipeline
+from xor_ack_dynamodb.serverless.envelope import decode_record
 from xor_ack_dynamodb.spark import (
     CsvPartitionWriter,
     FrameTracking,

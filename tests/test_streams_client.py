@@ -25,7 +25,8 @@ from conftest import unique_table
 from moto import mock_aws
 
 from xor_ack_dynamodb import DynamoDBLocal, LocalDynamoDB, XorAckDynamoDB
-from xor_ack_dynamodb.serverless import Completion, Pipeline, StreamPoller, streams_client
+from xor_ack_dynamodb.serverless import Completion, Pipeline, StreamPoller
+from xor_ack_dynamodb.serverless.poller import streams_client
 
 ROOT = Path(__file__).resolve().parent.parent
 ARN = "arn:aws:dynamodb:eu-west-1:123456789012:table/t/stream/2026-11-27T00:00:00.000"

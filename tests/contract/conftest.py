@@ -35,15 +35,10 @@ from conftest import HAS_AIOBOTOCORE, Clock
 from scripted import Script
 
 from xor_ack_dynamodb import CombiningTracker, MemoryAck, XorAckDynamoDB
-from xor_ack_dynamodb.aio import (
-    AsyncAckTracker,
-    AsyncMemoryAck,
-    AsyncXorAckDynamoDB,
-    client_settings,
-    open_client,
-)
+from xor_ack_dynamodb.aio import AsyncAckTracker, AsyncMemoryAck, AsyncXorAckDynamoDB
 from xor_ack_dynamodb.interfaces import AckTracker
 from xor_ack_dynamodb.stamps import Stamp
+from xor_ack_dynamodb.stores.dynamodb.clients import client_settings, open_client
 
 #: backend name -> the fixture that gives its client (None: in memory).
 BACKENDS: dict[str, str | None] = {

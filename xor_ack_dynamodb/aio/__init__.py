@@ -8,27 +8,22 @@
 * :func:`async_dynamodb_client`: an aiobotocore client built as the library builds its
   boto3 clients (region, endpoint, timeouts from the retry budget).
 
-A facade: the code lives with its twin (the drivers in :mod:`xor_ack_dynamodb.drivers`,
-the trackers in :mod:`xor_ack_dynamodb.stores`). There is no asyncio
-``CombiningTracker``: in sum mode each stamp is one request whatever the concurrency,
-which is what combining buys in xor mode.
+A facade of what asyncio code calls: the code lives with its twin. The driver and the
+base of the trackers (``AsyncDriver``, ``AsyncChainStore``, ``AsyncTracker``) are
+exported by :mod:`xor_ack_dynamodb.drivers`; the client helpers (``open_client``,
+``client_settings``) stay in :mod:`xor_ack_dynamodb.stores.dynamodb.clients`. There is
+no asyncio ``CombiningTracker``: in sum mode each stamp is one request whatever the
+concurrency, which is what combining buys in xor mode.
 """
 
-from ..drivers import AsyncAckTracker, AsyncChainStore, AsyncDriver, AsyncEngine, AsyncTracker
-from ..stores.dynamodb.clients import ClientSettings, async_dynamodb_client, client_settings, open_client
+from ..drivers import AsyncAckTracker
+from ..stores.dynamodb.clients import async_dynamodb_client
 from ..stores.dynamodb.tracker import AsyncXorAckDynamoDB
 from ..stores.memory import AsyncMemoryAck
 
 __all__ = [
     "AsyncAckTracker",
-    "AsyncChainStore",
-    "AsyncDriver",
-    "AsyncEngine",
     "AsyncMemoryAck",
-    "AsyncTracker",
     "AsyncXorAckDynamoDB",
-    "ClientSettings",
     "async_dynamodb_client",
-    "client_settings",
-    "open_client",
 ]

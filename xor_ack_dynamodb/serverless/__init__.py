@@ -9,114 +9,66 @@ children and redelivered S3 events are applied once; a crash loses nothing and a
 nothing early; a record that keeps failing fails its chain with the reason. The default
 mode is ``sum`` (one atomic ``UpdateItem`` a stamp, no races between functions).
 
-Modules: :mod:`.envelope`, :mod:`.edges`, :mod:`.records` (run per record by
-:mod:`.sqs`), :mod:`.starts`, :mod:`.stream`, :mod:`.completion`,
-:mod:`.poller`, :mod:`.metrics`, :mod:`.replay`. See docs/lambda.md.
+This namespace holds what a pipeline's code calls (docs/lambda.md): :class:`Pipeline`
+and its config, the handler's :class:`Context`, the entry points, the completion
+targets, the replay queries, the envelope and the errors a caller may catch. The
+pieces they are built of stay importable from their modules: :mod:`.envelope`,
+:mod:`.edges`, :mod:`.records` (run per record by :mod:`.sqs`), :mod:`.starts`,
+:mod:`.stream`, :mod:`.completion` (the guards), :mod:`.poller`, :mod:`.metrics`,
+:mod:`.replay`, :mod:`.errors`, :mod:`.sending`.
 """
 
 from __future__ import annotations
 
-from .completion import (
-    Completion,
-    CompletionGuard,
-    DynamoDBGuard,
-    EventBridgeTarget,
-    Lineage,
-    MemoryGuard,
-    SqsTarget,
-    Target,
-)
-from .context import Child, Context, S3Object
-from .edges import OWNER_PREFIX, child_edge, op_id, owner_for, start_edge
-from .envelope import (
-    ATTRIBUTE,
-    VERSION,
-    Envelope,
-    Message,
-    decode_body_form,
-    decode_record,
-    decode_s3_metadata,
-    from_json,
-)
+from .completion import Completion, EventBridgeTarget, SqsTarget
+from .context import Context
+from .envelope import Envelope
 from .errors import (
-    CompletionPending,
     EnvelopeError,
     EnvelopeModeMismatch,
     FailChain,
     MalformedEnvelope,
     MissingEnvelope,
     RetryRecord,
-    TargetFailed,
     UnsupportedEnvelopeVersion,
 )
-from .metrics import METRICS, MetricsPublisher
 from .pipeline import Pipeline, PipelineConfig
-from .poller import StreamPoller, streams_client
-from .records import CHAIN_OVER, PERMANENT, Handler, Outcome, process_record
+from .poller import StreamPoller
 from .replay import Unfinished, scan_unfinished, unfinished, unfinished_objects
 from .sending import ChildrenNotSent
 from .sqs import process_sqs_batch
-from .starts import Started, process_s3_event, s3_objects, start
-from .stream import ChainFilter, Change, owned_by_pipelines, process_chain_stream, read_change
+from .starts import Started, process_s3_event, start
+from .stream import process_chain_stream
 
 __all__ = [
-    "ATTRIBUTE",
-    "CHAIN_OVER",
-    "METRICS",
-    "OWNER_PREFIX",
-    "PERMANENT",
-    "VERSION",
-    "ChainFilter",
-    "Change",
-    "Child",
-    "ChildrenNotSent",
-    "Completion",
-    "CompletionGuard",
-    "CompletionPending",
-    "Context",
-    "DynamoDBGuard",
-    "Envelope",
-    "EnvelopeError",
-    "EnvelopeModeMismatch",
-    "EventBridgeTarget",
-    "FailChain",
-    "Handler",
-    "Lineage",
-    "MalformedEnvelope",
-    "MemoryGuard",
-    "Message",
-    "MetricsPublisher",
-    "MissingEnvelope",
-    "Outcome",
+    # the pipeline, its configuration, what a handler sees
     "Pipeline",
     "PipelineConfig",
-    "RetryRecord",
-    "S3Object",
-    "SqsTarget",
+    "Context",
+    # the entry points (also methods of Pipeline)
+    "process_sqs_batch",
+    "process_s3_event",
+    "process_chain_stream",
+    "start",
     "Started",
     "StreamPoller",
-    "Target",
-    "TargetFailed",
-    "Unfinished",
-    "UnsupportedEnvelopeVersion",
-    "child_edge",
-    "decode_body_form",
-    "decode_record",
-    "decode_s3_metadata",
-    "from_json",
-    "op_id",
-    "owned_by_pipelines",
-    "owner_for",
-    "process_chain_stream",
-    "process_record",
-    "process_s3_event",
-    "process_sqs_batch",
-    "read_change",
-    "s3_objects",
-    "scan_unfinished",
-    "start",
-    "start_edge",
-    "streams_client",
+    # completion and its targets
+    "Completion",
+    "SqsTarget",
+    "EventBridgeTarget",
+    # chains to replay
     "unfinished",
     "unfinished_objects",
+    "scan_unfinished",
+    "Unfinished",
+    # the envelope a tracked message carries, and the errors a caller may catch
+    "Envelope",
+    "FailChain",
+    "RetryRecord",
+    "ChildrenNotSent",
+    "EnvelopeError",
+    "MissingEnvelope",
+    "MalformedEnvelope",
+    "UnsupportedEnvelopeVersion",
+    "EnvelopeModeMismatch",
 ]

@@ -32,7 +32,7 @@ from ....core.messages import (
     Written,
     tag_of,
 )
-from ....errors import TableNotFound
+from ....errors import EndpointUnreachable, RequestFailed, TableNotFound
 from ....stats import RequestStats
 from ..answers import checked
 from ..codec import (
@@ -145,8 +145,12 @@ class AsyncDynamoDBStore:
             if typed is not None:
                 raise typed from exc
             raise
+        except RequestFailed as exc:  # a client the library built: typed by its handlers
+            self._count_failed(operation, exc)
+            raise
         except BotoCoreError as exc:  # a client passed in: a transport error
             typed = typed_failure(exc, client, operation)
+            self._count_failed(operation, typed)
             if typed is not None:
                 raise typed from exc
             raise
@@ -154,6 +158,13 @@ class AsyncDynamoDBStore:
         checked(client, operation, kwargs, response)
         self.stats.add_capacity(capacity_units(response.get("ConsumedCapacity")))
         return response
+
+    def _count_failed(self, operation: str, error: BaseException | None) -> None:
+        """Count a request that failed below DynamoDB's answers unless it was never sent
+        (``EndpointUnreachable``): a lost or late response, or an answer that was not
+        DynamoDB's, may stand for a request DynamoDB applied and bills."""
+        if not isinstance(error, EndpointUnreachable):
+            self.stats.request(operation)
 
     async def _key_mismatch(self, exc: ClientError) -> bool:
         """Whether a ValidationException comes from the table's key schema: the message
