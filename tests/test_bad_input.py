@@ -42,6 +42,17 @@ BAD_DURATIONS = {
 }
 
 
+class _AnyObject:
+    """A value of no accepted type, with a repr that is the same in every process (the
+    test ids xdist's workers must agree on)."""
+
+    def __repr__(self) -> str:
+        return "<an object>"
+
+
+ANY_OBJECT = _AnyObject()
+
+
 @pytest.fixture
 def table(inproc_client: Any) -> str:
     name = unique_table("bad")
@@ -353,7 +364,13 @@ def test_an_unknown_keyword_is_a_typed_error_saying_what_was_meant(build: Any, k
 
 @pytest.mark.parametrize(
     "options",
-    [dict(buckets=1), dict(buckets=10_001), dict(buckets=2.0), dict(on_acked="print"), dict(share=object())],
+    [
+        dict(buckets=1),
+        dict(buckets=10_001),
+        dict(buckets=2.0),
+        dict(on_acked="print"),
+        dict(share=ANY_OBJECT),
+    ],
     ids=repr,
 )
 def test_memory_ack_arguments_are_checked(options: dict[str, Any]) -> None:
@@ -395,9 +412,9 @@ def test_the_tracker_takes_the_client_settings_ack_config_takes(inproc_client: A
         dict(region="no such region!"),
         dict(endpoint_url="nowhere"),
         dict(aws_access_key_id="only-one"),
-        dict(client=object(), region="us-east-1"),
-        dict(client=object(), endpoint_url="http://127.0.0.1:9"),
-        dict(client=object(), table="acks\n"),  # a trailing newline passed the old check
+        dict(client=ANY_OBJECT, region="us-east-1"),
+        dict(client=ANY_OBJECT, endpoint_url="http://127.0.0.1:9"),
+        dict(client=ANY_OBJECT, table="acks\n"),  # a trailing newline passed the old check
     ],
     ids=repr,
 )
