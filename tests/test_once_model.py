@@ -36,6 +36,12 @@ the chain delivered first, so the parent is the last open edge; a child whose ed
 larger overtakes it) with a fault or a race on its fail-write; a late copy of an op that
 has moved to history, delivered to a warm container with a fault on its first write; a
 chain delivered to its end, then the stream polled with a fault on its completion claim.
+When no chain of the example offers the first two a scene, they start one shaped for it
+(roots of one child each, so that a root is the last open edge and its stamp completes
+the chain; a root and :data:`PADDING` leaves, delivered, one held back, until its first
+ops have moved to history while it is still pending), up to :data:`TARGETED_CHAINS`
+chains: each of the ``-model`` mutants (scripts/mutations.py) is met within the kill
+budget's first examples.
 
 The model holds each chain's tree, which nodes ran, which nodes' stamps are known to
 have landed, the edges (each learned from the handler that emitted it), and the
@@ -51,7 +57,8 @@ docs/concepts.md):
 * a delivery of an op that was applied is reported as a duplicate (``stamps.duplicate``),
   never applied again, never dropped as if its chain refused it (``TagAcked``, or
   ``TagFailed`` on a chain that acked); an op no copy had applied is never reported a
-  duplicate (unless a lost response hid its own write);
+  duplicate (unless a lost response hid its own write, or a fault on the completion write
+  after its ADD sent the call round again);
 * a record is retried only when a fault hit its delivery (another container's delivery
   racing it is not a fault);
 * nothing escapes ``process_sqs_batch`` or the stream handler, and ``start`` raises only
@@ -66,7 +73,8 @@ docs/concepts.md):
 Backends: DynamoDB on a moto server over HTTP (single-threaded interleavings; faults need
 a request on the wire) and on Amazon's DynamoDB Local; SQS on the moto server. Both modes.
 ``XOR_ACK_MODEL=kill`` is the mutation check's budget (scripts/mutations.py, the
-``-model`` mutants): more examples, no shrinking.
+``-model`` mutants): more examples (80 per DynamoDB Local case: a survivor ends within
+about four minutes), no shrinking.
 ``make test`` runs a bounded number of examples (under two minutes for the four cases);
 an example stops choosing the rules that add messages past :data:`MAX_MESSAGES`. ``make
 reliability`` (``XOR_ACK_RELIABILITY=full``) runs many more. ``XOR_ACK_ONCE_EXAMPLES`` and
@@ -121,7 +129,7 @@ FULL = os.environ.get("XOR_ACK_RELIABILITY", "").lower() == "full"
 #: first failure; shrinking this machine takes minutes). The search is the same.
 KILL = os.environ.get("XOR_ACK_MODEL", "").lower() == "kill"
 #: Examples and steps per (backend, mode): bounded in ``make test``, long in ``make reliability``.
-EXAMPLES = {"server": 50 if FULL else 8 if KILL else 2, "ddblocal": 200 if FULL else 40 if KILL else 3}
+EXAMPLES = {"server": 50 if FULL else 8 if KILL else 2, "ddblocal": 200 if FULL else 80 if KILL else 3}
 STEPS = 40 if FULL else 20
 
 #: No wait between the library's own attempts (the faults are single events, and the
@@ -143,8 +151,8 @@ PADDING = 50
 MAX_CHAINS = 2
 #: The rules aimed at a conjunction (:meth:`ServerlessModel._below_zero`,
 #: :meth:`ServerlessModel._an_op_in_history`) start a chain shaped for it when none of
-#: the example's offers one: one more than the other rules may start.
-TARGETED_CHAINS = MAX_CHAINS + 1
+#: the example's offers one (each such chain serves one scenario): up to this many chains.
+TARGETED_CHAINS = MAX_CHAINS + 3
 #: That shape for a negative sum: roots of one child each, so that once the rest of the
 #: chain went through a root is its last open edge, and its stamp, landing after its
 #: child's finish, completes the chain (the edges are drawn: with three roots, one child's
@@ -160,11 +168,12 @@ WRITE_FAULTS = ("lost", "lost_every_attempt", "throttle", "throttle_every_attemp
 LABELS = ("stamp", "history", "trim", "claim", "mark", "fail")
 #: What meets the fail-write of a stamp that took the sum below zero (the function dying
 #: before it, and the race on it, the parent's stamp landing first, are rules of their own).
-BELOW_ZERO_FAULTS = (None, "throttle_every_attempt", "lost", "lost_every_attempt")
+#: The throttle twice as often: after it alone, a duplicate reported by the call's next
+#: round shows the fail-write was not sent again (a lost response may hide its own write).
+BELOW_ZERO_FAULTS = (None, "throttle_every_attempt", "throttle_every_attempt", "lost", "lost_every_attempt")
 #: What meets a late copy's first write (:meth:`ServerlessModel.a_late_copy_of_an_op_in_history`):
-#: the throttle twice as often (a lost ``ADD`` response is refused as a duplicate on the
-#: call's own retry either way; a throttle leaves the retry to find the earlier copy).
-LATE_COPY_FAULTS = ("throttle_every_attempt", "throttle_every_attempt", "lost", "lost_every_attempt")
+#: each leaves the ``ADD``'s outcome unknown to the call (botocore does not resend an ``ADD``).
+LATE_COPY_FAULTS = ("throttle_every_attempt", "lost", "lost_every_attempt")
 
 #: A node of a tree is the tuple of its children.
 TREES = st.recursive(
