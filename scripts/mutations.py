@@ -244,10 +244,11 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "resend-of-add-not-stopped",
-        "issue 18: botocore does not resend an ADD whose outcome may have been applied "
+        "issue 18, issue 39: botocore does not resend an ADD whose outcome may have been "
+        "applied, nor any write that tests the deadline with a stale :now "
         "(stores/dynamodb/_async/store.py sends it once; generated sync twin)",
         "stores/dynamodb/_async/store.py",
-        "once=isinstance(request, Add)",
+        "once=prepared.once",
         "once=False",
         (f"{ONCE}::test_botocores_resend_of_an_add_after_its_op_moved_out_is_not_applied_again",),
     ),
@@ -257,9 +258,28 @@ MUTANTS: list[Mutant] = [
         "concepts.md: an xor stamp is a write conditioned on the token the read saw (lost races "
         "retried, ABA closed)",
         "stores/dynamodb/codec.py",
-        '            return "#tok = :tok", self.items.names("#tok"), {":tok": {"B": chain.token}}',
-        '            return "attribute_exists(#tok)", self.items.names("#tok"), {}',
+        '            condition, names = "#tok = :tok", self.items.names("#tok")\n'
+        '            values: dict[str, Any] = {":tok": {"B": chain.token}}',
+        '            condition, names = "attribute_exists(#tok)", self.items.names("#tok")\n'
+        "            values: dict[str, Any] = {}",
         (f"{DYNAMODB}::test_aba_stale_writer_cannot_drop_other_op_ids[inproc]",),
+    ),
+    Mutant(
+        "xor-write-without-deadline",
+        "issue 39 (expiry.md): a stamp's write tests the deadline at the clock read as it is "
+        "sent, so a slow round cannot ack a chain a reader saw expired",
+        "stores/dynamodb/codec.py",
+        '            condition += " AND (attribute_not_exists(#dl) OR #dl >= :now)"',
+        '            condition += " AND (attribute_not_exists(#dl) OR #dl >= :now OR #dl < :now)"',
+        ("tests/test_clock_per_write.py::test_xor_stamp_whose_read_outlasts_the_deadline_does_not_ack",),
+    ),
+    Mutant(
+        "answer-shape-not-checked",
+        "issue 40 (guarantees.md): an answer that is not DynamoDB's is BadResponse, never an ack",
+        "stores/dynamodb/_async/store.py",
+        "        checked(client, operation, kwargs, response)\n",
+        "",
+        ("tests/test_false_ack.py::test_a_bad_answer_is_not_retried",),
     ),
     Mutant(
         "create-without-not-exists",
