@@ -91,7 +91,7 @@ import sys
 import time
 import types
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -767,9 +767,9 @@ class ServerlessModel(RuleBasedStateMachine):
         finally:
             self.world.net.armed[:] = armed
 
-    def _drain(self, chain: ChainModel, spare: set[str]) -> None:
+    def _drain(self, chain: ChainModel, spare: set[str], until: Callable[[], bool] = lambda: False) -> None:
         """Deliver every message of ``chain`` but those of the nodes ``spare`` (the held
-        back and undeleted ones too), until no more come."""
+        back and undeleted ones too), until no more come or ``until()`` holds."""
         for _ in range(30):
             mine = lambda d: d.tag == chain.tag and d.node not in spare  # noqa: E731
             for delivery in [d for d in self.kept if mine(d)]:
@@ -782,6 +782,8 @@ class ServerlessModel(RuleBasedStateMachine):
             if not due:
                 return
             for delivery in due:
+                if until():
+                    return
                 self.pool.remove(delivery)
                 self._process(delivery, keep=False)
 
@@ -858,26 +860,10 @@ class ServerlessModel(RuleBasedStateMachine):
         leaves = [n.id for n in chain.nodes.values() if not n.children and not n.applied and not n.uncertain]
         if not leaves:
             return
-        spare = leaves[-1]
         armed = list(self.world.net.armed)
         self.world.net.armed.clear()
         try:
-            for _ in range(30):
-                mine = lambda d: d.tag == chain.tag and d.node != spare  # noqa: E731
-                for delivery in [d for d in self.kept if mine(d)]:
-                    self.kept.remove(delivery)
-                    self._visible_again(delivery)
-                self.pool += [d for d in self.held if mine(d)]
-                self.held = [d for d in self.held if not mine(d)]
-                self._pull()
-                due = [d for d in self.pool if mine(d)]
-                if not due:
-                    return
-                for delivery in due:
-                    if self._aged(chain):
-                        return
-                    self.pool.remove(delivery)
-                    self._process(delivery, keep=False)
+            self._drain(chain, {leaves[-1]}, until=lambda: bool(self._aged(chain)))
         finally:
             self.world.net.armed[:] = armed
             self.world.runs["chains aged for a late copy"] += 1
