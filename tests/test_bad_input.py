@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from conftest import HAS_AIOBOTOCORE, Clock, unique_table
+from conftest import Clock, unique_table
 
 from xor_ack_dynamodb import AckConfig, MemoryAck, RetryPolicy, StampSpec, XorAckDynamoDB
 from xor_ack_dynamodb.cli import main as cli
@@ -425,8 +425,6 @@ def test_bad_client_settings_are_typed_errors(settings: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("flavour", ["async"])  # the id marks it aio: the async leg runs it
 def test_the_asyncio_tracker_takes_the_same_client_settings(flavour: str) -> None:
-    if not HAS_AIOBOTOCORE:
-        pytest.skip("aiobotocore is not installed here (make test-async)")
     from xor_ack_dynamodb.aio import AsyncXorAckDynamoDB
 
     ack = AsyncXorAckDynamoDB("acks", region="eu-west-3", endpoint_url="http://127.0.0.1:9")

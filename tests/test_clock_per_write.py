@@ -458,7 +458,6 @@ def test_async_stamp_whose_read_outlasts_the_deadline_does_not_ack(
 ) -> None:
     """The asyncio tracker (its driver is the same source): the xor stamp's read loses
     its response and aiobotocore resends it (7 s); the Put is refused at the deadline."""
-    pytest.importorskip("aiobotocore")
     from aio_scripted import AsyncScript
 
     from xor_ack_dynamodb.aio import AsyncXorAckDynamoDB, async_dynamodb_client
