@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ...errors import BadResponse
+from .failures import request_names
 
 __all__ = ["shape_problem", "checked", "bad_answer", "scan_pages"]
 
@@ -126,18 +127,11 @@ def _batch_problem(request: Mapping[str, Any], response: Mapping[str, Any]) -> s
 def bad_answer(client: Any, operation: str, problem: str) -> BadResponse:
     """:class:`BadResponse` for an HTTP 200 answer of ``client``'s endpoint to
     ``operation`` that is not DynamoDB's (``problem``: what it lacks)."""
-    meta = client.meta
-    service = str(meta.service_model.service_id)
-    names = {
-        "service": service,
-        "operation": operation,
-        "region": meta.region_name,
-        "endpoint": meta.endpoint_url,
-    }
+    where, names = request_names(client, operation)
+    service = names["service"]
     return BadResponse(
-        f"{service} at {meta.endpoint_url} (region {meta.region_name}) answered {operation} with a body "
-        f"that is not {service}'s ({problem}): nothing is decided from it; is this endpoint "
-        f"{service}, or a proxy in front of it?",
+        f"{where} answered {operation} with a body that is not {service}'s ({problem}): nothing "
+        f"is decided from it; is this endpoint {service}, or a proxy in front of it?",
         **names,
     )
 
@@ -156,10 +150,5 @@ def scan_pages(client: Any, **request: Any) -> Iterator[dict[str, Any]]:
     :func:`checked` does. Raises :class:`BadResponse` on the first page that is not
     DynamoDB's: an answer that is not DynamoDB's never reads as an empty table."""
     request = {"ReturnConsumedCapacity": "TOTAL", **request}
-    while True:
-        page = checked(client, "Scan", request, client.scan(**request))
-        yield page
-        last = page.get("LastEvaluatedKey")
-        if not last:
-            return
-        request = {**request, "ExclusiveStartKey": last}
+    for page in client.get_paginator("scan").paginate(**request):
+        yield checked(client, "Scan", request, page)

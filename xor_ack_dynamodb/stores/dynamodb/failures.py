@@ -68,7 +68,7 @@ from ...errors import (
     XorAckError,
 )
 
-__all__ = ["install", "typed_failure", "check_region", "known_regions", "HANDLER_ID"]
+__all__ = ["install", "typed_failure", "request_names", "check_region", "known_regions", "HANDLER_ID"]
 
 #: The handlers' unique id: installing twice is a no-op.
 HANDLER_ID = "xor_ack_dynamodb.typed-failures"
@@ -114,14 +114,9 @@ def typed_failure(exc: BaseException | None, client: Any, operation: str) -> Xor
     error already typed)."""
     if exc is None or isinstance(exc, XorAckError):
         return None
-    meta = client.meta
-    service = str(meta.service_model.service_id)
-    region = meta.region_name
-    endpoint = str(getattr(exc, "kwargs", {}).get("endpoint_url") or meta.endpoint_url)
-    where = f"{service} at {endpoint} (region {region})"
-    names = {"service": service, "operation": operation, "region": region, "endpoint": endpoint}
+    where, names = request_names(client, operation, getattr(exc, "kwargs", {}).get("endpoint_url"))
     if isinstance(exc, ClientError):
-        return _bad_response(exc, where, names, meta.service_model.signing_name)
+        return _bad_response(exc, where, names, client.meta.service_model.signing_name)
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
         return InvalidConfig(
             f"{exc} for {operation} on {where}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
@@ -135,7 +130,7 @@ def typed_failure(exc: BaseException | None, client: Any, operation: str) -> Xor
             f"connecting to {where} for {operation} timed out; the request was not sent: {exc}", **names
         )
     if isinstance(exc, ConnectionError):
-        unknown = check_region(region, endpoint)
+        unknown = check_region(names["region"], names["endpoint"])
         if unknown is not None:
             return unknown
         return EndpointUnreachable(
@@ -153,6 +148,22 @@ def typed_failure(exc: BaseException | None, client: Any, operation: str) -> Xor
             **names,
         )
     return None
+
+
+def request_names(client: Any, operation: str, endpoint: str | None = None) -> tuple[str, dict[str, Any]]:
+    """How a typed error names a request of ``client``: "<service> at <endpoint> (region
+    <region>)", and the :class:`RequestFailed` keywords (``endpoint``: the one botocore
+    reports having used, else the client's)."""
+    meta = client.meta
+    service = str(meta.service_model.service_id)
+    endpoint = str(endpoint or meta.endpoint_url)
+    where = f"{service} at {endpoint} (region {meta.region_name})"
+    return where, {
+        "service": service,
+        "operation": operation,
+        "region": meta.region_name,
+        "endpoint": endpoint,
+    }
 
 
 def _bad_response(exc: ClientError, where: str, names: dict[str, Any], prefix: str) -> RequestFailed | None:
@@ -197,12 +208,11 @@ def check_region(region: str | None, endpoint: str) -> UnknownRegion | None:
     resolver fails for a reason other than "no such name"."""
     if not region or region in known_regions():
         return None
-    close = get_close_matches(region, sorted(known_regions()), n=1)
+    known = sorted(known_regions())
+    close = get_close_matches(region, known, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     check = "check region=, AWS_REGION, AWS_DEFAULT_REGION and your AWS profile"
-    if not _new_region_of_known_area(region) and get_close_matches(
-        region, sorted(known_regions()), n=1, cutoff=0.85
-    ):
+    if not _new_region_of_known_area(region) and get_close_matches(region, known, n=1, cutoff=0.85):
         return UnknownRegion(
             f"region {region!r} is not one botocore knows{hint} (endpoint {endpoint}): {check}"
         )
