@@ -34,7 +34,7 @@ from ..stores.dynamodb.tracker import XorAckDynamoDB
 from .attempts import DRIVER_THREADS, Plan
 from .chains import CHAIN_ENDED, Started, create_chains, refuse_delete_on_ack, snapshot
 from .frame import Commit, FrameAttempt, FrameTracking, TrackedFrame
-from .frame.columns import GHOST, with_tags
+from .frame.columns import with_tags
 from .frame.commit import SINK_FORMATS, STAGING
 from .group import Group
 from .outcomes import CONFLICT, Attempt
@@ -236,7 +236,7 @@ class StreamTracking:
             owner=self.owner,
             write_id="batch",
             keep_unacked=True,
-            before=lambda xors: self.hook(batch_id, "written") if self.hook is not None else None,
+            before=lambda seen, stamps: self.hook(batch_id, "written") if self.hook is not None else None,
             known=None,
         )
 
@@ -368,7 +368,6 @@ class StreamTracking:
         """The written rows of every chain that reads acked now: what each batch
         published (the chains its stamps acked) and, for a root acked by a later batch,
         the rows its earlier batches kept staged."""
-        from pyspark.sql import functions as F
 
         tags = sorted({t for b in self.reports() for k, t in b.tags.items() if k not in b.refused})
         found = self.tracker.status_many(tags) if tags else {}
@@ -385,7 +384,7 @@ class StreamTracking:
             wanted = sorted(acked - set(json.loads(claim)["tags"] if claim else ()))
             if not staged.is_dir() or not wanted:
                 continue
-            rows = with_tags(spark.read.parquet(str(staged)).where(~F.col(GHOST)), tag_column, wanted)
+            rows = with_tags(spark.read.parquet(str(staged)), tag_column, wanted)
             users = [c for c in rows.columns if not c.startswith("_xa_")]
             rows = rows.select(*(written.columns if written is not None else users))
             written = rows if written is None else written.unionByName(rows)

@@ -191,16 +191,17 @@ class _Part:
     done: set[str] = field(default_factory=set)
     reasons: dict[str, str] = field(default_factory=dict)
 
-    def committed(self, tags: list[str], xors: Mapping[str, int], errors: Mapping[str, str]) -> None:
-        """What the job's sink owes each chain (``xors``; ``errors``: chains that
-        failed): the part is done when it owes exactly the edge the hand-over started."""
+    def committed(self, tags: list[str], stamps: Mapping[str, int], errors: Mapping[str, str]) -> None:
+        """What the job's committed write stamps each chain with (``stamps``; ``errors``:
+        chains that failed): the part is done when it stamps the edge the hand-over
+        started."""
         for tag in tags:
             if tag in errors:
                 self.reasons[tag] = errors[tag]
-            elif xors.get(tag, 0) == self.internal[tag]:
+            elif stamps.get(tag) == self.internal[tag]:
                 self.done.add(tag)
             else:
-                self.reasons[tag] = "rows of this root did not reach the committed write"
+                self.reasons[tag] = "this root's rows did not reach the committed write"
 
     def pending(self, tag: str) -> str | None:
         """Why a chain still pending after the job fails, or None: it waits."""
@@ -274,7 +275,7 @@ def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: Fr
             op_prefix=f"{tracking.tags.owner}.1/sink",
             owner={h.tag: h.owner for h in going},
             group={h.tag: Group("xor", len(h.edge)) for h in going},
-            before=lambda xors: part.committed(tags, xors.xors, xors.errors),
+            before=lambda seen, stamps: part.committed(tags, stamps, seen.errors),
             known=None,
             keep_unacked=True,
             notes=notes,

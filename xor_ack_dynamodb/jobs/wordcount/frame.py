@@ -1,15 +1,17 @@
 """The word count on tracked DataFrames (``xor-ack wordcount``, the default ``--api frame``).
 
 One chain per input file, created by the driver while the job runs and stamped once
-after the write committed: two requests per file, whatever its size; every per-word
-step stays in the JVM. Every attempt's rows (``word, count, xor_ack_tag``) stay staged
-under ``<parts>`` (``publish=False``); the final count aggregates the rows of the chains
-that ended acked: in the driver, with pyarrow, when it reads the staged Parquet itself
+after the write committed: two requests per file, whatever its size; the plan is the
+plain job's (lines, words, one aggregation across files) with the file of each line
+beside it. Every attempt's rows (``word, count, xor_ack_tag``) stay staged under
+``<parts>`` (``publish=False``); a file that fails makes the attempt run its job again
+over the other files before any stamp (:mod:`~xor_ack_dynamodb.spark.frame.attempt`),
+so each staged write holds the words of acked files only. The final count sums the
+staged writes: in the driver, with pyarrow, when it reads the staged Parquet itself
 (:mod:`~xor_ack_dynamodb.spark.frame.driver_read`: small, on a directory it sees, a
 classic session), otherwise in Spark, where :class:`CountAhead` starts it as soon as
 attempt 1's write committed without a failure, so its Spark jobs run while the driver
-stamps; it is used only if every chain acked in attempt 1, and made again over the
-acked chains' rows otherwise.
+stamps; it is used only if every chain acked in attempt 1, and made again otherwise.
 
 See docs/wordcount.md and docs/spark.md, "The word count" (how the JVM's words agree
 with :func:`~xor_ack_dynamodb.jobs.wordcount.words.tokenize`).
@@ -24,9 +26,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...spark.frame import FrameAttempt, FrameTracking
-from ...spark.frame.columns import GHOST, with_tags
+from ...spark.frame.columns import with_tags
 from ...spark.frame.commit import STAGING, new_write_id
-from ...spark.frame.driver_read import codes, driver_files, in_driver, kept
+from ...spark.frame.driver_read import codes, driver_files, in_driver
 from ...spark.frame.sources import TextRoot, nfc
 from ...spark.outcomes import RunReport
 from ...spark.output import Location
@@ -127,10 +129,9 @@ def frame_job(attempt: FrameAttempt, options: Options, ahead: CountAhead | None 
         write_id = new_write_id(attempt.tracking.tags.owner, attempt.number)
         staged = options.parts.child(f"{STAGING}/{write_id}").url
         attempt.commit.write_id = write_id
-        attempt.commit.before = lambda xors: None if xors.errors else ahead.start(attempt.spark, staged)
-    # Staged across the files (one row per word, not per file and word) when every file
-    # acks; per file otherwise (TrackedFrame.write's combine): totals() sums either.
-    return counts.write(options.parts, tag_column=TAG_COLUMN, publish=False, combine=True)
+        spark = attempt.spark
+        attempt.commit.before = lambda seen, stamps: None if seen.errors else ahead.start(spark, staged)
+    return counts.write(options.parts, tag_column=TAG_COLUMN, publish=False)
 
 
 def plain_counts(
@@ -141,7 +142,7 @@ def plain_counts(
     as any error would."""
     from pyspark.sql import functions as F
 
-    paths = [TextRoot(i, path, 0).uri or path for i, path in roots]
+    paths = [TextRoot(i, path).uri or path for i, path in roots]
     lines = spark.read.text(paths).select(
         F.col("_metadata.file_path").alias("path"), nfc("value").alias("line")
     )
@@ -171,33 +172,32 @@ def run_frame(
 
 
 def totals(spark: SparkSession, staged: Sequence[str], acked: Sequence[str] | None) -> Counter[str]:
-    """Sum, per word, the rows staged under ``staged`` (of the chains ``acked`` only,
-    unless None: all): in the driver when it can read them
+    """Sum, per word, the rows staged under ``staged`` (unless ``acked`` is None, only
+    the rows of those chains and the rows of several files, whose writes hold acked
+    files only): in the driver when it can read them
     (:mod:`~xor_ack_dynamodb.spark.frame.driver_read`), otherwise in Spark, where only
     the distinct words come back (as Arrow)."""
     import pyarrow as pa
 
-    schema = pa.schema(
-        [("word", pa.string()), ("count", pa.int64()), (TAG_COLUMN, pa.string()), (GHOST, pa.bool_())]
-    )
+    schema = pa.schema([("word", pa.string()), ("count", pa.int64()), (TAG_COLUMN, pa.string())])
     wanted = None if acked is None else set(acked)
     found = in_driver(spark, [Location.of(url) for url in staged], schema, partial(_summed, acked=wanted))
     return found if found is not None else _counted(_totals_frame(spark, staged, acked))
 
 
 def _summed(batches: Iterable[pa.RecordBatch], acked: set[str] | None) -> Counter[str]:
-    """Per word, the sum of the counts of the rows that are not ghosts (of the ``acked``
-    chains only, unless None), vectorized per batch."""
+    """Per word, the sum of the counts of the rows (of the ``acked`` chains and of
+    several files only, unless None), vectorized per batch."""
     import numpy as np
     import pyarrow.compute as pc
 
     counts: Counter[str] = Counter()
     for batch in batches:
         words, word = codes(batch.column("word"))
-        keep = kept(batch)
+        keep = np.ones(len(word), dtype=bool)
         if acked is not None:
             tags, tag = codes(batch.column(TAG_COLUMN))
-            keep &= np.array([t in acked for t in tags], dtype=bool)[tag]
+            keep &= np.array([t is None or t in acked for t in tags], dtype=bool)[tag]
         sums = np.zeros(len(words), dtype=np.int64)
         np.add.at(sums, word[keep], pc.fill_null(batch.column("count"), 0).to_numpy()[keep])
         for i in np.unique(word[keep]).tolist():
@@ -209,10 +209,11 @@ def _totals_frame(spark: SparkSession, staged: Sequence[str], acked: Sequence[st
     from pyspark.sql import functions as F
 
     # The staged columns it reads, given: no schema inference (a job of its own).
-    schema = f"word string, count bigint, {TAG_COLUMN} string, {GHOST} boolean"
-    rows = spark.read.schema(schema).parquet(*staged).where(~F.col(GHOST))
+    schema = f"word string, count bigint, {TAG_COLUMN} string"
+    rows = spark.read.schema(schema).parquet(*staged)
     if acked is not None:
-        rows = with_tags(rows, TAG_COLUMN, acked)
+        several = rows.where(F.col(TAG_COLUMN).isNull())
+        rows = with_tags(rows, TAG_COLUMN, acked).unionByName(several)
     return rows.groupBy("word").agg(F.sum("count").alias("count"))
 
 

@@ -1,7 +1,13 @@
 """One attempt of a tracked DataFrame run, as its job sees it: the attempt's roots, the
-sources that start their chains' rows (:meth:`FrameAttempt.read_text`,
-:meth:`FrameAttempt.start`, :mod:`.sources`), and the one tracked write whose committed
-output stamps them (:meth:`FrameAttempt.write`, the commit protocol of :mod:`.commit`).
+sources that start their rows (:meth:`FrameAttempt.read_text`, :meth:`FrameAttempt.start`,
+:mod:`.sources`), and the one tracked write whose commit acks them
+(:meth:`FrameAttempt.write`, the protocol of :mod:`.commit`).
+
+A root is acked because the write that holds its rows committed and none of its rows
+failed: its chain is stamped once with its root edge. When roots failed (or were not
+started) and the write holds rows of several roots (a ``group_by`` across roots), those
+rows count the failed roots' input: the write is discarded and the job run again over
+the other roots, in the same attempt and before any stamp (:attr:`FrameAttempt.rerun`).
 
 The attempt loop around it (creating the chains, the heartbeat, settling, replaying) is
 the one every path shares (:mod:`~xor_ack_dynamodb.spark.attempts`); a :class:`Commit`
@@ -26,16 +32,16 @@ from ..outcomes import Attempt
 from ..output import Location
 from ..tags import TagScheme
 from . import commit as protocol
-from .columns import CHAIN, ChainXors
+from .columns import Seen
 from .sources import TextRoot, read_text, start
-from .tracked import TrackedFrame, WriteResult
+from .tracked import Probes, TrackedFrame, WriteResult
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from ...interfaces import AckTracker
 
-__all__ = ["FrameAttempt", "FrameRun", "Commit", "FrameJob", "RestagedApart"]
+__all__ = ["FrameAttempt", "FrameRun", "Commit", "FrameJob", "RestagedApart", "Rerun"]
 
 
 class FrameRun(Protocol):
@@ -43,7 +49,6 @@ class FrameRun(Protocol):
 
     spark: SparkSession
     edges: EdgeKey
-    run_key: int
     parallelism: int
     transactions: bool
     tracker: AckTracker
@@ -72,21 +77,33 @@ class Commit:
     #: chains waiting on other holders, a stream's open roots): their staged rows are
     #: kept, for a later publish round (:func:`.commit.recover`).
     keep_unacked: bool = False
-    #: Told the committed XORs before the stamps go out.
-    before: Callable[[ChainXors], None] | None = None
+    #: Told what the write saw and the value each chain is stamped with, before the
+    #: stamps go out.
+    before: Callable[[Seen, dict[str, int]], None] | None = None
     #: Receives the outcomes the stamps decided (None: not kept), for the settle.
     known: dict[str, Attempt] | None = field(default_factory=dict)
     #: Receives the notes of the committed rows, per chain.
     notes: dict[str, str] = field(default_factory=dict)
 
 
+#: ``rerun(tags, failed, acked)``: run the attempt's job again over the roots ``tags``
+#: (the others failed: ``failed``, reasons by tag, are failed by the new write's stamps;
+#: ``acked``: the roots are acked already, the write only publishes); returns its write.
+Rerun = Callable[[list[str], dict[str, str], bool], WriteResult]
+
+
 class FrameAttempt:
     """One attempt of a tracked DataFrame run, handed to the job: its roots, and the
-    sources that start their chains' records.
+    sources that start their rows.
 
     :param starting: resolves to the chains started for this attempt (only those are
         stamped after the write) and why the others were not.
     :param commit: how they are stamped (default: a run's own chains).
+    :param rerun: runs the job again over some of the roots (module doc); None where
+        roots may end at different times (handed chains, streams): there ``group_by``
+        groups per root by default, and a write of rows of several roots is refused.
+    :param failed: roots failed already (by an earlier run of the job in this attempt).
+    :param acked: the roots are acked already: the write stages and publishes only.
     """
 
     def __init__(
@@ -100,6 +117,10 @@ class FrameAttempt:
         starting: Future[Started],
         commit: Commit | None = None,
         run_keys: Sequence[Any] | None = None,
+        *,
+        rerun: Rerun | None = None,
+        failed: Mapping[str, str] | None = None,
+        acked: bool = False,
     ) -> None:
         self.tracking = tracking
         self.spark = tracking.spark
@@ -111,7 +132,10 @@ class FrameAttempt:
         self._starting = starting
         self.commit = commit or Commit()
         self.run_keys = list(run_keys) if run_keys is not None else None
-        self.run_key = tracking.run_key
+        self.rerun = rerun
+        self.per_root = rerun is None
+        self.failed = dict(failed or {})
+        self.acked = acked
         self.write_result: WriteResult | None = None
         self._lock = threading.Lock()
 
@@ -124,23 +148,20 @@ class FrameAttempt:
     ) -> TrackedFrame:
         """The lines of each root's file (``path(root)``, default the root itself: a
         local path or a URI Spark reads, ``s3://`` included), or of the files under it
-        for a directory (:func:`~xor_ack_dynamodb.spark.files.files_under`, the rule of
-        ``xor-ack wordcount DIR``); columns ``path`` (the line's file) and ``line``. See
-        :mod:`.sources`."""
+        for a directory (:func:`~xor_ack_dynamodb.spark.files.files_under`); columns
+        ``path`` (the line's file) and ``line``. See :mod:`.sources`."""
         locate = path or (lambda root: root)
-        roots = [
-            TextRoot(chain, os.fspath(locate(root)), self.root_edges[tag])
-            for chain, (root, tag) in enumerate(zip(self.roots, self.tags, strict=True))
-        ]
-        df = read_text(
+        roots = [TextRoot(chain, os.fspath(locate(root))) for chain, root in enumerate(self.roots)]
+        build, missing = read_text(
             self.spark,
             roots,
-            self.run_key,
             bad_bytes=bad_bytes,
             normalize=normalize,
             partitions=2 * self.tracking.parallelism,
         )
-        return TrackedFrame(df, self)
+        for chain, reason in missing.items():
+            self.failed.setdefault(self.tags[chain], reason)
+        return TrackedFrame(build, self)
 
     def start(self, df: DataFrame, key: str, *, others: str | None = None) -> TrackedFrame:
         """Track the rows of ``df`` whose column ``key`` (as a string) is the key of one
@@ -157,11 +178,10 @@ class FrameAttempt:
             raise InvalidConfig(f"others must be 'error' or 'skip', got {others!r}")
         if any(not isinstance(k, str) for k in self.keys):
             raise InvalidConfig("start() matches str keys; read files with read_text()")
-        chains = [
-            (k, i, self.root_edges[t]) for i, (k, t) in enumerate(zip(self.keys, self.tags, strict=True))
-        ]
+        chains = [(k, i) for i, k in enumerate(self.keys)]
         known = [str(k) for k in self.run_keys or self.keys] if others == "error" else None
-        return TrackedFrame(start(df, key, chains, self.run_key, known=known), self)
+        rows = start(df, key, chains, known=known)
+        return TrackedFrame(lambda probes: rows, self)
 
     def write(
         self,
@@ -171,81 +191,90 @@ class FrameAttempt:
         format: str,
         tag_column: str,
         publish: bool = True,
-        combine: bool = False,
     ) -> WriteResult:
-        """The attempt's one tracked write (:meth:`TrackedFrame.write`): stage, read back,
-        ledger, stamps, publish (:mod:`.commit`). Raises
-        :class:`~xor_ack_dynamodb.spark.output.OutputRefused` before any task for a write
-        that cannot be done, :class:`InvalidConfig` for ``combine`` without
-        ``publish=False`` or on a frame not made by ``group_by().agg()``.
-
-        ``combine``: the groups are staged across the roots (:func:`.commit.combined`),
-        kept if every root acks. Otherwise (a root failing in the rows is failed by its
-        stamp, a stamp may not ack) the acked roots' rows are staged again per root, in
-        place, each checked against the XOR it was acked with (else
-        :class:`RestagedApart`)."""
+        """The attempt's one tracked write (:meth:`TrackedFrame.write`): stage, ledger,
+        stamps, publish (:mod:`.commit`; a rerun first where the module doc says).
+        Raises :class:`~xor_ack_dynamodb.spark.output.OutputRefused` before any task for
+        a write that cannot be done, :class:`InvalidConfig` for a second write, and
+        :class:`RestagedApart` when roots acked under a write of rows of several roots
+        that must be staged again without the others, and their rows failed there."""
         with self._lock:
             if self.write_result is not None:
                 raise InvalidConfig("one tracked write per attempt: its commit acks the chains")
-            if combine and (publish or frame.grouped is None):
-                raise InvalidConfig("combine=True takes publish=False and a frame made by group_by().agg()")
             store = Location.of(location)
             protocol.check_write(self.spark, frame.columns, store, format, tag_column)
             if publish:
                 protocol.recover(self.spark, store, self.tracking.tracker)
             owner = self.tracking.tags.owner
+            # A write id given is the first write's; a run again over fewer roots is
+            # another write.
             write_id = self.commit.write_id or protocol.new_write_id(owner, self.number)
+            self.commit.write_id = None
             staged = protocol.Staged(store, write_id, tag_column, tuple(frame.columns), format)
-            if combine and frame.grouped is not None:
-                source, keys, exprs = frame.grouped
-                rows = protocol.combined(source.df, keys, exprs, frame.columns)
-                xors = protocol.stage(rows, staged, self.tags, publish=False)
-            else:
-                xors = protocol.stage(frame.df, staged, self.tags, publish=publish)
-            known: dict[str, Attempt] = {}
-            counts = self._stamp(xors, write_id, known)
+            probes = Probes()
+            seen = protocol.stage(frame.build(probes), staged, self.tags, probes)
+            started = self._starting.result()[0]
+            seen.errors = {**seen.errors, **self.failed}
+            left = [t for t in self.tags if t not in seen.errors and t in started]
+            if seen.cross and self.acked and seen.errors:
+                staged.staging.remove()
+                raise RestagedApart(
+                    f"{len(seen.errors)} acked root(s) failed when their rows were staged again without "
+                    f"the roots that did not ack (their input changed during the run?), e.g. "
+                    f"{min(seen.errors)!r}: nothing of the write is staged"
+                )
+            if seen.cross and len(left) < len(self.tags) and not self.acked:
+                if self.rerun is None:
+                    staged.staging.remove()
+                    raise InvalidConfig(
+                        "rows of several roots (a group_by across roots) where roots may end at different "
+                        "times: group per root (group_by(..., per_root=True))"
+                    )
+                staged.staging.remove()
+                result = self.rerun(left, seen.errors, False)
+                result.runs += 1
+                self.write_result = result
+                return result
+            stamps = {t: self.tracking.group.finished(self.root_edges[t]) for t in left}
+            if self.commit.before is not None:
+                self.commit.before(seen, stamps)
+            protocol.write_ledger(staged, self.tags, stamps, seen, publish=publish)
+            known: dict[str, Attempt] = {t: Attempt(t, "acked") for t in self.tags} if self.acked else {}
+            counts = Counter[str]() if self.acked else self._stamp(stamps, seen, write_id, known)
             acked = {t for t, a in known.items() if a.state == "acked"}
-            if combine and acked != set(self.tags):
-                xors = self._apart(frame, staged, acked, xors)
-            mine = set(self.tags) & self._starting.result()[0]
+            if seen.cross and acked != set(left):
+                staged.staging.remove()
+                staged.meta.child(f"{write_id}.json").remove()
+                result = self._again(sorted(acked))
+                result.counts.update(counts)
+                self.write_result = result
+                return result
             if publish:
-                keep = self.commit.keep_unacked and acked != mine
-                protocol.publish(self.spark, staged, acked, keep_staging=keep)
-            self.write_result = WriteResult(xors.rows, write_id, counts, staged.staging.url)
+                keep = self.commit.keep_unacked and acked != set(self.tags) & started
+                protocol.publish(self.spark, staged, acked, whole=acked == set(self.tags), keep_staging=keep)
+            self.write_result = WriteResult(seen.rows, write_id, counts, staged.staging.url)
             return self.write_result
 
-    def _apart(
-        self, frame: TrackedFrame, staged: protocol.Staged, acked: set[str], owed: ChainXors
-    ) -> ChainXors:
-        """The rows of the ``acked`` roots staged per root in place of a combined write's
-        (:meth:`write`), checked against what each was acked with (``owed``)."""
-        from pyspark.sql import functions as F
+    def _again(self, acked: list[str]) -> WriteResult:
+        """The write of rows of several roots whose stamps did not all ack, made again
+        over the roots that did (their chains are acked already)."""
+        if self.rerun is None:
+            raise InvalidConfig("a write of rows of several roots needs the job to run again")
+        result = self.rerun(acked, {}, True)
+        result.runs += 1
+        return result
 
-        staged.staging.remove()
-        chains = [i for i, tag in enumerate(self.tags) if tag in acked]
-        again = protocol.stage(frame.df.where(F.col(CHAIN).isin(chains)), staged, self.tags, publish=False)
-        wrong = sorted(t for t in acked if again.xors.get(t) != owed.xors.get(t) or t in again.errors)
-        if wrong:
-            staged.staging.remove()
-            raise RestagedApart(
-                f"{len(wrong)} acked root(s) gave other rows when staged again per root "
-                f"(their input changed during the run?), e.g. {wrong[0]!r}: nothing of the write is staged"
-            )
-        return again
-
-    def _stamp(self, xors: ChainXors, write_id: str, acked: dict[str, Attempt]) -> Counter[str]:
-        """Stamp or fail each chain this attempt started, once, with what the write
-        committed (``acked`` receives the chains the stamps completed). Chains it did
-        not start are left alone."""
+    def _stamp(
+        self, stamps: dict[str, int], seen: Seen, write_id: str, acked: dict[str, Attempt]
+    ) -> Counter[str]:
+        """Stamp each chain this attempt started once with ``stamps`` (its root edge, as
+        the group finishes it) and fail the failed ones (``acked`` receives the
+        outcomes the stamps decided). Chains it did not start are left alone."""
         commit = self.commit
-        if commit.before is not None:
-            commit.before(xors)
-        # A sum chain holds the root edge r: -x brings it to zero exactly when x == r.
-        finished = self.tracking.group.finished
         counts = self.tracking.commit(
-            {tag: finished(value) for tag, value in xors.xors.items()},
-            xors.errors,
-            xors.notes,
+            stamps,
+            seen.errors,
+            seen.notes,
             commit.op_prefix or f"{self.tracking.tags.owner}.{self.number}/{write_id}",
             starting=self._starting,
             noted=commit.notes,
@@ -259,10 +288,10 @@ class FrameAttempt:
 
 
 class RestagedApart(XorAckError):
-    """A ``combine`` write whose roots did not all ack was staged again per root, and an
-    acked root's rows there do not XOR to what it was acked with: its input changed
-    between the two reads. The write's staged rows are removed (the job's total cannot
-    be made); the acks stand."""
+    """A write of rows of several roots whose stamps did not all ack was staged again
+    over the roots that acked, and rows of those roots failed there: their input
+    changed between the two reads. The write's staged rows are removed (the job's
+    output for those roots cannot be made); the acks stand."""
 
 
 FrameJob = Callable[[FrameAttempt], Any]

@@ -1,21 +1,11 @@
-"""The tracking columns, and what a committed write owes each chain (:class:`ChainXors`).
+"""The tracking column, and what a committed write saw (:class:`Seen`).
 
-Every row of a :class:`~xor_ack_dynamodb.spark.frame.TrackedFrame` carries five hidden
-columns beside the user's:
-
-``_xa_chain`` (int)
-    the chain the row belongs to: its index in the attempt's list of tags (an int keeps
-    the rows small through explode, shuffle and hashing; the sink writes the tag);
-``_xa_edge`` (bigint)
-    the row's edge, a 64-bit word (signed in Spark, the same bits as the unsigned edge);
-``_xa_ghost`` (boolean)
-    true for a row that carries an edge but no data: a record a filter dropped, a
-    parent whose explode had no children, a record that failed, a split's balance. Ghost
-    rows reach the sink and are acked with the data, but are never written;
-``_xa_err`` (string, nullable)
-    why the row's chain must fail (the chain is failed, not stamped);
-``_xa_note`` (string, nullable)
-    something to report about the root without failing it (bad bytes replaced).
+Every row of a :class:`~xor_ack_dynamodb.spark.frame.TrackedFrame` carries one hidden
+column beside the user's: ``_xa_chain`` (int), the root the row belongs to (its index in
+the attempt's list of tags; an int keeps rows small through explode and shuffle, the
+sink writes the tag), or NULL for a row that several roots made (a group of a
+``group_by`` across roots). Nothing else is carried per row: failures and notes travel
+beside the rows, as sets observed by Spark (:mod:`.tracked`).
 """
 
 from __future__ import annotations
@@ -29,12 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHAIN",
-    "EDGE",
-    "GHOST",
-    "ERR",
-    "NOTE",
     "TRACKING",
-    "ChainXors",
+    "Seen",
     "to_signed",
     "by_chain",
     "local_table",
@@ -42,11 +28,7 @@ __all__ = [
 ]
 
 CHAIN = "_xa_chain"
-EDGE = "_xa_edge"
-GHOST = "_xa_ghost"
-ERR = "_xa_err"
-NOTE = "_xa_note"
-TRACKING = (CHAIN, EDGE, GHOST, ERR, NOTE)
+TRACKING = (CHAIN,)
 
 _SIGN = 1 << 63
 _WORD = 1 << 64
@@ -118,20 +100,13 @@ def with_tags(df: DataFrame, column: str, tags: Iterable[str]) -> DataFrame:
 
 
 @dataclass
-class ChainXors:
-    """Per chain (by tag): the XOR of the edges of its committed rows (in either chain
-    mode: the rows keep the XOR invariant, see :mod:`.tracked`), the first failure reason
-    and note (by sort order); and the rows of data (not ghosts) written."""
+class Seen:
+    """What a committed write saw, per chain (by tag): the first failure reason (by sort
+    order) of the chains whose rows failed, the first note of the noted ones; whether a
+    written row was made by several roots (``cross``: the write's rows are only right if
+    every one of its roots acks); and the rows written."""
 
-    xors: dict[Any, int] = field(default_factory=dict)
-    errors: dict[Any, str] = field(default_factory=dict)
-    notes: dict[Any, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    cross: bool = False
     rows: int = 0
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "xors": {str(k): f"{v:016x}" for k, v in sorted(self.xors.items())},
-            "errors": {str(k): v for k, v in sorted(self.errors.items())},
-            "notes": {str(k): v for k, v in sorted(self.notes.items())},
-            "rows": self.rows,
-        }

@@ -1,17 +1,21 @@
-"""Tracked output: Spark's own writer and file commit protocol, then a publish of the
-acked rows.
+"""Tracked output: Spark's own writer and file commit protocol, a ledger, then a publish
+by rename.
 
 A tracked write (:meth:`~.attempt.FrameAttempt.write`) stages every row under
-``<location>/_xor_ack/<write id>/`` (names of its own: a second write never touches
-another's files; Spark's commit protocol keeps one attempt per partition), reads back
-what committed (the chains are stamped with that, so an ack is about the rows on disk),
-writes the ledger ``<write id>.json`` whole before any stamp, and publishes the acked
-chains' rows into ``<location>`` under a claim (``<write id>.published``, created only
-if absent: of two publishers one wins). Guarantees: no file an ack counts on is
-replaced after the ack, and a reader never sees rows of a root that did not ack. A
-crash between the ack and the end of the publish loses nothing: :func:`recover` (run
-before every tracked write into the location) publishes each ledger whose chains have
-all ended, or finishes a claimed publish.
+``<location>/_xor_ack/<write id>/`` as Parquet (names of its own: a second write never
+touches another's files; Spark's commit protocol keeps one task attempt per partition
+and commits the job whole), with the write's side channel observed (:class:`Seen`).
+Then, before any stamp, it writes the ledger ``<write id>.json`` whole: the write's
+roots, the value each is stamped with, the failed ones with their reasons, the notes.
+After the stamps it publishes the acked roots' rows into ``<location>`` under a claim
+(``<write id>.published``, created only if absent: of two publishers one wins): when
+every root of the write acked and the format is Parquet, by renaming the staged part
+files; otherwise by writing the acked roots' rows again (CSV, or rows of roots that did
+not ack left out). Guarantees: no file an ack counts on is replaced after the ack, and
+a reader never sees rows of a root that did not ack. A crash between the ack and the end
+of the publish loses nothing: :func:`recover` (run before every tracked write into the
+location) publishes each ledger whose chains have all ended, or finishes a claimed
+publish.
 
 See docs/spark.md, "Tracked output: the commit protocol".
 """
@@ -23,19 +27,28 @@ import logging
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..output import Location, OutputRefused
-from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, ChainXors, by_chain, local_table, with_tags
-from .driver_read import chain_xors, in_driver
+from .columns import CHAIN, TRACKING, Seen, by_chain, local_table, with_tags
+from .tracked import Probes
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from ...interfaces import AckTracker
 
-__all__ = ["SINK_FORMATS", "STAGING", "Staged", "check_write", "stage", "publish", "recover", "can_write"]
+__all__ = [
+    "SINK_FORMATS",
+    "STAGING",
+    "Staged",
+    "check_write",
+    "stage",
+    "write_ledger",
+    "publish",
+    "recover",
+    "can_write",
+]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
@@ -102,12 +115,12 @@ def new_write_id(owner: str, attempt: int) -> str:
     return f"{owner.replace('/', '~')}-a{attempt}-{secrets.token_hex(6)}"
 
 
-def stage(df: DataFrame, staged: Staged, tags: Sequence[str], *, publish: bool = True) -> ChainXors:
-    """Steps 1-3 of the module doc: write ``df`` (a tracked frame, chain ``i`` tagged
-    ``tags[i]``) with Spark's Parquet writer into the staging folder, read back what
-    committed, write the ledger (``publish=False``: a write whose rows are read where
-    they are staged, which :func:`recover` leaves alone). Returns what the write owes
-    each chain."""
+def stage(df: DataFrame, staged: Staged, tags: Sequence[str], probes: Probes) -> Seen:
+    """Write ``df`` (a tracked frame built with ``probes``, chain ``i`` tagged
+    ``tags[i]``) with Spark's Parquet writer into the staging folder, and read what its
+    side channel saw: the failed and noted chains, whether a row is of several roots,
+    the rows written (counted at the sink, whose tasks Spark counts once each)."""
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     spark = df.sparkSession
@@ -116,10 +129,33 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], *, publish: bool =
         tagged = df.withColumn(staged.tag_column, tag)
     else:
         names = local_table(spark, {CHAIN: ("int", range(len(tags))), staged.tag_column: ("string", tags)})
-        tagged = df.join(F.broadcast(names), CHAIN)
-    rows = tagged.select(*staged.columns, staged.tag_column, EDGE, GHOST, ERR, NOTE)
-    rows.write.mode("append").parquet(staged.staging.url)
-    xors = read_back(spark, staged)
+        tagged = df.join(F.broadcast(names), CHAIN, "left")
+    sink = Observation()
+    cross = F.max(F.col(CHAIN).isNull()).alias("cross")
+    rows = tagged.select(*staged.columns, staged.tag_column, CHAIN)
+    observed = rows.observe(sink, cross, F.count(F.lit(1)).alias("rows"))
+    observed.drop(CHAIN).write.mode("append").parquet(staged.staging.url)
+    try:
+        seen = sink.get
+    except Exception:  # not run (an output proven empty): Spark's answer by a query
+        seen = {}
+    if not seen:
+        got = rows.agg(cross, F.count(F.lit(1)).alias("rows")).collect()[0]
+        seen = {"cross": got["cross"], "rows": got["rows"]}
+    errors, notes = probes.read(len(tags))
+    return Seen(
+        errors={tags[c]: e for c, e in errors.items()},
+        notes={tags[c]: n for c, n in notes.items()},
+        cross=bool(seen["cross"]),
+        rows=int(seen["rows"] or 0),
+    )
+
+
+def write_ledger(
+    staged: Staged, tags: Sequence[str], stamps: dict[str, int], seen: Seen, *, publish: bool
+) -> None:
+    """The write's ledger, whole, before any stamp: its roots, the value each is
+    stamped with, the failed ones and the notes (:func:`recover` reads it)."""
     ledger = {
         "write": staged.write_id,
         "tag_column": staged.tag_column,
@@ -127,99 +163,13 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], *, publish: bool =
         "format": staged.format,
         "tags": list(tags),
         "publish": publish,
-        **xors.to_json(),
+        "cross": seen.cross,
+        "rows": seen.rows,
+        "stamps": {t: f"{v:x}" for t, v in sorted(stamps.items())},
+        "errors": dict(sorted(seen.errors.items())),
+        "notes": dict(sorted(seen.notes.items())),
     }
     staged.meta.put(f"{staged.write_id}.json", json.dumps(ledger, ensure_ascii=False).encode("utf-8"))
-    return xors
-
-
-_KEYS = "_xa_keys"
-
-
-def combined(
-    df: DataFrame, keys: Sequence[str], exprs: Sequence[Column], columns: Sequence[str]
-) -> DataFrame:
-    """The staged rows of a ``combine`` write of ``group_by(*keys).agg(*exprs)`` over
-    ``df`` (user ``columns``), in one aggregation of each row twice (as grouping sets):
-    by ``keys`` across roots (plain Spark's rows; chain 0, edge 0), and by chain (one
-    ghost per chain, reason and note with its edges' XOR: what a per-root staging owes
-    it). Kept only if every root acks (:meth:`~.attempt.FrameAttempt.write`)."""
-    from pyspark.sql import functions as F
-
-    def name(column: str) -> Column:
-        return F.col("`" + column.replace("`", "``") + "`")
-
-    users = [c for c in df.columns if c not in TRACKING]
-    by_key = F.col(_KEYS)
-    both = df.select("*", F.explode(F.array(F.lit(True), F.lit(False))).alias(_KEYS))
-    split = both.select(
-        *(F.when(by_key, name(c)).alias(c) for c in users),
-        by_key,
-        F.when(by_key, F.col(GHOST)).alias(GHOST),
-        *(F.when(~by_key, F.col(c)).alias(c) for c in (CHAIN, ERR, NOTE)),
-        F.when(~by_key, F.col(EDGE)).otherwise(F.lit(0).cast("bigint")).alias(EDGE),
-    )
-    groups = split.groupBy(by_key, *(name(k) for k in keys), GHOST, CHAIN, ERR, NOTE).agg(
-        *exprs, F.bit_xor(EDGE).alias(EDGE)
-    )
-    data = by_key & ~F.col(GHOST)
-    return groups.select(
-        *(F.when(data, name(c)).alias(c) for c in columns),
-        F.coalesce(F.col(CHAIN), F.lit(0)).alias(CHAIN),
-        F.col(EDGE),
-        F.coalesce(F.col(GHOST), F.lit(True)).alias(GHOST),
-        F.col(ERR),
-        F.col(NOTE),
-    )
-
-
-def read_back(spark: SparkSession, staged: Staged) -> ChainXors:
-    """Per chain, what the committed staged files hold: read by the driver when it sees
-    them and they are small (:mod:`.driver_read`), otherwise by a column-pruned
-    aggregation in Spark."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    tag = staged.tag_column
-    columns = pa.schema(
-        [(tag, pa.string()), (EDGE, pa.int64()), (GHOST, pa.bool_()), (ERR, pa.string()), (NOTE, pa.string())]
-    )
-    owed = in_driver(spark, [staged.staging], columns, partial(chain_xors, tag=tag))
-    if owed is not None:
-        return owed
-    # Given the columns it needs, the reader neither infers a schema (a job of its own)
-    # nor reads the user's columns.
-    quoted = "`" + tag.replace("`", "``") + "`"
-    schema = f"{quoted} string, {EDGE} bigint, {GHOST} boolean, {ERR} string, {NOTE} string"
-    # Grouped first by chain, reason and note (a hash aggregate over every staged row),
-    # then by chain alone: a string min over all rows would make Spark sort every one
-    # (a sort-based aggregate); over the groups it sorts a few per chain.
-    groups = (
-        spark.read.schema(schema)
-        .parquet(staged.staging.url)
-        .groupBy(tag, ERR, NOTE)
-        .agg(F.bit_xor(EDGE).alias("x"), F.count_if(~F.col(GHOST)).alias("r"))
-    )
-    found = (
-        groups.groupBy(tag)
-        .agg(
-            F.bit_xor("x").alias("x"),
-            F.min(ERR).alias("e"),
-            F.min(NOTE).alias("n"),
-            F.sum("r").alias("r"),
-        )
-        .collect()
-    )
-    out = ChainXors()
-    for row in found:
-        name = row[tag]
-        out.xors[name] = row["x"] % (1 << 64)
-        if row["e"] is not None:
-            out.errors[name] = row["e"]
-        if row["n"] is not None:
-            out.notes[name] = row["n"]
-        out.rows += row["r"]
-    return out
 
 
 def _claims(staged: Staged) -> list[dict[str, Any]]:
@@ -229,33 +179,56 @@ def _claims(staged: Staged) -> list[dict[str, Any]]:
     return [json.loads((meta.get(n) or b"{}").decode("utf-8")) for n in sorted(names, key=len)]
 
 
-def publish(spark: SparkSession, staged: Staged, acked: Iterable[str], *, keep_staging: bool = False) -> None:
-    """Step 5 of the module doc: the rows of the ``acked`` chains not published yet, in
-    one claimed round (the claim lists their tags); the staged rows are removed unless
-    ``keep_staging`` (chains not acked yet may be later: a later round publishes them)."""
-    from pyspark.sql import functions as F
-
+def publish(
+    spark: SparkSession,
+    staged: Staged,
+    acked: Iterable[str],
+    *,
+    whole: bool = False,
+    keep_staging: bool = False,
+) -> None:
+    """The rows of the ``acked`` chains not published yet, in one claimed round (the
+    claim lists their tags): ``whole`` (every root of the write acked) and Parquet, by
+    renaming the staged part files; otherwise by writing those rows again. The staged
+    rows are removed unless ``keep_staging`` (chains not acked yet may be later: a later
+    round publishes them)."""
     meta = staged.meta
     claims = _claims(staged)
     done = {t for c in claims for t in c.get("tags", [])}
     chosen = sorted(set(acked) - done)
     if chosen or not claims:
         claim = f"{staged.write_id}.published" + (f".{len(claims) + 1}" if claims else "")
-        source = f"{staged.write_id}.pub-{secrets.token_hex(4)}"
-        if chosen:
-            staged_rows = spark.read.parquet(staged.staging.url).where(~F.col(GHOST))
-            rows = with_tags(staged_rows, staged.tag_column, chosen)
-            writer = rows.select(*staged.columns, staged.tag_column).write.mode("append")
-            writer.format(staged.format).options(**({"header": "true"} if staged.format == "csv" else {}))
-            writer.save(meta.child(source).url)
+        if whole and not claims and staged.format == "parquet" and not keep_staging:
+            source = staged.write_id  # the staged part files themselves
+        else:
+            source = f"{staged.write_id}.pub-{secrets.token_hex(4)}"
+            if chosen:
+                rows = with_tags(_staged_rows(spark, staged), staged.tag_column, chosen)
+                writer = rows.select(*staged.columns, staged.tag_column).write.mode("append")
+                writer.format(staged.format).options(**({"header": "true"} if staged.format == "csv" else {}))
+                writer.save(meta.child(source).url)
         body = json.dumps({"from": source, "tags": chosen}, ensure_ascii=False).encode("utf-8")
         if not meta.claim(claim, body):
-            meta.child(source).remove()
+            if source != staged.write_id:
+                meta.child(source).remove()
             source = json.loads((meta.get(claim) or b"{}").decode("utf-8")).get("from", source)
         _move(meta.child(source), staged.location)
-        meta.child(source).remove()
+        if source != staged.write_id:
+            meta.child(source).remove()
     if not keep_staging:
         staged.staging.remove()
+
+
+def _staged_rows(spark: SparkSession, staged: Staged) -> DataFrame:
+    """The staged rows (a write of an earlier version also staged rows without data,
+    flagged ``_xa_ghost``: left out)."""
+    from pyspark.sql import functions as F
+
+    rows = spark.read.parquet(staged.staging.url)
+    return rows.where(~F.col(_OLD_GHOST)) if _OLD_GHOST in rows.columns else rows
+
+
+_OLD_GHOST = "_xa_ghost"
 
 
 def _move(source: Location, into: Location) -> None:
@@ -296,11 +269,21 @@ def recover(spark: SparkSession, location: Location, tracker: AckTracker) -> int
         if pending and not claims:
             continue  # its run may be acking it now: its first publish is the run's own
         acked = {t for t, s in states.items() if s.state == "acked"}
+        whole = acked == set(ledger["tags"])
+        if ledger.get("cross") and not whole:
+            if not pending:
+                log.error(
+                    "write %s of %s holds rows of several roots and not all of them acked: "
+                    "it is not published (its acked roots' output is missing: replay them)",
+                    write_id,
+                    location.url,
+                )
+            continue
         if acked - published or not claims:
             log.warning(
                 "publishing write %s of %s: %d chain(s)", write_id, location.url, len(acked - published)
             )
-            publish(spark, staged, acked, keep_staging=pending)
+            publish(spark, staged, acked, whole=whole, keep_staging=pending)
             done += 1
         elif not pending:
             staged.staging.remove()

@@ -1,14 +1,12 @@
 """Small committed output read back in the driver, with Arrow, instead of by a Spark query.
 
-After a tracked write commits, the driver reads what it wrote: what the write owes each
-chain (:func:`chain_xors`, for the stamps) and, in the word count, the totals. When the
+After a tracked write commits, the word count reads what it wrote: its totals. When the
 driver itself sees the files (a local or shared directory, a classic session) and they
 total at most ``spark.xorack.driverReadBytes`` (default :data:`DRIVER_READ_BYTES`; 0
 turns this off), they are read here with pyarrow's Parquet reader and aggregated
 vectorized. This reads the files a Spark reader lists (not a name starting with ``_``
 or ``.``, nor one ending ``._COPYING_``, nor an empty file) and gives the result Spark's
-query gives for the rows a tracked write stages (which always have an edge, a ghost
-flag, and a count in the word count); it only saves a query's planning, code generation
+query gives for the rows a tracked write stages; it only saves a query's planning, code generation
 and scheduling: about a second of a 20-second word count on two cores. Larger output,
 ``s3://``, a folder with partition folders (a name holding ``=``) and Spark Connect
 (whose files are the server's) are read by Spark (:func:`driver_files` and
@@ -20,14 +18,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...errors import InvalidConfig
 from ..context import is_connect
 from ..output import Location
-from .columns import EDGE, ERR, GHOST, NOTE, ChainXors
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,9 +41,7 @@ __all__ = [
     "driver_files",
     "driver_batches",
     "in_driver",
-    "chain_xors",
     "codes",
-    "kept",
 ]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
@@ -193,42 +188,3 @@ def codes(column: pa.Array) -> tuple[list[Any], npt.NDArray[np.intp]]:
     if len(inside) < len(used):
         values.append(None)  # a null row (its index is past the dictionary's end)
     return values, rows
-
-
-def kept(batch: pa.RecordBatch) -> npt.NDArray[np.bool_]:
-    """Per row: not a ghost (a null flag is not kept, as with Spark's ``where(~ghost)``)."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    return np.asarray(pc.fill_null(pc.invert(batch.column(GHOST)), False).to_numpy(zero_copy_only=False))
-
-
-def chain_xors(batches: Iterable[pa.RecordBatch], tag: str) -> ChainXors:
-    """What the staged rows ``batches`` (columns ``tag``, edge, ghost, reason, note) owe
-    each chain, as :func:`~.commit.read_back` computes it in Spark: per tag, the XOR of
-    the edges (nulls ignored), the first reason and note by string order (UTF-8 bytes,
-    as Spark compares them), and the rows that are not ghosts."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    out = ChainXors()
-    xors: dict[str | None, int] = {}
-    for batch in batches:
-        names, chain = codes(batch.column(tag))
-        found = np.zeros(len(names), dtype=np.int64)
-        np.bitwise_xor.at(found, chain, pc.fill_null(batch.column(EDGE), 0).to_numpy())
-        for name, value in zip(names, found.tolist(), strict=True):
-            xors[name] = xors.get(name, 0) ^ value
-        for firsts, column in ((out.errors, ERR), (out.notes, NOTE)):
-            texts, text = codes(batch.column(column))
-            valid = np.array([t is not None for t in texts], dtype=bool)[text]
-            # One visit per distinct (chain, text) pair, not per row.
-            pairs = np.unique(chain[valid] * len(texts) + text[valid])
-            for pair in pairs.tolist():
-                name, first = names[pair // len(texts)], texts[pair % len(texts)]
-                # Code point order, which is UTF-8's byte order: the order Spark's min uses.
-                if name not in firsts or first < firsts[name]:
-                    firsts[name] = first
-        out.rows += int(np.count_nonzero(kept(batch)))
-    out.xors = {name: value % (1 << 64) for name, value in xors.items()}
-    return out

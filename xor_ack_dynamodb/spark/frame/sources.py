@@ -1,21 +1,18 @@
 """Where a tracked frame's rows come from: files (:func:`read_text`) or the rows of any
 DataFrame keyed by a column (:func:`start`), in the JVM, with no Python per row.
 
-Each source row gets an edge ``e`` and a ghost copy carrying ``e`` from the same
-evaluation (so the pair agrees in a nondeterministic plan); each root adds a ghost
-holding its root edge (a root without rows is acked empty). Files are read by Spark's
-text reader; a root that is a directory (or an ``s3://`` prefix ending with ``/``) is
-the files under it (:func:`~xor_ack_dynamodb.spark.files.files_under`, the rule of
-``xor-ack wordcount DIR``); a line that matches no root aborts the job (never dropped);
-a local file already missing when the attempt starts fails its root (replayed); roots
-Spark cannot read or name go through an Arrow reader on the executors with the same
-line rule. Bad
-UTF-8 is replaced by U+FFFD and noted (``bad_bytes="replace"``, the default) or fails
-its root permanently (``"fail"``: a replay would read the same bytes); lines are
-normalized to NFC by default. Columns of :func:`read_text`: ``path`` (the root's path
-as given; for a directory root, the path of the line's file) and ``line``. Rows of
-:func:`start` are matched to roots by :func:`.keys.match_key` (a path matches Spark's
-URI of the same file).
+Each source row gets its root (the chain column) and nothing else. Files are read by
+Spark's text reader; a root that is a directory (or an ``s3://`` prefix ending with
+``/``) is the files under it (:func:`~xor_ack_dynamodb.spark.files.files_under`); a line
+that matches no root aborts the job (never dropped); a local file already missing when
+the attempt starts fails its root (replayed); roots Spark cannot read or name go through
+an Arrow reader on the executors with the same line rule. Bad UTF-8 is replaced by
+U+FFFD and noted (``bad_bytes="replace"``, the default) or fails its root permanently
+(``"fail"``: a replay would read the same bytes); lines are normalized to NFC by
+default. Notes and failures are observed beside the rows (:class:`.tracked.Probes`).
+Columns of :func:`read_text`: ``path`` (the root's path as given; for a directory root,
+the path of the line's file) and ``line``. Rows of :func:`start` are matched to roots by
+:func:`.keys.match_key` (a path matches Spark's URI of the same file).
 
 See docs/spark.md, "How the tracking works" (sources, and the paragraph on files).
 """
@@ -36,8 +33,9 @@ from ..files import files_under, is_directory, local_path
 from ..outcomes import PERMANENT
 from ..output import Location
 from ..tags import escape_key, unescape_key
-from .columns import CHAIN, EDGE, ERR, GHOST, NOTE, TRACKING, local_table, to_signed
+from .columns import CHAIN, TRACKING, local_table
 from .keys import match_key, unknown_key
+from .tracked import Build, Probes
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,21 +48,20 @@ log = logging.getLogger(__name__)
 BAD_BYTES_NOTE = "bad bytes: invalid UTF-8 replaced by U+FFFD"
 _KEY = "_xa_key"
 _ROOT = "_xa_root"
-_COPY = "_xa_copy"
+_FAIL = "_xa_err"
+_NOTE = "_xa_note"
 #: Characters a Hadoop path cannot carry as they are (a scheme separator, glob syntax).
 _UNSAFE = set(":*?[]{}\\")
 
 
 @dataclass(frozen=True)
 class TextRoot:
-    """One root to read: its chain (index in the attempt's tags), its path (a local
+    """One root to read: its chain (index in the attempt's tags) and its path (a local
     path, ``str`` or ``bytes``, or a URI such as ``s3://bucket/key`` or ``file:///x``;
-    a file, or a directory of files) and root edge. (Also one file of a root, whose
-    edge is then unused.)"""
+    a file, or a directory of files). (Also one file of a root.)"""
 
     chain: int
     path: str | bytes
-    edge: int
 
     @property
     def text(self) -> str:
@@ -98,7 +95,7 @@ class TextRoot:
         if not is_directory(self.path):
             return [self]
         return [
-            TextRoot(self.chain, os.fspath(f) if isinstance(f, os.PathLike) else f, self.edge)
+            TextRoot(self.chain, os.fspath(f) if isinstance(f, os.PathLike) else f)
             for f in files_under(self.path)
         ]
 
@@ -242,54 +239,6 @@ def _input_files(spark: SparkSession, df: DataFrame) -> list[str]:
     return str(joined).split("\x00") if joined else []
 
 
-def _edges(df: DataFrame, run_key: int) -> DataFrame:
-    """Give each row an edge and a ghost copy with it (module doc). ``df`` has ``CHAIN``
-    and may have ``ERR``/``NOTE`` for the copies; user columns are nulled on copies."""
-    from pyspark.sql import functions as F
-
-    run = F.lit(run_key).cast("bigint")
-    users = [c for c in df.columns if c not in TRACKING and c != _COPY]
-    edged = df.withColumn(EDGE, F.xxhash64(run, F.col(CHAIN), F.monotonically_increasing_id()))
-    doubled = edged.withColumn(_COPY, F.explode(F.array(F.lit(False), F.lit(True))))
-    copy = F.col(_COPY)
-    err = F.col(ERR) if ERR in df.columns else F.lit(None).cast("string")
-    note = F.col(NOTE) if NOTE in df.columns else F.lit(None).cast("string")
-    ghost = F.col(GHOST) if GHOST in df.columns else F.lit(False)
-    return doubled.select(
-        *(F.when(~copy & ~ghost, F.col(c)).alias(c) for c in users),
-        F.col(CHAIN),
-        F.col(EDGE),
-        (copy | ghost).alias(GHOST),
-        F.when(copy, err).alias(ERR),
-        F.when(copy, note).alias(NOTE),
-    )
-
-
-def _root_ghosts(
-    spark: SparkSession, edges: Sequence[tuple[int, int, str | None]], users: Sequence[str], schema: Any
-) -> DataFrame:
-    """One ghost per root holding its root edge (and a failure reason, if any)."""
-    from pyspark.sql import functions as F
-
-    rows = local_table(
-        spark,
-        {
-            CHAIN: ("int", [chain for chain, _, _ in edges]),
-            EDGE: ("bigint", [to_signed(edge) for _, edge, _ in edges]),
-            ERR: ("string", [error for _, _, error in edges]),
-        },
-    )
-    kinds = {f.name: f.dataType for f in schema}
-    return rows.select(
-        *(F.lit(None).cast(kinds[c]).alias(c) for c in users),
-        F.col(CHAIN),
-        F.col(EDGE),
-        F.lit(True).alias(GHOST),
-        F.col(ERR),
-        F.lit(None).cast("string").alias(NOTE),
-    )
-
-
 def _fallback_lines(location: Location, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow``: the lines (bytes) of each root (``chain``, escaped ``path``), one
     whole file or object at a time; an unreadable one yields its error instead."""
@@ -330,15 +279,15 @@ def _fallback_lines(location: Location, batches: Iterable[pa.RecordBatch]) -> It
 def read_text(
     spark: SparkSession,
     roots: Sequence[TextRoot],
-    run_key: int,
     *,
     bad_bytes: str = "replace",
     normalize: str = "NFC",
     partitions: int = 8,
-) -> DataFrame:
-    """The lines of ``roots`` as tracked rows (module doc): columns ``path``, ``line``
-    and the tracking columns (``partitions``: tasks of the Arrow reader, if it is
-    needed). :class:`InvalidConfig` for a bad option."""
+) -> tuple[Build, dict[int, str]]:
+    """The lines of ``roots`` (module doc), as a frame's build: columns ``path``,
+    ``line`` and the root column; and the roots that fail before any row is read (a
+    local file already missing), with their reasons. :class:`InvalidConfig` for a bad
+    option."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
@@ -367,6 +316,8 @@ def read_text(
                 missing[file.chain] = f"FileNotFoundError: no such file: {file.text}"
             else:
                 native.append(file)
+    native = [r for r in native if r.chain not in missing]
+    other = [r for r in other if r.chain not in missing]
     parts: list[DataFrame] = []
     if native:
         # One broadcast row per file: its key, chain and path; the lines are matched by
@@ -385,7 +336,9 @@ def read_text(
         chain = F.coalesce(
             F.col(CHAIN), F.raise_error(F.concat(F.lit("a line of no root: "), F.col(_KEY))).cast("int")
         )
-        parts.append(found.select(chain.alias(CHAIN), "path", "value", F.lit(None).cast("string").alias(ERR)))
+        parts.append(
+            found.select(chain.alias(CHAIN), "path", "value", F.lit(None).cast("string").alias(_FAIL))
+        )
     if other:
         where = Location.s3_environment()
         listed = local_table(
@@ -396,46 +349,55 @@ def read_text(
         )
         parts.append(
             read.select(
-                CHAIN, "path", F.col("value").cast("string").alias("value"), F.col("error").alias(ERR)
+                CHAIN, "path", F.col("value").cast("string").alias("value"), F.col("error").alias(_FAIL)
             )
         )
-    strict = bad_bytes == "fail"
-    root_errors = [(r.chain, r.edge, missing.get(r.chain)) for r in roots]
     if not parts:
-        schema = StructType([StructField(CHAIN, IntegerType()), StructField("path", StringType())])
-        return _root_ghosts(spark, root_errors, ["path", "line"], schema.add("line", StringType()))
+        schema = StructType(
+            [
+                StructField("path", StringType()),
+                StructField("line", StringType()),
+                StructField(CHAIN, IntegerType()),
+            ]
+        )
+        empty = spark.createDataFrame([], schema)
+        return (lambda probes: empty), missing
+    strict = bad_bytes == "fail"
     lines = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     valid = F.coalesce(F.is_valid_utf8("value"), F.lit(True))
-    unreadable = F.col(ERR).isNotNull()
     bad = F.concat(F.lit(f"{PERMANENT}bad bytes: invalid UTF-8 in "), F.col("path"))
-    marked = lines.select(
-        "path",
-        F.col("value").alias(_ROOT),
-        CHAIN,
-        (unreadable | (~valid & F.lit(strict))).alias(GHOST),
-        F.coalesce(F.col(ERR), F.when(~valid & F.lit(strict), bad)).alias(ERR),
-        F.when(~valid & F.lit(not strict), F.lit(BAD_BYTES_NOTE)).alias(NOTE),
-    )
+    failing = F.coalesce(F.col(_FAIL), F.when(~valid, bad)) if strict else F.col(_FAIL)
+    noted = F.lit(None).cast("string") if strict else F.when(~valid, F.lit(BAD_BYTES_NOTE))
     text = nfc(_ROOT) if normalize == "NFC" else F.col(_ROOT)
-    rows = _edges(marked.withColumn("line", text).drop(_ROOT), run_key)
-    return rows.unionByName(_root_ghosts(spark, root_errors, ["path", "line"], rows.schema))
+    base = lines.select("path", F.col("value").alias(_ROOT), CHAIN, failing.alias(_FAIL), noted.alias(_NOTE))
+    can_fail = strict or bool(other)
+
+    def build(probes: Probes) -> DataFrame:
+        df = base
+        if can_fail:
+            df = probes.observe(df, "fail", F.col(_FAIL))
+            df = df.where(F.col(probes.column()).isNull()).drop(probes.column())
+        if not strict:
+            df = probes.observe(df, "note", F.col(_NOTE)).drop(probes.column())
+        return df.select("path", text.alias("line"), CHAIN)
+
+    return build, missing
 
 
 def start(
     df: DataFrame,
     key: str,
-    chains: Sequence[tuple[str, int, int]],
-    run_key: int,
+    chains: Sequence[tuple[str, int]],
     *,
     known: Sequence[str] | None = None,
 ) -> DataFrame:
     """The rows of ``df`` whose column ``key`` (as a string) is the key of one of
-    ``chains`` (``(key, chain, root edge)``), compared by :func:`.keys.match_key` (a
-    path and Spark's URI of the file are one key), tracked (module doc), plus each
-    root's ghost. Rows of other keys are left out; with ``known`` (every key of the
-    run), a row whose key is not in it raises :class:`.keys.UnknownRootKey` first (one
-    small Spark job; the message shows the row's key and a root's), and so does a row
-    without a key: nothing is dropped silently."""
+    ``chains`` (``(key, chain)``), compared by :func:`.keys.match_key` (a path and
+    Spark's URI of the file are one key), with their root. Rows of other keys are left
+    out; with ``known`` (every key of the run), a row whose key is not in it raises
+    :class:`.keys.UnknownRootKey` first (one small Spark job; the message shows the
+    row's key and a root's), and so does a row without a key: nothing is dropped
+    silently."""
     from pyspark.sql import functions as F
 
     if set(df.columns) & set(TRACKING):
@@ -451,10 +413,6 @@ def start(
         if stray:
             raise unknown_key(key, stray[0][_ROOT], list(known))
     roots = local_table(
-        spark, {_KEY: ("string", [k for k, _, _ in chains]), CHAIN: ("int", [c for _, c, _ in chains])}
+        spark, {_KEY: ("string", [k for k, _ in chains]), CHAIN: ("int", [c for _, c in chains])}
     ).select(match_key(F.col(_KEY)).alias(_KEY), CHAIN)
-    joined = df.join(F.broadcast(roots), value == F.col(_KEY), "inner").drop(_KEY)
-    rows = _edges(joined, run_key)
-    return rows.unionByName(
-        _root_ghosts(spark, [(c, e, None) for _, c, e in chains], [c for c in df.columns], rows.schema)
-    )
+    return df.join(F.broadcast(roots), value == F.col(_KEY), "inner").drop(_KEY)

@@ -18,9 +18,9 @@ from ..outcomes import RunObserver, RunReport
 from ..output import Location
 from . import commit as protocol
 from .attempt import Commit, FrameAttempt, FrameJob
-from .columns import to_signed, with_tags
+from .columns import with_tags
 from .driver_read import driver_read_limit
-from .tracked import TrackedFrame
+from .tracked import TrackedFrame, WriteResult
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -48,12 +48,12 @@ class FrameTracking(Driver):
 
     Chains are created and stamped by this process (the driver, or the Connect client),
     never by executors: creates go out concurrently while the attempt's job runs (a
-    thread pool of ``threads``), the commit's merged XORs are stamped once per chain
-    after the write returned. Executors only compute.
+    thread pool of ``threads``), and once the write committed each chain whose rows did
+    not fail is stamped once with its root edge. Executors only compute.
 
     Chains of either mode work (the tracker's ``mode``; xor by default): a sum chain is
-    stamped once with ``-x``, ``x`` the committed XOR, so both modes ack exactly when
-    ``x`` equals the root edge. See docs/spark.md, "Chain modes and requests".
+    stamped once with ``-r``, ``r`` its root edge. See docs/spark.md, "Chain modes and
+    requests".
     Parameters as for :class:`~xor_ack_dynamodb.spark.attempts.Driver`, and:
 
     :param parallelism: how many read partitions to aim at (twice this); default
@@ -86,8 +86,8 @@ class FrameTracking(Driver):
         edge_key: bytes | None = None,
         transactions: bool = False,
     ) -> None:
-        # A given key (32 bytes) makes edges reproducible: a re-run streaming micro-batch
-        # must send the very values its first run sent (see :mod:`..streaming`).
+        # A given key (32 bytes) makes root edges reproducible: a re-run streaming
+        # micro-batch must send the very values its first run sent (see :mod:`..streaming`).
         super().__init__(
             config,
             run_id=run_id,
@@ -101,7 +101,6 @@ class FrameTracking(Driver):
             driver_read_limit(spark)  # a bad spark.xorack.driverReadBytes fails here, before any request
         self.spark = spark
         self.transactions = transactions
-        self.run_key = to_signed(int.from_bytes(self.edges.key[:8], "big"))
         self.parallelism = parallelism or default_parallelism(spark)
 
     def run(
@@ -136,13 +135,29 @@ class FrameTracking(Driver):
         def plan(number: int, todo: list[Any], keys: list[Any], tags: list[str]) -> Plan:
             edges = {tag: self.edges.root(tag) for tag in tags}
             commit = Commit()
+            of = {tag: (root, k) for root, k, tag in zip(todo, keys, tags, strict=True)}
 
-            def attempt(starting: Any) -> object:
-                return job(FrameAttempt(self, number, todo, keys, tags, edges, starting, commit, run_keys))
+            def run(starting: Any, chosen: list[str], failed: dict[str, str], acked: bool) -> FrameAttempt:
+                attempt = FrameAttempt(
+                    self,
+                    number,
+                    [of[t][0] for t in chosen],
+                    [of[t][1] for t in chosen],
+                    chosen,
+                    edges,
+                    starting,
+                    commit,
+                    run_keys,
+                    rerun=lambda c, f, a: _written(run(starting, c, f, a)),
+                    failed=failed,
+                    acked=acked,
+                )
+                job(attempt)
+                return attempt
 
             return Plan(
                 tags,
-                attempt,
+                lambda starting: run(starting, tags, {}, False),
                 f"attempt {number}",
                 self.tags.owner,
                 beat_owner=self.tags.owner,
@@ -199,3 +214,10 @@ class FrameTracking(Driver):
         (A published location holds only such rows already: this is for rows read
         where they were staged, or written before.)"""
         return with_tags(df, tag_column, sorted(report.acked_tags()))
+
+
+def _written(attempt: FrameAttempt) -> WriteResult:
+    """The write of a job run again over some roots (it must write, as its first run did)."""
+    if attempt.write_result is None:
+        raise InvalidConfig("the job, run again over the roots that did not fail, did not write")
+    return attempt.write_result
