@@ -40,6 +40,7 @@ status 1 if any run was not exact or left a file not acked.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -305,8 +306,22 @@ def read_tracked(out: Path) -> tuple[Counter[str], dict[str, Any]]:
     return counts, json.loads((out / "report.json").read_text())
 
 
+def backend_cpu(pid: int | None) -> float:
+    """CPU seconds the process ``pid`` has used so far (0 without one)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one_master(
-    master: str, corpus: Corpus, pairs: int, work: Path, env: dict[str, str], jobs: list[str]
+    master: str,
+    corpus: Corpus,
+    pairs: int,
+    work: Path,
+    env: dict[str, str],
+    jobs: list[str],
+    ddb_local: Any = None,
 ) -> dict[str, Any]:
     files = corpus.files
     work.mkdir(parents=True, exist_ok=True)
@@ -338,6 +353,18 @@ def one_master(
             str(corpus.folder),
         ],
     }
+    for api in ("frame", "rdd"):
+        # The tracker in the driver's memory (the library's own cost: every request
+        # answered at once) and DynamoDB Local (its own process: its CPU is measured
+        # apart, as a real backend's is not on the driver's cores).
+        every[f"{api}-memory"] = lambda out, api=api: [*every[api](out), "--memory"]
+        every[f"{api}-ddblocal"] = lambda out, api=api: [
+            *every[api](out),
+            "--endpoint-url",
+            ddb_local.endpoint_url if ddb_local else "",
+            "--table",
+            f"wc-{out.name}",
+        ]
     commands = {name: every[name] for name in every if name in jobs}
     compared = [name for name in commands if name != "plain"]
     load = [os.getloadavg()]
@@ -349,8 +376,12 @@ def one_master(
         turn = round_ % len(order)
         for name in order[turn:] + order[:turn]:
             out = work / f"{name}-{round_}"
+            backend = ddb_local.pid if ddb_local is not None and name.endswith("-ddblocal") else None
+            before = backend_cpu(backend)
             seconds, memory, cpu, _ = run(commands[name](out), env)
             entry: dict[str, Any] = {"seconds": round(seconds, 2), "memory_mib": memory, "cpu_seconds": cpu}
+            if backend is not None:
+                entry["backend_cpu_seconds"] = round(backend_cpu(backend) - before, 2)
             if name in ("plain", "staged"):
                 counts = read_plain(out if name == "plain" else out / "counts")
             else:
@@ -360,6 +391,7 @@ def one_master(
                     acked=totals["acked"] == totals["files"] == len(files),
                     requests=totals["dynamodb_requests"],
                     requests_per_word=totals["requests_per_word"],
+                    requests_per_root=round(totals["dynamodb_requests"] / max(1, len(files)), 4),
                     phases=report.get("phases", {}),
                 )
                 exact &= entry["acked"]
@@ -399,6 +431,21 @@ def one_master(
     }
 
 
+#: The jobs: the plain one, the staged floor, and the tracked ones per API and backend
+#: (the embedded moto server by default; ``-memory``: a MemoryAck in the driver;
+#: ``-ddblocal``: DynamoDB Local in a process of its own).
+JOBS = {
+    "plain": "plain PySpark",
+    "staged": "plain PySpark, staged per file (untracked)",
+    "frame": "xor-ack wordcount",
+    "rdd": "xor-ack wordcount --api rdd",
+    "frame-memory": "xor-ack wordcount --memory",
+    "rdd-memory": "xor-ack wordcount --api rdd --memory",
+    "frame-ddblocal": "xor-ack wordcount, DynamoDB Local",
+    "rdd-ddblocal": "xor-ack wordcount --api rdd, DynamoDB Local",
+}
+
+
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
         "| master, input | job | median wall s | median ratio to plain | median CPU s (JIT) "
@@ -408,7 +455,7 @@ def table(results: list[dict[str, Any]]) -> str:
     for result in results:
         local = result["master"].startswith("local")
         where = f"{result['master']}, {result['files']:,} files / {result['words'] / 1e6:.2f}M words"
-        for name in ("plain", "staged", "frame", "rdd"):
+        for name in JOBS:
             if name not in result["runs"]:
                 continue
             runs = result["runs"][name]
@@ -423,12 +470,9 @@ def table(results: list[dict[str, Any]]) -> str:
                 cpu_ratio = "1" if name == "plain" else f"{result['median_cpu_ratio'][name]:.2f}"
             rpw = "-" if name in ("plain", "staged") else f"{runs[-1]['requests_per_word']:.5f}"
             memory = max(runs, key=lambda r: r["memory_mib"]["jvm"])["memory_mib"]
-            label = {
-                "plain": "plain PySpark",
-                "staged": "plain PySpark, staged per file (untracked)",
-                "frame": "xor-ack wordcount",
-                "rdd": "xor-ack wordcount --api rdd",
-            }[name]
+            label = JOBS[name]
+            if "backend_cpu_seconds" in runs[0]:
+                label += f" (backend CPU {statistics.median(r['backend_cpu_seconds'] for r in runs):.1f} s)"
             lines.append(
                 f"| {where} | {label} | {wall:.1f} | {ratio} | {cpu} | {cpu_ratio} "
                 f"| {rpw} | "
@@ -445,10 +489,10 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 
     fig, axes = plt.subplots(1, len(results), figsize=(5.2 * len(results), 3.6), squeeze=False)
     for ax, result in zip(axes[0], results, strict=True):
-        labels = {"plain": "plain", "staged": "plain, staged", "frame": "tracked frame", "rdd": "tracked rdd"}
-        names = [n for n in labels if n in result["runs"]]
+        names = [n for n in JOBS if n in result["runs"]]
         values = [[r["seconds"] for r in result["runs"][n]] for n in names]
-        ax.boxplot(values, tick_labels=[labels[n] for n in names])
+        ax.boxplot(values, tick_labels=names)
+        ax.tick_params(axis="x", labelrotation=30)
         ax.set_title(f"{result['master']}: {result['files']} files, {result['words']:,} words")
         ax.set_ylabel("wall seconds (whole process)")
     fig.tight_layout()
@@ -471,12 +515,21 @@ def main(argv: list[str] | None = None) -> int:
         base = corpus_of(Path(files[0]).parent if ".debian-corpus" in files[0] else HERE / ".corpus-plain")
     sizes = [int(k) for k in args.sizes.split(",")]
     jobs = ["plain", *(j for j in args.jobs.split(",") if j != "plain")]
-    unknown = set(jobs) - {"plain", "staged", "frame", "rdd"}
+    unknown = set(jobs) - set(JOBS)
     if unknown:
         parser.error(f"unknown jobs: {sorted(unknown)}")
     env = {**os.environ, "PYSPARK_PYTHON": PYTHON}
+    if any(j.endswith("-ddblocal") for j in jobs):  # DynamoDB Local takes any credentials
+        fake = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+        env = {**fake, **env}
     results = []
-    with tempfile.TemporaryDirectory(prefix="wc-vs-plain-") as temp:
+    with contextlib.ExitStack() as stack:
+        ddb_local = None
+        if any(j.endswith("-ddblocal") for j in jobs):
+            from xor_ack_dynamodb.testing.dynamodb_local import DynamoDBLocal
+
+            ddb_local = stack.enter_context(DynamoDBLocal())
+        temp = stack.enter_context(tempfile.TemporaryDirectory(prefix="wc-vs-plain-"))
         for master in args.masters.split(","):
             for size in sizes:
                 corpus = larger(base, size)
@@ -485,10 +538,10 @@ def main(argv: list[str] | None = None) -> int:
                     from xor_ack_dynamodb.testing.spark_servers import standalone_cluster
 
                     with standalone_cluster(Path(temp) / f"cluster-x{size}", cores=2, memory="2g") as url:
-                        result = one_master(url, corpus, args.pairs, work, env, jobs)
+                        result = one_master(url, corpus, args.pairs, work, env, jobs, ddb_local)
                     result["master"] = "standalone cluster"
                 else:
-                    result = one_master("local[*]", corpus, args.pairs, work, env, jobs)
+                    result = one_master("local[*]", corpus, args.pairs, work, env, jobs, ddb_local)
                 results.append(result)
                 write(results, args.out)  # after each size: a long run's figures so far
     print(table(results))

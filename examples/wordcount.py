@@ -49,10 +49,10 @@ def main(argv: list[str]) -> int:
                     to_row=lambda rec: (*rec[0], rec[1]),
                 )
                 (
-                    files_rdd.fan_out(words_of, "split")  # file -> words: ack the file, start each word
-                    .map(lambda fw: (fw, 1), "one")  # keeps each word's anchor
-                    .reduce_by_key(operator.add, 2, "count")  # merges the words' pending edges by XOR
-                    .sink(writer, "write")  # write durably, then ack
+                    files_rdd.fan_out(words_of, "split")  # file -> (file, word): each keeps its file's root
+                    .map(lambda fw: (fw, 1), "one")
+                    .reduce_by_key(operator.add, 2, "count")  # per (file, word): one root a record
+                    .sink(writer, "write")  # write durably; the committed job acks its files
                 )
 
             report = tracking.run(files, lambda path: path, job)  # tags add the run id and a nonce

@@ -82,6 +82,14 @@ DYNAMODB = "tests/test_dynamodb.py"
 MEMORY = "tests/test_memory.py"
 HISTORY = "tests/test_once_history.py"
 
+#: The three lines of a tracked write that write its ledger, then stamp (spark/frame/attempt.py).
+LEDGER = "            protocol.write_ledger(staged, self.tags, stamps, seen, sender, publish=publish)\n"
+KNOWN = (
+    "            known: dict[str, Attempt] = "
+    '{t: Attempt(t, "acked") for t in self.tags} if self.acked else {}\n'
+)
+STAMPS = "            counts = Counter[str]() if self.acked else self._stamp(stamps, seen, sender, known)\n"
+
 MUTANTS: list[Mutant] = [
     # -- issue 23's four survivors -----------------------------------------------------------
     Mutant(
@@ -643,14 +651,6 @@ MUTANTS: list[Mutant] = [
         ("tests/test_spark_wordcount.py::test_expired_chains_are_replayed",),
     ),
     Mutant(
-        "spark-ghosts-meet-conditions",
-        "spark.md: a fail_when/where condition counts on data rows only, never on a ghost (issue 32)",
-        "spark/frame/tracked.py",
-        "    return ~F.col(GHOST) & F.coalesce(condition, F.lit(False))",
-        "    return F.coalesce(condition, F.lit(False))",
-        ("tests/test_spark_differential.py::test_tracked_frames_mean_plain_pipelines",),
-    ),
-    Mutant(
         "spark-cache-not-reserved",
         "spark.md, requests: an attempt's stamps find its chains where their creates left them",
         "spark/chains.py",
@@ -681,16 +681,40 @@ MUTANTS: list[Mutant] = [
         ),
     ),
     Mutant(
-        "spark-combine-not-restaged",
-        "spark.md, combine=True: a root not acked (failed in the rows, or its stamp did not ack) "
-        "has the acked roots staged apart again",
+        "spark-failure-not-observed",
+        "spark.md: a root none of whose rows failed is acked; one whose row failed is failed with its reason",
+        "spark/frame/tracked.py",
+        '            marked = probes.observe(df, "fail", F.when(F.coalesce(condition, F.lit(False)), text))',
+        '            marked = probes.observe(df, "note", F.when(F.coalesce(condition, F.lit(False)), text))',
+        ("tests/test_spark_frames.py::test_failures_are_isolated_per_root_and_replayed",),
+    ),
+    Mutant(
+        "spark-cross-root-rows-kept",
+        "spark.md: a write of rows of several roots with a failed root runs again without it (issue 38)",
         "spark/frame/attempt.py",
-        "                xors = self._apart(frame, staged, acked, xors)",
-        "                pass",
+        "            if seen.cross and len(left) < len(self.tags) and not self.acked:",
+        "            if False:",
+        ("tests/test_spark_frames.py::test_a_write_across_roots_runs_again_without_the_roots_that_did_not_ack",),
+    ),
+    Mutant(
+        "spark-stamps-before-ledger",
+        "spark.md, the commit protocol: the ledger is written whole before any stamp (issue 38)",
+        "spark/frame/attempt.py",
+        LEDGER + KNOWN + STAMPS,
+        KNOWN + STAMPS + LEDGER,
         (
-            "tests/test_spark_frames.py::"
-            "test_a_combined_write_stages_one_row_per_key_unless_a_root_fails_or_misses_its_ack",
+            "tests/test_spark_commit.py::"
+            "test_a_crash_between_the_ledger_and_the_stamps_is_finished_by_the_next_write",
         ),
+    ),
+    Mutant(
+        "spark-observation-built-once",
+        "spark.md: each write builds its frame again, so an earlier action cannot consume its observations",
+        "spark/frame/tracked.py",
+        "        return self._build(probes)\n",
+        "        self.__dict__.setdefault(\"_built\", self._build(probes))\n"
+        "        return self.__dict__[\"_built\"]  # type: ignore[no-any-return]\n",
+        ("tests/test_spark_frames.py::test_an_action_on_the_frame_before_its_write_hides_no_failure",),
     ),
     Mutant(
         "spark-handed-frames-drop-notes",
@@ -699,17 +723,6 @@ MUTANTS: list[Mutant] = [
         "    return _run(tracking, handed, run, notes=lambda: notes)\n",
         "    return _run(tracking, handed, run)\n",
         ("tests/test_spark_upstream.py::test_handed_roots_keep_the_notes_of_their_rows",),
-    ),
-    Mutant(
-        "spark-ghosts-keep-data",
-        "spark.md: a ghost's user columns are NULL, so no expression meets a row a filter dropped (issue 32)",
-        "spark/frame/tracked.py",
-        "            df.select(*(F.when(data, _name(c)).alias(c) for c in users), *TRACKING), self._attempt",
-        "            df, self._attempt",
-        (
-            "tests/test_spark_differential.py::test_null_tests_never_meet_ghost_rows"
-            "[ANSI division after a filter]",
-        ),
     ),
 ]
 

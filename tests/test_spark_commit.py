@@ -6,7 +6,6 @@ the publish; what the sink refuses before any task; roots derived from the data.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -14,7 +13,6 @@ from typing import Any
 
 import pytest
 from conftest import unique_table
-from spark_helpers import spark_reads_back, sql_executions
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
@@ -125,6 +123,46 @@ def test_a_crash_between_the_ack_and_the_publish_loses_nothing(
     assert _plain(spark, out) == Counter([("a", "apple"), ("a", "pear"), ("b", "cherry")])
 
 
+def test_a_crash_between_the_ledger_and_the_stamps_is_finished_by_the_next_write(
+    spark: Any, config: AckConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger is on disk before the first stamp goes out. The run dies there (no
+    stamp sent, nothing settled): its chains are pending and nothing is visible; the
+    next tracked write into the location (here ``publish_pending``) sends the stamps the
+    ledger names, under the run's op ids, and publishes. Sent again, they change
+    nothing."""
+    out = tmp_path / "out"
+    tracking = FrameTracking(spark, config)
+    tracker = tracking.tracker
+    real = type(tracker).stamp
+    ledgers: list[list[Path]] = []
+
+    class Died(BaseException):
+        """A crash of the driver: no handler of the library's sees it."""
+
+    def dying(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ledgers.append(sorted((out / "_xor_ack").glob("*.json")))
+        raise Died()
+
+    monkeypatch.setattr(type(tracker), "stamp", dying)
+    with pytest.raises(Died):
+        tracking.run(
+            ["a", "b"], lambda k: k, lambda a: a.start(orders(a.spark), "order", others="skip").write(out)
+        )
+    monkeypatch.setattr(type(tracker), "stamp", real)
+    assert ledgers and len(ledgers[0]) == 1  # written whole before the first stamp
+    ledger = json.loads(ledgers[0][0].read_text())
+    assert sorted(ledger["stamps"]) == sorted(ledger["tags"]) and ledger["errors"] == {}
+    tags = [tracking.tags.escaped(k, 1) for k in ("a", "b")]
+    assert {s.state for s in tracker.status_many(tags).values()} == {"pending"}
+    assert not list(out.glob("part-*"))
+    assert tracking.publish_pending(out) == 1
+    assert {s.state for s in tracker.status_many(tags).values()} == {"acked"}
+    assert all(s.version == 2 for s in tracker.status_many(tags).values())  # one create, one stamp
+    assert _plain(spark, out) == Counter([("a", "apple"), ("a", "pear"), ("b", "cherry")])
+    assert tracking.publish_pending(out) == 0
+
+
 def test_an_interrupted_publish_is_finished_from_its_claim(
     spark: Any, config: AckConfig, tmp_path: Path
 ) -> None:
@@ -232,56 +270,41 @@ def test_explode_leaves_its_source_array_behind(spark: Any, config: AckConfig, t
     assert rows == [("apple", "apple"), ("pear", ""), ("pear", "pea")]
 
 
-@pytest.mark.parametrize("reader", ["driver", "spark"])
-def test_the_read_back_merges_each_chains_groups_without_sorting_the_rows(
-    spark: Any, tmp_path: Path, reader: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """What a staged write owes each chain: the XOR of its rows' edges (nulls ignored),
-    its first reason and first note (by string order: UTF-8 bytes), its rows of data.
-    Read by the driver (small local output: no Spark query at all) or by Spark, the
-    same; in Spark every staged row goes through a hash aggregate first (a string
-    ``min`` over the rows would sort every one), and only its groups through the sort."""
-    from xor_ack_dynamodb.spark.frame import driver_read
-    from xor_ack_dynamodb.spark.frame.columns import EDGE, ERR, GHOST, NOTE
-    from xor_ack_dynamodb.spark.output import Location
+def test_each_root_keeps_its_first_reason_and_note_whatever_spark_retries(spark: Any) -> None:
+    """The side channel: per root, the failure reasons and notes observed as a set of
+    (root, text) pairs, of which the first by code point order (UTF-8's byte order) is
+    kept; a set is the same however many times Spark runs a task (here: every row
+    twice, as a retried task would). A failing row of several roots (NULL root) fails
+    them all; an observation Spark did not run (its branch proven empty) is computed by
+    a query of its own."""
+    from pyspark.sql import functions as F
+
+    from xor_ack_dynamodb.spark.frame.tracked import Probes
 
     rows = [
-        # tag, edge, ghost, reason, note
-        ("t1", 3, False, None, None),
-        ("t1", -5, True, "b: later", "note z"),
-        ("t1", 9, True, "a: first", None),
-        ("t1", 1, False, None, "note y"),
-        ("t2", 6, False, None, None),
-        ("t2", 6, True, None, None),
-        ("t3", 2, True, "only", None),
-        ("t4", None, True, "\u00e9 sorts after z", None),
-        ("t4", 7, False, "z", None),
+        (0, "b: later", None),
+        (0, "a: first", "note z"),
+        (0, None, "note y"),
+        (1, None, None),
         # U+FF01 before U+1F600 in UTF-8 (Spark's order) and in code points; not in UTF-16.
-        ("t5", 1, True, "\U0001f600", None),
-        ("t5", 1, True, "\uff01", None),
-        (None, 4, None, None, None),
+        (2, "\U0001f600", None),
+        (2, "\uff01", None),
     ]
-    staged = protocol.Staged(Location.of(str(tmp_path)), "w1", "tag", ("word",), "parquet")
-    schema = f"tag string, {EDGE} bigint, {GHOST} boolean, {ERR} string, {NOTE} string"
-    frame = spark.createDataFrame(rows, schema)
-    frame.repartition(3).write.parquet(staged.staging.url)
-    assert len(list(Path(staged.staging.url).glob("part-*"))) >= 2
+    df = spark.createDataFrame(rows + rows, "_xa_chain int, reason string, note string").repartition(3)
+    probes = Probes()
+    failed = probes.observe(df, "fail", F.col("reason"))
+    kept = failed.where(F.col(probes.column()).isNull()).drop(probes.column())
+    noted = probes.observe(kept, "note", F.col("note")).drop(probes.column())
+    assert noted.count() == 4  # the rows that did not fail
+    errors, notes = probes.read(3)
+    assert errors == {0: "a: first", 2: "\uff01"}
+    assert notes == {0: "note y"}
 
-    before = sql_executions(spark)
-    # Batches of 2 rows: the driver merges each chain across batches and files.
-    monkeypatch.setattr(driver_read, "BATCH_ROWS", 2)
-    with spark_reads_back(spark) if reader == "spark" else contextlib.nullcontext():
-        xors = protocol.read_back(spark, staged)
-    mask = (1 << 64) - 1
-    assert xors.xors == {"t1": (3 ^ -5 ^ 9 ^ 1) & mask, "t2": 0, "t3": 2, "t4": 7, "t5": 0, None: 4}
-    assert xors.errors == {"t1": "a: first", "t3": "only", "t4": "z", "t5": "\uff01"}
-    assert xors.notes == {"t1": "note y"}
-    assert xors.rows == 4
-    if reader == "driver":
-        assert sql_executions(spark) == before
-        return
-    assert sql_executions(spark) == before + 1
-    plan = spark._jsparkSession.sharedState().statusStore().executionsList().last().physicalPlanDescription()
-    scan = plan.index("Scan parquet")
-    first = plan.rindex("Aggregate", 0, scan)  # the aggregate that reads the scan's rows
-    assert plan[first - len("Hash") : first] == "Hash", plan
+    several = spark.createDataFrame([(None, "x")], "_xa_chain int, reason string")
+    probes = Probes()
+    probes.observe(several, "fail", F.col("reason")).collect()
+    assert probes.read(2) == ({0: "x", 1: "x"}, {})
+
+    probes = Probes()
+    probes.observe(df, "fail", F.col("reason")).where(F.lit(False)).collect()  # pruned by the optimizer
+    assert probes.read(3)[0] == {0: "a: first", 2: "\uff01"}

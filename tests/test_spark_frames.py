@@ -58,7 +58,7 @@ def _rows(spark: Any, path: Path) -> Counter[tuple[str, str]]:
 def test_explode_filter_group_write_acks_every_root(spark: Any, config: AckConfig, tmp_path: Path) -> None:
     tracking = FrameTracking(spark, config)
     report = tracking.run(["o1", "o2", "o3", "o4"], lambda k: k, lambda a: _pipeline(a, tmp_path))
-    # o4 has no rows: its root ghost alone reaches the sink, and it is acked empty.
+    # o4 has no rows: the committed write holds all it made (nothing), and it is acked.
     assert [o.state for o in report.outcomes] == ["acked"] * 4
     assert _rows(spark, tmp_path / "attempt-1") == Counter(
         {
@@ -78,7 +78,8 @@ def test_inner_join_with_a_lookup(spark: Any, config: AckConfig, tmp_path: Path)
     regions = spark.createDataFrame([("eu", "Europe"), ("us", "Americas")], "region string, name string")
     tracking = FrameTracking(spark, config)
     report = tracking.run(["o1", "o3"], lambda k: k, lambda a: _pipeline(a, tmp_path, lookup=regions))
-    # o3's region has no match: its rows are finished without output, and it is acked.
+    # o3's region has no match: its rows are dropped as a plain inner join drops them,
+    # and it is acked.
     assert [o.state for o in report.outcomes] == ["acked", "acked"]
     assert _rows(spark, tmp_path / "attempt-1") == Counter({("o1", "apple"): 2, ("o1", "banana"): 1})
 
@@ -89,32 +90,6 @@ def test_a_lookup_with_duplicate_keys_is_refused(spark: Any, config: AckConfig, 
     with pytest.raises(InvalidConfig, match="more than one row"):
         tracking.run(["o1"], lambda k: k, lambda a: _pipeline(a, tmp_path, lookup=regions))
     assert not (tmp_path / "attempt-1").exists()
-
-
-@pytest.mark.parametrize("damage", ["lose a row", "duplicate a row"])
-def test_rows_lost_or_doubled_behind_the_trackers_back_keep_the_chain_open(
-    spark: Any, config: AckConfig, tmp_path: Path, damage: str
-) -> None:
-    """What the XOR is for: a transform that drops or repeats a row of o1 (a buggy
-    custom step) means o1's output is not what its input became; o1 must not be acked,
-    o2 is untouched."""
-    from pyspark.sql import functions as F
-
-    def broken(df: Any) -> Any:
-        target = (F.col("order") == "o1") & (F.col("item") == "banana") & ~F.col("_xa_ghost")
-        if damage == "lose a row":
-            return df.where(~target)
-        return df.unionByName(df.where(target))
-
-    def job(attempt: FrameAttempt) -> Any:
-        frame = attempt.start(orders(attempt.spark), "order", others="skip")
-        items = frame.explode(F.split("items", " "), "item").transform(broken)
-        return items.group_by("order", "item").count().write(tmp_path / f"a{attempt.number}")
-
-    report = FrameTracking(spark, config).run(["o1", "o2"], lambda k: k, job, max_attempts=1)
-    o1, o2 = report.outcomes
-    assert o2.state == "acked"
-    assert o1.state == "failed" and o1.attempts[0].reason == "still pending when its job ended"
 
 
 def test_failures_are_isolated_per_root_and_replayed(spark: Any, config: AckConfig, tmp_path: Path) -> None:
@@ -169,13 +144,16 @@ def test_one_tracked_write_per_attempt(spark: Any, config: AckConfig, tmp_path: 
 def test_tracking_columns_are_guarded(spark: Any, config: AckConfig) -> None:
     from pyspark.sql import functions as F
 
-    frame = TrackedFrame(spark.createDataFrame([(1,)], "x int"), None)  # type: ignore[arg-type]
+    df = spark.createDataFrame([(1, 0)], "x int, _xa_chain int")
+    frame = TrackedFrame(lambda probes: df, None)  # type: ignore[arg-type]
     with pytest.raises(InvalidConfig):
-        frame.with_column("_xa_edge", F.lit(0))
+        frame.with_column("_xa_chain", F.lit(0))
     with pytest.raises(InvalidConfig):
         frame.drop("_xa_chain")
     with pytest.raises(InvalidConfig):
-        frame.group_by("_xa_ghost")
+        frame.group_by("_xa_chain")
+    with pytest.raises(InvalidConfig):
+        frame.select("x", "_xa_chain")
 
 
 # -- files --------------------------------------------------------------------------------
@@ -192,7 +170,7 @@ def test_a_big_file_is_read_in_splits_and_its_chain_fans_out_per_split(
 
     def job(attempt: FrameAttempt) -> Any:
         lines = attempt.read_text()
-        seen.append(lines.df.where(~F.col("_xa_ghost")).select(F.spark_partition_id()).distinct().count())
+        seen.append(lines.df.select(F.spark_partition_id()).distinct().count())
         words = lines.explode(F.split("line", " "), "word")
         return words.group_by("word").count().write(tmp_path / "out")
 
@@ -276,12 +254,13 @@ def test_many_local_files_are_listed_by_the_driver_not_by_a_job(
     assert {r[0]: r[1] for r in totals} == {"common": 40, **{f"w{i}": 1 for i in range(40)}}
 
 
-def test_an_empty_or_null_array_leaves_a_ghost_that_acks_its_root(
+def test_an_empty_or_null_array_gives_no_row_and_its_root_acks(
     spark: Any, config: AckConfig, tmp_path: Path
 ) -> None:
     """docs/spark.md ("How the tracking works", explode): a row whose array is empty or
-    null becomes one ghost row that carries its edge, so its root is acked with no row
-    in the output, and the other roots' rows are all there."""
+    null gives no row, as plain ``explode``; its root is acked with no row in the
+    output (the committed write holds all it made), and the other roots' rows are all
+    there."""
     from pyspark.sql import functions as F
 
     rows = [("a", []), ("b", None), ("c", ["x", "y"])]
@@ -296,18 +275,18 @@ def test_an_empty_or_null_array_leaves_a_ghost_that_acks_its_root(
     assert written == [("c", "x"), ("c", "y")]
 
 
-def test_a_combined_write_stages_one_row_per_key_unless_a_root_fails_or_misses_its_ack(
+def test_a_write_across_roots_runs_again_without_the_roots_that_did_not_ack(
     spark: Any, config: AckConfig, tmp_path: Path
 ) -> None:
-    """``write(publish=False, combine=True)`` of a ``group_by().agg()``: when every root
-    acks, the staged data rows are plain Spark's groups across the roots (one per key),
-    tagged with the write's first root, and the stamps are those of a per-root write.
-    When not every root acks, the acked roots' rows are staged again per root, in place,
-    after the stamps: a root failing in the rows (``fail_when``: staged combined, then
-    failed by its stamp with its reason) and a root whose stamp does not ack (failed by
-    someone else between the write and the stamps) alike. Either way the acked roots'
-    rows sum to the plain count, and a replay counts the rest once. Refused before any
-    task: combine with publish, or on a frame not made by group_by."""
+    """A ``group_by`` across roots stages plain Spark's groups (one row per key, a
+    NULL tag on the rows of several roots). Such rows count every root's input, so
+    they stand only if every root acks: a root failing in the rows makes the job run
+    again over the others before any stamp (``runs == 2``, the failed root's reason
+    kept; its rows in groups with other roots' are not counted), and a root whose
+    stamp does not ack (failed by someone else between the write and the stamps)
+    makes the job run again over the roots that acked, after the stamps. Either way the
+    staged rows sum to the plain count over the acked roots, and the replay counts the
+    rest once."""
     from pyspark.sql import functions as F
 
     keys = ["o1", "o2", "o3", "o4"]
@@ -316,66 +295,70 @@ def test_a_combined_write_stages_one_row_per_key_unless_a_root_fails_or_misses_i
     def staged(url: str) -> list[dict[str, Any]]:  # read by pyarrow: no Spark query of its own
         import pyarrow.parquet as pq
 
-        return [r for r in pq.read_table(url).to_pylist() if not r["_xa_ghost"]]
+        return list(pq.read_table(url).to_pylist())
 
-    def run(mode: str) -> tuple[Any, dict[int, list[dict[str, Any]]], list[dict[str, Any]]]:
-        rows: dict[int, list[dict[str, Any]]] = {}
-        stamped: list[dict[str, Any]] = []  # attempt 1's staged rows when its stamps went out
+    def run(mode: str) -> tuple[Any, dict[int, Any]]:
+        results: dict[int, Any] = {}
 
         def job(attempt: FrameAttempt) -> Any:
             frame = attempt.start(orders(attempt.spark), "order", others="skip")
             items = frame.explode(F.split("items", " "), "item").where(F.col("item") != "")
-            if mode == "fails" and attempt.number == 1:
-                items = items.fail_when(F.col("item") == "cherry", "no cherries today")
-            if attempt.number == 1:
-                attempt.commit.write_id = write_id = f"{mode}-1"
-                url = str(tmp_path / mode / "_xor_ack" / write_id)
+            if mode == "fails" and attempt.number == 1:  # o1's banana is in a group of o1 and o3
+                items = items.fail_when(
+                    (F.col("order") == "o1") & (F.col("item") == "apple"), "no apples today"
+                )
+            if mode == "torn" and attempt.number == 1 and "o2" in attempt.keys:
 
-                def before(xors: Any) -> None:
-                    stamped.extend(staged(url))
-                    if mode == "torn":  # o2's chain, failed behind the write's back
-                        attempt.tracking.tracker.fail(attempt.tags[1], "taken")
+                def before(seen: Any, stamps: Any) -> None:  # once: o2's chain, failed behind
+                    attempt.commit.before = None  # the write's back
+                    attempt.tracking.tracker.fail(attempt.tags[1], "taken")
 
                 attempt.commit.before = before
-            counts = items.group_by("item").count()
-            result = counts.write(tmp_path / mode, publish=False, combine=True)
-            rows[attempt.number] = staged(result.staged)
+            result = items.group_by("item").count().write(tmp_path / mode, publish=False)
+            results.setdefault(attempt.number, result)
             return result
 
-        return FrameTracking(spark, config).run(keys, lambda k: k, job), rows, stamped
+        return FrameTracking(spark, config).run(keys, lambda k: k, job), results
 
-    report, rows, stamped = run("clean")
+    report, results = run("clean")
     assert [o.state for o in report.outcomes] == ["acked"] * 4
-    assert sorted((r["item"], r["count"]) for r in rows[1]) == sorted(plain.items())  # one row a word
-    assert {r["xor_ack_tag"] for r in rows[1]} == {report.outcomes[0].tag}
-    assert sorted(stamped, key=repr) == sorted(rows[1], key=repr)
+    rows = staged(results[1].staged)
+    assert sorted((r["item"], r["count"]) for r in rows) == sorted(plain.items())  # one row a word
+    assert results[1].runs == 1
+    assert {r["item"]: r["xor_ack_tag"] for r in rows}["durian"] == report.outcomes[2].tag  # o3's own
+    assert {r["item"]: r["xor_ack_tag"] for r in rows}["banana"] is None  # o1's and o3's
 
-    for mode, reason in (("fails", "no cherries today"), ("torn", "taken")):
-        report, rows, stamped = run(mode)
-        o2 = report.outcomes[1]
-        assert [(a.state, a.reason) for a in o2.attempts] == [("failed", reason), ("acked", None)], mode
-        assert all(o.state == "acked" and len(o.attempts) == 1 for o in report.outcomes if o is not o2)
-        # Stamped from the combined staging: one row a word, of o1's tag, o2's rows in it
-        # but for the failing one (a ghost)...
-        seen = Counter({r["item"]: r["count"] for r in stamped})
-        assert seen == (Counter(plain) - Counter(cherry=1) if mode == "fails" else Counter(plain)), mode
-        assert {r["xor_ack_tag"] for r in stamped} == {report.outcomes[0].tag}, mode
-        # ...then staged again per root, the acked roots only.
-        first = Counter({(r["xor_ack_tag"], r["item"]): r["count"] for r in rows[1]})
-        assert {tag for tag, _ in first} == {report.outcomes[0].tag, report.outcomes[2].tag}  # per root
+    for mode, which, reason in (("fails", 0, "no apples today"), ("torn", 1, "taken")):
+        report, results = run(mode)
+        failed = report.outcomes[which]
+        assert [(a.state, a.reason) for a in failed.attempts] == [("failed", reason), ("acked", None)], mode
+        assert all(o.state == "acked" and len(o.attempts) == 1 for o in report.outcomes if o is not failed)
+        assert results[1].runs == 2, mode
         total: Counter[str] = Counter()
-        for r in rows[1] + rows[2]:
+        for r in staged(results[1].staged) + staged(results[2].staged):
             total[r["item"]] += r["count"]
         assert total == plain, mode
 
-    def refused(publish: bool, grouped: bool) -> Any:
-        def job(attempt: FrameAttempt) -> Any:
-            frame = attempt.start(orders(attempt.spark), "order", others="skip")
-            out = frame.group_by("region").count() if grouped else frame
-            return out.write(tmp_path / "refused", publish=publish, combine=True)
 
-        return FrameTracking(spark, config).run(["o1"], lambda k: k, job, max_attempts=1)
+def test_an_action_on_the_frame_before_its_write_hides_no_failure(
+    spark: Any, config: AckConfig, tmp_path: Path
+) -> None:
+    """A job may look at its frame before writing it (``frame.df.count()``, a ``show``):
+    each write builds the frame again with observations of its own, so what an earlier
+    action ran cannot stand for what the write saw."""
+    from pyspark.sql import functions as F
 
-    for publish, grouped in ((True, True), (False, False)):
-        with pytest.raises(InvalidConfig, match="combine=True takes publish=False"):
-            refused(publish, grouped)
+    looked: list[int] = []
+
+    def job(attempt: FrameAttempt) -> Any:
+        frame = attempt.start(orders(attempt.spark), "order", others="skip")
+        items = frame.explode(F.split("items", " "), "item")
+        items = items.fail_when(F.col("item") == "durian", "no durians")
+        looked.append(items.df.count())  # an action on the tracked frame first
+        return items.group_by("order", "item").count().write(tmp_path / f"a{attempt.number}")
+
+    report = FrameTracking(spark, config).run(["o1", "o3"], lambda k: k, job, max_attempts=1)
+    o1, o3 = report.outcomes
+    assert looked == [5]
+    assert o1.state == "acked"
+    assert o3.state == "failed" and o3.attempts[0].reason == "no durians"

@@ -1,4 +1,4 @@
-"""Spark task retries: tasks die on their first attempt right after their stamps landed
+"""Spark task retries: tasks die on their first attempt after their step's work
 (RDD path) or in the write stage (DataFrame path), Spark runs them again (local[2,4]: up
 to 4 attempts per task), and every chain must still end exactly acked: each write
 applied once (a retry's copy recognised by its op id, or never sent twice: Spark's
@@ -8,7 +8,6 @@ committed), no chain reopened, none acked before all its output was written."""
 from __future__ import annotations
 
 import sys
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +18,9 @@ from conftest import unique_table
 from pyspark import cloudpickle
 from spark_helpers import CORPUS, corpus_files, plain_count, read_counts
 
-from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB, new_stamp
+from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.jobs.wordcount.job import WordCountReport, find_inputs, run_wordcount
-from xor_ack_dynamodb.spark import DieOnFirstAttempt, Tracking
-from xor_ack_dynamodb.spark.rdd.executor import Carry, Ledger
+from xor_ack_dynamodb.spark import DieOnFirstAttempt
 
 pytestmark = pytest.mark.spark
 
@@ -175,26 +173,3 @@ def test_frame_write_tasks_dying_on_their_first_attempt(
     assert {(s.state, s.version) for s in statuses.values()} == {("acked", 2)}
 
 
-def test_a_flush_sent_twice_carries_the_same_and_sends_nothing(sc: Any, config: AckConfig) -> None:
-    """What a retried task does, step by step: the same ledger flushed twice returns the
-    same carrier (the XORs it owes the chain, the failed chains) and sends no request:
-    the driver merges one result per partition and stamps once."""
-    tracking = Tracking(sc, config)
-    spec = tracking.spec(1)
-    tag = tracking.tag("root")
-    children = [int.from_bytes(new_stamp(8), "big") for _ in range(4)]
-    before = tracking.requests()
-
-    carried = []
-    for _ in range(2):  # a filter partition dropping two children and failing one, and its retry
-        step = Ledger(spec, "1-filter", 0)
-        step.ack({tag: children[0] ^ children[1]})
-        step.fail(["other"], ValueError("bad record"))
-        carried.append(step.flush())
-    assert carried[0] == carried[1] == [(Carry("1-filter", 0), None, {tag: children[0] ^ children[1]})]
-    assert carried[0][0][0].failed == {"other": "ValueError('bad record')"}
-    # The same shuffle partition in every process (no per-process string hashing).
-    assert hash(Carry("1-filter", 0)) == zlib.crc32(b"1-filter/0")
-    assert Carry("1-filter", 0) != ("1-filter", 0)
-    assert tracking.requests() == before
-    assert Ledger(spec, "2-map", 0).flush() == []  # owes nothing: no carrier

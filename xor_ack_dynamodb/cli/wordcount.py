@@ -161,6 +161,12 @@ def register(subparsers: Any) -> None:
         "--keep-parts", action="store_true", help="keep the per-attempt partition files under OUTPUT/.parts"
     )
     parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="keep the chains in this process's memory (MemoryAck), not in DynamoDB: what tracking costs "
+        "Spark itself, every request answered at once; nothing is durable (for measuring)",
+    )
+    parser.add_argument(
         "--single-writes",
         action="store_true",
         help="one request per create and per stamp, instead of TransactWriteItems of up to 100 chains "
@@ -185,9 +191,11 @@ def run(args: argparse.Namespace) -> int:
     # common.report) before a backend starts.
     import pyspark  # noqa: F401
 
+    from ..config import AckConfig
     from ..jobs.wordcount.job import default_corpus, run_wordcount, select_inputs
     from ..spark.context import get_context, get_session
     from ..spark.progress import RunProgress
+    from ..stores.memory import MemoryAck
 
     err = stderr_console()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -200,13 +208,18 @@ def run(args: argparse.Namespace) -> int:
     # Real DynamoDB when asked for on this command, or when the table is named globally
     # (xor-ack --table T, or XOR_ACK_TABLE); otherwise the embedded moto server.
     wants_real = args.wc_endpoint_url or args.wc_region or args.wc_table or getattr(args, "table", None)
+    if args.memory and (wants_real or args.no_tracking):
+        raise UsageError("--memory keeps the chains in memory: not with a table, an endpoint, --no-tracking")
     real = _real_backend(args) if wants_real and not args.no_tracking else None
     with ExitStack() as stack:
         config: AckConfig | None = None
         where = "no tracking"
         # The backend (an embedded moto server, the table) gets ready while Spark starts.
         background = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="xor-ack-backend"))
-        backend = None if args.no_tracking else background.submit(_backend, real, stack)
+        backend = None if args.no_tracking or args.memory else background.submit(_backend, real, stack)
+        tracker = MemoryAck() if args.memory else None
+        if args.memory:
+            config, where = AckConfig(table=DEFAULT_TABLE), "chains in memory (MemoryAck)"
         spark: Any
         if args.api == "rdd":
             spark, created = get_context(args.master, app_name="xor-ack wordcount")
@@ -245,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
                     split_bytes=args.split_size,
                     transactions=not args.single_writes,
                     started_at=getattr(args, "started_at", None),
+                    tracker=tracker,
                 )
         except Exception as exc:
             if config is not None:

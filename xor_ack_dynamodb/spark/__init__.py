@@ -2,15 +2,15 @@
 
 Two APIs over the same chains:
 
-- **RDDs** (:mod:`.rdd`): start one chain per root record (:meth:`RDDTracking.start`,
-  or :meth:`RDDTracking.run` which also replays), transform with :class:`TrackedRDD`
-  (``fan_out``, ``map``, ``filter``, ``reduce_by_key``) and end with ``sink``, which
-  writes durably and then acks.
+- **RDDs** (:mod:`.rdd`): one chain per root record (:meth:`RDDTracking.run`, which
+  also replays), transform with :class:`TrackedRDD` (``fan_out``, ``map``, ``filter``,
+  ``reduce_by_key``) and end with ``sink``, which writes durably; the committed job acks
+  its roots.
 - **DataFrames** (:mod:`.frame`, also under Spark Connect): :class:`FrameTracking` runs
   a job over roots given as files (:meth:`FrameAttempt.read_text`) or rows with a key
-  column (:meth:`FrameAttempt.start`); :class:`TrackedFrame` keeps the per-record work
+  column (:meth:`FrameAttempt.start`); :class:`TrackedFrame` runs the plain operators
   in the JVM (``select``, ``with_column``, ``explode``, ``where``, ``group_by().agg()``,
-  ``join``) and ``write`` acks what its committed output holds.
+  ``join``) and ``write``'s commit acks its roots.
 - **Structured Streaming**: :class:`StreamTracking` is a ``foreachBatch`` function:
   chains per stable key across micro-batches, a re-run batch applied once
   (:mod:`.streaming`).
@@ -42,13 +42,12 @@ from .rdd import (
     read_csv_parts,
     read_s3_parts,
 )
-from .rdd.executor import Anchors, Noted, RunSpec, executor_tracker
+from .rdd.executor import Noted, RunSpec, executor_tracker
 from .streaming import BatchReport, StreamTracking, stream_tag
 from .tags import TagScheme, escape_key, unescape_key
 from .upstream import Handed, check_handed, handed_from_rows, run_handed_frames, run_handed_rdd
 
 __all__ = [
-    "Anchors",
     "Attempt",
     "BatchReport",
     "Noted",

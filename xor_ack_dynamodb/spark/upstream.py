@@ -307,14 +307,18 @@ def run_handed_rdd(
         spec = tracking.spec(1)
         records = [(h.key, h.tag, part.internal[h.tag]) for h in going]
         slices = max(1, min(len(records), num_slices or tracking.sc.defaultParallelism))
-        tracking.sc.setJobDescription(f"xor-ack run {tracking.run_id}: handed chains")
         ack = tracking.acker(spec, owner=owners, notes=notes)
 
         def acker(step: str, stamps: dict[str, int], failures: dict[str, str], noted: dict[str, str]) -> Any:
             part.committed(list(owners), stamps, failures)
             return ack(step, stamps, failures, noted)
 
-        rdd = tracking.sc.parallelize(records, slices)
-        return job(TrackedRDD(rdd, spec, tracking._steps, acker), 1)
+        described = tracking.sc.getLocalProperty("spark.job.description")
+        tracking.sc.setJobDescription(f"xor-ack run {tracking.run_id}: handed chains")
+        try:
+            rdd = tracking.sc.parallelize(records, slices)
+            return job(TrackedRDD(rdd, spec, tracking._steps, acker), 1)
+        finally:
+            tracking.sc.setLocalProperty("spark.job.description", described)  # type: ignore[arg-type]
 
     return _run(tracking, handed, run, notes=lambda: notes, raises=())

@@ -105,6 +105,11 @@ class DynamoDBLocal(LocalEndpoint):
         self._process: subprocess.Popen[bytes] | None = None
         self._output: IO[bytes] | None = None
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs (to measure what it costs)."""
+        return self._process.pid if self._process is not None else None
+
     def start(self) -> DynamoDBLocal:
         if self._process is not None:
             return self

@@ -1,19 +1,21 @@
 """The word count on tracked RDDs (``xor-ack wordcount --api rdd``).
 
 One chain per input file. Each file is read and split into words on the executors
-(``fan_out``, fused with the chain's create: one write per file); each word is counted
-(``map``, where ``--fail-rate`` injects failures); counts are summed per (file, word)
-through a shuffle (``reduce_by_key``, carrying the words' pending XORs); the sums are
-written durably and the driver then stamps each file's chain once with what the sink
-partitions wrote. Two requests per file on the happy path, whatever its size.
+(``fan_out``); each word is counted (``map``, where ``--fail-rate`` injects failures);
+counts are summed per word across files through one shuffle (``reduce_by_key``, as the
+plain job does); the sums are written durably and the driver then stamps each file's
+chain once. Two requests per file on the happy path, whatever its size. When files
+failed, the attempt's output (which holds their words) is discarded and the job runs
+again, in the same attempt, over the other files only (:meth:`RDDTracking.passes`).
 
 Both shuffles (``sum_counts`` and the final count) get as many partitions as the job's
 input (:func:`input_slices`: the files spread over twice Spark's default parallelism),
 unless ``Options.partitions`` says otherwise: sized to one partition, a reduce stage
 runs as one task on one core whatever the cluster (35.7 s of a 25.6M-word run on two).
 
-Rows are written per attempt (``<parts>/attempt-<n>/part-*.csv``: ``file,word,count``);
-the final count runs in Spark over the rows of each file's acked attempt only.
+Rows are written per attempt (``<parts>/attempt-<n>/part-*.csv``: ``word,count``); an
+attempt's output holds exactly the words of the files it acked, so the final count sums,
+in Spark, the outputs of the attempts that acked a file.
 """
 
 from __future__ import annotations
@@ -88,22 +90,17 @@ class ReadWords:
 
 @dataclass(frozen=True)
 class CountWord:
-    """``(file id, position, word) -> ((file id, word), 1)``, raising where the fault
-    plan says so."""
+    """``(file id, position, word) -> (word, 1)``, raising where the fault plan says
+    so."""
 
     faults: FaultPlan | None
     attempt: int
 
-    def __call__(self, record: tuple[int, int, str]) -> tuple[tuple[int, str], int]:
+    def __call__(self, record: tuple[int, int, str]) -> tuple[str, int]:
         file_id, position, word = record
         if self.faults is not None and self.faults.fails(self.attempt, file_id, position):
             raise InjectedFailure(f"injected failure at word {position} of file {file_id}")
-        return (file_id, word), 1
-
-
-def _row(record: tuple[tuple[int, str], int]) -> tuple[int, str, int]:
-    (file_id, word), count = record
-    return file_id, word, count
+        return word, 1
 
 
 def input_slices(sc: SparkContext, items: int) -> int:
@@ -115,10 +112,10 @@ def input_slices(sc: SparkContext, items: int) -> int:
 
 def rdd_job(stream: Stream, attempt: int, options: Options) -> int:
     """The pipeline, on started file records (tracked or not). Writes
-    ``<parts>/attempt-<n>/part-*.csv`` (``file,word,count``); returns the rows written.
+    ``<parts>/attempt-<n>/part-*.csv`` (``word,count``); returns the rows written.
     The reduce has ``options.partitions`` partitions, or (None) as many as the input
     (Spark's default partitioner; ``spark.default.parallelism`` when that is set)."""
-    writer = csv_writer(options.attempt(attempt), ("file", "word", "count"), _row)
+    writer = csv_writer(options.attempt(attempt), ("word", "count"), tuple)
     return (
         stream.fan_out(ReadWords(options.bad_bytes, Location.s3_environment()), "read_words")
         .map(CountWord(options.faults, attempt), "count_word")
@@ -159,30 +156,24 @@ def run_rdd(
     )
 
 
-def _acked_rows(
-    location: Location, acked: dict[int, set[int]], item: tuple[int, str]
-) -> Iterator[tuple[str, int]]:
-    """The ``(word, count)`` rows of one part file (on an executor) whose file is one
-    its attempt acked."""
-    attempt, name = item
+def _rows(location: Location, name: str) -> Iterator[tuple[str, int]]:
+    """The ``(word, count)`` rows of one part file (on an executor)."""
     text = (location.get(name) or b"").decode("utf-8")
     for row in csv.DictReader(io.StringIO(text, newline="")):
-        if int(row["file"]) in acked[attempt]:
-            yield row["word"], int(row["count"])
+        yield row["word"], int(row["count"])
 
 
 def rdd_counts(sc: SparkContext, options: Options, acked: dict[int, set[int]]) -> Counter[str]:
-    """Sum, per word, the rows each file's acked attempt wrote (``acked``: attempt ->
-    file ids), in Spark: the part files are listed here and read and summed on the
-    executors; only the distinct words come back."""
-    items = [
-        (a, f"attempt-{a}/{name}")
-        for a in sorted(acked)
+    """Sum, per word, the rows of every attempt that acked a file (``acked``: attempt ->
+    file ids; an attempt's output holds the words of exactly the files it acked), in
+    Spark: the part files are listed here and read and summed on the executors; only
+    the distinct words come back."""
+    names = [
+        f"attempt-{a}/{name}"
+        for a in sorted(a for a, files in acked.items() if files)
         for name in options.attempt(a).names("part-", ".csv")
     ]
-    if not items:
+    if not names:
         return Counter()
-    rows = sc.parallelize(items, input_slices(sc, len(items))).flatMap(
-        partial(_acked_rows, options.parts, acked)
-    )
+    rows = sc.parallelize(names, input_slices(sc, len(names))).flatMap(partial(_rows, options.parts))
     return Counter(dict(rows.reduceByKey(operator.add, options.partitions).collect()))

@@ -238,9 +238,14 @@ class FrameAttempt:
             stamps = {t: self.tracking.group.finished(self.root_edges[t]) for t in left}
             if self.commit.before is not None:
                 self.commit.before(seen, stamps)
-            protocol.write_ledger(staged, self.tags, stamps, seen, publish=publish)
+            sender = protocol.Sender(
+                self.commit.op_prefix or f"{owner}.{self.number}/{write_id}",
+                self.commit.owner or owner,
+                self.commit.group or self.tracking.group,
+            )
+            protocol.write_ledger(staged, self.tags, stamps, seen, sender, publish=publish)
             known: dict[str, Attempt] = {t: Attempt(t, "acked") for t in self.tags} if self.acked else {}
-            counts = Counter[str]() if self.acked else self._stamp(stamps, seen, write_id, known)
+            counts = Counter[str]() if self.acked else self._stamp(stamps, seen, sender, known)
             acked = {t for t, a in known.items() if a.state == "acked"}
             if seen.cross and acked != set(left):
                 staged.staging.remove()
@@ -255,6 +260,20 @@ class FrameAttempt:
             self.write_result = WriteResult(seen.rows, write_id, counts, staged.staging.url)
             return self.write_result
 
+    def fail_the_rest(self) -> WriteResult:
+        """No root is left to run the job over (every other root failed in an earlier
+        run of it): fail the failed roots with their reasons; nothing is written."""
+        owner = self.tracking.tags.owner
+        write_id = protocol.new_write_id(owner, self.number)
+        sender = protocol.Sender(
+            self.commit.op_prefix or f"{owner}.{self.number}/{write_id}",
+            self.commit.owner or owner,
+            self.commit.group or self.tracking.group,
+        )
+        counts = self._stamp({}, Seen(errors=dict(self.failed)), sender, {})
+        self.write_result = WriteResult(0, write_id, counts)
+        return self.write_result
+
     def _again(self, acked: list[str]) -> WriteResult:
         """The write of rows of several roots whose stamps did not all ack, made again
         over the roots that did (their chains are acked already)."""
@@ -265,25 +284,24 @@ class FrameAttempt:
         return result
 
     def _stamp(
-        self, stamps: dict[str, int], seen: Seen, write_id: str, acked: dict[str, Attempt]
+        self, stamps: dict[str, int], seen: Seen, sender: protocol.Sender, acked: dict[str, Attempt]
     ) -> Counter[str]:
         """Stamp each chain this attempt started once with ``stamps`` (its root edge, as
         the group finishes it) and fail the failed ones (``acked`` receives the
         outcomes the stamps decided). Chains it did not start are left alone."""
-        commit = self.commit
         counts = self.tracking.commit(
             stamps,
             seen.errors,
             seen.notes,
-            commit.op_prefix or f"{self.tracking.tags.owner}.{self.number}/{write_id}",
+            sender.op_prefix,
             starting=self._starting,
-            noted=commit.notes,
-            owner=commit.owner,
-            group=commit.group,
+            noted=self.commit.notes,
+            owner=sender.owner,
+            group=sender.group,
             known=acked,
         )
-        if commit.known is not None:
-            commit.known.update(acked)
+        if self.commit.known is not None:
+            self.commit.known.update(acked)
         return counts
 
 

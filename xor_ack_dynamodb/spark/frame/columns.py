@@ -59,7 +59,10 @@ def by_chain(values: Sequence[str]) -> Column | None:
     sep = next((chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text), None)
     if sep is None:
         return None
-    return F.element_at(F.split(F.lit(sep.join(values)), sep), F.col(CHAIN) + 1)
+    # A NULL index is not NULL to element_at (Spark 4.3 gives the last element): a row of
+    # several roots is tagged NULL explicitly.
+    chain = F.col(CHAIN)
+    return F.when(chain.isNotNull(), F.element_at(F.split(F.lit(sep.join(values)), sep), chain + 1))
 
 
 #: The Arrow type of each Spark type a :func:`local_table` column may have.

@@ -25,10 +25,12 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..chains import Owners, apply_acks
+from ..group import Group
 from ..output import Location, OutputRefused
 from .columns import CHAIN, TRACKING, Seen, by_chain, local_table, with_tags
 from .tracked import Probes
@@ -45,6 +47,7 @@ __all__ = [
     "check_write",
     "stage",
     "write_ledger",
+    "Sender",
     "publish",
     "recover",
     "can_write",
@@ -151,11 +154,37 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], probes: Probes) ->
     )
 
 
+@dataclass(frozen=True)
+class Sender:
+    """How a write's stamps are sent: op ids ``<op_prefix>/<tag>``, naming the owner
+    (one for all chains, or per tag), in the chains' group (one, or per tag)."""
+
+    op_prefix: str
+    owner: Owners
+    group: Group | Mapping[str, Group]
+
+    def to_json(self) -> dict[str, Any]:
+        group = self.group
+        groups = (
+            [group.mode, group.size]
+            if isinstance(group, Group)
+            else {t: [g.mode, g.size] for t, g in group.items()}
+        )
+        return {"op_prefix": self.op_prefix, "owner": self.owner, "group": groups}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Sender:
+        raw = data["group"]
+        groups = Group(*raw) if isinstance(raw, list) else {t: Group(*g) for t, g in raw.items()}
+        return cls(data["op_prefix"], data["owner"], groups)
+
+
 def write_ledger(
-    staged: Staged, tags: Sequence[str], stamps: dict[str, int], seen: Seen, *, publish: bool
+    staged: Staged, tags: Sequence[str], stamps: dict[str, int], seen: Seen, sender: Sender, *, publish: bool
 ) -> None:
     """The write's ledger, whole, before any stamp: its roots, the value each is
-    stamped with, the failed ones and the notes (:func:`recover` reads it)."""
+    stamped with and how (``sender``), the failed ones and the notes (:func:`recover`
+    reads it, and sends what a crash left unsent)."""
     ledger = {
         "write": staged.write_id,
         "tag_column": staged.tag_column,
@@ -168,8 +197,23 @@ def write_ledger(
         "stamps": {t: f"{v:x}" for t, v in sorted(stamps.items())},
         "errors": dict(sorted(seen.errors.items())),
         "notes": dict(sorted(seen.notes.items())),
+        "sender": sender.to_json(),
     }
     staged.meta.put(f"{staged.write_id}.json", json.dumps(ledger, ensure_ascii=False).encode("utf-8"))
+
+
+def _resend(tracker: AckTracker, ledger: Mapping[str, Any], states: Mapping[str, Any]) -> None:
+    """Send the stamps and fails of ``ledger`` to its chains still pending (``states``):
+    what its run sent is sent again under the same op ids, which changes nothing; what
+    a crash left unsent is sent now."""
+    if "sender" not in ledger:  # a ledger of an earlier version: its run's own stamps only
+        return
+    pending = {t for t, s in states.items() if s.state == "pending"}
+    stamps = {t: int(v, 16) for t, v in ledger["stamps"].items() if t in pending}
+    errors = {t: r for t, r in ledger["errors"].items() if t in pending}
+    if stamps or errors:
+        sender = Sender.from_json(ledger["sender"])
+        apply_acks(tracker, stamps, errors, sender.group, sender.op_prefix, owner=sender.owner)
 
 
 def _claims(staged: Staged) -> list[dict[str, Any]]:
@@ -265,9 +309,12 @@ def recover(spark: SparkSession, location: Location, tracker: AckTracker) -> int
             continue
         published = {t for c in claims for t in c.get("tags", [])}
         states = tracker.status_many(ledger["tags"]) if ledger["tags"] else {}
+        if any(s.state == "pending" for s in states.values()) and not claims:
+            _resend(tracker, ledger, states)
+            states = tracker.status_many(ledger["tags"])
         pending = any(s.state == "pending" for s in states.values())
         if pending and not claims:
-            continue  # its run may be acking it now: its first publish is the run's own
+            continue  # chains that wait on others (handed, open stream roots)
         acked = {t for t, s in states.items() if s.state == "acked"}
         whole = acked == set(ledger["tags"])
         if ledger.get("cross") and not whole:

@@ -157,7 +157,7 @@ class TrackedFrame:
     def df(self) -> DataFrame:
         """The DataFrame itself, the root column included (read-only use; an action on
         it does not touch what a write observes)."""
-        return self._build(Probes())
+        return self.build(Probes())
 
     @property
     def columns(self) -> list[str]:

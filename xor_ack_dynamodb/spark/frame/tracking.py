@@ -152,7 +152,10 @@ class FrameTracking(Driver):
                     failed=failed,
                     acked=acked,
                 )
-                job(attempt)
+                if chosen:
+                    job(attempt)
+                else:
+                    attempt.fail_the_rest()
                 return attempt
 
             return Plan(
@@ -209,15 +212,12 @@ class FrameTracking(Driver):
         return protocol.recover(self.spark, Location.of(location), self.tracker)
 
     def acked_rows(self, df: DataFrame, report: RunReport, tag_column: str = "xor_ack_tag") -> DataFrame:
-        """The rows of ``df`` (written by this run's attempts) whose chain ended acked:
-        what a cross-root aggregate must be computed over to stay exact under replay.
-        (A published location holds only such rows already: this is for rows read
-        where they were staged, or written before.)"""
-        return with_tags(df, tag_column, sorted(report.acked_tags()))
+        """The rows of ``df`` (written by this run's attempts) whose root ended acked,
+        and the rows of several roots (tag NULL: their write stands only because every
+        one of its roots acked): what an aggregate must be computed over to stay exact
+        under replay. (A published location holds only such rows already: this is for
+        rows read where they were staged, or written before.)"""
+        from pyspark.sql import functions as F
 
-
-def _written(attempt: FrameAttempt) -> WriteResult:
-    """The write of a job run again over some roots (it must write, as its first run did)."""
-    if attempt.write_result is None:
-        raise InvalidConfig("the job, run again over the roots that did not fail, did not write")
-    return attempt.write_result
+        several = df.where(F.col(tag_column).isNull())
+        return with_tags(df, tag_column, sorted(report.acked_tags())).unionByName(several)

@@ -1,9 +1,10 @@
-"""Tracked RDDs: per-record bookkeeping in Python on the executors (no requests there);
-the driver creates each chain, and stamps it once per attempt.
+"""Tracked RDDs: each record keeps its root (no edge, no per-record hash); the driver
+creates each chain, and once the sink's job committed stamps it once per attempt.
 
-- :mod:`.tracked`: :class:`TrackedRDD` and its steps' driver side;
-- :mod:`.steps` and :mod:`.executor`: what runs in the tasks (ledgers, carriers);
-- :mod:`.tracking`: :class:`RDDTracking`, the run (attempts, replays);
+- :mod:`.tracked`: :class:`TrackedRDD` and the driver's side of a sink (:class:`Pass`);
+- :mod:`.steps` and :mod:`.executor`: what runs in the tasks (failures and notes per
+  partition, in carriers);
+- :mod:`.tracking`: :class:`RDDTracking`, the run (attempts, reruns, replays);
 - :mod:`.writers`: durable partition writers.
 """
 

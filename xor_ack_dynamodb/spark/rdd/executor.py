@@ -1,17 +1,21 @@
-"""What runs inside a Spark task: the per-partition ledger and its carrier record.
+"""What runs inside a Spark task: a step's per-partition ledger and its carrier record.
 
-A record of a tracked RDD is ``(value, tag, anchor)``: one chain's tag and an ``int``
-anchor (the XOR of its pending edges), or ``None`` and a ``{tag: XOR}`` dict for a
-record that stands for several chains. A ledger collects one partition's XORs per chain
-for one step, the chains whose records raised and the notes of its records, and at the
-partition's end emits them as one carrier record (a :class:`Carry`) that travels with
-the data to the sink, which returns it to the driver. Executors send no request: the
-driver creates every chain before the job's sink is applied, stamps each once per
-attempt and fails the chains that failed. Spark hands the driver one result per
-partition, so this is exact whatever tasks were retried, recomputed or speculated.
+A record of a tracked RDD is ``(value, tag)``: the tag of its root's chain, or ``None``
+for a record that stands for several roots (a value ``reduce_by_key`` combined across
+roots). No record carries an edge: a root is acked because the job that wrote its
+output committed and none of its records failed (see :mod:`.tracked`).
 
-See docs/spark.md, "RDDs" ("Coalescing: one stamp per chain, at any number of
-partitions").
+What a step learns about roots travels with the data: a :class:`Ledger` collects, for
+one partition of one step, the roots whose records raised (with the first reason) and
+the notes of its records, and at the partition's end emits them as one carrier record
+(a :class:`Carry`) that the later steps pass on untouched, through shuffles, to the
+sink, which returns them to the driver. These are sets, not counts: a task retried,
+recomputed or speculated emits the same carrier, and Spark hands the driver one result
+per partition of the sink's job. A failure or note of a record of several roots is kept
+under ``None``: it is every root's of the job (no record says which roots it stands
+for). Executors send no request.
+
+See docs/spark.md, "RDDs".
 """
 
 from __future__ import annotations
@@ -22,8 +26,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..edges import EdgeKey
-from ..group import Group
 from ..outcomes import failure_reason
 from ..tags import TagScheme
 
@@ -31,37 +33,31 @@ if TYPE_CHECKING:
     from ...config import AckConfig
     from ...stores.dynamodb.tracker import XorAckDynamoDB
 
-__all__ = ["RunSpec", "Ledger", "executor_tracker", "Anchors", "Anchor", "Record", "Noted", "Carry"]
+__all__ = ["RunSpec", "Ledger", "executor_tracker", "Record", "Noted", "Carry"]
 
-#: The anchors of a record that stands for several chains: for each chain, the XOR of
-#: its pending edges.
-Anchors = dict[str, int]
-#: A record's anchor: its pending XOR (an ``int``, with the tag beside it) or, for a
-#: record of several chains, :data:`Anchors` (with the tag ``None``).
-Anchor = int | Anchors
-#: ``(value, tag, anchor)``; see the module doc.
-Record = tuple[Any, str | None, Anchor]
+#: ``(value, tag)``; see the module doc.
+Record = tuple[Any, str | None]
 
 
 @dataclass(frozen=True, eq=True)
 class Carry:
-    """The value of a carrier record: what one partition of one step owes its chains (the
-    XORs in the record's anchor; the chains whose records raised and the notes here), on
-    its way to the driver; see the module doc. Its own shuffle key (one per step and
-    partition, never equal to a user's key), with a hash that is the same in every
-    process, so a recomputed map task sends it to the same reduce partition."""
+    """The value of a carrier record: the roots one partition of one step failed (with
+    the first reason) and noted, on their way to the driver; key ``None``: every root of
+    the job (see the module doc). Its own shuffle key (one per step and partition, never
+    equal to a user's key), with a hash that is the same in every process, so a
+    recomputed map task sends it to the same reduce partition."""
 
     step: str
     partition: int
-    failed: Mapping[str, str] = field(default_factory=dict, compare=False)
-    notes: Mapping[str, str] = field(default_factory=dict, compare=False)
+    failed: Mapping[str | None, str] = field(default_factory=dict, compare=False)
+    notes: Mapping[str | None, str] = field(default_factory=dict, compare=False)
 
     def __hash__(self) -> int:
         return zlib.crc32(f"{self.step}/{self.partition}".encode())
 
 
-#: Called after a ledger flushed (and after a sink wrote), with the step name and the
-#: partition index (a test hook: make a task die after its step's work).
+#: Called after a step's partition emitted its carrier (and after a sink wrote), with
+#: the step name and the partition index (a test hook: make a task die after its work).
 AfterFlush = Callable[[str, int], None]
 
 # One tracker per AckConfig per Python worker process, built lazily from the picklable
@@ -85,8 +81,8 @@ def executor_tracker(config: AckConfig) -> XorAckDynamoDB:
 @dataclass(frozen=True)
 class Noted:
     """What a ``fan_out`` function may return instead of a plain iterable: the children,
-    and a note for the chains of the record it split (e.g. "bad bytes replaced"). The
-    note shows in the run's report (:attr:`Attempt.note`); the chain is not failed."""
+    and a note for the root of the record it split (e.g. "bad bytes replaced"). The
+    note shows in the run's report (:attr:`Attempt.note`); the root is not failed."""
 
     items: Iterable[Any]
     note: str
@@ -96,85 +92,48 @@ class Noted:
 class RunSpec:
     """What every tracked step of one attempt needs on the executors. Picklable.
 
-    ``edges`` derives edges (keyed per run, so different runs get unrelated edges);
-    ``tags`` and ``attempt`` make chain tags; ``group`` says how anchors combine (xor or
-    sum chains).
+    ``tags`` and ``attempt`` make chain tags; ``after_flush`` is the test hook.
     """
 
-    edges: EdgeKey
     tags: TagScheme
     attempt: int
     after_flush: AfterFlush | None = None
-    group: Group = Group("xor")
 
     def tag(self, key: Any) -> str:
         return self.tags.tag(key, self.attempt)
 
 
 class Ledger:
-    """The pending stamps, failures and notes of one partition of one step; see the
-    module doc. A pending stamp is the XOR (xor chains) or the signed sum (sum chains:
-    started edges added, finished anchors subtracted) of what the step did to the
-    chain."""
+    """The failed and noted roots of one partition of one step; see the module doc."""
 
     def __init__(self, spec: RunSpec, step: str, partition: int) -> None:
         self.spec = spec
         self.step = step
         self.partition = partition
-        self.pending: dict[str, int] = {}
-        self.failed: dict[str, str] = {}
-        self.notes: dict[str, str] = {}
-        self.group = spec.group
-        self._finish = spec.group.finish
+        self.failed: dict[str | None, str] = {}
+        self.notes: dict[str | None, str] = {}
 
-    def note(self, tags: Iterable[str], text: str) -> None:
-        """Report ``text`` for these chains (the first note per chain is kept)."""
-        for tag in tags:
-            self.notes.setdefault(tag, text)
+    def note(self, tag: str | None, text: str) -> None:
+        """Note ``text`` for a record's root (the first note per root is kept)."""
+        self.notes.setdefault(tag, text)
 
-    def ack(self, anchors: Anchors) -> None:
-        """Finish ``anchors`` (per chain: XOR them in, or subtract them)."""
-        pending = self.pending
-        finish = self._finish
-        for tag, edge in anchors.items():
-            pending[tag] = finish(pending.get(tag, 0), edge)
+    def fail(self, tag: str | None, error: BaseException | str) -> None:
+        """Fail a record's root (the first reason per root is kept)."""
+        self.failed.setdefault(tag, failure_reason(error))
 
-    def anchor(self, tag: str | None, anchor: Anchor) -> None:
-        """Finish a record's anchor (see :data:`Record`)."""
-        if tag is not None:
-            self.pending[tag] = self._finish(self.pending.get(tag, 0), anchor)  # type: ignore[arg-type]
-        else:
-            self.ack(anchor)  # type: ignore[arg-type]
-
-    def fail(self, tags: Iterable[str], error: BaseException | str) -> None:
-        """Fail these chains (the first reason per chain is kept)."""
-        reason = failure_reason(error)
-        for tag in tags:
+    def owe(self, failed: Mapping[str | None, str], notes: Mapping[str | None, str]) -> None:
+        """Take in what a carrier of an earlier step brought (first reason and note per
+        root kept)."""
+        for tag, reason in failed.items():
             self.failed.setdefault(tag, reason)
-
-    def fail_anchor(self, tag: str | None, anchor: Anchor, error: BaseException | str) -> None:
-        """Fail the chains of a record's anchor."""
-        self.fail([tag] if tag is not None else list(anchor), error)  # type: ignore[arg-type]
-
-    def owe(self, pending: Mapping[str, int], failed: Mapping[str, str], notes: Mapping[str, str]) -> None:
-        """Take in what another ledger owes: a carrier of an earlier step (at the sink),
-        or a sink partition's result (on the driver). Pending amounts (edges started less
-        edges finished) merge in the chain's group; the first reason and note per chain
-        are kept."""
-        merge = self.group.merge
-        for chain, amount in pending.items():
-            self.pending[chain] = merge(self.pending.get(chain, 0), amount)
-        for chain, reason in failed.items():
-            self.failed.setdefault(chain, reason)
-        for chain, text in notes.items():
-            self.notes.setdefault(chain, text)
+        for tag, text in notes.items():
+            self.notes.setdefault(tag, text)
 
     def flush(self) -> list[Record]:
         """What the step must emit after its records: its carrier (a list of one record,
-        or empty when it owes nothing)."""
+        or empty when it has nothing to say)."""
         if self.spec.after_flush is not None:
             self.spec.after_flush(self.step, self.partition)
-        pending = {t: v for t, v in self.pending.items() if v}
-        if not (pending or self.failed or self.notes):
+        if not (self.failed or self.notes):
             return []
-        return [(Carry(self.step, self.partition, self.failed, self.notes), None, pending)]
+        return [(Carry(self.step, self.partition, self.failed, self.notes), None)]

@@ -3,8 +3,10 @@ wrote, replaying.
 
 :meth:`RDDTracking.run` runs a job over a list of roots (files, messages): one chain per
 root, created by the driver while the job runs (as on the DataFrame path); after the
-sink the driver stamps each chain once and fails the chains whose records raised, then
-reads every chain and replays the roots whose chains failed (unless permanently),
+sink's job the driver stamps each root that did not fail once (with its root edge: the
+job committed) and fails the roots whose records raised, first running the job again
+over the other roots when its output holds records of failed ones (:meth:`passes`);
+then it reads every chain and replays the roots whose chains failed (unless permanently),
 expired, never started, or were still pending when the job ended, as new chains, up to
 ``max_attempts`` (the attempt loop of :mod:`..attempts`). Chains belong to the
 :class:`RDDTracking` object that made them: no other run meets them, whatever its run id
@@ -14,7 +16,7 @@ and keys (:mod:`..tags`).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -25,11 +27,10 @@ from ..chains import Owners, Started
 from ..heartbeat import HeartbeatPolicy
 from ..outcomes import Attempt, RunObserver, RunReport
 from .executor import AfterFlush, RunSpec
-from .steps import start_partition
-from .tracked import Acker, TrackedRDD
+from .tracked import Acker, PartitionWriter, Pass, TrackedRDD
 
 if TYPE_CHECKING:
-    from pyspark import RDD, SparkContext
+    from pyspark import SparkContext
 
     from ...config import AckConfig
     from ...interfaces import AckTracker
@@ -42,9 +43,9 @@ class RDDTracking(Driver):
     names. Parameters as for
     :class:`~xor_ack_dynamodb.spark.attempts.Driver`, and:
 
-    :param edge_size: bytes per edge: 8 (default, Storm's 64-bit ids: a false ack is a
-        2**-64 event) or, for xor chains, a multiple of 8 up to 64.
-    :param after_flush: a test hook called on the executors after each step's flush.
+    :param edge_size: bytes of a chain's root edge: 8 (default) or, for xor chains, a
+        multiple of 8 up to 64.
+    :param after_flush: a test hook called on the executors after each step's partition.
     :param tracker: the driver's tracker; its mode must be ``config.mode``.
     :param transactions: the driver sends its creates as ``create_many`` and its stamps
         as ``stamp_many`` (TransactWriteItems of up to 100: one request per 100 chains
@@ -52,7 +53,8 @@ class RDDTracking(Driver):
 
     Chains of either mode work (``config.mode``; xor by default). Executors send no
     request: the driver creates each chain, stamps it once per attempt and fails it if
-    a record of it raised (:mod:`.executor`); its counts are the run's. See
+    a record of it raised (:mod:`.tracked`); its counts are the run's (``reruns``: the
+    times a job ran again without failed roots). See
     docs/spark.md, "Chain modes and requests".
     """
 
@@ -92,7 +94,7 @@ class RDDTracking(Driver):
 
     def spec(self, attempt: int) -> RunSpec:
         """The picklable description of ``attempt`` that every step carries."""
-        return RunSpec(self.edges, self.tags, attempt, self.after_flush, self.group)
+        return RunSpec(self.tags, attempt, self.after_flush)
 
     def tag(self, key: Any, attempt: int = 1) -> str:
         """The tag of root ``key``'s chain on ``attempt``."""
@@ -107,8 +109,8 @@ class RDDTracking(Driver):
         known: dict[str, Attempt] | None = None,
         notes: dict[str, str] | None = None,
     ) -> Acker:
-        """The driver's side of a sink: :meth:`commit` of the merged amounts, failures
-        and notes of every partition (op ids ``<run>.<attempt>/<step>/driver/<tag>``)."""
+        """The driver's side of a sink: :meth:`commit` of the stamps, failures and notes
+        of a pass (op ids ``<run>.<attempt>/<step>/driver/<tag>``)."""
         noted = notes if notes is not None else {}
 
         def ack(step: str, stamps: dict[str, int], failures: dict[str, str], notes: dict[str, str]) -> Any:
@@ -119,25 +121,49 @@ class RDDTracking(Driver):
 
         return ack
 
-    def start(
+    def passes(
         self,
-        rdd: RDD[Any],
-        key: Callable[[Any], Any],
+        spec: RunSpec,
+        records: Sequence[tuple[Any, str]],
+        stamps: Mapping[str, int],
+        job: Callable[[TrackedRDD[Any], int], Any],
+        acker: Acker,
         *,
-        attempt: int = 1,
+        slices: int,
         starting: Future[Started] | None = None,
-        notes: dict[str, str] | None = None,
-    ) -> TrackedRDD[Any]:
-        """The records of ``rdd``, each anchored to the chain tagged
-        ``self.tag(key(record), attempt)``, which :meth:`run` creates on the driver
-        (``starting`` resolves to the chains created; their sink stamps wait for it).
-        ``key`` must give distinct keys (:meth:`run` checks this on the driver before
-        anything is written): ``str``, ``bytes`` or a path; anything that is not valid
-        UTF-8 is escaped (see :func:`~xor_ack_dynamodb.spark.tags.escape_key`)."""
-        spec = self.spec(attempt)
-        started = rdd.mapPartitionsWithIndex(partial(start_partition, spec, key))
-        acker = self.acker(spec, starting, known=self._known, notes=notes)
-        return TrackedRDD(started, spec, self._steps, acker)
+    ) -> Any:
+        """Run ``job`` over ``records`` (``(root, tag)``; ``stamps``: what acks each
+        tag's chain) and ack what its sink wrote (:class:`Pass`). When roots failed and
+        the output holds records of theirs, the output is discarded (every partition the
+        sink wrote is written again, empty, by the same writer) and the job runs again
+        over the other roots only, in the same attempt and before any stamp, until a
+        pass's output holds no record of a failed root (at worst: no root left). Returns
+        the last run's result."""
+        failed: dict[str, str] = {}
+        notes: dict[str, str] = {}
+        going = list(records)
+        while True:
+            run = Pass({t: stamps[t] for _, t in going}, acker, starting, failed, notes)
+            result = job(TrackedRDD(self.sc.parallelize(going, slices), spec, self._steps, run), spec.attempt)
+            if run.again is None:
+                if run.sunk is None and failed:  # no sink this time: still fail the failed
+                    acker("rerun", {}, dict(failed), dict(notes))
+                return result
+            left_out, writer, partitions = run.again
+            self._discard(writer, partitions)
+            self.counts["reruns"] += 1
+            going = [(root, tag) for root, tag in going if tag not in left_out]
+            if not going:
+                acker("rerun", {}, dict(failed), dict(notes))
+                return result
+
+    def _discard(self, writer: PartitionWriter, partitions: int) -> None:
+        """Write each of a sink's ``partitions`` again, empty, on the executors."""
+        if partitions:
+            indices = self.sc.parallelize(
+                range(partitions), max(1, min(partitions, self.sc.defaultParallelism))
+            )
+            indices.foreach(partial(_write_empty, writer))
 
     def run(
         self,
@@ -154,11 +180,15 @@ class RDDTracking(Driver):
         acked, failed permanently (:class:`PermanentFailure`), or ``max_attempts``
         attempts were made.
 
-        ``job`` builds the pipeline on the started records and must end in a sink. A job
-        that raises (Spark gave up on a task) ends its attempt: its chains are read like
-        any others. A chain still pending once its attempt's job has returned can no
-        longer complete (every task is done); it is failed here, so that no late write
-        can ack it, and replayed.
+        ``job`` builds the pipeline on the started records (each root's record tagged
+        with its chain, ``self.tag(key(root), attempt)``) and must end in a sink (one per
+        job). The driver creates the attempt's chains while the job runs; after the sink
+        it stamps each root that did not fail once and fails the others; if the output
+        holds records of failed roots, it first runs ``job`` again over the other roots
+        (:meth:`passes`). A job that raises (Spark gave up on a task) ends its attempt:
+        its chains are read like any others. A chain still pending once its attempt's
+        job has returned can no longer complete (every task is done); it is failed here,
+        so that no late write can ack it, and replayed.
 
         Raises :class:`InvalidConfig` before anything is written if ``key`` gives two
         roots the same key, and :class:`~xor_ack_dynamodb.errors.InvalidTag` if a tag
@@ -168,17 +198,23 @@ class RDDTracking(Driver):
 
         def plan(number: int, todo: list[Any], keys: list[Any], tags: list[str]) -> Plan:
             slices = max(1, min(len(todo), num_slices or self.sc.defaultParallelism))
-            rdd = self.sc.parallelize(todo, slices)
+            edges = {t: self.edges.root(t) for t in tags}
+            stamps = {t: self.group.finished(edge) for t, edge in edges.items()}
             notes: dict[str, str] = {}
+            spec = self.spec(number)
+
+            def run(starting: Future[Started]) -> Any:
+                acker = self.acker(spec, starting, known=self._known, notes=notes)
+                records = list(zip(todo, tags, strict=True))
+                return self.passes(spec, records, stamps, job, acker, slices=slices, starting=starting)
+
             return Plan(
                 tags,
-                lambda starting: job(
-                    self.start(rdd, key, attempt=number, starting=starting, notes=notes), number
-                ),
+                run,
                 f"attempt {number}",
                 self.tags.owner,
                 beat_owner=self.tags.owner,
-                start=partial(self._create, {t: self.edges.root(t) for t in tags}, number),
+                start=partial(self._create, edges, number),
                 notes=lambda: notes,
                 known=self._known,
                 raises=(),
@@ -187,6 +223,10 @@ class RDDTracking(Driver):
         return self.run_attempts(
             roots, key, plan, max_attempts=max_attempts, observer=observer, progress=progress
         )
+
+
+def _write_empty(writer: PartitionWriter, index: int) -> None:
+    writer(index, [])
 
 
 #: The name this class had before DataFrames came (kept: public).
