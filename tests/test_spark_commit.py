@@ -296,14 +296,15 @@ def test_each_root_keeps_its_first_reason_and_note_whatever_spark_retries(spark:
     kept = failed.where(F.col(probes.column()).isNull()).drop(probes.column())
     noted = probes.observe(kept, "note", F.col("note")).drop(probes.column())
     assert noted.count() == 4  # the rows that did not fail
-    errors, notes = probes.read(3)
+    errors, notes, mixed = probes.read(3)
+    assert not mixed
     assert errors == {0: "a: first", 2: "\uff01"}
     assert notes == {0: "note y"}
 
     several = spark.createDataFrame([(None, "x")], "_xa_chain int, reason string")
     probes = Probes()
     probes.observe(several, "fail", F.col("reason")).collect()
-    assert probes.read(2) == ({0: "x", 1: "x"}, {})
+    assert probes.read(2) == ({0: "x", 1: "x"}, {}, False)
 
     probes = Probes()
     probes.observe(df, "fail", F.col("reason")).where(F.lit(False)).collect()  # pruned by the optimizer

@@ -334,6 +334,8 @@ def test_a_write_across_roots_runs_again_without_the_roots_that_did_not_ack(
         assert [(a.state, a.reason) for a in failed.attempts] == [("failed", reason), ("acked", None)], mode
         assert all(o.state == "acked" and len(o.attempts) == 1 for o in report.outcomes if o is not failed)
         assert results[1].runs == 2, mode
+        ledgers = sorted(p.stem for p in (tmp_path / mode / "_xor_ack").glob("*.json"))
+        assert ledgers == sorted(Path(r.staged).name for r in results.values()), mode  # no other write
         total: Counter[str] = Counter()
         for r in staged(results[1].staged) + staged(results[2].staged):
             total[r["item"]] += r["count"]

@@ -7,7 +7,8 @@ tracked one (``frame_job``, chains in a ``MemoryAck``). Their executed plans are
 Spark's SQL status store (the plan graph of each write and its metrics, as the Spark UI
 shows them) and compared operator by operator: the tracked plan is the plain plan plus
 the root column's nodes (a broadcast join of each line's file to its root, projections)
-and the side channel's (``CollectMetrics``); the same generators, aggregates and
+and the side channel's (``CollectMetrics``: the sources' notes, whether a group mixed
+roots, the rows written); the same generators, aggregates and
 exchanges, the same rows out of each aggregate and the same shuffle records. No ghost
 row, edge or per-row hash is left: the rows that leave the scan are the rows that reach
 the aggregate in both.
@@ -114,7 +115,7 @@ def test_the_tracked_word_count_runs_the_plain_plan_plus_the_root_and_the_side_c
     extra = tracked_nodes - plain_nodes
     assert set(extra) <= ADDED, extra
     assert not plain_nodes - tracked_nodes, plain_nodes - tracked_nodes
-    assert tracked_nodes["CollectMetrics"] == 2  # the sources' notes, the sink's
+    assert tracked_nodes["CollectMetrics"] == 3  # the sources' notes, the groups mixing roots, the sink's
     for name in SAME:
         assert tracked_nodes[name] == plain_nodes[name], name
         assert tracked_rows.get(name) == plain_rows.get(name), (name, tracked_rows, plain_rows)

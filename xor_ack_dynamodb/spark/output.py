@@ -162,8 +162,11 @@ class Location:
         return sorted(key[base:] for key in keys if key.endswith(suffix))
 
     def remove(self) -> None:
-        """Delete everything here (a directory tree, or every object under the prefix)."""
+        """Delete everything here (a file, a directory tree, or every object under the
+        prefix)."""
         if not self.is_s3:
+            if os.path.isfile(self.url):
+                os.remove(self.url)
             shutil.rmtree(self.url, ignore_errors=True)
             return
         client = self.client()

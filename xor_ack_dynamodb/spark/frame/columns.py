@@ -106,8 +106,8 @@ def with_tags(df: DataFrame, column: str, tags: Iterable[str]) -> DataFrame:
 class Seen:
     """What a committed write saw, per chain (by tag): the first failure reason (by sort
     order) of the chains whose rows failed, the first note of the noted ones; whether a
-    written row was made by several roots (``cross``: the write's rows are only right if
-    every one of its roots acks); and the rows written."""
+    group mixed several roots (``cross``: the write's rows are only right if every one
+    of its roots acks); and the rows written."""
 
     errors: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)

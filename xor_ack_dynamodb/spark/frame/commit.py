@@ -121,7 +121,7 @@ def new_write_id(owner: str, attempt: int) -> str:
 def stage(df: DataFrame, staged: Staged, tags: Sequence[str], probes: Probes) -> Seen:
     """Write ``df`` (a tracked frame built with ``probes``, chain ``i`` tagged
     ``tags[i]``) with Spark's Parquet writer into the staging folder, and read what its
-    side channel saw: the failed and noted chains, whether a row is of several roots,
+    side channel saw: the failed and noted chains, whether a group mixed several roots,
     the rows written (counted at the sink, whose tasks Spark counts once each)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
@@ -134,23 +134,19 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], probes: Probes) ->
         names = local_table(spark, {CHAIN: ("int", range(len(tags))), staged.tag_column: ("string", tags)})
         tagged = df.join(F.broadcast(names), CHAIN, "left")
     sink = Observation()
-    cross = F.max(F.col(CHAIN).isNull()).alias("cross")
-    rows = tagged.select(*staged.columns, staged.tag_column, CHAIN)
-    observed = rows.observe(sink, cross, F.count(F.lit(1)).alias("rows"))
-    observed.drop(CHAIN).write.mode("append").parquet(staged.staging.url)
+    rows = tagged.select(*staged.columns, staged.tag_column)
+    rows.observe(sink, F.count(F.lit(1)).alias("rows")).write.mode("append").parquet(staged.staging.url)
     try:
-        seen = sink.get
+        written = sink.get
     except Exception:  # not run (an output proven empty): Spark's answer by a query
-        seen = {}
-    if not seen:
-        got = rows.agg(cross, F.count(F.lit(1)).alias("rows")).collect()[0]
-        seen = {"cross": got["cross"], "rows": got["rows"]}
-    errors, notes = probes.read(len(tags))
+        written = {}
+    count = written["rows"] if written else rows.count()
+    errors, notes, mixed = probes.read(len(tags))
     return Seen(
         errors={tags[c]: e for c, e in errors.items()},
         notes={tags[c]: n for c, n in notes.items()},
-        cross=bool(seen["cross"]),
-        rows=int(seen["rows"] or 0),
+        cross=mixed,
+        rows=int(count or 0),
     )
 
 

@@ -63,8 +63,9 @@ def _observed(observation: Any) -> list[Any] | None:
 
 
 class Probes:
-    """The side channel of one build of a frame: per ``fail_when`` and per source note,
-    an Observation of the set of (root, text) pairs of its rows (module doc)."""
+    """The side channel of one build of a frame: per ``fail_when``, per source note and
+    per ``group_by`` across roots, an Observation of the set of (root, text) pairs of its
+    rows (module doc)."""
 
     def __init__(self) -> None:
         self._probes: list[tuple[str, Any, DataFrame, str]] = []
@@ -72,7 +73,8 @@ class Probes:
     def observe(self, df: DataFrame, kind: str, text: Column) -> DataFrame:
         """``df`` with a column ``text`` (NULL on the rows it does not pick), observed:
         the set of (root, text) pairs is read after the write (:meth:`read`). ``kind``
-        is ``"fail"`` or ``"note"``. Returns the frame with the column, named
+        is ``"fail"``, ``"note"`` or ``"mixed"`` (a group of several roots, NULL root).
+        Returns the frame with the column, named
         :meth:`column`'s value."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
@@ -88,13 +90,13 @@ class Probes:
         """The name of the column the last :meth:`observe` added."""
         return self._probes[-1][3]
 
-    def read(self, chains: int) -> tuple[dict[int, str], dict[int, str]]:
+    def read(self, chains: int) -> tuple[dict[int, str], dict[int, str], bool]:
         """After the write: per root (index), its first failure reason and its first note
-        (by sort order). A failing row of several roots fails every one of the
-        ``chains`` roots."""
+        (by sort order); and whether a group mixed several roots. A failing row of
+        several roots fails every one of the ``chains`` roots."""
         from pyspark.sql import functions as F
 
-        found: dict[str, dict[int, str]] = {"fail": {}, "note": {}}
+        found: dict[str, dict[int, str]] = {"fail": {}, "note": {}, "mixed": {}}
         for kind, observation, marked, name in self._probes:
             pairs = _observed(observation)
             if pairs is None:
@@ -102,9 +104,9 @@ class Probes:
                 pairs = [(row[0], row[1]) for row in rows]
             into = found[kind]
             for chain, text in pairs:
-                for each in range(chains) if chain is None else (chain,):
+                for each in range(chains) if chain is None and kind == "fail" else (chain,):
                     into[each] = min(into.get(each, text), text)
-        return found["fail"], found["note"]
+        return found["fail"], found["note"], bool(found["mixed"])
 
 
 @dataclass
@@ -317,7 +319,9 @@ class TrackedGroups:
     def agg(self, *exprs: Column) -> TrackedFrame:
         """Aggregate (:meth:`TrackedFrame.group_by`). Across roots, each group's root is
         the least and the greatest root of its rows when they agree (a NULL root counts
-        as several), NULL otherwise: two aggregates beside the user's, no more groups."""
+        as several), NULL otherwise: two aggregates beside the user's, no more groups;
+        whether a group mixed roots is observed (the write runs again without failed
+        roots if one did)."""
         from pyspark.sql import functions as F
 
         keys = [_name(k) for k in self.keys]
@@ -326,10 +330,15 @@ class TrackedGroups:
         root = F.coalesce(F.col(CHAIN), F.lit(-1))
         low, high = F.col(_LOW), F.col(_HIGH)
 
-        def step(df: DataFrame, _: Probes) -> DataFrame:
+        def step(df: DataFrame, probes: Probes) -> DataFrame:
             grouped = df.groupBy(*keys).agg(*exprs, F.min(root).alias(_LOW), F.max(root).alias(_HIGH))
             one = F.when((low == high) & (low >= 0), low).cast("int")
-            return grouped.withColumn(CHAIN, one).drop(_LOW, _HIGH)
+            # Observed here, not at the write: a later filter may drop a group whose
+            # rows of a failed root changed it, and the write would not know.
+            mixed = F.when(F.col(CHAIN).isNull(), F.lit("several roots"))
+            return probes.observe(grouped.withColumn(CHAIN, one).drop(_LOW, _HIGH), "mixed", mixed).drop(
+                probes.column()
+            )
 
         return self.frame._then(step)
 

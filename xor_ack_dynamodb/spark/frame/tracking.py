@@ -221,3 +221,10 @@ class FrameTracking(Driver):
 
         several = df.where(F.col(tag_column).isNull())
         return with_tags(df, tag_column, sorted(report.acked_tags())).unionByName(several)
+
+
+def _written(attempt: FrameAttempt) -> WriteResult:
+    """The write of a job run again over some roots (it must write, as its first run did)."""
+    if attempt.write_result is None:
+        raise InvalidConfig("the job, run again over the roots that did not fail, did not write")
+    return attempt.write_result
