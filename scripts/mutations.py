@@ -175,15 +175,15 @@ MUTANTS: list[Mutant] = [
         "sum-guard-without-cut",
         "issue 18: a retried ADD is guarded by cutn <= the seq it checked (history moved on: read it)",
         "stores/dynamodb/codec.py",
-        '        out = " AND (attribute_not_exists(#cn) OR #cn <= :cut)"',
-        '        out = " AND (attribute_not_exists(#cn) OR #cn <= :cut OR #cn > :cut)"',
+        '        out = " AND (attribute_not_exists(#cn) OR #cn <= :after_seq)"',
+        '        out = " AND (attribute_not_exists(#cn) OR #cn <= :after_seq OR #cn > :after_seq)"',
         (f"{CORE}::test_a_sum_stamp_lost_then_trimmed_out_is_applied_exactly_once",),
     ),
     Mutant(
         "sum-guard-without-lineage",
         "issue 18: the guard names its lineage (a chain created again under the tag is another one)",
         "stores/dynamodb/codec.py",
-        "        if guard.lineage is not None:\n            names.update",
+        "        if lineage is not None:\n            names.update",
         "        if False:\n            names.update",
         (f"{ONCE}::test_a_stale_lineage_in_the_cache_never_lets_a_retry_apply_twice",),
     ),
@@ -192,17 +192,17 @@ MUTANTS: list[Mutant] = [
         "named-op-taken-as-drawn",
         "issue 31 (1): only an op id the library drew itself needs no check (core/factory.py)",
         "core/factory.py",
-        "    return Delivery(after, drawn=op_id is None)",
-        "    return Delivery(after, drawn=True)",
+        "    return None if op_id is None else after or START",
+        "    return None",
         (f"{SIX}::test_1_a_child_sent_twice_by_botocore_is_applied_once[server-xor]",),
     ),
     Mutant(
         "retry-after-unknown-drops-bound",
         "issue 31 (2): a named op's retry after an unknown outcome keeps its bound "
-        "(core/history.py Delivery.unknown)",
-        "core/history.py",
-        "        if not self.drawn:\n            return self\n",
-        "",
+        "(core/stamping.py AddCall._io: only a drawn op's after becomes the view)",
+        "core/stamping.py",
+        "            if self.unknown and self.after is None:\n                self.after = self.sent",
+        "            if self.unknown:\n                self.after = self.sent",
         (f"{SIX}::test_2_a_throttled_copy_keeps_its_bound[server]",),
     ),
     Mutant(
@@ -233,9 +233,9 @@ MUTANTS: list[Mutant] = [
         "state-refusal-before-history",
         "issue 31 (5): a duplicate's history lookup comes before a refusal on state (TagAcked)",
         "core/rules.py",
-        "        if not delivery.drawn:\n            found = scope(chain, delivery.after)",
-        "        if self._refusal(chain, now) is None and not delivery.drawn:\n"
-        "            found = scope(chain, delivery.after)",
+        "        found = check(chain, op.key, after, searched)\n",
+        "        found = check(chain, op.key, after if self._refusal(chain, now) is None else None, "
+        "searched)\n",
         (
             f"{SIX}::test_5_a_duplicate_after_completion_is_a_duplicate[sum-memory]",
             f"{SIX}::test_5_a_duplicate_after_completion_is_a_duplicate[xor-server]",
@@ -332,17 +332,17 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "trim-without-lineage",
-        "issue 18: a trim removes a block only on its own lineage (lin = :lin)",
+        "issue 18: a trim removes a block only on its own lineage (lin = :lineage)",
         "stores/dynamodb/codec.py",
-        '        condition = f"#lin = :lin AND {at} AND size(#ops) >= :n"',
-        '        condition = f"(#lin = :lin OR #lin <> :lin) AND {at} AND size(#ops) >= :n"',
+        '        condition = f"#lin = :lineage AND {at} AND size(#ops) >= :n"',
+        '        condition = f"(#lin = :lineage OR #lin <> :lineage) AND {at} AND size(#ops) >= :n"',
         ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[inproc]",),
     ),
     Mutant(
         "trim-without-lineage-memory",
         "the same guard in the memory store's predicate (core/blind.py trim_allowed)",
         "core/blind.py",
-        "        return chain.line == trim.lineage",
+        "        return chain.position.lineage == trim.lineage",
         "        return True",
         ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[memory]",),
     ),
@@ -368,17 +368,18 @@ MUTANTS: list[Mutant] = [
     # -- the chain rules (core/rules.py): every store, every driver ---------------------------
     Mutant(
         "duplicate-in-window-applied",
-        "concepts.md: a stamp whose op id is in the list is not applied again (xor: the rules decide)",
-        "core/rules.py",
-        "        seen = chain.find(op.key)\n        if seen is not None:\n            return self._known(",
-        "        seen = None\n        if seen is not None:\n            return self._known(",
+        "concepts.md: a stamp whose op id is in the list is not applied again (xor: the rules decide, "
+        "core/history.py check)",
+        "core/history.py",
+        "    if at is not None:\n        return Found(",
+        "    if False:\n        return Found(",
         contract("test_a_duplicate_stamp_is_applied_once", "plain-memory-xor", "plain-inproc-xor"),
     ),
     Mutant(
         "op-id-reused-accepted",
         "concepts.md: an op id seen with another payload raises OpIdReused",
         "core/rules.py",
-        "        if not seen.same_payload(op):\n"
+        "        if not found.op.same_payload(op):\n"
         "            return Reject(\n"
         '                OpIdReused(f"op id',
         '        if False:\n            return Reject(\n                OpIdReused(f"op id',
@@ -388,8 +389,8 @@ MUTANTS: list[Mutant] = [
         "duplicate-in-history-applied",
         "issue 18: an op that left the window is found in the chain's history: not applied again",
         "core/rules.py",
-        "                if hit is not None:\n                    return self._known(chain, hit[0], op, now,",
-        "                if False:\n                    return self._known(chain, hit[0], op, now,",
+        "        found = check(chain, op.key, after, searched)\n        if isinstance(found, Found):",
+        "        found = check(chain, op.key, after, searched)\n        if False:",
         (
             f"{MEMORY}::test_a_duplicate_is_caught_past_the_window",
             f"{DYNAMODB}::test_a_duplicate_is_caught_past_the_window",
@@ -397,10 +398,10 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "history-scope-never-read",
-        "issue 18: a duplicate check reads the history blocks past the window (core/history.py _since)",
+        "issue 18: a duplicate check reads the history blocks past the window (core/history.py check)",
         "core/history.py",
-        "    if p >= chain.cut_seq:\n        return CLEAR",
-        "    if True:\n        return CLEAR",
+        "    if since < chain.cut_seq:\n        lookup = Lookup(",
+        "    if False:\n        lookup = Lookup(",
         (f"{MEMORY}::test_a_duplicate_is_caught_past_the_window",),
     ),
     Mutant(
@@ -419,9 +420,9 @@ MUTANTS: list[Mutant] = [
         "issue 18, stamp(): where the history that would tell is gone (a lineage a foreign "
         "writer reset) the duplicate check refuses with OutcomeUnknown, never guesses",
         "core/rules.py",
-        "            if isinstance(found, Unknowable):\n"
-        "                return Reject(self._unknowable(chain, found))",
-        "            if False:\n                return Reject(self._unknowable(chain, found))",
+        "        if isinstance(found, Unknowable):\n"
+        "            return Reject(self._unknowable(chain, found))",
+        "        if False:\n            return Reject(self._unknowable(chain, found))",
         ("tests/test_once_node.py::test_a_copy_that_names_a_position_before_the_node_write_is_refused",),
     ),
     Mutant(
@@ -516,7 +517,7 @@ MUTANTS: list[Mutant] = [
         "negative-sum-stays-pending",
         "issue 18: a sum below zero (a double application) fails the chain at once",
         "core/stamping.py",
-        "        if is_negative(after.value):",
+        "        if is_negative(chain.value):",
         "        if False:",
         (f"{ONCE}::test_a_negative_sum_fails_the_chain_at_once",),
     ),
@@ -533,8 +534,8 @@ MUTANTS: list[Mutant] = [
         "lost-add-retried-unguarded",
         "issue 18: a sum ADD whose outcome is unknown is retried as a possible duplicate of its own copy",
         "core/stamping.py",
-        "        return self.delivery.unknown(self.view) if self.unknown else self.delivery",
-        "        return self.delivery",
+        "            if self.unknown and self.after is None:\n                self.after = self.sent",
+        "            if False:\n                self.after = self.sent",
         (f"{ONCE}::test_botocores_resend_of_an_add_after_its_op_moved_out_is_not_applied_again",),
     ),
     Mutant(
@@ -589,9 +590,9 @@ MUTANTS: list[Mutant] = [
         "view-guard-past-its-last-op",
         "concepts.md, The guard instead of a read: an ADD is guarded by the last position of the "
         "chain it checked, never beyond (a copy that landed right after the view is found)",
-        "core/stamping.py",
-        "            self.checked = Guard(max(chain.seq, bound), chain.line)",
-        "            self.checked = Guard(max(chain.seq + 1, bound), chain.line)",
+        "core/history.py",
+        "    return Position(here.lineage, max(here.seq, after.seq if",
+        "    return Position(here.lineage, max(here.seq + 1, after.seq if",
         ("tests/test_once_cost.py::test_a_copy_that_landed_just_after_the_view_is_found[moved-out]",),
     ),
     Mutant(

@@ -123,7 +123,7 @@ def test_a_trim_sent_twice_removes_its_block_once_however_long_the_list(
 ) -> None:
     """A block's trim resent (botocore) or raced by the next owner, on a list long
     enough that the length check alone would let it pass: ``cutn = :cut`` refuses it;
-    a trim of the next block naming another lineage: ``lin = :lin`` refuses it."""
+    a trim of the next block naming another lineage: ``lin = :lineage`` refuses it."""
     from test_trims import LINEAGE, _ops, _seed
     from test_trims import TAG as SEEDED
 

@@ -452,10 +452,8 @@ class ServerlessModel(RuleBasedStateMachine):
             raise Violation(f"{what}: the record was malformed or failed its chain: {self._reason(chain)}")
         if applied and node.applied:
             raise Violation(f"{what}: its op had been applied, and was applied again")
-        # A lost response may hide this delivery's own write; so may a fault on the
-        # completion write after its ADD took the sum to zero: the call's next round finds
-        # its own op and reports a duplicate (the library keeps no note that its ADD landed).
-        hidden = any(h.startswith("lost") or h.endswith(" complete") for h in hit)
+        # A lost response may hide this delivery's own write.
+        hidden = any(h.startswith("lost") for h in hit)
         if duplicate and not (node.applied or node.uncertain) and not hidden:
             raise Violation(f"{what}: reported a duplicate, though no copy of its op had been applied")
         if applied or duplicate:

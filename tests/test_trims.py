@@ -5,7 +5,7 @@ accepts, its history written first; and a move that fails never turns the stamp 
 follows (already applied) into an error.
 
 The store-level tests run on every DynamoDB backend and in memory: the trim's condition
-(``cutn = :cut AND lin = :lin AND size(ops) >= count + window``) and its ``REMOVE`` of
+(``cutn = :cut AND lin = :lineage AND size(ops) >= count + window``) and its ``REMOVE`` of
 indexes are exactly where the backends differ (dynalite removes list indexes one by one).
 """
 
@@ -102,7 +102,7 @@ def test_a_trim_sent_again_over_a_long_list_removes_its_block_once(sum_ack: Any)
     on a hot chain) while the list still holds more than two blocks past the window:
     ``size(ops)`` would let the second one through, so only ``cutn = :cut`` keeps it
     from removing the next block, whose history nobody has written yet; and only
-    ``lin = :lin`` keeps a trim of another lineage out."""
+    ``lin = :lineage`` keeps a trim of another lineage out."""
     ops = _ops(3 * BLOCK + WINDOW + 10)
     _seed(sum_ack, ops, 777)
     store = sum_ack.store
@@ -111,7 +111,7 @@ def test_a_trim_sent_again_over_a_long_list_removes_its_block_once(sum_ack: Any)
         assert isinstance(store.execute(trim), Written)
         assert isinstance(store.execute(trim), Rejected)
     # A trim of another lineage (a writer that saw the chain before it was created
-    # again under the tag) at the right place, with ops enough: only lin = :lin refuses it.
+    # again under the tag) at the right place, with ops enough: only lin = :lineage refuses it.
     assert isinstance(store.execute(Trim(TAG, BLOCK, WINDOW, cut=2 * BLOCK, lineage=b"another1")), Rejected)
     kept = store.execute(Read(TAG))
     assert [op.key for op in kept.ops] == [op.key for op in ops[2 * BLOCK :]]

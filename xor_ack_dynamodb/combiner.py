@@ -18,18 +18,16 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .config import AckConfig
-from .core.algebra import EdgeLike
 from .core.rules import BATCH_CAP
 from .core.stamping import StampCall
 from .core.verdicts import DEFERRED, StampItem
 from .drivers import SyncTracker
 from .errors import OutcomeUnknown, XorAckError
-from .stamps import Position, Stamp, Sum
+from .stamps import Stamp, Sum
 from .stores.dynamodb.tracker import XorAckDynamoDB
 
 __all__ = ["CombiningTracker"]
@@ -128,26 +126,10 @@ class CombiningTracker(SyncTracker):
 
     # -- combined -------------------------------------------------------------------
 
-    def stamp(
-        self,
-        tag: str,
-        value: EdgeLike | None = None,
-        *,
-        finished: Iterable[EdgeLike] = (),
-        started: Iterable[EdgeLike] = (),
-        op_id: str | None = None,
-        owner: str | None = None,
-        after: Position | None = None,
-    ) -> Stamp | Sum:
-        """Apply one stamp (see the wrapped tracker's ``stamp``), sharing the write with
-        concurrent stamps on the same tag. Returns the value after this stamp, in queue
-        order. Bad input is rejected before queueing."""
-        known = self.driver.cache.get(tag) if isinstance(tag, str) else None
-        call = self.calls.stamp(tag, value, finished, started, op_id, owner, known, after)
-        if not isinstance(call, StampCall):  # sum mode: one ADD never loses a race
-            result = self.driver.run(call)
-            self.stamped(call.tag, result)
-            return result
+    def _run_stamp(self, call: StampCall) -> Stamp | Sum:
+        """Queue the stamp (:meth:`stamp`, checked) on its tag and wait for its outcome,
+        in queue order, from the write that carries it (this caller's own as the tag's
+        leader, or another caller's)."""
         mine = _Pending(call.stamps[0])
         with self._lock:
             queue = self._queues.setdefault(call.tag, _Queue())
@@ -175,7 +157,6 @@ class CombiningTracker(SyncTracker):
         if mine.error is not None:
             raise mine.error
         assert mine.result is not None
-        self.stamped(call.tag, mine.result)
         return mine.result
 
     def _abandon(self, tag: str, mine: _Pending) -> None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..stamps import Position
 from .algebra import Algebra, Value, is_zero
 from .chain import Chain, Op, updated
-from .messages import Guard, Trim
+from .history import guard
+from .messages import Trim
 
 __all__ = ["BlindWrites"]
 
@@ -29,19 +31,18 @@ class BlindWrites:
         op: Op,
         owner: str | None,
         now: int,
-        guard: Guard | None = None,
+        after: Position | None = None,
     ) -> bool:
         """The condition of a sum-mode stamp (one atomic ``ADD``, no read). As a
         DynamoDB ConditionExpression: ``attribute_exists(sum) AND state = pending AND
         sum <> 0 AND (attribute_not_exists(deadline) OR deadline >= :now) AND NOT
-        contains(ops, :op) [AND owner = :owner]``, and
-        with a guard ``AND (attribute_not_exists(cutn) OR cutn <= :cut) [AND lin =
-        :lin]`` (see :meth:`guarded`)."""
+        contains(ops, :op) [AND owner = :owner]``, and with ``after`` the guard
+        :meth:`covers`."""
         return (
             self.touch_allowed(chain, owner, now)
             and chain is not None
             and chain.mode == "sum"
-            and self.guarded(chain, guard)
+            and self.covers(chain, after)
             and chain.find(op.key) is None
         )
 
@@ -71,14 +72,15 @@ class BlindWrites:
         return chain is None or chain.deadline is None or chain.deadline >= now
 
     @staticmethod
-    def guarded(chain: Chain | None, guard: Guard | None) -> bool:
-        """Whether ``guard`` holds on ``chain``: the window still holds every op after
-        ``guard.cut``, on the guard's lineage."""
-        if chain is None or guard is None:
+    def covers(chain: Chain | None, after: Position | None) -> bool:
+        """Whether ``chain`` passes the guard of a write whose op is known absent up to
+        ``after`` (:func:`~.history.guard`; None: no guard). As a ConditionExpression:
+        ``(attribute_not_exists(cutn) OR cutn <= :after_seq)`` and ``lin =
+        :after_lineage`` (``attribute_not_exists(lin)`` for an empty lineage)."""
+        if chain is None or after is None:
             return True
-        if guard.lineage is not None and chain.line != guard.lineage:
-            return False
-        return chain.cut_seq <= guard.cut
+        seq, lineage = guard(after)
+        return (lineage is None or chain.position.lineage == lineage) and chain.cut_seq <= seq
 
     def added(self, chain: Chain, delta: Value, op: Op, now: int) -> Chain:
         """``chain`` after a sum-mode stamp: ``ADD sum :delta``, the op appended (not
@@ -93,12 +95,12 @@ class BlindWrites:
 
     def trim_allowed(self, chain: Chain | None, trim: Trim) -> bool:
         """A trim's condition: the list still starts at position ``trim.cut + 1`` on the
-        trim's lineage (``cutn = :cut AND lin = :lin``), and holds ``count`` ops beyond
+        trim's lineage (``cutn = :cut AND lin = :lineage``), and holds ``count`` ops beyond
         the window (``size(ops) >= :n``). Each block has one place, so trims that race
         (or a resend) apply once."""
         if chain is None or chain.cut_seq != trim.cut or len(chain.ops) < trim.count + trim.window:
             return False
-        return chain.line == trim.lineage
+        return chain.position.lineage == trim.lineage
 
     def trimmed(self, chain: Chain, trim: Trim) -> Chain:
         """``chain`` without its ``count`` oldest ops. The token is kept: a trim changes

@@ -229,7 +229,7 @@ class CreateCall(Call[Stamp | Sum]):
             reply = yield from self._io(Put(new, chain))
             if isinstance(reply, Written):
                 self._saw(new)
-                return result(self.value, acked=False, position=Position(new.line, 0))
+                return result(self.value, acked=False, position=Position(new.position.lineage, 0))
             self._saw(reply.current)
             # A blind Put that found a chain judges it now; anything else lost a race
             # (the chain changed, or was deleted since the condition was checked).

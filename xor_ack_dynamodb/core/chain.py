@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..errors import InvalidConfig
+from ..stamps import Position
 from .algebra import Mode, Value
 
 __all__ = [
@@ -161,9 +162,10 @@ class Chain:
         return next((self.cut_seq + i + 1 for i, op in enumerate(self.ops) if op.key == key), None)
 
     @property
-    def line(self) -> bytes:
-        """The lineage as a position names it: empty for a chain without one."""
-        return self.lineage or b""
+    def position(self) -> Position:
+        """The chain's last position: its lineage (empty for a chain without one) and
+        ``seq``."""
+        return Position(self.lineage or b"", self.seq)
 
     @property
     def foreign(self) -> bool:

@@ -16,7 +16,7 @@ from ..stamps import Position, check_tag
 from .algebra import EdgeLike, Value, is_zero
 from .calls import CreateCall, DeleteCall, FailCall, StatusCall, TouchCall
 from .chain import Chain, make_op
-from .history import BlockCache, Delivery
+from .history import START, BlockCache
 from .rules import ChainRules
 from .stamping import AddCall, StampCall
 
@@ -141,13 +141,13 @@ def _reason(reason: object, tag: str) -> str | None:
     return _text(reason, "reason", tag) or None
 
 
-def _delivery(op_id: str | None, after: object) -> Delivery:
-    """Where earlier copies of a stamp's op can have landed (see ``stamp()``), checked:
-    after ``after``, else anywhere in the lineage; none when the library draws the op
-    id (no ``op_id``)."""
+def _after(op_id: str | None, after: object) -> Position | None:
+    """The position after which earlier copies of a stamp's op can have landed (see
+    ``stamp()``), checked: ``after``, else the lineage's :data:`~.history.START`; None
+    when the library draws the op id (no ``op_id``): no earlier copy exists."""
     if after is not None and not isinstance(after, Position):
         raise InvalidConfig(f"after must be a Position (a result's .position), got {type(after).__name__}")
-    return Delivery(after, drawn=op_id is None)
+    return None if op_id is None else after or START
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,10 +210,10 @@ class CallFactory:
         delta = self.rules.algebra.delta(value, finished, started, tag)
         op = make_op(op_id, "stamp", self.rules.algebra.payload(delta))
         checked_owner = _owner(owner)
-        delivery = _delivery(op_id, after)
+        checked_after = _after(op_id, after)
         if self.rules.mode == "sum":
-            return AddCall(self.rules, tag, delta, op, checked_owner, known, delivery, self.history)
-        return StampCall(self.rules, tag, [(delta, op, checked_owner, delivery)], known, self.history)
+            return AddCall(self.rules, tag, delta, op, checked_owner, known, checked_after, self.history)
+        return StampCall(self.rules, tag, [(delta, op, checked_owner, checked_after)], known, self.history)
 
     def batch_stamp(self, spec: StampSpec, known: Chain | None = None) -> StampCall:
         """A stamp of a batch: a read-modify-write in either mode (written in a
@@ -224,8 +224,8 @@ class CallFactory:
         tag = check_tag(spec.tag)
         delta = self.rules.algebra.delta(spec.value, spec.finished, spec.started, tag)
         op = make_op(spec.op_id, "stamp", self.rules.algebra.payload(delta))
-        delivery = _delivery(spec.op_id, spec.after)
-        return StampCall(self.rules, tag, [(delta, op, _owner(spec.owner), delivery)], known, self.history)
+        item = (delta, op, _owner(spec.owner), _after(spec.op_id, spec.after))
+        return StampCall(self.rules, tag, [item], known, self.history)
 
     @staticmethod
     def distinct(tags: list[str]) -> None:

@@ -1,5 +1,4 @@
-"""A chain's op history: where every op it ever applied is kept, and which part of it
-a duplicate check has to read.
+"""A chain's op history, and the one value a duplicate check moves: a :class:`Position`.
 
 A chain numbers its ops as they land (positions 1, 2, ...; ``Chain.seq`` is the last).
 Its item keeps the most recent ones (the window, ``ops``: positions ``cut_seq + 1`` to
@@ -11,16 +10,16 @@ lookup cheap (positions ``(a, b]`` are known blocks: one batch read). A block ne
 changes once written, so what any call read or wrote stays true: a tracker keeps the
 blocks it saw (:class:`Searched` over a shared :class:`BlockCache`).
 
-The one rule (:class:`Delivery`): an op is checked for earlier copies from the earliest
-point where one could exist: the ``after`` its caller gives (the position of the stamp
-that started its work), else the lineage's start. Only an op id the library drew
-itself, in this call, has no earlier copy (``drawn``); once that call's own write has
-an unknown outcome, its copy is checked from the chain as the call last saw it.
-
-A write sure its op was not applied since ``p`` finds it in the window, or knows the
-window holds everything after ``p`` (``cutn <= :p``, sum mode's own condition), or reads
-the blocks of ``(p, cut_seq]``. A position not kept (a missing block, a lineage a
-foreign writer reset) is unknowable: ``OutcomeUnknown``.
+The one rule: an op is checked for earlier copies from the earliest position where one
+could exist, ``after``: the caller's (the position of the stamp that started its work),
+else :data:`START`, the lineage's start. Only an op id the library drew itself, in this
+call, has no earlier copy (``after`` None); once that call's own write has an unknown
+outcome, its copy is checked from the chain's position as the call last saw it.
+:func:`check` moves ``after`` on: once the op is known absent up to a chain's last
+position, that position is the ``after`` of the next write, and its guard (sum mode:
+``cutn <= :after_seq AND lin = :after_lineage``, see ``ChainRules.covers``). A position
+not kept (a missing block, a lineage a foreign writer reset) is unknowable:
+``OutcomeUnknown``.
 
 Pure: no I/O. The calls (:mod:`.stamping`) ask the store for the blocks named here.
 """
@@ -36,18 +35,28 @@ from .chain import BLOCK, Chain, Op
 __all__ = [
     "Block",
     "BlockCache",
-    "Delivery",
-    "DRAWN",
-    "Clear",
+    "START",
+    "guard",
+    "Found",
     "Lookup",
     "Unknowable",
-    "Scope",
     "Searched",
-    "CLEAR",
-    "scope",
+    "check",
     "due",
     "responsible",
 ]
+
+#: The start of whatever lineage a chain has: an ``after`` that searches it whole (and,
+#: as a write's guard, tests no lineage).
+START = Position(b"", 0)
+
+
+def guard(after: Position) -> tuple[int, bytes | None]:
+    """The guard of a write whose op is known absent up to ``after``, built once for
+    every store: no op after position ``seq`` has left the chain's window (``cut_seq <=
+    seq``), on ``lineage`` (``b""``: a chain without one; None, for :data:`START`:
+    whichever the chain has). An op not in the window then did not land."""
+    return after.seq, None if after == START else after.lineage
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,36 +68,17 @@ class Block:
 
 
 @dataclass(frozen=True, slots=True)
-class Delivery:
-    """Where earlier copies of a stamp's op can have landed: after ``after`` (None:
-    anywhere in the chain's current lineage). ``drawn``: the op id was drawn by the
-    library in this call, so no earlier copy exists."""
+class Found:
+    """The op landed at ``position``, as ``op`` (its payload's hash)."""
 
-    after: Position | None = None
-    drawn: bool = False
-
-    def unknown(self, view: Chain | None) -> Delivery:
-        """This delivery once a copy of it was sent with ``view`` the chain as last seen
-        (its outcome unknown): that copy, had it landed, is after ``view``'s last op; a
-        copy an earlier delivery sent is still bounded by ``after``."""
-        if not self.drawn:
-            return self
-        return Delivery(None if view is None else Position(view.line, view.seq))
-
-
-#: The delivery of a stamp whose op id the library drew: nothing to check.
-DRAWN = Delivery(drawn=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Clear:
-    """The window holds every op that landed after the bound: it alone decides."""
+    op: Op
+    position: Position
 
 
 @dataclass(frozen=True, slots=True)
 class Lookup:
     """Read blocks ``indexes`` of lineage ``lineage``: they cover every position not in
-    the window since the bound, so an op found in none of them was not applied (a
+    the window since ``after``, so an op found in none of them was not applied (a
     missing block is unknowable)."""
 
     lineage: bytes
@@ -102,26 +92,35 @@ class Unknowable:
     why: str
 
 
-CLEAR = Clear()
-Scope = Clear | Lookup | Unknowable
-
-
-def scope(chain: Chain, after: Position | None) -> Scope:
-    """What must be read to know whether an op that is not in ``chain``'s window landed
-    on it after ``after`` (None: since its lineage began)."""
-    if after is None or after.lineage == chain.line:
-        return _since(chain, 0 if after is None else after.seq)
-    if chain.lineage is not None and not chain.adopted and after.lineage:
-        return _since(chain, 0)  # created again since: a new lineage, searched whole
-    # A writer without history (the Node package) replaced the item since: the op may
-    # have landed on the earlier lineage, whose last window is lost.
-    return Unknowable("a writer without history (the Node package) replaced the item since")
-
-
-def _since(chain: Chain, p: int) -> Scope:
-    if p >= chain.cut_seq:
-        return CLEAR
-    return Lookup(chain.line, tuple(range(p // BLOCK, (chain.cut_seq - 1) // BLOCK + 1)))
+def check(
+    chain: Chain, key: bytes, after: Position | None, searched: Searched | None
+) -> Position | Found | Lookup | Unknowable:
+    """Where the op ``key``, whose earlier copies can only have landed after ``after``
+    (None: none exists), stands on ``chain``: :class:`Found`; else the position up to
+    which it is known absent (``chain``'s last, or ``after`` if later on its lineage),
+    the ``after`` a write on ``chain`` is then guarded by; or the blocks to read first
+    (those not yet ``searched``); or :class:`Unknowable`."""
+    here = chain.position
+    at = chain.position_of(key)
+    if at is not None:
+        return Found(chain.ops[at - chain.cut_seq - 1], Position(here.lineage, at))
+    if after is None:
+        return here
+    if after == START or after.lineage == here.lineage:
+        since = after.seq
+    elif chain.lineage is not None and not chain.adopted and after.lineage:
+        since = 0  # created again since: a new lineage, searched whole
+    else:  # a writer without history (the Node package) replaced the item since: the op
+        # may have landed on the earlier lineage, whose last window is lost
+        return Unknowable("a writer without history (the Node package) replaced the item since")
+    if since < chain.cut_seq:
+        lookup = Lookup(here.lineage, tuple(range(since // BLOCK, (chain.cut_seq - 1) // BLOCK + 1)))
+        if searched is None or searched.unread(lookup):
+            return lookup
+        hit = searched.find(lookup, key)
+        if hit is not None:
+            return hit
+    return Position(here.lineage, max(here.seq, after.seq if after.lineage == here.lineage else 0))
 
 
 class BlockCache(Protocol):
@@ -162,16 +161,16 @@ class Searched:
             if ops is not None and self.shared is not None:
                 self.shared.put(_key(lineage, i), ops)
 
-    def find(self, lookup: Lookup, key: bytes) -> tuple[Op, int] | None | Unknowable:
-        """The op with ``key`` in the blocks read for ``lookup``, and its position;
-        None when it is in none of them; :class:`Unknowable` when one is missing."""
+    def find(self, lookup: Lookup, key: bytes) -> Found | Unknowable | None:
+        """The op with ``key`` in the blocks read for ``lookup``, where it landed; None
+        when it is in none of them; :class:`Unknowable` when one is missing."""
         for index in lookup.indexes:
             ops = self._get(lookup.lineage, index)
             if not isinstance(ops, tuple):
                 return Unknowable(f"its history block {index} is missing")
             for offset, op in enumerate(ops):
                 if op.key == key:
-                    return op, index * BLOCK + offset + 1
+                    return Found(op, Position(lookup.lineage, index * BLOCK + offset + 1))
         return None
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..stamps import Position
 from .algebra import Value
 from .chain import Chain, Op
 from .history import Block
@@ -31,7 +32,6 @@ __all__ = [
     "Extend",
     "MarkFailed",
     "Trim",
-    "Guard",
     "WriteHistory",
     "ReadHistory",
     "HistoryRead",
@@ -88,36 +88,22 @@ class RemoveAny:
 
 
 @dataclass(frozen=True, slots=True)
-class Guard:
-    """A write's promise that its duplicate check is complete: no op after position
-    ``cut`` has left the chain's window (``cutn <= :cut``), on lineage ``lineage``
-    (None: whichever the chain has; ``b""``: a chain without one). With it, an op not
-    in the window did not land after ``cut``; so it is sound once the op is known
-    absent from the positions between its bound and ``cut``. A call that checked a
-    chain (window and history since the bound) guards with its last position ``seq``
-    (or the bound, if later): a position's op never changes, and every copy not in
-    that chain, the call's own after an unknown outcome too, landed after ``seq``. It
-    is refused only once a trim passed ``seq``, ``max_ops`` stamps later at least.
-    (xor mode's writes need none: their token refuses any change since the check.)"""
-
-    cut: int
-    lineage: bytes | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Add:
     """Sum mode's stamp: ``ADD`` ``delta`` to the sum and append ``op``, if
     ``ChainRules.add_allowed``. Answered with ``Written(the chain after)``.
 
-    ``NOT contains(ops, :op)`` only sees the window: a write that may be a duplicate of
-    a copy that landed earlier carries ``guard`` (see :class:`Guard`)."""
+    ``NOT contains(ops, :op)`` only sees the window: a write whose op may have an
+    earlier copy carries ``after``, the position after which that copy can have landed
+    and up to which the op is known absent, and then lands only if no op after it has
+    left the window, on its lineage (``ChainRules.covers``). None: no earlier copy
+    exists (an op id the library drew, first sent)."""
 
     tag: str
     delta: Value
     op: Op
     owner: str | None
     now: int
-    guard: Guard | None = None
+    after: Position | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,13 +57,12 @@ from ..status import ChainStatus, State, epoch_to_datetime
 from .algebra import Algebra, Mode, Value, XorAlgebra, is_negative, is_zero
 from .blind import BlindWrites
 from .chain import BLOCK, Chain, Op, StoredState, check_window, new_lineage, new_token, random_op, updated
-from .history import DRAWN, Block, Delivery, Lookup, Searched, Unknowable, due, scope
+from .history import Block, Found, Lookup, Searched, Unknowable, check, due
 from .verdicts import (
     APPLY,
     DEFERRED,
     NEGATIVE,
     Duplicate,
-    NeedHistory,
     Reject,
     StampItem,
     StampPlan,
@@ -226,7 +225,7 @@ class ChainRules(BlindWrites):
                         f"create op id reused on chain {chain.tag!r} with another value", tag=chain.tag
                     )
                 )
-            start = Position(chain.line, 0)
+            start = Position(chain.position.lineage, 0)
             return Duplicate(result(chain.value, acked=False, duplicate=True, position=start))
         state = self.effective_state(chain, now)
         if not replace_expired and state == "expired":
@@ -250,19 +249,19 @@ class ChainRules(BlindWrites):
         op: Op,
         owner: str | None,
         now: int,
-        delivery: Delivery = DRAWN,
+        after: Position | None = None,
         searched: Searched | None = None,
     ) -> Verdict:
         """A stamp on ``chain`` as it stands: duplicate, refused, to be applied, or not
-        to be judged before history blocks are read.
+        to be judged before the history blocks of a :class:`~.history.Lookup` are read.
 
         Order matters: a known op is a duplicate whatever has happened to the chain
         since (a redelivery after completion is not an error), so the op is looked for
-        in the window, then in the chain's history since the earliest position an
-        earlier copy could have landed (``delivery``), before the chain's state may
-        refuse it; where that history is gone the stamp is refused with
-        :class:`OutcomeUnknown`. A duplicate's ``acked`` is True only for the op that
-        completed the chain (the last op of a completed chain), so that exactly one
+        in the window, then in the chain's history since ``after``, the earliest
+        position an earlier copy could have landed (None: no earlier copy exists), before
+        the chain's state may refuse it; where that history is gone the stamp is refused
+        with :class:`OutcomeUnknown`. A duplicate's ``acked`` is True only for the op
+        that completed the chain (the last op of a completed chain), so that exactly one
         caller ever sees ``acked``.
         """
         if chain is None:
@@ -274,24 +273,19 @@ class ChainRules(BlindWrites):
                     tag=chain.tag,
                 )
             )
-        seen = chain.find(op.key)
-        if seen is not None:
-            return self._known(chain, seen, op, now, chain.position_of(op.key) or chain.seq)
+        found = check(chain, op.key, None, None)  # the window first: before the owner
+        if isinstance(found, Found):
+            return self._known(chain, found, op, now)
         refusal = self._owner_refusal(chain, owner)
         if refusal is not None:
             return Reject(refusal)
-        if not delivery.drawn:
-            found = scope(chain, delivery.after)
-            if isinstance(found, Unknowable):
-                return Reject(self._unknowable(chain, found))
-            if isinstance(found, Lookup):
-                if searched is None or searched.unread(found):
-                    return NeedHistory(found)
-                hit = searched.find(found, op.key)
-                if isinstance(hit, Unknowable):
-                    return Reject(self._unknowable(chain, hit))
-                if hit is not None:
-                    return self._known(chain, hit[0], op, now, hit[1])
+        found = check(chain, op.key, after, searched)
+        if isinstance(found, Found):
+            return self._known(chain, found, op, now)
+        if isinstance(found, Lookup):
+            return found
+        if isinstance(found, Unknowable):
+            return Reject(self._unknowable(chain, found))
         refusal = self._refusal(chain, now)
         if refusal is not None:
             return Reject(refusal)
@@ -304,17 +298,16 @@ class ChainRules(BlindWrites):
             )
         return APPLY
 
-    def _known(self, chain: Chain, seen: Op, op: Op, now: int, position: int | None) -> Verdict:
-        """An op the chain already applied (at ``position``, when known)."""
-        if not seen.same_payload(op):
+    def _known(self, chain: Chain, found: Found, op: Op, now: int) -> Verdict:
+        """An op the chain already applied (at ``found.position``)."""
+        if not found.op.same_payload(op):
             return Reject(
                 OpIdReused(f"op id reused on chain {chain.tag!r} with a different stamp", tag=chain.tag)
             )
         completed = (
             self.effective_state(chain, now) == "acked" and bool(chain.ops) and chain.ops[-1].key == op.key
         )
-        where = Position(chain.line, position) if position is not None else None
-        return Duplicate(result(chain.value, acked=completed, duplicate=True, position=where))
+        return Duplicate(result(chain.value, acked=completed, duplicate=True, position=found.position))
 
     @staticmethod
     def _unknowable(chain: Chain, why: Unknowable) -> OutcomeUnknown:
@@ -367,7 +360,7 @@ class ChainRules(BlindWrites):
         marker: Op | None = None,
         searched: Searched | None = None,
     ) -> StampPlan:
-        """Replay ``stamps`` (delta, op, owner, delivery) in order on ``chain``, as one
+        """Replay ``stamps`` (delta, op, owner, after) in order on ``chain``, as one
         ``stamp()`` after another would: each applied stamp's outcome is the value after
         it; a duplicate (in the chain, its history, or twice in the batch) returns the
         value at its turn; a stamp after the batch completed the chain gets
@@ -384,13 +377,13 @@ class ChainRules(BlindWrites):
         applied: list[Op] = []
         total: Value | None = None
         first = chain.seq + (1 if marker is not None and len(stamps) > 1 else 0)
-        for delta, op, owner, delivery in stamps:
+        for delta, op, owner, after in stamps:
             if len(applied) >= BATCH_CAP:
                 out.outcomes.append(DEFERRED)
                 continue
-            verdict = self.judge_stamp(chain.tag, current, delta, op, owner, now, delivery, searched)
-            if isinstance(verdict, NeedHistory):
-                out.lookups.append(verdict.lookup)
+            verdict = self.judge_stamp(chain.tag, current, delta, op, owner, now, after, searched)
+            if isinstance(verdict, Lookup):
+                out.lookups.append(verdict)
                 out.outcomes.append(DEFERRED)
             elif isinstance(verdict, Duplicate):
                 out.duplicates += 1
@@ -406,7 +399,7 @@ class ChainRules(BlindWrites):
                 current = replace(
                     current, value=value, ops=current.ops + (op,), seq=current.seq + 1, state=state
                 )
-                where = Position(chain.line, first + len(applied))
+                where = Position(chain.position.lineage, first + len(applied))
                 if state == "failed":
                     out.outcomes.append(_failed(chain.tag, NEGATIVE))
                 else:

@@ -2,47 +2,19 @@
 calls) and :class:`AddCall` (sum mode's one blind ``ADD``), as sans-IO state machines.
 
 Both apply a stamp at most once per op id for the chain's lineage, however many ops
-landed since an earlier copy (:mod:`.history`). The timelines (more, with botocore's
-resends and lineages, in docs/concepts.md, "Exactly once for a chain's whole life"):
+landed since an earlier copy: each carries one :class:`~xor_ack_dynamodb.stamps.Position`,
+``after``, moved on by :func:`~.history.check` only. The timelines (the guard instead
+of a read, siblings, a block's move, a negative sum, botocore's resends, lineages) are
+in docs/concepts.md, "Exactly once for a chain's whole life". The sum stamp's own::
 
-Whole-life duplicate, sum mode (the common case pays nothing)::
-
-    A: ADD op=m, guard cutn <= p (p: where an earlier copy could first have landed)
-    T: cutn <= p: the window holds everything after p; m not in it ──> applied, 1 request
-    T: cutn > p (history moved past p): rejected, ALL_OLD names cutn
-    A: reads history blocks (p, cutn] (one BatchGetItem)
-       m found ──> duplicate;  a block missing ──> OutcomeUnknown;
-       m in none ──> ADD again, guard cutn <= seq seen (its window was checked too)
-
-A stamp whose op id the library drew in this call carries no guard: no earlier copy
-can exist. Once its own write's outcome is unknown, its copy is checked from the chain
-as the call last saw it.
-
-Siblings (the children of one parent, all bounded by the parent's position p)::
-
-    A: blocks (p, cutn] of its cached view are in the tracker's history cache (it
-       wrote or read them: blocks never change), m in none of them
-    A: ADD m, guard cutn <= seq of the view ──> applied, 1 request
-    (a trim passed the view's last op since: refused, the new blocks read, ADD again)
-
-A botocore resend of a guarded ADD carries its guard: harmless. An unguarded one (a
-drawn op id) is stopped (stores/dynamodb/resend.py); the call's own retry is guarded
-from the view it had when the first copy went out.
-
-A block moving to history, sum mode (exactly one writer owns each block)::
-
-    W: ADD lands at position window + (b+1)*BLOCK: W owns block b
-    W: PutItem history block b (the ops at its positions: W's ALL_NEW has them)
-    W: UpdateItem REMOVE ops[0..BLOCK-1], cutn += BLOCK if cutn = b*BLOCK
-    A racing or resent trim finds cutn moved on and is refused: removed once.
-
-A negative sum (a finish that overtook its start, or a double application)::
-
-    A: ADD -e ──> sum -e (pending), A must fail the chain
-    A: MarkFailed ──> throttled; A's round runs again: MarkFailed again, until it lands
-       ──> TagFailed; or it is refused because the start landed meanwhile (sum 0, the
-       start's writer completed it) ──> A's stamp returns, applied, on an acked chain
-    A copy of A's op that finds the chain still pending below zero fails it too.
+    A: ADD op=m IF ... AND cutn <= :after_seq AND lin = :after_lineage
+       passes: the window holds everything after ``after``; m not in it ──> applied
+       refused: ALL_OLD ──> judge_stamp: duplicate | refused | read the blocks
+       (after, cutn] ──> m in none: ``after`` := that chain's position, ADD again
+    A: the ADD returns 0 ──> Put acked (IF token); a transient error on it: the next
+       round writes it again and returns A's own result (never a duplicate of itself)
+    A: the ADD returns < 0 ──> MarkFailed, sent again every round until it lands or
+       the chain is found acked (the start landed meanwhile)
 """
 
 from __future__ import annotations
@@ -56,22 +28,9 @@ from ..stamps import Position, Stamp, Sum, result
 from .algebra import Value, is_negative, is_zero
 from .calls import Again, Call, Round, Transient, remove_tombstone
 from .chain import BLOCK, Chain, Op, random_op
-from .history import (
-    DRAWN,
-    Block,
-    BlockCache,
-    Clear,
-    Delivery,
-    Lookup,
-    Searched,
-    Unknowable,
-    due,
-    responsible,
-    scope,
-)
+from .history import START, Block, BlockCache, Found, Lookup, Searched, Unknowable, check, due, responsible
 from .messages import (
     Add,
-    Guard,
     HistoryRead,
     MarkFailed,
     Put,
@@ -84,7 +43,7 @@ from .messages import (
     judged_at,
 )
 from .rules import ChainRules
-from .verdicts import NEGATIVE, Duplicate, NeedHistory, Reject, StampItem, StampPlan
+from .verdicts import NEGATIVE, Duplicate, Reject, StampItem, StampPlan, Verdict
 
 __all__ = ["StampCall", "AddCall"]
 
@@ -126,34 +85,33 @@ class _History(Call[T]):
     def _applied(self, chain: Chain, key: bytes, after: Position) -> Generator[Request, Any, bool]:
         """Whether the op ``key`` landed on ``chain`` after ``after``: in its window, or
         in its history. Raises :class:`OutcomeUnknown` where that is not kept."""
-        if chain.find(key) is not None:
-            return True
-        found = scope(chain, after)
-        if isinstance(found, Clear):
-            return False
+        found = check(chain, key, after, self.searched)
         if isinstance(found, Lookup):
             yield from self._lookup([found])
-            hit = self.searched.find(found, key)
-            if not isinstance(hit, Unknowable):
-                return hit is not None
-            found = hit
-        raise OutcomeUnknown(
-            f"chain {self.tag!r}: a write's response was lost and {found.why}, so whether it was "
-            "applied cannot be told; nothing more was written",
-            tag=self.tag,
-        )
+            found = check(chain, key, after, self.searched)
+        if isinstance(found, Unknowable):
+            raise OutcomeUnknown(
+                f"chain {self.tag!r}: a write's response was lost and {found.why}, so whether it was "
+                "applied cannot be told; nothing more was written",
+                tag=self.tag,
+            )
+        return isinstance(found, Found)
 
     def _keep_window(self, chain: Chain) -> None:
         """Keep the history blocks whole in ``chain``'s window (a block is the ops at its
         positions, wherever they were seen): a later check need not read them."""
         whole = due(chain, 0, chain.seq, most=len(chain.ops) // BLOCK)
-        self.searched.add(chain.line, tuple(b.index for b in whole), {b.index: b.ops for b in whole})
+        self._seen(chain.position.lineage, whole)
 
     def _write_history(self, chain: Chain, blocks: list[Block]) -> Generator[Request, Any, None]:
-        reply = yield WriteHistory(self.tag, chain.line, tuple(blocks), self.rules.history_purge(chain))
+        lineage = chain.position.lineage
+        reply = yield WriteHistory(self.tag, lineage, tuple(blocks), self.rules.history_purge(chain))
         assert isinstance(reply, Written)
         self.events["history_writes"] += 1
-        self.searched.add(chain.line, tuple(b.index for b in blocks), {b.index: b.ops for b in blocks})
+        self._seen(lineage, blocks)
+
+    def _seen(self, lineage: bytes, blocks: list[Block]) -> None:
+        self.searched.add(lineage, tuple(b.index for b in blocks), {b.index: b.ops for b in blocks})
 
 
 class StampCall(_History[StampPlan]):
@@ -223,15 +181,16 @@ class StampCall(_History[StampPlan]):
             self.events["duplicates"] += plan.duplicates
             yield from self._finish_tombstone(chain)
             return plan
-        unwritten = [b for b in plan.moved if (plan.new.line, b.index) not in self.moved]
+        lineage = plan.new.position.lineage
+        unwritten = [b for b in plan.moved if (lineage, b.index) not in self.moved]
         if unwritten:
             yield from self._write_history(plan.new, unwritten)
-            self.moved.update((plan.new.line, b.index) for b in unwritten)
+            self.moved.update((lineage, b.index) for b in unwritten)
         if marker is not None:
             self.sent[marker.key] = plan
         if not self.unknown:
             self.base = chain
-            self.sent_at = Position(plan.new.line, chain.seq)
+            self.sent_at = Position(lineage, chain.seq)
         reply = yield from self._io(Put(plan.new, chain, now))
         if isinstance(reply, Written):
             self.known, self.fresh = plan.new, False
@@ -261,13 +220,13 @@ class StampCall(_History[StampPlan]):
         stamp, its own copy too (it would have landed after :attr:`sent_at`)."""
         if not self.unknown or self.combined:
             return self.stamps
-        delta, op, owner, delivery = self.stamps[0]
-        after, sent = delivery.after, self.sent_at
-        if delivery.drawn or (sent is not None and sent.lineage != chain.line):
-            after = sent  # only this call's own copy, or one on a lineage since replaced
-        elif after is not None and sent is not None and sent.lineage == after.lineage:
+        delta, op, owner, after = self.stamps[0]
+        sent = self.sent_at
+        if after is None or (sent is not None and sent.lineage != chain.position.lineage):
+            after = sent or START  # only this call's own copy, or one on a lineage since replaced
+        elif sent is not None and sent.lineage == after.lineage:
             after = Position(after.lineage, min(after.seq, sent.seq))
-        return [(delta, op, owner, Delivery(after))]
+        return [(delta, op, owner, after)]
 
     def _unchanged_foreign(self, chain: Chain) -> bool:
         """After a lost write over an item without history (the Node package's): the
@@ -310,7 +269,13 @@ class AddCall(_History[Stamp | Sum]):
     fail-write retried until it lands or the chain is found acked; the writer that owns
     a history block moves it. A rejected ADD is judged on the chain the rejection
     returned: a duplicate, an error, or (a guard that found history moved on) a history
-    read and the ADD again, guarded by what was read."""
+    read and the ADD again, guarded by what was read.
+
+    Its progress is one :class:`Position`, :attr:`after`: the op is known absent up to
+    it, and every ADD is guarded by it (:func:`~.history.check` moves it on). Once its
+    op has landed (:attr:`landed`), a later round only finishes what follows the ADD
+    (the completion or the fail-write) and returns the op's own result, never a
+    duplicate of itself."""
 
     def __init__(
         self,
@@ -320,81 +285,67 @@ class AddCall(_History[Stamp | Sum]):
         op: Op,
         owner: str | None,
         known: Chain | None = None,
-        delivery: Delivery = DRAWN,
+        after: Position | None = None,
         history: BlockCache | None = None,
     ) -> None:
         super().__init__(rules, tag, known)
         self.delta, self.op, self.owner = delta, op, owner
-        self.delivery = delivery
-        self.view: Chain | None = known  # the chain as seen when the first copy went out
-        self.checked: Guard | None = None  # a guard a history read established
+        self.after = after
+        self.sent = START if known is None else known.position  # the chain as seen when the ADD went out
         self.searched = Searched(history)
         self.failing = False  # our op landed on a chain below zero: fail it (every round)
-        self.landed: Position | None = None  # where our op landed
-        self.copy: Stamp | Sum | None = None  # our op was found applied by an earlier copy
+        self.landed: Stamp | Sum | None = None  # our op's result, once it landed (or a copy's)
 
-    def _current(self) -> Delivery:
-        """The delivery as it stands: after an unknown outcome, this call's own copy
-        may have landed (after :attr:`view`'s last op) as well as any earlier one."""
-        return self.delivery.unknown(self.view) if self.unknown else self.delivery
-
-    def _condition(self) -> Guard | None:
-        delivery = self._current()
-        if delivery.drawn:
-            return None
-        if self.checked is not None:
-            return self.checked
-        after = delivery.after
-        return Guard(0) if after is None else Guard(after.seq, after.lineage)
+    def _io(self, request: Request) -> Generator[Request, Any, Any]:
+        """As :meth:`Call._io`; once a drawn op's ADD has an unknown outcome, its copy
+        may have landed after the chain as the call saw it when it went out: ``after``."""
+        try:
+            return (yield from super()._io(request))
+        finally:
+            if self.unknown and self.after is None:
+                self.after = self.sent
 
     def _preread(self) -> Generator[Request, Any, None]:
         """Check the op against the chain as last seen, its window and its history since
-        the bound (the blocks mostly in the tracker's cache: siblings share them), so
-        that the ADD is guarded by that view's last position (:class:`Guard`) and lands
-        at once unless a trim has passed it since (``max_ops`` stamps later at least)."""
-        chain, delivery = self.known, self._current()
-        if delivery.drawn or self.checked is not None or chain is None or chain.find(self.op.key):
+        ``after`` (the blocks mostly in the tracker's cache: siblings share them), so
+        that the ADD is guarded by that view's last position and lands at once unless a
+        trim has passed it since (``max_ops`` stamps later at least)."""
+        chain = self.known
+        if self.after is None or chain is None or chain.find(self.op.key):
             return
         self._keep_window(chain)
-        found = scope(chain, delivery.after)
+        found = check(chain, self.op.key, self.after, self.searched)
         if isinstance(found, Lookup):
             yield from self._lookup([found])
-            if self.searched.find(found, self.op.key) is not None:
-                return
-        if not isinstance(found, Unknowable):
-            after = delivery.after
-            bound = after.seq if after is not None and after.lineage == chain.line else 0
-            self.checked = Guard(max(chain.seq, bound), chain.line)
+            found = check(chain, self.op.key, self.after, self.searched)
+        if isinstance(found, Position):
+            self.after = found
 
     def round(self, now: int) -> Round[Stamp | Sum]:
         if self.failing:
             return (yield from self._fail_negative(now))
+        if self.landed is not None:  # our ADD reached zero; the completion write did not answer
+            if self.known is not None:
+                yield from self._complete(self.known, now)
+            return self.landed
         if not self.unknown:
-            self.view = self.known
+            self.sent = START if self.known is None else self.known.position
         yield from self._preread()
         for _ in range(PASSES):
-            guard = self._condition()
-            reply = yield from self._io(Add(self.tag, self.delta, self.op, self.owner, now, guard))
+            after = self.after
+            reply = yield from self._io(Add(self.tag, self.delta, self.op, self.owner, now, after))
             if isinstance(reply, Written):
                 return (yield from self._applied_add(reply, now))
             current, now = reply.current, judged_at(reply, now)  # the deadline test's time, if later
             self._saw(current)
             if current is not None:
                 self._keep_window(current)
-            delivery = self._current()
-            verdict = self.rules.judge_stamp(
-                self.tag, current, self.delta, self.op, self.owner, now, delivery, self.searched
-            )
-            while isinstance(verdict, NeedHistory):
-                yield from self._lookup([verdict.lookup])
-                verdict = self.rules.judge_stamp(
-                    self.tag, current, self.delta, self.op, self.owner, now, delivery, self.searched
-                )
+            while isinstance(verdict := self._judge(current, now), Lookup):
+                yield from self._lookup([verdict])
             if isinstance(verdict, Duplicate):
                 self.events["duplicates"] += 1
                 if current is not None and current.state == "pending" and is_negative(current.value):
-                    self.failing, self.landed = True, verdict.result.position  # the fail-write did not land
-                    self.copy = verdict.result
+                    self.failing, self.landed = True, verdict.result  # the fail-write did not land
                     return (yield from self._fail_negative(now))
                 if verdict.result.acked and current is not None and current.state == "pending":
                     yield from self._complete(current, now)  # our completion's state write was lost
@@ -405,32 +356,37 @@ class AddCall(_History[Stamp | Sum]):
                 raise verdict.error
             # Not applied up to the chain it has checked: again, guarded by that chain.
             assert current is not None
-            checked = Guard(current.seq, current.line)
-            if delivery.drawn or guard == checked:
+            if self.after is None or after == current.position:
                 break  # refused for no reason visible in the chain returned: back off
-            self.checked = checked
+            self.after = current.position
         self.events["conflicts"] += 1
         raise Again
 
+    def _judge(self, chain: Chain | None, now: int) -> Verdict:
+        return self.rules.judge_stamp(
+            self.tag, chain, self.delta, self.op, self.owner, now, self.after, self.searched
+        )
+
     def _applied_add(self, reply: Written, now: int) -> Generator[Request, Any, Stamp | Sum]:
-        after = self._after(reply)
-        position = after.seq if not reply.later else after.position_of(self.op.key)
-        where = None if position is None else Position(after.line, position)
-        if is_negative(after.value):
-            self.failing, self.landed = True, where
+        chain = self._after(reply)
+        at = chain.seq if not reply.later else chain.position_of(self.op.key)
+        where = None if at is None else Position(chain.position.lineage, at)
+        if is_negative(chain.value):
+            self.failing, self.landed = True, result(chain.value, acked=False, position=where)
             return (yield from self._fail_negative(now))
         # A chain read back after the write may hold later ADDs too; none lands once
         # the sum is zero (the condition refuses it), so this write reached zero
         # exactly when its op is still the last one appended.
-        last = not reply.later or (bool(after.ops) and after.ops[-1].key == self.op.key)
-        if is_zero(after.value) and last:
-            yield from self._complete(after, now)
-            return result(after.value, acked=True, position=where)
-        if position is not None and not reply.later:
-            upto = responsible(position, self.rules.window_of(after))
+        last = not reply.later or (bool(chain.ops) and chain.ops[-1].key == self.op.key)
+        if is_zero(chain.value) and last:
+            self.landed = result(chain.value, acked=True, position=where)
+            yield from self._complete(chain, now)
+            return self.landed
+        if at is not None and not reply.later:
+            upto = responsible(at, self.rules.window_of(chain))
             if upto is not None:
-                yield from self._move(after, upto, now)
-        return result(after.value, acked=False, position=where)
+                yield from self._move(chain, upto, now)
+        return result(chain.value, acked=False, position=where)
 
     def _fail_negative(self, now: int) -> Generator[Request, Any, Stamp | Sum]:
         """Our op landed on a chain that is pending below zero: some stamp was applied
@@ -449,14 +405,16 @@ class AddCall(_History[Stamp | Sum]):
         state = None if current is None else self.rules.effective_state(current, now)
         if isinstance(reply, Rejected) and current is None:
             raise self._not_found()
+        landed = self.landed
+        assert landed is not None
         if isinstance(reply, Rejected) and state == "acked":  # the start landed first: it completed
             self.failing = False
             assert current is not None
-            return result(current.value, acked=False, duplicate=self.copy is not None, position=self.landed)
+            return result(current.value, acked=False, duplicate=landed.duplicate, position=landed.position)
         if isinstance(reply, Rejected) and state != "failed":
             raise Again  # not refused for a reason the chain shows: once more
-        if self.copy is not None:
-            return self.copy
+        if landed.duplicate:
+            return landed
         reason = (current.reason if current is not None else None) or NEGATIVE
         raise TagFailed(f"chain {self.tag!r} has failed: {reason}", tag=self.tag, reason=reason)
 
@@ -508,7 +466,8 @@ class AddCall(_History[Stamp | Sum]):
                     current = refused.current
                     if current is None:
                         break
-                    if current.line != chain.line or current.cut_seq >= own.index * BLOCK:
+                    moved = current.cut_seq >= own.index * BLOCK
+                    if moved or current.position.lineage != chain.position.lineage:
                         return  # moved by another writer, or the chain was created again
                 if current is not None:
                     blocks = [b for b in blocks if b.index * BLOCK >= current.cut_seq]
@@ -532,7 +491,7 @@ class AddCall(_History[Stamp | Sum]):
             written.update(b.index for b in unwritten)
         cut = blocks[0].index * BLOCK  # cutn once the blocks before it have left the list
         for _ in blocks:
-            trim = Trim(self.tag, BLOCK, window, now, cut, view.line)
+            trim = Trim(self.tag, BLOCK, window, now, cut, view.position.lineage)
             reply = yield trim
             cut += BLOCK
             if isinstance(reply, Written):
@@ -546,6 +505,6 @@ class AddCall(_History[Stamp | Sum]):
             # this one, late) has just removed exactly this one.
             refused = reply if isinstance(reply, Rejected) else Rejected(None)
             current = refused.current
-            if current is None or current.line != view.line or current.cut_seq != cut:
+            if current is None or current.position.lineage != view.position.lineage or current.cut_seq != cut:
                 return refused
         return None

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import XorAckError
-from ..stamps import Stamp, Sum
+from ..stamps import Position, Stamp, Sum
 from .algebra import Value
 from .chain import Chain, Op
-from .history import Block, Delivery, Lookup
+from .history import Block, Lookup
 
 __all__ = [
     "Verdict",
@@ -20,7 +20,6 @@ __all__ = [
     "Duplicate",
     "Reject",
     "Unchanged",
-    "NeedHistory",
     "StampPlan",
     "StampOutcome",
     "APPLY",
@@ -55,23 +54,18 @@ class Reject:
     error: XorAckError
 
 
-@dataclass(frozen=True, slots=True)
-class NeedHistory:
-    """The stamp cannot be judged before these history blocks are read."""
-
-    lookup: Lookup
-
-
 APPLY = Apply()
-Verdict = Apply | Duplicate | Unchanged | Reject | NeedHistory
+#: A :class:`~.history.Lookup`: the stamp cannot be judged before those blocks are read.
+Verdict = Apply | Duplicate | Unchanged | Reject | Lookup
 
 #: The reason a sum chain is failed with when its sum goes below zero: edges are
 #: positive and every finished edge was started, so only a stamp applied twice (or an
 #: edge finished that was never started) can take it there.
 NEGATIVE = "its sum went negative: a stamp was applied twice, or finished an edge never started"
 
-#: One stamp of a write: its delta, op, owner and what its caller knows of earlier copies.
-StampItem = tuple[Value, Op, str | None, Delivery]
+#: One stamp of a write: its delta, op, owner and ``after``, the position after which
+#: its earlier copies can have landed (None: the library drew its op id, none exists).
+StampItem = tuple[Value, Op, str | None, Position | None]
 
 
 class _Deferred:

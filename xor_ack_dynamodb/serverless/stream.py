@@ -34,7 +34,6 @@ from .parts import ItemReader, PipelineParts
 __all__ = [
     "Change",
     "ChainFilter",
-    "StreamParts",
     "process_chain_stream",
     "read_change",
     "owned_by_pipelines",
@@ -46,9 +45,6 @@ log = logging.getLogger("xor_ack_dynamodb.serverless")
 ChainFilter = Callable[[str, "str | None"], bool]
 
 Kind = Literal["completed", "failed", "expired"]
-
-#: What :func:`process_chain_stream` uses of a pipeline: the protocol :mod:`.records` takes.
-StreamParts = PipelineParts
 
 
 def owned_by_pipelines(tag: str, owner: str | None) -> bool:

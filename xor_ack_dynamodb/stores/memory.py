@@ -153,7 +153,7 @@ class MemoryStore:
             return None, None
         chain = current
         if isinstance(request, Add):
-            if not rules.add_allowed(chain, request.op, request.owner, request.now, request.guard):
+            if not rules.add_allowed(chain, request.op, request.owner, request.now, request.after):
                 return chain, None
             return chain, lambda: Written(
                 self._keep(rules.added(chain, request.delta, request.op, request.now), chain)

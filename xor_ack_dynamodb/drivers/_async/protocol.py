@@ -1,27 +1,39 @@
-"""The one interface every tracker of a flavour (sync or asyncio) implements, with
-identical signatures (mypy checks it for the class they share), so pipeline code can
-take any of them. Written for asyncio; the sync protocol is generated from it by
-``scripts/unasync.py``.
+"""The one interface every tracker of a flavour (sync or asyncio) implements, so pipeline
+code can take any of them. Its methods' signatures are the tracker's own
+(:class:`~xor_ack_dynamodb.drivers.AsyncTracker`, where each is written once, with its
+guarantees and errors), taken by :func:`same_signature`: mypy checks a caller of the
+protocol, and each tracker against it, on exactly those. Written for asyncio; the sync
+protocol is generated from it by ``scripts/unasync.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import timedelta
-from typing import Protocol, runtime_checkable
+import functools
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, runtime_checkable
 
-from ...core.algebra import EdgeLike, Mode
-from ...stamps import Position, Stamp, Sum
+from ...core.algebra import Mode
 from ...stats import RequestStats
-from ...status import ChainStatus
+from .tracker import AsyncTracker
 
 __all__ = ["AsyncAckTracker"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def same_signature(
+    method: Callable[Concatenate[Any, P], R],
+) -> Callable[[Callable[..., Any]], Callable[Concatenate[Any, P], R]]:
+    """Give the decorated protocol member ``method``'s signature (its ``self`` any
+    class's) and docstring; ``inspect.signature`` shows it too (``__wrapped__``)."""
+    return lambda member: functools.update_wrapper(member, method, assigned=("__doc__",))
 
 
 @runtime_checkable
 class AsyncAckTracker(Protocol):
-    """A tracker of ack chains. See :class:`~xor_ack_dynamodb.drivers.AsyncTracker` for
-    each method's guarantees and errors."""
+    """A tracker of ack chains: :class:`~xor_ack_dynamodb.drivers.AsyncTracker`'s public
+    methods, with its signatures."""
 
     @property
     def mode(self) -> Mode: ...
@@ -29,38 +41,26 @@ class AsyncAckTracker(Protocol):
     @property
     def stats(self) -> RequestStats: ...
 
-    def new_edge(self) -> Stamp | int: ...
+    @same_signature(AsyncTracker.new_edge)
+    def new_edge(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def create(
-        self,
-        tag: str,
-        value: EdgeLike,
-        *,
-        op_id: str | None = None,
-        owner: str | None = None,
-        replace_expired: bool = True,
-    ) -> Stamp | Sum: ...
+    @same_signature(AsyncTracker.create)
+    def create(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def stamp(
-        self,
-        tag: str,
-        value: EdgeLike | None = None,
-        *,
-        finished: Iterable[EdgeLike] = (),
-        started: Iterable[EdgeLike] = (),
-        op_id: str | None = None,
-        owner: str | None = None,
-        after: Position | None = None,
-    ) -> Stamp | Sum: ...
+    @same_signature(AsyncTracker.stamp)
+    def stamp(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def fail(self, tag: str, reason: str | None = None, *, owner: str | None = None) -> ChainStatus: ...
+    @same_signature(AsyncTracker.fail)
+    def fail(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def touch(
-        self, tag: str, ttl: timedelta | float | None = None, *, owner: str | None = None
-    ) -> ChainStatus: ...
+    @same_signature(AsyncTracker.touch)
+    def touch(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def status(self, tag: str) -> ChainStatus: ...
+    @same_signature(AsyncTracker.status)
+    def status(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def status_many(self, tags: Iterable[str]) -> dict[str, ChainStatus]: ...
+    @same_signature(AsyncTracker.status_many)
+    def status_many(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def delete(self, tag: str) -> None: ...
+    @same_signature(AsyncTracker.delete)
+    def delete(self, *args: Any, **kwargs: Any) -> Any: ...

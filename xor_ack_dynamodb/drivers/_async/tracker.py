@@ -8,9 +8,9 @@ it by ``scripts/unasync.py``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from ...config import TrackerOptions
 from ...core.algebra import EdgeLike, Mode
@@ -28,6 +28,8 @@ from ..fanout import Progress, check_batch_options
 from .driver import AsyncChainStore, AsyncDriver
 
 __all__ = ["AsyncTracker"]
+
+T = TypeVar("T")
 
 
 class AsyncTracker:
@@ -149,12 +151,11 @@ class AsyncTracker:
         stamp}`` (a PutItem), dropping its op list and lineage, or deletes it when its
         XOR reaches zero (then this call raises :class:`TagNotFound`). A stamp sent again
         after such a write with the same op id cannot be recognised from the item: with
-        ``after`` a position of the lineage before the reset (or after this library's own
-        lost response), that lineage's history is searched: found there, it is a
-        duplicate; not found (it was among the recent ops the Node write dropped), the
-        stamp raises :class:`OutcomeUnknown` and writes nothing. A bare op id is checked
-        from the reset on only, so a stamp applied before a Node write and sent again
-        after it with only its op id is applied twice.
+        ``after`` a position of the lineage before the reset, it raises
+        :class:`OutcomeUnknown` and writes nothing (that lineage's last ops are lost, so
+        its history is not searched). A bare op id is checked from the reset on only, so
+        a stamp applied before a Node write and sent again after it with only its op id
+        is applied twice.
 
         Cost: xor mode reads and writes conditionally (one request when this tracker
         knows the chain's last value, two otherwise; a lost race costs another round;
@@ -184,11 +185,17 @@ class AsyncTracker:
         known = self.driver.cache.get(tag) if isinstance(tag, str) else None
         call = self.calls.stamp(tag, value, finished, started, op_id, owner, known, after)
         if isinstance(call, StampCall):
-            result = first_outcome(await self.driver.run(call))
+            result = await self._run_stamp(call)
         else:
             result = await self.driver.run(call)
         self.stamped(call.tag, result)
         return result
+
+    async def _run_stamp(self, call: StampCall) -> Stamp | Sum:
+        """Run one checked conditional stamp (every stamp but a sum-mode ADD); its
+        outcome, or its error raised. ``CombiningTracker`` queues it instead, to share
+        the write with concurrent stamps on the tag."""
+        return first_outcome(await self.driver.run(call))
 
     def stamped(self, tag: str, result: Stamp | Sum) -> None:
         """Called with the result of every stamp this tracker applied or recognised
@@ -246,11 +253,7 @@ class AsyncTracker:
             )
             for tag, value in chain_pairs(chains)
         ]
-        self.calls.distinct([c.tag for c in calls])
-        outcomes = await self.driver.run_many(
-            calls, concurrency=concurrency, progress=progress, transactions=transactions
-        )
-        return BatchResult((call.tag, outcome) for call, outcome in zip(calls, outcomes, strict=True))
+        return await self._run_many(calls, concurrency, progress, transactions)
 
     async def stamp_many(
         self,
@@ -278,21 +281,17 @@ class AsyncTracker:
             )
             for spec in stamps
         ]
-        self.calls.distinct([c.tag for c in calls])
         out: BatchResult[Stamp | Sum] = BatchResult()
-        plans = await self.driver.run_many(
-            calls, concurrency=concurrency, progress=progress, transactions=transactions
-        )
-        for call, plan in zip(calls, plans, strict=True):
+        for tag, plan in (await self._run_many(calls, concurrency, progress, transactions)).items():
             if isinstance(plan, Exception):
-                out[call.tag] = plan
+                out[tag] = plan
                 continue
             try:
-                out[call.tag] = outcome = first_outcome(plan)
+                out[tag] = outcome = first_outcome(plan)
             except XorAckError as error:
-                out[call.tag] = error
+                out[tag] = error
                 continue
-            self.stamped(call.tag, outcome)
+            self.stamped(tag, outcome)
         return out
 
     async def touch_many(
@@ -315,6 +314,13 @@ class AsyncTracker:
         for a tag named twice (naming it) and for a ``ttl`` as :meth:`touch` refuses it."""
         check_batch_options(concurrency, progress, transactions)
         calls = [self.calls.touch(tag, ttl, owner) for tag in check_tags(tags)]
+        return await self._run_many(calls, concurrency, progress, transactions)
+
+    async def _run_many(
+        self, calls: Sequence[Call[T]], concurrency: int | None, progress: Progress | None, transactions: bool
+    ) -> BatchResult[T]:
+        """``calls`` run together, their outcomes (results or errors) by tag. Raises
+        :class:`InvalidConfig` for a chain named twice, before any request."""
         self.calls.distinct([c.tag for c in calls])
         outcomes = await self.driver.run_many(
             calls, concurrency=concurrency, progress=progress, transactions=transactions
@@ -391,11 +397,3 @@ class AsyncTracker:
         none, unless the request had to be sent again (by botocore or by this library's
         retry), since the first attempt may be the one that deleted it."""
         await self.driver.run(self.calls.delete(tag))
-
-
-if TYPE_CHECKING:  # mypy proves the tracker satisfies its protocol, signatures included, and
-    # so every tracker (each is a subclass, whose overrides mypy checks against this class)
-    from .protocol import AsyncAckTracker
-
-    def _conforms(a: AsyncTracker) -> AsyncAckTracker:
-        return a

@@ -10,9 +10,9 @@ it by ``scripts/unasync.py``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from ...config import TrackerOptions
 from ...core.algebra import EdgeLike, Mode
@@ -30,6 +30,8 @@ from ..fanout import Progress, check_batch_options
 from .driver import ChainStore, Driver
 
 __all__ = ["SyncTracker"]
+
+T = TypeVar("T")
 
 
 class SyncTracker:
@@ -151,12 +153,11 @@ class SyncTracker:
         stamp}`` (a PutItem), dropping its op list and lineage, or deletes it when its
         XOR reaches zero (then this call raises :class:`TagNotFound`). A stamp sent again
         after such a write with the same op id cannot be recognised from the item: with
-        ``after`` a position of the lineage before the reset (or after this library's own
-        lost response), that lineage's history is searched: found there, it is a
-        duplicate; not found (it was among the recent ops the Node write dropped), the
-        stamp raises :class:`OutcomeUnknown` and writes nothing. A bare op id is checked
-        from the reset on only, so a stamp applied before a Node write and sent again
-        after it with only its op id is applied twice.
+        ``after`` a position of the lineage before the reset, it raises
+        :class:`OutcomeUnknown` and writes nothing (that lineage's last ops are lost, so
+        its history is not searched). A bare op id is checked from the reset on only, so
+        a stamp applied before a Node write and sent again after it with only its op id
+        is applied twice.
 
         Cost: xor mode reads and writes conditionally (one request when this tracker
         knows the chain's last value, two otherwise; a lost race costs another round;
@@ -186,11 +187,17 @@ class SyncTracker:
         known = self.driver.cache.get(tag) if isinstance(tag, str) else None
         call = self.calls.stamp(tag, value, finished, started, op_id, owner, known, after)
         if isinstance(call, StampCall):
-            result = first_outcome(self.driver.run(call))
+            result = self._run_stamp(call)
         else:
             result = self.driver.run(call)
         self.stamped(call.tag, result)
         return result
+
+    def _run_stamp(self, call: StampCall) -> Stamp | Sum:
+        """Run one checked conditional stamp (every stamp but a sum-mode ADD); its
+        outcome, or its error raised. ``CombiningTracker`` queues it instead, to share
+        the write with concurrent stamps on the tag."""
+        return first_outcome(self.driver.run(call))
 
     def stamped(self, tag: str, result: Stamp | Sum) -> None:
         """Called with the result of every stamp this tracker applied or recognised
@@ -248,11 +255,7 @@ class SyncTracker:
             )
             for tag, value in chain_pairs(chains)
         ]
-        self.calls.distinct([c.tag for c in calls])
-        outcomes = self.driver.run_many(
-            calls, concurrency=concurrency, progress=progress, transactions=transactions
-        )
-        return BatchResult((call.tag, outcome) for call, outcome in zip(calls, outcomes, strict=True))
+        return self._run_many(calls, concurrency, progress, transactions)
 
     def stamp_many(
         self,
@@ -280,21 +283,17 @@ class SyncTracker:
             )
             for spec in stamps
         ]
-        self.calls.distinct([c.tag for c in calls])
         out: BatchResult[Stamp | Sum] = BatchResult()
-        plans = self.driver.run_many(
-            calls, concurrency=concurrency, progress=progress, transactions=transactions
-        )
-        for call, plan in zip(calls, plans, strict=True):
+        for tag, plan in (self._run_many(calls, concurrency, progress, transactions)).items():
             if isinstance(plan, Exception):
-                out[call.tag] = plan
+                out[tag] = plan
                 continue
             try:
-                out[call.tag] = outcome = first_outcome(plan)
+                out[tag] = outcome = first_outcome(plan)
             except XorAckError as error:
-                out[call.tag] = error
+                out[tag] = error
                 continue
-            self.stamped(call.tag, outcome)
+            self.stamped(tag, outcome)
         return out
 
     def touch_many(
@@ -317,6 +316,13 @@ class SyncTracker:
         for a tag named twice (naming it) and for a ``ttl`` as :meth:`touch` refuses it."""
         check_batch_options(concurrency, progress, transactions)
         calls = [self.calls.touch(tag, ttl, owner) for tag in check_tags(tags)]
+        return self._run_many(calls, concurrency, progress, transactions)
+
+    def _run_many(
+        self, calls: Sequence[Call[T]], concurrency: int | None, progress: Progress | None, transactions: bool
+    ) -> BatchResult[T]:
+        """``calls`` run together, their outcomes (results or errors) by tag. Raises
+        :class:`InvalidConfig` for a chain named twice, before any request."""
         self.calls.distinct([c.tag for c in calls])
         outcomes = self.driver.run_many(
             calls, concurrency=concurrency, progress=progress, transactions=transactions
@@ -393,11 +399,3 @@ class SyncTracker:
         none, unless the request had to be sent again (by botocore or by this library's
         retry), since the first attempt may be the one that deleted it."""
         self.driver.run(self.calls.delete(tag))
-
-
-if TYPE_CHECKING:  # mypy proves the tracker satisfies its protocol, signatures included, and
-    # so every tracker (each is a subclass, whose overrides mypy checks against this class)
-    from .protocol import AckTracker
-
-    def _conforms(a: SyncTracker) -> AckTracker:
-        return a

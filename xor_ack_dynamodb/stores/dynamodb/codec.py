@@ -21,13 +21,12 @@ from botocore.exceptions import ChecksumError, ClientError, ConnectionError, HTT
 
 from ...config import check_table_name
 from ...core.chain import Chain, new_token
-from ...core.history import Block
+from ...core.history import Block, guard
 from ...core.messages import (
     Add,
     BatchRead,
     Committed,
     Extend,
-    Guard,
     HistoryRead,
     MarkFailed,
     Put,
@@ -260,8 +259,8 @@ class RequestCodec:
             names = codec.names("#sum", "#v", "#seq", "#ops", "#oph", "#tok", "#u", "#st", "#dl")
             names.update(codec.names("#lin", "#hb"))
             condition = self._owned(f"{condition} AND {_MIGRATED}", names, values, request.owner)
-            if request.guard is not None:
-                condition += self._guarded(request.guard, names, values)
+            if request.after is not None:
+                condition += self._covers(guard(request.after), names, values)
             return self._update(
                 request.tag,
                 "ADD #sum :d, #v :one, #seq :one "
@@ -352,29 +351,30 @@ class RequestCodec:
         values: dict[str, Any] = {
             ":n": {"N": str(request.count + request.window)},
             ":count": {"N": str(request.count)},
-            ":lin": {"B": request.lineage},
+            ":lineage": {"B": request.lineage},
             ":cut": {"N": str(request.cut)},
         }
         at = "#cn = :cut"
         if request.cut == 0:
             at = "(attribute_not_exists(#cn) OR #cn = :cut)"
         update = "REMOVE " + ", ".join(paths) + " ADD #cn :count"
-        condition = f"#lin = :lin AND {at} AND size(#ops) >= :n"
+        condition = f"#lin = :lineage AND {at} AND size(#ops) >= :n"
         prepared = self._update(request.tag, update, condition, names, values)
         del prepared.kwargs["ReturnValues"]  # its answer is Written(None): no item to return
         return prepared
 
-    def _guarded(self, guard: Guard, names: dict[str, str], values: dict[str, Any]) -> str:
-        """A guard's part of a condition: no op after ``guard.cut`` left the window, on
-        its lineage."""
+    def _covers(self, cut: tuple[int, bytes | None], names: dict[str, str], values: dict[str, Any]) -> str:
+        """``ChainRules.covers`` as a condition: the guard ``cut`` (``core.history.guard``
+        of the write's ``after``) holds."""
+        seq, lineage = cut
         names.update(self.items.names("#cn"))
-        values[":cut"] = {"N": str(guard.cut)}
-        out = " AND (attribute_not_exists(#cn) OR #cn <= :cut)"
-        if guard.lineage is not None:
+        values[":after_seq"] = {"N": str(seq)}
+        out = " AND (attribute_not_exists(#cn) OR #cn <= :after_seq)"
+        if lineage is not None:
             names.update(self.items.names("#lin"))
-            if guard.lineage:
-                values[":lin"] = {"B": guard.lineage}
-                out += " AND #lin = :lin"
+            if lineage:
+                values[":after_lineage"] = {"B": lineage}
+                out += " AND #lin = :after_lineage"
             else:
                 out += " AND attribute_not_exists(#lin)"
         return out
