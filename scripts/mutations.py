@@ -208,7 +208,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "claim-ignores-own-claimant",
         "issue 31 (3): a completion claim refused because it already holds is its own",
-        "serverless/completion.py",
+        "stores/dynamodb/claims.py",
         '            return "claimed"  # our own claim',
         '            return "held"  # our own claim',
         (f"{SIX}::test_3_a_resent_completion_claim_is_its_own[server]",),

@@ -41,20 +41,16 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol, cast
-
-import tenacity
-from botocore.exceptions import ClientError
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..core.algebra import Mode
-from ..core.chain import new_token
-from ..errors import InvalidConfig, RequestFailed
-from ..retry import RetryPolicy
+from ..errors import InvalidConfig
 from ..stats import RequestStats
-from ..stores.dynamodb._sync.store import DynamoDBStore
 from ..stores.dynamodb.answers import checked
-from ..stores.dynamodb.codec import error_code, is_transient
 from .errors import CompletionPending, TargetFailed
+
+if TYPE_CHECKING:
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
 
 __all__ = [
     "Completion",
@@ -76,9 +72,6 @@ ClaimResult = Literal["claimed", "fired", "held", "gone"]
 #: What :func:`fire_once` did: fired the targets, found them fired before, or found the
 #: chain gone (purged, or created again under its tag) before it could claim it.
 FireOutcome = Literal["fired", "repeated", "missed"]
-
-#: The claim's attributes on the chain's item.
-CLAIM, CLAIM_BY, CLAIM_UNTIL, FIRED_AT = "cmpl", "cmpl_by", "cmpl_until", "cmpl_at"
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,165 +119,35 @@ class CompletionGuard(Protocol):
     def release(self, tag: str, claimant: str) -> None: ...
 
 
-def _number(value: float) -> dict[str, str]:
-    """A DynamoDB Number of epoch seconds, to the millisecond (no rounding that could
-    shorten a lease)."""
-    return {"N": f"{value:.3f}"}
-
-
 class DynamoDBGuard:
-    """The claim on the chain's item in the tracker's table: one ``UpdateItem`` to claim,
-    one to mark (counted in the tracker's ``stats``). ``skew``: the clock-skew margin a
+    """The claim on the chain's item in an :class:`~xor_ack_dynamodb.XorAckDynamoDB`'s
+    table, made by the tracker (``claim_completion``, ``mark_completion_fired``,
+    ``release_completion``: one ``UpdateItem`` each, counted in its ``stats``, sent again
+    within its retry budget after a transient error). ``skew``: the clock-skew margin a
     takeover waits past a lease (default: the tracker's)."""
 
-    def __init__(self, tracker: Any, skew: float | None = None) -> None:
-        if getattr(tracker, "delete_on_ack", False):
+    def __init__(self, tracker: XorAckDynamoDB, skew: float | None = None) -> None:
+        if tracker.delete_on_ack:
             raise InvalidConfig("completion needs the acked tombstone: use a tracker without delete_on_ack")
-        self.store: DynamoDBStore = tracker.store
-        self.retry: RetryPolicy = tracker.retry
-        self.table: str = tracker.table
-        self.partition_key: str = tracker.partition_key
-        if skew is None:
-            skew = getattr(getattr(tracker, "rules", None), "skew", 5)
+        self.tracker = tracker
+        skew = tracker.rules.skew if skew is None else skew
         if isinstance(skew, bool) or not isinstance(skew, (int, float)) or not 0 <= skew <= 3600:
             raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {skew!r}")
         self.skew = float(skew)
 
-    def _call(self, operation: str, tag: str, **kwargs: Any) -> dict[str, Any]:
-        """One request through the tracker's store (counted with botocore's resends,
-        transport errors typed also on a client passed in), sent again under the
-        tracker's retry budget after a transient error: claim, mark and release are
-        conditioned on the claimant, so a copy that lands twice changes nothing. Past
-        the budget the last error is raised (a throttle as botocore's ``ClientError``)."""
-        key = {self.partition_key: {"S": tag}}
-        request = {"TableName": self.table, "Key": key, **kwargs}
-        try:
-            return self.retry.retrying(tenacity.retry_if_exception(is_transient))(
-                self.store.call, operation, request, tag
-            )
-        except tenacity.RetryError as spent:
-            error = spent.last_attempt.exception()
-            assert error is not None
-            raise error from error.__cause__
-
-    def _update(self, tag: str, **kwargs: Any) -> dict[str, Any] | None:
-        """A conditional ``UpdateItem``: None when it was applied, the error's response
-        when its condition failed; any other error raises."""
-        try:
-            self._call("UpdateItem", tag, **kwargs)
-            return None
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            return cast("dict[str, Any]", exc.response)
-
     def claim(
         self, tag: str, claimant: str, now: float, lease: float, lineage: Lineage | None = None
     ) -> ClaimResult:
-        names = {
-            "#pk": self.partition_key,
-            "#c": CLAIM,
-            "#by": CLAIM_BY,
-            "#until": CLAIM_UNTIL,
-            "#st": "state",
-            "#sum": "sum",
-            "#tok": "tok",
-        }
-        values: dict[str, Any] = {
-            ":claimed": {"S": "claimed"},
-            ":me": {"S": claimant},
-            ":until": _number(now + lease),
-            ":stale": _number(now - self.skew),
-            ":acked": {"S": "acked"},
-            ":pending": {"S": "pending"},
-            ":zero": {"N": "0"},
-            ":tok": {"B": new_token()},
-        }
-        condition = (
-            "attribute_exists(#pk) AND (#st = :acked OR (#st = :pending AND #sum = :zero)) "
-            "AND (attribute_not_exists(#c) OR (#c = :claimed AND #until < :stale))"
+        owner, create_op = (None, None) if lineage is None else (lineage.owner, lineage.create_op)
+        return self.tracker.claim_completion(
+            tag, claimant, now, lease, owner=owner, create_op=create_op, skew=self.skew
         )
-        if lineage is not None and lineage.owner is not None:
-            condition += " AND #own = :own"
-            names["#own"], values[":own"] = "owner", {"S": lineage.owner}
-        if lineage is not None and lineage.create_op is not None:
-            condition += " AND #cop = :cop"
-            names["#cop"], values[":cop"] = "cop", {"B": lineage.create_op}
-        try:
-            refused = self._update(
-                tag,
-                UpdateExpression="SET #st = :acked, #tok = :tok, #c = :claimed, #by = :me, #until = :until",
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except (RequestFailed, ClientError) as unknown:
-            # Past the retry budget, after an error that may hide an applied attempt (a
-            # lost response, then throttles): read the claim back, or the stream's retry,
-            # a new claimant, would wait out the whole lease.
-            if not is_transient(unknown):
-                raise
-            try:
-                landed = self._call("GetItem", tag, ConsistentRead=True).get("Item") or {}
-            except (RequestFailed, ClientError):
-                raise unknown from None
-            if _claimed_by(landed, claimant):
-                return "claimed"
-            raise
-        if refused is None:
-            return "claimed"
-        item: dict[str, Any] | None = refused.get("Item")
-        if item is None:  # backends that do not return ALL_OLD (dynalite), or no item
-            item = self._call("GetItem", tag, ConsistentRead=True).get("Item") or {}
-        if not item or not _same_lineage(item, lineage):
-            return "gone"
-        if item.get(CLAIM, {}).get("S") == "fired":
-            return "fired"
-        if _claimed_by(item, claimant):
-            return "claimed"  # our own claim: its first copy landed, its response was lost
-        state, total = item.get("state", {}).get("S"), item.get("sum", {}).get("N")
-        if state != "acked" and not (state == "pending" and total == "0"):
-            return "gone"
-        return "held"
 
     def mark_fired(self, tag: str, claimant: str, now: float) -> bool:
-        refused = self._update(
-            tag,
-            UpdateExpression="SET #c = :fired, #at = :now",
-            ConditionExpression="#by = :me",
-            ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#at": FIRED_AT},
-            ExpressionAttributeValues={
-                ":fired": {"S": "fired"},
-                ":me": {"S": claimant},
-                ":now": {"N": str(int(now))},
-            },
-        )
-        return refused is None
+        return self.tracker.mark_completion_fired(tag, claimant, now)
 
     def release(self, tag: str, claimant: str) -> None:
-        self._update(
-            tag,
-            UpdateExpression="REMOVE #c, #by, #until",
-            ConditionExpression="#by = :me AND #c = :claimed",
-            ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#until": CLAIM_UNTIL},
-            ExpressionAttributeValues={":me": {"S": claimant}, ":claimed": {"S": "claimed"}},
-        )
-
-
-def _claimed_by(item: dict[str, Any], claimant: str) -> bool:
-    return bool(item.get(CLAIM, {}).get("S") == "claimed" and item.get(CLAIM_BY, {}).get("S") == claimant)
-
-
-def _same_lineage(item: dict[str, Any], lineage: Lineage | None) -> bool:
-    if lineage is None:
-        return True
-    if lineage.owner is not None and item.get("owner", {}).get("S") != lineage.owner:
-        return False
-    if lineage.create_op is not None:
-        found = item.get("cop", {}).get("B")
-        return found is not None and bytes(found) == lineage.create_op
-    return True
+        self.tracker.release_completion(tag, claimant)
 
 
 class MemoryGuard:

@@ -26,6 +26,7 @@ from ._async.store import AsyncDynamoDBStore
 from ._async.table import create_table as async_create_table
 from ._sync.store import DynamoDBStore
 from ._sync.table import create_table
+from .claims import ClaimResult, CompletionClaims
 from .clients import (
     ClientOptions,
     ClientSettings,
@@ -176,6 +177,7 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         self.client = client if client is not None else dynamodb_client(**connection)
         self.store = DynamoDBStore(lambda: self.client, requests, stats)
         self._bind(self.store, self._limits, settings, stats)
+        self._claims = CompletionClaims(self.store, self.retry, self.table, self.partition_key)
 
     @classmethod
     def from_config(
@@ -197,6 +199,37 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         :class:`~xor_ack_dynamodb.errors.TableSchemaMismatch` if it exists with another key."""
         key, ttl = self.partition_key, self.codec.ttl_attribute
         return create_table(self.client, self.table, key, ttl, wait=wait, stream=stream)
+
+    # -- the serverless completion's claim on a chain's item (stores/dynamodb/claims.py) --
+
+    def claim_completion(
+        self,
+        tag: str,
+        claimant: str,
+        now: float,
+        lease: float,
+        *,
+        owner: str | None = None,
+        create_op: bytes | None = None,
+        skew: float | None = None,
+    ) -> ClaimResult:
+        """Claim the completion of the complete chain ``tag`` (of ``owner`` and
+        ``create_op`` where given) for ``lease`` seconds from ``now``: ``claimed`` (also
+        when the claim is this claimant's already), ``fired`` (marked before), ``held``
+        (another claim, not ``skew`` seconds past its lease; default the tracker's skew)
+        or ``gone`` (no such complete chain). One ``UpdateItem``, within the retry
+        budget; past it the last error is raised."""
+        margin = self.rules.skew if skew is None else skew
+        return self._claims.claim(tag, claimant, now, lease, margin, owner, create_op)
+
+    def mark_completion_fired(self, tag: str, claimant: str, now: float) -> bool:
+        """Mark ``tag``'s completion fired, if ``claimant`` still holds its claim (False
+        if another took it over)."""
+        return self._claims.mark_fired(tag, claimant, now)
+
+    def release_completion(self, tag: str, claimant: str) -> None:
+        """Give up ``claimant``'s claim on ``tag``'s completion (nothing if it holds none)."""
+        self._claims.release(tag, claimant)
 
 
 class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
