@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import unique_table
+from spark_helpers import sql_executions
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
@@ -359,8 +360,35 @@ def test_an_action_on_the_frame_before_its_write_hides_no_failure(
         looked.append(items.df.count())  # an action on the tracked frame first
         return items.group_by("order", "item").count().write(tmp_path / f"a{attempt.number}")
 
+    before = sql_executions(spark)
     report = FrameTracking(spark, config).run(["o1", "o3"], lambda k: k, job, max_attempts=1)
     o1, o3 = report.outcomes
     assert looked == [5]
     assert o1.state == "acked"
     assert o3.state == "failed" and o3.attempts[0].reason == "no durians"
+    # The user's count, the write and the publish of o1's rows (o3's left out): what the
+    # write saw came with it, no query of its own.
+    assert sql_executions(spark) - before == 3
+
+
+def test_an_observation_spark_never_runs_is_computed_not_waited_for(
+    spark: Any, config: AckConfig, tmp_path: Path
+) -> None:
+    """A ``transform`` may return a frame that is not made from its input: the
+    observations upstream of it are then on no branch of what Spark runs, and would
+    never complete. They are not waited for: a query of their own says which roots
+    failed there, as the plain pipeline's condition says."""
+    from pyspark.sql import functions as F
+
+    def job(attempt: FrameAttempt) -> Any:
+        frame = attempt.start(orders(attempt.spark), "order", others="skip")
+        items = frame.explode(F.split("items", " "), "item")
+        items = items.fail_when(F.col("item") == "durian", "no durians")
+        fresh = attempt.spark.createDataFrame([("kiwi", 0)], "item string, _xa_chain int")
+        return items.transform(lambda df: fresh).write(tmp_path / "out")
+
+    report = FrameTracking(spark, config).run(["o1", "o3"], lambda k: k, job, max_attempts=1)
+    o1, o3 = report.outcomes
+    assert o1.state == "acked"
+    assert o3.state == "failed" and o3.attempts[0].reason == "no durians"
+    assert [r["item"] for r in spark.read.parquet(str(tmp_path / "out")).collect()] == ["kiwi"]

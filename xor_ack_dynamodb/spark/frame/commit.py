@@ -33,7 +33,7 @@ from ..chains import Owners, apply_acks
 from ..group import Group
 from ..output import Location, OutputRefused
 from .columns import CHAIN, TRACKING, Seen, by_chain, local_table, with_tags
-from .tracked import Probes
+from .tracked import Probes, observed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -136,10 +136,7 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], probes: Probes) ->
     sink = Observation()
     rows = tagged.select(*staged.columns, staged.tag_column)
     rows.observe(sink, F.count(F.lit(1)).alias("rows")).write.mode("append").parquet(staged.staging.url)
-    try:
-        written = sink.get
-    except Exception:  # not run (an output proven empty): Spark's answer by a query
-        written = {}
+    written = observed(sink)  # None: not run (an output proven empty); Spark's count instead
     count = written["rows"] if written else rows.count()
     errors, notes, mixed = probes.read(len(tags))
     return Seen(

@@ -51,15 +51,27 @@ def _name(column: str) -> Column:
     return F.col("`" + column.replace("`", "``") + "`")
 
 
-def _observed(observation: Any) -> list[Any] | None:
-    """The set an observation collected, or None when Spark did not run it (its plan
-    node was optimized away: Spark then completes it with an empty row, which a classic
-    session refuses to convert, and a Connect session gives as an empty dict)."""
+def observed(observation: Any) -> dict[str, Any] | None:
+    """What an observation collected once its query ran, or None when Spark did not run
+    it: its plan node was optimized away (Spark then completes it with an empty row,
+    which a classic session refuses to convert, and a Connect session gives as an empty
+    dict), or it is on no branch of what ran (a ``transform`` that did not keep its
+    input): never waited for. (A classic session completes an observation from a
+    listener of the query's end: the listeners are drained first.)"""
+    from pyspark import SparkContext
+
+    handle = getattr(observation, "_jo", None)
+    if handle is not None and not handle.future().isCompleted():
+        context = SparkContext._active_spark_context
+        if context is not None:
+            context._jsc.sc().listenerBus().waitUntilEmpty()
+        if not handle.future().isCompleted():
+            return None
     try:
         got = observation.get
     except Exception:
         return None
-    return list(got["s"] or []) if got else None
+    return dict(got) if got else None
 
 
 class Probes:
@@ -98,7 +110,8 @@ class Probes:
 
         found: dict[str, dict[int, str]] = {"fail": {}, "note": {}, "mixed": {}}
         for kind, observation, marked, name in self._probes:
-            pairs = _observed(observation)
+            got = observed(observation)
+            pairs = None if got is None else list(got["s"] or [])
             if pairs is None:
                 rows = marked.where(F.col(name).isNotNull()).select(CHAIN, name).distinct().collect()
                 pairs = [(row[0], row[1]) for row in rows]
