@@ -1,14 +1,14 @@
-"""Tracked DataFrames (also under Spark Connect): per-record bookkeeping in the JVM, one
-stamp per chain per job.
+"""Tracked DataFrames (also under Spark Connect): the plain operators in the JVM with
+each row's root beside them, one stamp per root once the write committed.
 
-- :mod:`.tracked`: :class:`TrackedFrame` and its operations (how each keeps the XOR
-  invariant);
+- :mod:`.tracked`: :class:`TrackedFrame` and its operations, and the side channel that
+  says which roots failed (:class:`~.tracked.Probes`);
 - :mod:`.attempt`: :class:`FrameAttempt`, one attempt's sources and its tracked write;
 - :mod:`.tracking`: :class:`FrameTracking`, the run (attempts, replays);
-- :mod:`.sources`: files through Spark's text reader and keyed rows, with their edges
+- :mod:`.sources`: files through Spark's text reader and keyed rows, with their roots
   (:mod:`.keys`: how a row's key meets a root's);
   :mod:`.commit`: Spark's writer, the ledger and the publish of acked rows;
-  :mod:`.columns`: the hidden tracking columns and what a write owes each chain.
+  :mod:`.columns`: the hidden root column and what a write saw.
 """
 
 from .attempt import Commit, FrameAttempt, FrameJob, RestagedApart
