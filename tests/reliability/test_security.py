@@ -86,6 +86,8 @@ WHO_SENDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("serverless/sending.py", "*", ("worker",)),
     ("serverless/starts.py", "*", ("worker",)),
     ("serverless/completion.py", "*", ("completion",)),
+    # The completion claim, sent by the tracker for serverless/completion.py.
+    ("stores/dynamodb/claims.py", "*", ("completion",)),
     ("serverless/poller.py", "*", ("stream poller",)),
     ("testing/sqs_events.py", "deliver_sqs", ("queue poller",)),
 )
@@ -208,7 +210,7 @@ def test_the_walk_finds_every_way_the_package_sends() -> None:
         ("serverless/replay.py", "ListObjectsV2"),
         ("stores/dynamodb/migrate.py", "Scan"),
         ("stores/dynamodb/migrate.py", "PutItem"),  # client.put_item(...)
-        ("serverless/completion.py", "UpdateItem"),  # the claim, through the store
+        ("stores/dynamodb/claims.py", "UpdateItem"),  # the claim, through the tracker
         ("serverless/completion.py", "SendMessage"),
         ("serverless/completion.py", "PutEvents"),
         ("serverless/sending.py", "SendMessageBatch"),
