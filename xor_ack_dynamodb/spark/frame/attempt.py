@@ -238,11 +238,7 @@ class FrameAttempt:
             stamps = {t: self.tracking.group.finished(self.root_edges[t]) for t in left}
             if self.commit.before is not None:
                 self.commit.before(seen, stamps)
-            sender = protocol.Sender(
-                self.commit.op_prefix or f"{owner}.{self.number}/{write_id}",
-                self.commit.owner or owner,
-                self.commit.group or self.tracking.group,
-            )
+            sender = self._sender(write_id)
             protocol.write_ledger(staged, self.tags, stamps, seen, sender, publish=publish)
             known: dict[str, Attempt] = {t: Attempt(t, "acked") for t in self.tags} if self.acked else {}
             counts = Counter[str]() if self.acked else self._stamp(stamps, seen, sender, known)
@@ -263,16 +259,21 @@ class FrameAttempt:
     def fail_the_rest(self) -> WriteResult:
         """No root is left to run the job over (every other root failed in an earlier
         run of it): fail the failed roots with their reasons; nothing is written."""
+        write_id = protocol.new_write_id(self.tracking.tags.owner, self.number)
+        sender = self._sender(write_id)
+        counts = self._stamp({}, Seen(errors=dict(self.failed)), sender, {})
+        self.write_result = WriteResult(0, write_id, counts)
+        return self.write_result
+
+    def _sender(self, write_id: str) -> protocol.Sender:
+        """How this attempt's write ``write_id`` stamps: op ids ``<owner>.<attempt>/<write
+        id>/<tag>`` owned by the run, in its group, unless :attr:`commit` says otherwise."""
         owner = self.tracking.tags.owner
-        write_id = protocol.new_write_id(owner, self.number)
-        sender = protocol.Sender(
+        return protocol.Sender(
             self.commit.op_prefix or f"{owner}.{self.number}/{write_id}",
             self.commit.owner or owner,
             self.commit.group or self.tracking.group,
         )
-        counts = self._stamp({}, Seen(errors=dict(self.failed)), sender, {})
-        self.write_result = WriteResult(0, write_id, counts)
-        return self.write_result
 
     def _again(self, acked: list[str]) -> WriteResult:
         """The write of rows of several roots whose stamps did not all ack, made again
