@@ -1,7 +1,7 @@
 """The tracked word count runs the plain job's plan: issue 38's first promise.
 
 Both jobs run on the same files in this session: the plain PySpark word count (the same
-words as the tracked one: Spark's text reader over the folder, NFC, ``posexplode`` of the
+words as the tracked one: Spark's text reader over the folder, NFC, ``explode`` of the
 letters' runs, lower-case, one ``groupBy`` across files, written as Parquet) and the
 tracked one (``frame_job``, chains in a ``MemoryAck``). Their executed plans are read from
 Spark's SQL status store (the plan graph of each write and its metrics, as the Spark UI
@@ -99,9 +99,7 @@ def test_the_tracked_word_count_runs_the_plain_plan_plus_the_root_and_the_side_c
 
     paths = _corpus(tmp_path)
     lines = spark.read.text(str(tmp_path / "in")).select(nfc("value").alias("line"))
-    words = lines.select(
-        F.posexplode(F.array_remove(F.split("line", NOT_LETTERS), "")).alias("position", "word")
-    )
+    words = lines.select(F.explode(F.array_remove(F.split("line", NOT_LETTERS), "")).alias("word"))
     plain = words.select(F.lower("word").alias("word")).groupBy("word").count()
     plain.write.parquet(str(tmp_path / "plain"))
     plain_nodes, plain_rows = _last_write(spark)

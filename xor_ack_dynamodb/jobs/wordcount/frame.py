@@ -117,9 +117,11 @@ def frame_job(attempt: FrameAttempt, options: Options, ahead: CountAhead | None 
     from pyspark.sql import functions as F
 
     faults = options.faults
+    failing = faults is not None and faults.rate > 0.0 and attempt.number <= faults.attempts
     lines = attempt.read_text(lambda root: root[1], bad_bytes=options.bad_bytes)
-    words = lines.explode(words_of(F.col("line")), "word", position="position")
-    if faults is not None and faults.rate > 0.0 and attempt.number <= faults.attempts:
+    # The position is drawn on by the fault plan only: without it, the plain job's explode.
+    words = lines.explode(words_of(F.col("line")), "word", position="position" if failing else None)
+    if faults is not None and failing:
         reason = F.concat(
             F.lit("InjectedFailure: word "), F.col("position").cast("string"), F.lit(" of a line")
         )
