@@ -143,6 +143,7 @@ class Chain:
     roots: list[str]
     value: Any  # the create's: the roots' edges combined
     created: bool = False  # a create returned
+    create_raised: bool = False  # a create raised (after a fault): it may have landed
     sent_roots: bool = False
     acked_seen: bool = False
     #: Works whose calls returned ``acked``: the op that completed the chain (a
@@ -268,8 +269,9 @@ class TrackerModel(RuleBasedStateMachine):
     def _created(self, chain: Chain, outcome: Any, faulted: bool, hidden: bool, what: str) -> None:
         if isinstance(outcome, BaseException):
             self._allowed(chain, outcome, faulted, what)
+            chain.create_raised = True
             return
-        if outcome.duplicate and not chain.created and not hidden and not faulted:
+        if outcome.duplicate and not (chain.created or chain.create_raised or hidden):
             raise Violation(f"{what}: reported a duplicate create, though none had landed")
         chain.created = True
         if not chain.sent_roots:
