@@ -343,7 +343,9 @@ class TrackerModel(RuleBasedStateMachine):
         mark = self._faults()
         outcome = self._stamp(self.writers[name], message)
         self.world.runs[f"stamps ({name})"] += 1
-        self._stamped(message, outcome, *self._hit_since(mark), f"stamp ({name})")
+        faulted, hidden = self._hit_since(mark)
+        self.world.runs[f"stamps hit by a fault ({name})"] += faulted
+        self._stamped(message, outcome, faulted, hidden, f"stamp ({name})")
 
     def _spec(self, message: Message) -> StampSpec:
         chain = self.chains[message.tag]
@@ -367,6 +369,7 @@ class TrackerModel(RuleBasedStateMachine):
             ) from exc
         faulted, hidden = self._hit_since(mark)
         self.world.runs[f"stamp_many ({name}, {len(messages)} chains)"] += 1
+        self.world.runs[f"stamp_many hit by a fault ({name})"] += faulted
         for message in messages:
             self._stamped(message, results[message.tag], faulted, hidden, f"stamp_many ({name})")
 
@@ -382,6 +385,7 @@ class TrackerModel(RuleBasedStateMachine):
                 raise Violation(f"create_many ({name}) raised {exc!r}") from exc
             faulted, hidden = self._hit_since(mark)
             self.world.runs[f"create_many ({name})"] += 1
+            self.world.runs[f"create_many hit by a fault ({name})"] += faulted
             for chain in chains:
                 self._created(
                     chain, results[chain.tag], faulted, hidden, f"{chain.tag}: create_many ({name})"
