@@ -769,6 +769,12 @@ MODEL = (
 #: (the_parents_stamp_lands_before_the_fail_write: retried with no fault; 10th, 104 s).
 #: The unmutated baseline passed its 80 examples in 569 s, near the 600 s a run may take
 #: (``TIMEOUT``): on a machine that loaded, a survivor would read "killed (timeout)".
+#: state-refusal-before-history's scene is now aimed at (a_late_copy_of_an_op_in_history,
+#: ``then_acked``: the chain's rest goes through, then one more copy of the old op); a
+#: run of it alone: 4th example, 52 s. Then the seven again (``--no-baseline``, load
+#: 25-31 on 2 cores): 8th, 118 s; 8th, 160 s; 10th, 173 s; 6th, 99 s; 4th, 53 s; 21st,
+#: 159 s; 6th, 52 s (in the order above). At that load the unmutated baseline passed its
+#: 80 examples in 866 s, past ``TIMEOUT`` (``--only -model`` reports "baseline timeout").
 MODEL_KILLS = {
     "named-op-taken-as-drawn": ("ddblocal-sum",),
     "retry-after-unknown-drops-bound": ("ddblocal-sum",),
