@@ -72,7 +72,7 @@ $(ASYNC_STAMP): pyproject.toml
 
 ASYNC_TESTS := tests/test_aio.py tests/test_aio_clients.py tests/test_aio_plugin.py tests/test_batch.py \
 	tests/test_config.py tests/contract tests/test_docs_examples.py tests/test_bad_input.py \
-	tests/test_clock_per_write.py
+	tests/test_clock_per_write.py tests/test_tracker_model.py
 
 test-async: $(ASYNC_STAMP) dynalite dynamodb-local
 	$(VENV_ASYNC)/bin/python -m pytest -m aio -p no:cacheprovider $(ASYNC_TESTS)

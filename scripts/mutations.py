@@ -756,6 +756,25 @@ MODEL = (
 #: 12th, 40 s). A second run of each: killed at the 4th-18th example, 24-90 s (load 9).
 #: Before the throttle's weight, one run of negative-fail-write-not-retried had survived
 #: 40 examples (102 s): hence 80 examples, about four minutes for a survivor.
+#: Measured again 2026-12-06 after the core's refactoring (one Position), at 0ff08df
+#: (``--only -model``, one run after another on a copy of the tree, load 4-19 on 2 cores;
+#: example at the kill, seconds of the whole pytest run): named-op-taken-as-drawn (an op applied
+#: again, in a_chain_completes_and_its_claim_meets_a_fault's drain; 8th, 74 s),
+#: retry-after-unknown-drops-bound (a_late_copy_of_an_op_in_history, lost response; 6th,
+#: 50 s), claim-ignores-own-claimant (the completion never fired; 4th, 58 s),
+#: negative-fail-write-not-retried (acked below zero before its nodes ran; 4th, 57 s),
+#: negative-copy-left-pending (left pending below zero; 8th, 65 s),
+#: state-refusal-before-history (a late copy dropped on the acked chain, not a
+#: duplicate; 42nd, 226 s), fail-write-reply-ignored
+#: (the_parents_stamp_lands_before_the_fail_write: retried with no fault; 10th, 104 s).
+#: The unmutated baseline passed its 80 examples in 569 s, near the 600 s a run may take
+#: (``TIMEOUT``): on a machine that loaded, a survivor would read "killed (timeout)".
+#: state-refusal-before-history's scene is now aimed at (a_late_copy_of_an_op_in_history,
+#: ``then_acked``: the chain's rest goes through, then one more copy of the old op); a
+#: run of it alone: 4th example, 52 s. Then the seven again (``--no-baseline``, load
+#: 25-31 on 2 cores): 8th, 118 s; 8th, 160 s; 10th, 173 s; 6th, 99 s; 4th, 53 s; 21st,
+#: 159 s; 6th, 52 s (in the order above). At that load the unmutated baseline passed its
+#: 80 examples in 866 s, past ``TIMEOUT`` (``--only -model`` reports "baseline timeout").
 MODEL_KILLS = {
     "named-op-taken-as-drawn": ("ddblocal-sum",),
     "retry-after-unknown-drops-bound": ("ddblocal-sum",),

@@ -33,6 +33,9 @@ builds a new request for each).
 Only HTTP endpoints (a moto server, DynamoDB Local) are served: a fault sends its
 request itself with a urllib3 session, as :mod:`reliability.faults` does, so it can
 never reach AWS. ``fired`` lists what each fault hit, for the machine's statistics.
+aiobotocore clients are served too (``attach(client, aio=True)``): aiobotocore emits the
+same ``before-send`` event (a lost response is the same ``ReadTimeoutError``), and a
+throttle is answered as an aiobotocore response.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 from reliability.faults import _error_response
 
-__all__ = ["FAULTS", "Crash", "Fault", "Network", "WRITES", "what_it_hit"]
+__all__ = ["FAULTS", "READS", "SENDS", "WRITES", "Crash", "Fault", "Network", "what_it_hit"]
 
 FAULTS = ("lost", "lost_every_attempt", "throttle", "throttle_every_attempt", "crash", "interleave")
 
@@ -56,6 +59,8 @@ FAULTS = ("lost", "lost_every_attempt", "throttle", "throttle_every_attempt", "c
 #: mark, a fail.
 WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
 SENDS = frozenset({"SendMessage", "SendMessageBatch"})
+#: DynamoDB's reads: a stamp's read of the chain, a batch's, a history lookup.
+READS = frozenset({"GetItem", "BatchGetItem", "Query"})
 
 
 class Crash(BaseException):
@@ -87,12 +92,13 @@ class Network:
     def __post_init__(self) -> None:
         self._session = URLLib3Session(timeout=30)
 
-    def attach(self, client: Any) -> Any:
+    def attach(self, client: Any, aio: bool = False) -> Any:
         endpoint = client.meta.endpoint_url or ""
         if not endpoint.startswith("http://127.0.0.1"):
             raise ValueError(f"faults are injected on local HTTP endpoints only, not {endpoint!r}")
         client.meta.events.register(
-            f"before-send.{client.meta.service_model.service_id.hyphenize()}", self._send
+            f"before-send.{client.meta.service_model.service_id.hyphenize()}",
+            self._send_aio if aio else self._send,
         )
         return client
 
@@ -138,6 +144,15 @@ class Network:
             return fault
         return None
 
+    def _send_aio(self, request: AWSPreparedRequest, event_name: str, **_: Any) -> Any:
+        """:meth:`_send` for an aiobotocore client: its throttle an aiobotocore response."""
+        response = self._send(request, event_name)
+        if response is None:
+            return None
+        from aiobotocore.awsrequest import AioAWSResponse  # the async leg's venv alone has it
+
+        return AioAWSResponse(response.url, response.status_code, response.headers, _AioRaw(response.content))
+
     def _send(self, request: AWSPreparedRequest, event_name: str, **_: Any) -> AWSResponse | None:
         operation = event_name.rsplit(".", 1)[-1]
         fault = self._choose(request, operation)
@@ -163,6 +178,16 @@ class Network:
 
     def close(self) -> None:
         self._session.close()
+
+
+class _AioRaw:
+    """An aiobotocore response's body."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    async def read(self) -> bytes:
+        return self._body
 
 
 def _call(request: AWSPreparedRequest) -> object:

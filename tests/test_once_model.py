@@ -34,7 +34,8 @@ Three rules aim at conjunctions a random walk seldom meets (each still a thing a
 and its users can do): a finish that takes the sum below zero for certain (the rest of
 the chain delivered first, so the parent is the last open edge; a child whose edge is the
 larger overtakes it) with a fault or a race on its fail-write; a late copy of an op that
-has moved to history, delivered to a warm container with a fault on its first write; a
+has moved to history, delivered to a warm container with a fault on its first write
+(and, if drawn, once more after the rest of its chain went through and it acked); a
 chain delivered to its end, then the stream polled with a fault on its completion claim.
 When no chain of the example offers the first two a scene, they start one shaped for it
 (roots of one child each, so that a root is the last open edge and its stamp completes
@@ -791,8 +792,9 @@ class ServerlessModel(RuleBasedStateMachine):
     @rule(
         i=st.integers(0, 10_000),
         fault=st.sampled_from(LATE_COPY_FAULTS),
+        then_acked=st.booleans(),
     )
-    def a_late_copy_of_an_op_in_history(self, i: int, fault: str) -> None:
+    def a_late_copy_of_an_op_in_history(self, i: int, fault: str, then_acked: bool) -> None:
         """A standard queue's duplicate of a message whose stamp landed long ago (its op
         has moved to the chain's history: ``BLOCK`` and more landed after it), on a chain
         still pending, delivered to the warm container with ``fault`` on its stamp's
@@ -800,7 +802,9 @@ class ServerlessModel(RuleBasedStateMachine):
         does not resend an ``ADD``). The call's own retry must still look for earlier
         copies from the message's bound, not from the chain as the container last saw it
         (else the ``ADD`` lands a second time). When no chain has such an op, one is made
-        (:meth:`_an_op_in_history`)."""
+        (:meth:`_an_op_in_history`). ``then_acked``: the rest of the chain goes through
+        (no faults) and, once it acked, one more copy comes: a duplicate found in the
+        history, not refused by the chain's state (``TagAcked``)."""
         found = self._an_op_in_history(i)
         if found is None:
             old = [(c, n) for c in self.chains.values() for n in c.landed]
@@ -819,6 +823,12 @@ class ServerlessModel(RuleBasedStateMachine):
         self.world.net.arm(fault, WRITES, 0, hits="stamp")
         try:
             self._process(self._copy(copies[0]), keep=False)
+            self.world.net.armed[:] = []
+            if then_acked and aged:
+                self._drain(chain, set())
+                if self._state(chain) == "acked":
+                    self.world.runs["late copies of old ops, again once acked"] += 1
+                    self._process(self._copy(copies[0]), keep=False)
         finally:
             self.world.net.armed[:] = armed
 
