@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Unpack
 
 from ..config import TrackerKeywords, TrackerOptions
+from ..core.algebra import is_zero
 from ..core.chain import Chain, Op, new_token
 from ..core.messages import (
     Add,
@@ -201,7 +202,7 @@ class MemoryStore:
             self._buckets.appendleft(set())
             for tag in oldest:
                 chain = self._chains[tag]
-                if chain.state == "pending" and chain.reason != TIMEOUT and not _zero(chain):
+                if chain.state == "pending" and chain.reason != TIMEOUT and not is_zero(chain.value):
                     past = now - self.rules.skew - 1
                     self._chains[tag] = replace(
                         chain,
@@ -223,10 +224,6 @@ def _same(current: Chain | None, expect: Chain | None) -> bool:
     if expect is None:
         return current is None
     return current is not None and current.token == expect.token
-
-
-def _zero(chain: Chain) -> bool:
-    return not any(chain.value) if isinstance(chain.value, bytes) else chain.value == 0
 
 
 class _AsyncMemoryStore:

@@ -19,7 +19,6 @@ from typing import Any, cast
 
 from botocore.exceptions import ChecksumError, ClientError, ConnectionError, HTTPClientError
 
-from ...config import check_table_name
 from ...core.chain import Chain, new_token
 from ...core.history import Block, guard
 from ...core.messages import (
@@ -61,7 +60,6 @@ __all__ = [
     "is_transient",
     "error_code",
     "retry_attempts",
-    "check_table_name",
     "table_key",
     "missing_table_message",
 ]

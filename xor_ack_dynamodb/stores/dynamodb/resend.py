@@ -37,13 +37,11 @@ from botocore.exceptions import ChecksumError, ClientError
 
 from .codec import TRANSIENT_CODES
 
-__all__ = ["NoResend", "AsyncNoResend", "no_resend", "HANDLER_ID", "EVENT", "EVENTS"]
+__all__ = ["NoResend", "AsyncNoResend", "no_resend", "HANDLER_ID", "EVENTS"]
 
 #: The events the handler answers: botocore asks them before every resend of a request
 #: of these operations (the conditional writes; a GetItem is resent freely).
 EVENTS = tuple(f"needs-retry.dynamodb.{op}" for op in ("UpdateItem", "PutItem", "TransactWriteItems"))
-#: The first of them (the sum mode's ``ADD``), under its earlier name.
-EVENT = EVENTS[0]
 #: Registering twice with this id is a no-op.
 HANDLER_ID = "xor_ack_dynamodb.no-resend"
 
