@@ -91,13 +91,8 @@ def _counts(groups: dict[str, int]) -> str:
 class BatchResult(dict[str, V | Exception]):
     """Each chain's outcome of a batch call, by tag, in the order given: its value, or
     the typed error (``TagExists``, ``TagAcked``...) or the store's exception (when
-    transient failures outlasted a group's retry budget) it ended with. A plain dict
-    (it was one), plus:
-
-    * :attr:`ok` / :attr:`failed`: the values and the errors, each by tag;
-    * :meth:`failures_by_type`: the failed tags grouped by error type, most common first;
-    * :meth:`summary`: one line, e.g. ``10000 chains: 9990 ok, 10 failed (TagExists 10)``.
-    """
+    transient failures outlasted a group's retry budget) it ended with: a plain dict,
+    with :attr:`ok`, :attr:`failed`, :meth:`failures_by_type` and :meth:`summary`."""
 
     @property
     def ok(self) -> dict[str, V]:
@@ -119,11 +114,10 @@ class BatchResult(dict[str, V | Exception]):
 
 
 class StatusResult(dict[str, ChainStatus]):
-    """The statuses ``status_many`` read, by tag, in the order asked: a plain dict (it
-    was one) of the chains found, an item that cannot be decoded among them as
-    ``corrupt``, plus :attr:`missing`, the tags asked for that have no chain (in the order
-    asked), and :meth:`summary` (counts by state). A read that fails is never a missing
-    tag: ``status_many`` raises instead."""
+    """The statuses ``status_many`` read, by tag, in the order asked: a plain dict of the
+    chains found (an item that cannot be decoded as ``corrupt``), plus :attr:`missing`,
+    the tags asked for that have no chain. A read that fails is never a missing tag:
+    ``status_many`` raises instead."""
 
     def __init__(self, found: Iterable[tuple[str, ChainStatus]] = (), missing: Iterable[str] = ()) -> None:
         super().__init__(found)

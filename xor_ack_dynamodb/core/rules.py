@@ -1,37 +1,26 @@
 """The chain rules: pure decisions over an immutable :class:`Chain` and "now".
 
-Everything a tracker decides lives here, once, for every store (DynamoDB, memory) and
-every driver (sync, asyncio): whether a create, stamp, fail or touch may be written on a
-chain as it stands, is a duplicate of an op already applied, or is refused with which
-error; what the chain looks like after it; which chains read as expired; how the op-id
-window is kept. No I/O, no clock, no randomness except the fresh write token each new
-value carries.
+Everything a tracker decides lives here, once, for every store and driver: whether a
+create, stamp, fail or touch may be written on a chain as it stands, is a duplicate of an
+op already applied, or is refused with which error; what the chain looks like after it;
+which chains read as expired; the conditions a store evaluates for its blind writes. No
+I/O, no clock, no randomness except the fresh write token each new value carries.
 
-States. A chain is stored ``pending``, ``acked`` or ``failed``::
+States (docs/concepts.md, "States"; docs/expiry.md): a chain is stored ``pending``,
+``acked`` or ``failed``. A stamp or touch is refused once the deadline has passed on the
+writer's clock, and its write carries the same test (``before_deadline``) dated as it is
+sent; a reader declares the chain ``expired`` (and a create may overwrite it) only once
+the deadline plus ``skew`` has passed on its clock. So no write lands on a chain some
+reader has declared expired while the clocks' disagreement plus a write's time in flight
+stays below ``skew``. A sum-mode chain whose sum is zero reads ``acked`` even if the
+write that stores the state was lost.
 
-    pending ──stamp reaches zero──> acked      (a tombstone until purge_at)
-    pending ──fail()──────────────> failed     (a tombstone until purge_at)
-    pending ──deadline + skew passes──> reads as expired (stored pending; replay it)
-
-A stamp or touch is refused once the deadline has passed on the writer's clock, and its
-write carries the same test (``before_deadline``) with the writer's clock as read just
-before that write is sent (the driver dates it); a reader declares the chain ``expired``
-(and a create may overwrite it) only once the deadline plus the ``skew`` margin has
-passed on the reader's clock, read before its read. So no write can land on a chain some
-reader has declared expired while the clocks' disagreement plus the time from a write's
-clock read to the store testing it stays below ``skew`` (docs/expiry.md). A sum-mode
-chain whose sum is zero reads ``acked`` even if the follow-up write that stores the state
-was lost.
-
-Op ids. Every create and stamp carries an op, remembered in the chain with a hash of its
-payload: a create's op for the chain's whole life (``create_op``), a stamp's in the
-list ``ops`` (at least the most recent ``window`` of them, the window stored in the
-chain itself, so a writer configured with a smaller one cannot shrink it), and once it
-leaves the list, in the chain's history (:mod:`.history`). An op found in either is a
-duplicate: it is not applied again, and the caller gets the chain's current value, or
-:class:`OpIdReused` if the payload differs. The guarantee: a stamp is applied at most
-once per op id for the chain's lineage, however many ops landed since; where the
-history that would tell is gone, :class:`OutcomeUnknown` instead of a guess.
+Op ids: a create's op is kept for the chain's life (``create_op``), a stamp's in ``ops``
+(at least the chain's own ``window``), then in its history (:mod:`.history`). An op found
+in either is a duplicate (the caller gets the chain's current value, or
+:class:`OpIdReused` if the payload differs): a stamp is applied at most once per op id
+for the chain's lineage; where the history that would tell is gone,
+:class:`OutcomeUnknown` instead of a guess.
 """
 
 from __future__ import annotations
@@ -41,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from ..errors import (
     BufferLengthsUnequal,
     ChainModeMismatch,
-    InvalidConfig,
     NotOwner,
     OpIdReused,
     OutcomeUnknown,
@@ -107,13 +95,7 @@ class ChainRules:
     delete_on_ack: bool = False
 
     def __post_init__(self) -> None:
-        check_window(self.window)
-        if self.ttl is not None and not self.ttl >= 1:
-            raise InvalidConfig("ttl must be at least one second")
-        if not self.retention >= 1:
-            raise InvalidConfig("retention must be at least one second")
-        if not 0 <= self.skew <= 3600:
-            raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {self.skew!r}")
+        check_window(self.window)  # ttl, retention and skew: checked by core.factory.seconds
 
     @property
     def mode(self) -> Mode:

@@ -1,13 +1,10 @@
 """MemoryAck and AsyncMemoryAck: the same chains kept in memory, for one process and for
 tests.
 
-It is the ``ack`` package (events on ack and fail) with Storm's RotatingMap expiry, and it
-runs the very same calls, rules and drivers as :class:`~xor_ack_dynamodb.XorAckDynamoDB`
-on an in-memory store: the same methods, errors, op-id idempotency, windows, owners,
-modes and tombstones, so pipeline logic tested against it behaves the same against
-DynamoDB. ``AsyncMemoryAck`` is the asyncio twin (swap it for ``AsyncXorAckDynamoDB``
-with no other change to the code under test); the store never waits on I/O, so an
-awaited call never blocks the loop for longer than a dict update.
+The ``ack`` package (events on ack and fail) with Storm's RotatingMap expiry, running the
+very calls, rules and drivers of :class:`~xor_ack_dynamodb.XorAckDynamoDB` on an
+in-memory store, so pipeline logic tested against it behaves the same against DynamoDB.
+``AsyncMemoryAck`` is the asyncio twin; its store never waits.
 """
 
 from __future__ import annotations
