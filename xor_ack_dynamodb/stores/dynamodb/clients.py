@@ -127,32 +127,18 @@ def _options(config: AckConfig) -> ClientOptions:
 
 def dynamodb_client(**options: Unpack[ClientOptions]) -> Any:
     """A new low-level DynamoDB client, in a new boto3 session (sessions are not
-    thread-safe; the client is).
-
-    Region, first found wins: ``region``, ``AWS_REGION``, then botocore's own order
-    (``AWS_DEFAULT_REGION``, then ``region`` in the profile chosen by ``AWS_PROFILE``).
-    Endpoint: ``endpoint_url``, else botocore's own order (``AWS_ENDPOINT_URL_DYNAMODB``,
-    ``AWS_ENDPOINT_URL``, the profile's ``endpoint_url``; none of them when
-    ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true``), else AWS's regional endpoint.
-    Credentials: the two keys when given (for local endpoints), else botocore's chain.
-
-    Timeouts and botocore's retries come from ``retry`` (see :func:`client_config`), so
-    that one tracker call under that policy ends near ``retry.max_seconds``. ``config``, a
-    botocore ``Config``, is merged over those settings (its values win), for options such
-    as ``max_pool_connections``.
+    thread-safe; the client is). Region: ``region``, ``AWS_REGION``, then botocore's own
+    order; endpoint: ``endpoint_url``, else botocore's own order; credentials: the two
+    keys when given, else botocore's chain; timeouts and botocore's retries from
+    ``retry`` (:func:`client_config`), ``config`` merged over them (docs/concepts.md,
+    "Clients").
 
     Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig`, before any request is sent,
-    when no region is set anywhere (the message says how to set one), when the region or
-    the endpoint is not valid, when the profile named by ``AWS_PROFILE`` does not exist,
-    or when only one of the two keys is given; its subclass
-    :class:`~xor_ack_dynamodb.errors.UnknownRegion` for a region botocore does not know
-    whose endpoint does not resolve (a typo such as ``eu-wst-1``: one DNS lookup, made
-    for such a region only).
-
-    The client raises the library's typed errors (:mod:`.failures`) instead of
-    botocore's transport errors, for every operation: ``EndpointUnreachable``,
-    ``ConnectTimeout``, ``ReadTimeout``, ``ResponseLost``, ``BadResponse``, each naming
-    the region and the endpoint, botocore's exception as ``__cause__``.
+    when no region is set anywhere, the region or endpoint is not valid, the profile
+    named by ``AWS_PROFILE`` does not exist, or only one of the two keys is given; its
+    subclass :class:`~xor_ack_dynamodb.errors.UnknownRegion` for an unknown region whose
+    endpoint does not resolve. The client raises the library's typed errors
+    (:mod:`.failures`) instead of botocore's transport errors, for every operation.
     """
     return aws_client("dynamodb", **options)
 

@@ -120,12 +120,9 @@ def missing_table_message(table: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """One DynamoDB request for a :class:`Request`: the operation and its parameters.
-    ``once``: the request tests the chain's deadline against its ``:now`` (or dates
-    the chain with it), so botocore must not send its bytes again later (a resend would
-    carry a stale ``:now``): the sender sends it inside
-    :func:`~.resend.no_resend`, and the library's own retry sends a new one, dated
-    anew."""
+    """One DynamoDB request for a :class:`Request`. ``once``: it tests or dates the chain
+    with its ``:now``, so botocore must not resend its bytes (:func:`~.resend.no_resend`);
+    the library's own retry sends a new one, dated anew."""
 
     operation: str  # GetItem | PutItem | UpdateItem | DeleteItem
     kwargs: dict[str, Any]
