@@ -129,9 +129,9 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "sum-add-without-nonzero-memory",
-        "the same guard in the memory store's predicate (core/blind.py fail_allowed, which "
+        "the same guard in the memory store's predicate (core/rules.py fail_allowed, which "
         "add_allowed shares as the codec's _LIVE)",
-        "core/blind.py",
+        "core/rules.py",
         '            and not (chain.mode == "sum" and is_zero(chain.value))\n',
         "",
         (f"{GUARDS}::test_a_zero_sum_whose_acked_write_is_missing_refuses_a_stamp[memory]",),
@@ -340,16 +340,16 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "trim-without-lineage-memory",
-        "the same guard in the memory store's predicate (core/blind.py trim_allowed)",
-        "core/blind.py",
+        "the same guard in the memory store's predicate (core/rules.py trim_allowed)",
+        "core/rules.py",
         "        return chain.position.lineage == trim.lineage",
         "        return True",
         ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[memory]",),
     ),
     Mutant(
         "trim-without-cut-memory",
-        "the same guard in the memory store's predicate (core/blind.py trim_allowed)",
-        "core/blind.py",
+        "the same guard in the memory store's predicate (core/rules.py trim_allowed)",
+        "core/rules.py",
         "if chain is None or chain.cut_seq != trim.cut or len(chain.ops)",
         "if chain is None or len(chain.ops)",
         ("tests/test_trims.py::test_a_trim_sent_again_over_a_long_list_removes_its_block_once[memory]",),

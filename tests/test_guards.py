@@ -10,7 +10,7 @@ expired root, is ``test_spark_wordcount.py::test_a_root_that_reads_expired_is_re
   write landed, lost its response and was outrun by more than the window of other
   stamps is found in the history, not applied again
   (``test_an_xor_stamp_with_a_random_op_id_lost_and_outrun_is_applied_once``).
-- the sum ``ADD``'s ``sum <> 0`` (``stores/dynamodb/codec.py``; ``core/blind.py`` for
+- the sum ``ADD``'s ``sum <> 0`` (``stores/dynamodb/codec.py``; ``core/rules.py`` for
   the memory store): a zero sum whose ``acked`` write is missing takes no more stamps
   (``test_a_zero_sum_whose_acked_write_is_missing_refuses_a_stamp``).
 """

@@ -9,7 +9,7 @@ import pytest
 from conftest import unique_table
 
 from xor_ack_dynamodb import XorAckDynamoDB, errors
-from xor_ack_dynamodb.stores.dynamodb.table import check_table_name
+from xor_ack_dynamodb.config import check_table_name
 
 
 @pytest.fixture(params=["inproc", "server", "ddblocal"])

@@ -29,10 +29,11 @@ from ..errors import (
     UnmigratedItem,
 )
 from ..stamps import RESERVED_PREFIX
+from ..stores.dynamodb._sync.table import describe
 from ..stores.dynamodb.answers import checked, scan_pages
+from ..stores.dynamodb.codec import missing_table_message, table_key
 from ..stores.dynamodb.item import ItemCodec
 from ..stores.dynamodb.migrate import migrate_table
-from ..stores.dynamodb.table import describe, missing_table_message, table_key
 from .common import (
     EXIT_CODES_HELP,
     EXIT_FAILED,

@@ -1,16 +1,12 @@
-"""The two groups a chain can count in.
+"""The two groups a chain can count in (docs/concepts.md, "xor or sum: which mode").
 
-Storm's acker needs only a group in which every edge cancels with its inverse:
+* ``xor``: byte strings under XOR; an edge is its own inverse. The default, and the Node
+  package's layout.
+* ``sum``: integers under addition; an edge is added when started and subtracted when
+  finished, so a stamp is one atomic DynamoDB ``ADD``.
 
-* ``xor``: byte strings under XOR; an edge is its own inverse, so the same stamp both
-  starts and finishes it. The default, and the Node package's layout.
-* ``sum``: integers under addition; an edge is added when it is started and subtracted
-  when it is finished. DynamoDB can ``ADD`` to a Number atomically, so a sum-mode stamp
-  is one request that never loses a race.
-
-Each algebra validates values (before any request is sent), computes a stamp's delta
-from the edges it finishes and starts, and turns values into the canonical bytes that an
-op id's payload hash covers. They are tiny, stateless and picklable.
+Each algebra validates values (before any request is sent), computes a stamp's delta and
+turns values into the canonical bytes an op id's payload hash covers.
 """
 
 from __future__ import annotations

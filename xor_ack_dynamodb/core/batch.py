@@ -1,29 +1,15 @@
-"""Many calls on distinct chains, stepped together: the planning half of ``run_many``.
+"""Many calls on distinct chains, stepped together: the planning half of ``run_many``
+(docs/concepts.md, "Many chains at once").
 
-A Spark driver stamping a thousand chains once each, or a heartbeat touching every
-pending chain of a run, would spend one request per chain. A driver's ``run_many`` runs
-the very same sans-IO calls (:mod:`.calls`) side by side instead, in lockstep: the reads
-they ask for in a pass go out as BatchGetItem (100 keys a request), their conditional
-writes as TransactWriteItems (100 entries a request, applied all or none), and each
-call gets its own reply, so every rule (duplicates, owners, states, lost responses)
-applies exactly as when the call runs alone.
-
-:class:`Lockstep` holds where each call stands and turns the store's answers into each
-call's reply; it never sends, waits or reads the clock (the driver passes "now"), so
-the sync and asyncio drivers share it. Transactions cost what DynamoDB bills them (two
-write units per KB of each item), but one request instead of a hundred. A transaction
-cancelled because some entries' own conditions failed applied nothing: those calls get
-their rejection (with the chain as it stands, as a single write would), the others are
-sent again at once. A store without transactions (dynalite) gets the writes one by one.
-
-What a batch call returns is a :class:`BatchResult` (``create_many``, ``stamp_many``,
-``touch_many``) or a :class:`StatusResult` (``status_many``): the dict by tag it always
-was, with the failures, the successes and the tags with no chain at hand, and a summary
-that counts failures by type instead of leaving them to be found one value at a time.
-
-:class:`EndpointWatch` ends a batch promptly when its endpoint is dead: after
-:data:`UNREACHABLE_GROUPS` groups in a row whose every chain ended unreachable, the groups
-not started are not sent, and each of their chains is reported with the same typed error.
+A driver's ``run_many`` runs the very same sans-IO calls (:mod:`.calls`) side by side, in
+lockstep: the reads they ask for in a pass go out as BatchGetItem, their conditional
+writes as TransactWriteItems (applied all or none), and each call gets its own reply, so
+every rule (duplicates, owners, states, lost responses) applies exactly as when the call
+runs alone. :class:`Lockstep` never sends, waits or reads the clock, so the sync and
+asyncio drivers share it. A transaction cancelled because some entries' own conditions
+failed applied nothing: those calls get their rejection (with the chain as it stands),
+the others are sent again at once. A store without transactions (dynalite) gets the
+writes one by one. :class:`EndpointWatch` ends a batch promptly when its endpoint is dead.
 """
 
 from __future__ import annotations
@@ -105,13 +91,8 @@ def _counts(groups: dict[str, int]) -> str:
 class BatchResult(dict[str, V | Exception]):
     """Each chain's outcome of a batch call, by tag, in the order given: its value, or
     the typed error (``TagExists``, ``TagAcked``...) or the store's exception (when
-    transient failures outlasted a group's retry budget) it ended with. A plain dict
-    (it was one), plus:
-
-    * :attr:`ok` / :attr:`failed`: the values and the errors, each by tag;
-    * :meth:`failures_by_type`: the failed tags grouped by error type, most common first;
-    * :meth:`summary`: one line, e.g. ``10000 chains: 9990 ok, 10 failed (TagExists 10)``.
-    """
+    transient failures outlasted a group's retry budget) it ended with: a plain dict,
+    with :attr:`ok`, :attr:`failed`, :meth:`failures_by_type` and :meth:`summary`."""
 
     @property
     def ok(self) -> dict[str, V]:
@@ -133,11 +114,10 @@ class BatchResult(dict[str, V | Exception]):
 
 
 class StatusResult(dict[str, ChainStatus]):
-    """The statuses ``status_many`` read, by tag, in the order asked: a plain dict (it
-    was one) of the chains found, an item that cannot be decoded among them as
-    ``corrupt``, plus :attr:`missing`, the tags asked for that have no chain (in the order
-    asked), and :meth:`summary` (counts by state). A read that fails is never a missing
-    tag: ``status_many`` raises instead."""
+    """The statuses ``status_many`` read, by tag, in the order asked: a plain dict of the
+    chains found (an item that cannot be decoded as ``corrupt``), plus :attr:`missing`,
+    the tags asked for that have no chain. A read that fails is never a missing tag:
+    ``status_many`` raises instead."""
 
     def __init__(self, found: Iterable[tuple[str, ChainStatus]] = (), missing: Iterable[str] = ()) -> None:
         super().__init__(found)

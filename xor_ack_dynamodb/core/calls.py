@@ -10,36 +10,9 @@ what it learned between rounds (the chain it last saw, whether an earlier write'
 outcome is unknown), so no decision is ever made twice in two places.
 
 The stamps (:class:`~.stamping.StampCall`, :class:`~.stamping.AddCall`) are in
-:mod:`.stamping`. The hard cases, as timelines (A and B are writers, T the table):
-
-Lost response, xor mode::
-
-    A: read v1 ──Put(v2 | token t1)──> T applies, response lost
-    A: (botocore resends) ──Put(v2 | t1)──> T: token is t2 now, rejected, returns v2
-    A: v2 holds A's op ──> duplicate: A returns v2, applied once
-
-ABA, xor mode (why writes are conditioned on a random token, not on the value)::
-
-    A: read (v=X, ops=[..]) ... stalls
-    B: stamp X^Y, then stamp Y: v is X again, ops=[.., b1, b2]
-    A: Put(v=X^Z, ops=[.., a]) conditioned on v=X would pass and drop b1, b2 from the
-       op list; conditioned on token it is rejected, A re-reads and retries.
-
-History reset under an unknown outcome (foreign writer)::
-
-    A: Put(v2, ops+[a]) ──> applied, response lost (a transient error)
-    N: (Node package) PutItem {tag, stamp}: token, ops, seq, lineage dropped
-    A: re-reads: no lineage, a not in ops, not in the old lineage's history blocks:
-       A cannot tell whether its stamp landed
-       ──> OutcomeUnknown, nothing written (applying again might apply it twice)
-
-Sum mode, exactly one ``acked``::
-
-    A: ADD -e1 (sum 5 -> e2) ......... returns e2
-    B: ADD -e2 (sum e2 -> 0) ......... returns 0: B completed it, B writes state=acked
-    C: ADD -e3 (condition sum <> 0 fails) ──> TagAcked
-    B': B's message redelivered: op in ops, sum 0 and B's op is the last one: acked,
-        duplicate (the same op, so still one logical completion)
+:mod:`.stamping`. The hard cases, as timelines (a lost response, ABA, a history reset
+under an unknown outcome, sum mode's one ``acked``), are in docs/concepts.md,
+"Concurrency".
 """
 
 from __future__ import annotations

@@ -42,18 +42,10 @@ OP_KEY_BYTES = 8
 DIGEST_BYTES = 4
 TOKEN_BYTES = 8
 LINEAGE_BYTES = 8
-#: Ops per history block. The ops that leave a chain's window move to history items in
-#: blocks of this many consecutive positions (block ``b`` of a chain holds positions
-#: ``b * BLOCK + 1`` to ``(b + 1) * BLOCK``), so that every writer of a
-#: chain agrees where each position is kept. 40 is bounded by the write-unit budget:
-#: with one writer a sum item peaks at ``window + BLOCK`` op ids of 14 bytes each (two
-#: list elements), 877 bytes with a 31-byte tag and 955 with an S3 object's 133-byte
-#: tag at the default window of 8 (``tests/test_item_budget.py``); 48 would take the
-#: latter to 1,067 bytes, two write units a stamp. One block's removal (80 list
-#: paths) is well inside every backend's limit: the moto server's parser fails at 160
-#: paths, DynamoDB Local refuses an expression over 4 KB (DynamoDB's documented limit:
-#: about 390 such paths), dynalite has none. A move costs a sum chain two requests (the
-#: history put, then the trim), so 2/40 a stamp is its floor: 1.047 for 320 stamps.
+#: Ops per history block: block ``b`` of a chain holds positions ``b * BLOCK + 1`` to
+#: ``(b + 1) * BLOCK``, so every writer of a chain agrees where each position is kept. 40
+#: keeps a stamp within one write unit (why 40: docs/concepts.md, "Exactly once for a
+#: chain's whole life"; ``tests/test_item_budget.py``).
 BLOCK = 40
 #: The hash stored for an op whose payload is not known (a batch marker): it matches
 #: any payload.

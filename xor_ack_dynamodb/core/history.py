@@ -1,27 +1,19 @@
-"""A chain's op history, and the one value a duplicate check moves: a :class:`Position`.
+"""A chain's op history, and the one value a duplicate check moves: a :class:`Position`
+(docs/concepts.md, "Exactly once for a chain's whole life").
 
-A chain numbers its ops as they land (positions 1, 2, ...; ``Chain.seq`` is the last).
-Its item keeps the most recent ones (the window, ``ops``: positions ``cut_seq + 1`` to
-``seq``); older ones move, before they leave the item, to history items beside it, in
-blocks of :data:`~.chain.BLOCK` consecutive positions at fixed places (block ``b``
-holds positions ``b * BLOCK + 1`` to ``(b + 1) * BLOCK``). Fixed places
-make a move idempotent (writers that race to move a block write the same content) and a
-lookup cheap (positions ``(a, b]`` are known blocks: one batch read). A block never
-changes once written, so what any call read or wrote stays true: a tracker keeps the
-blocks it saw (:class:`Searched` over a shared :class:`BlockCache`).
+Ops older than a chain's window move to history items in blocks of
+:data:`~.chain.BLOCK` consecutive positions at fixed places, so a move is idempotent and
+a lookup of positions ``(a, b]`` is one batch read of known keys. A block never changes
+once written: a tracker keeps the blocks it saw (:class:`Searched` over a
+:class:`BlockCache`).
 
 The one rule: an op is checked for earlier copies from the earliest position where one
-could exist, ``after``: the caller's (the position of the stamp that started its work),
-else :data:`START`, the lineage's start. Only an op id the library drew itself, in this
-call, has no earlier copy (``after`` None); once that call's own write has an unknown
-outcome, its copy is checked from the chain's position as the call last saw it.
-:func:`check` moves ``after`` on: once the op is known absent up to a chain's last
-position, that position is the ``after`` of the next write, and its guard (sum mode:
-``cutn <= :after_seq AND lin = :after_lineage``, see ``ChainRules.covers``). A position
+could exist, ``after`` (the caller's, else :data:`START`; None only for an op id the
+library drew itself in this call, until that call's own write has an unknown outcome).
+:func:`check` moves ``after`` on: once the op is known absent up to a chain's position,
+that position is the next write's ``after`` and its guard (:func:`guard`). A position
 not kept (a missing block, a lineage a foreign writer reset) is unknowable:
-``OutcomeUnknown``.
-
-Pure: no I/O. The calls (:mod:`.stamping`) ask the store for the blocks named here.
+``OutcomeUnknown``. Pure: the calls (:mod:`.stamping`) ask the store for the blocks.
 """
 
 from __future__ import annotations

@@ -2,16 +2,12 @@
 
 A call (:mod:`.calls`) yields one of these requests; the driver hands it to the store and
 sends back a :class:`Written` or :class:`Rejected` (or a chain, for :class:`Read`), or
-throws the store's exception (a transient error) into the call. Every conditional request
-is atomic in the store: its condition is checked and its effect applied as one step, as
-DynamoDB does for one item. The conditions of :class:`Add`, :class:`Extend` and
-:class:`MarkFailed` are the predicates ``ChainRules.add_allowed``, ``touch_allowed`` and
-``fail_allowed``, and a :class:`Put` with a ``now`` also tests
-``ChainRules.before_deadline``; a store must implement exactly those.
-
-Every test of a chain's deadline is made with the clock as the request is sent: the
-driver dates each request of :data:`DATED` just before it hands it over (:func:`dated`),
-never with the reading its round began with.
+throws the store's exception into the call. Every conditional request is atomic in the
+store, as DynamoDB makes one item's; the conditions of :class:`Add`, :class:`Extend`,
+:class:`MarkFailed` and a dated :class:`Put` are the ``ChainRules`` predicates
+``add_allowed``, ``touch_allowed``, ``fail_allowed`` and ``before_deadline``, and a store
+must implement exactly those. Every deadline test uses the clock as the request is sent
+(:func:`dated`), never the reading its round began with.
 """
 
 from __future__ import annotations

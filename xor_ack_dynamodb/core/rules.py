@@ -1,37 +1,26 @@
 """The chain rules: pure decisions over an immutable :class:`Chain` and "now".
 
-Everything a tracker decides lives here, once, for every store (DynamoDB, memory) and
-every driver (sync, asyncio): whether a create, stamp, fail or touch may be written on a
-chain as it stands, is a duplicate of an op already applied, or is refused with which
-error; what the chain looks like after it; which chains read as expired; how the op-id
-window is kept. No I/O, no clock, no randomness except the fresh write token each new
-value carries.
+Everything a tracker decides lives here, once, for every store and driver: whether a
+create, stamp, fail or touch may be written on a chain as it stands, is a duplicate of an
+op already applied, or is refused with which error; what the chain looks like after it;
+which chains read as expired; the conditions a store evaluates for its blind writes. No
+I/O, no clock, no randomness except the fresh write token each new value carries.
 
-States. A chain is stored ``pending``, ``acked`` or ``failed``::
+States (docs/concepts.md, "States"; docs/expiry.md): a chain is stored ``pending``,
+``acked`` or ``failed``. A stamp or touch is refused once the deadline has passed on the
+writer's clock, and its write carries the same test (``before_deadline``) dated as it is
+sent; a reader declares the chain ``expired`` (and a create may overwrite it) only once
+the deadline plus ``skew`` has passed on its clock. So no write lands on a chain some
+reader has declared expired while the clocks' disagreement plus a write's time in flight
+stays below ``skew``. A sum-mode chain whose sum is zero reads ``acked`` even if the
+write that stores the state was lost.
 
-    pending ──stamp reaches zero──> acked      (a tombstone until purge_at)
-    pending ──fail()──────────────> failed     (a tombstone until purge_at)
-    pending ──deadline + skew passes──> reads as expired (stored pending; replay it)
-
-A stamp or touch is refused once the deadline has passed on the writer's clock, and its
-write carries the same test (``before_deadline``) with the writer's clock as read just
-before that write is sent (the driver dates it); a reader declares the chain ``expired``
-(and a create may overwrite it) only once the deadline plus the ``skew`` margin has
-passed on the reader's clock, read before its read. So no write can land on a chain some
-reader has declared expired while the clocks' disagreement plus the time from a write's
-clock read to the store testing it stays below ``skew`` (docs/expiry.md). A sum-mode
-chain whose sum is zero reads ``acked`` even if the follow-up write that stores the state
-was lost.
-
-Op ids. Every create and stamp carries an op, remembered in the chain with a hash of its
-payload: a create's op for the chain's whole life (``create_op``), a stamp's in the
-list ``ops`` (at least the most recent ``window`` of them, the window stored in the
-chain itself, so a writer configured with a smaller one cannot shrink it), and once it
-leaves the list, in the chain's history (:mod:`.history`). An op found in either is a
-duplicate: it is not applied again, and the caller gets the chain's current value, or
-:class:`OpIdReused` if the payload differs. The guarantee: a stamp is applied at most
-once per op id for the chain's lineage, however many ops landed since; where the
-history that would tell is gone, :class:`OutcomeUnknown` instead of a guess.
+Op ids: a create's op is kept for the chain's life (``create_op``), a stamp's in ``ops``
+(at least the chain's own ``window``), then in its history (:mod:`.history`). An op found
+in either is a duplicate (the caller gets the chain's current value, or
+:class:`OpIdReused` if the payload differs): a stamp is applied at most once per op id
+for the chain's lineage; where the history that would tell is gone,
+:class:`OutcomeUnknown` instead of a guess.
 """
 
 from __future__ import annotations
@@ -41,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from ..errors import (
     BufferLengthsUnequal,
     ChainModeMismatch,
-    InvalidConfig,
     NotOwner,
     OpIdReused,
     OutcomeUnknown,
@@ -55,9 +43,9 @@ from ..errors import (
 from ..stamps import Position, result
 from ..status import ChainStatus, State, epoch_to_datetime
 from .algebra import Algebra, Mode, Value, XorAlgebra, is_negative, is_zero
-from .blind import BlindWrites
 from .chain import BLOCK, Chain, Op, StoredState, check_window, new_lineage, new_token, random_op, updated
-from .history import Block, Found, Lookup, Searched, Unknowable, check, due
+from .history import Block, Found, Lookup, Searched, Unknowable, check, due, guard
+from .messages import Trim
 from .verdicts import (
     APPLY,
     DEFERRED,
@@ -82,7 +70,7 @@ def _failed(tag: str, reason: str | None) -> TagFailed:
 
 
 @dataclass(frozen=True, slots=True)
-class ChainRules(BlindWrites):
+class ChainRules:
     """The rule parameters of one tracker. Picklable.
 
     :param algebra: xor or sum (:mod:`.algebra`).
@@ -107,13 +95,7 @@ class ChainRules(BlindWrites):
     delete_on_ack: bool = False
 
     def __post_init__(self) -> None:
-        check_window(self.window)
-        if self.ttl is not None and not self.ttl >= 1:
-            raise InvalidConfig("ttl must be at least one second")
-        if not self.retention >= 1:
-            raise InvalidConfig("retention must be at least one second")
-        if not 0 <= self.skew <= 3600:
-            raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {self.skew!r}")
+        check_window(self.window)  # ttl, retention and skew: checked by core.factory.seconds
 
     @property
     def mode(self) -> Mode:
@@ -447,3 +429,89 @@ class ChainRules(BlindWrites):
         deadline = chain.deadline if ttl is None else now + ttl
         purge_at = chain.purge_at if deadline is None else deadline + self.skew + self.retention
         return updated(chain, now, deadline=deadline, purge_at=purge_at)
+
+    # -- blind writes: the conditions a store evaluates as a write's condition (a DynamoDB
+    # ConditionExpression; the memory store calls them), and the chains they leave -------
+
+    def add_allowed(
+        self,
+        chain: Chain | None,
+        op: Op,
+        owner: str | None,
+        now: int,
+        after: Position | None = None,
+    ) -> bool:
+        """The condition of a sum-mode stamp (one atomic ``ADD``, no read). As a
+        DynamoDB ConditionExpression: ``attribute_exists(sum) AND state = pending AND
+        sum <> 0 AND (attribute_not_exists(deadline) OR deadline >= :now) AND NOT
+        contains(ops, :op) [AND owner = :owner]``, and with ``after`` the guard
+        :meth:`covers`."""
+        return (
+            self.touch_allowed(chain, owner, now)
+            and chain is not None
+            and chain.mode == "sum"
+            and self.covers(chain, after)
+            and chain.find(op.key) is None
+        )
+
+    def fail_allowed(self, chain: Chain | None, owner: str | None) -> bool:
+        """A blind fail's condition: ``attribute_exists(pk) AND (attribute_not_exists(state)
+        OR state = pending) AND (attribute_not_exists(sum) OR sum <> 0) [AND owner =
+        :owner]``."""
+        return (
+            chain is not None
+            and chain.state == "pending"
+            and not (chain.mode == "sum" and is_zero(chain.value))
+            and (owner is None or chain.owner == owner)
+        )
+
+    def touch_allowed(self, chain: Chain | None, owner: str | None, now: int) -> bool:
+        """A blind touch's condition: ``attribute_exists(pk) AND (attribute_not_exists(state)
+        OR state = pending) AND (attribute_not_exists(sum) OR sum <> 0) AND
+        (attribute_not_exists(deadline) OR deadline >= :now) [AND owner = :owner]``."""
+        return self.fail_allowed(chain, owner) and self.before_deadline(chain, now)
+
+    @staticmethod
+    def before_deadline(chain: Chain | None, now: int) -> bool:
+        """The deadline test of every write that keeps a chain going (a stamp's ``Put``
+        and ``ADD``, a touch): ``attribute_not_exists(deadline) OR deadline >= :now``,
+        ``now`` being the writer's clock as the request is sent. A missing chain passes
+        it (the rest of the condition decides)."""
+        return chain is None or chain.deadline is None or chain.deadline >= now
+
+    @staticmethod
+    def covers(chain: Chain | None, after: Position | None) -> bool:
+        """Whether ``chain`` passes the guard of a write whose op is known absent up to
+        ``after`` (:func:`~.history.guard`; None: no guard). As a ConditionExpression:
+        ``(attribute_not_exists(cutn) OR cutn <= :after_seq)`` and ``lin =
+        :after_lineage`` (``attribute_not_exists(lin)`` for an empty lineage)."""
+        if chain is None or after is None:
+            return True
+        seq, lineage = guard(after)
+        return (lineage is None or chain.position.lineage == lineage) and chain.cut_seq <= seq
+
+    def added(self, chain: Chain, delta: Value, op: Op, now: int) -> Chain:
+        """``chain`` after a sum-mode stamp: ``ADD sum :delta``, the op appended (not
+        trimmed), a new token. The state is left pending: the writer that sees zero
+        stores ``acked`` next (:meth:`completed`)."""
+        value = self.algebra.combine(chain.value, delta)
+        return updated(chain, now, value=value, ops=chain.ops + (op,), seq=chain.seq + 1)
+
+    def completed(self, chain: Chain, now: int) -> Chain:
+        """``chain`` (whose value is zero) stored as an ``acked`` tombstone."""
+        return updated(chain, now, state="acked", purge_at=self._purge(now))
+
+    def trim_allowed(self, chain: Chain | None, trim: Trim) -> bool:
+        """A trim's condition: the list still starts at position ``trim.cut + 1`` on the
+        trim's lineage (``cutn = :cut AND lin = :lineage``), and holds ``count`` ops beyond
+        the window (``size(ops) >= :n``). Each block has one place, so trims that race
+        (or a resend) apply once."""
+        if chain is None or chain.cut_seq != trim.cut or len(chain.ops) < trim.count + trim.window:
+            return False
+        return chain.position.lineage == trim.lineage
+
+    def trimmed(self, chain: Chain, trim: Trim) -> Chain:
+        """``chain`` without its ``count`` oldest ops. The token is kept: a trim changes
+        no value or state, and a read-modify-write that was based on the untrimmed list
+        may still write it back (its ops are then in the window and the history both)."""
+        return replace(chain, ops=chain.ops[trim.count :], cut_seq=chain.cut_seq + trim.count)

@@ -5,16 +5,7 @@ Both apply a stamp at most once per op id for the chain's lineage, however many 
 landed since an earlier copy: each carries one :class:`~xor_ack_dynamodb.stamps.Position`,
 ``after``, moved on by :func:`~.history.check` only. The timelines (the guard instead
 of a read, siblings, a block's move, a negative sum, botocore's resends, lineages) are
-in docs/concepts.md, "Exactly once for a chain's whole life". The sum stamp's own::
-
-    A: ADD op=m IF ... AND cutn <= :after_seq AND lin = :after_lineage
-       passes: the window holds everything after ``after``; m not in it ──> applied
-       refused: ALL_OLD ──> judge_stamp: duplicate | refused | read the blocks
-       (after, cutn] ──> m in none: ``after`` := that chain's position, ADD again
-    A: the ADD returns 0 ──> Put acked (IF token); a transient error on it: the next
-       round writes it again and returns A's own result (never a duplicate of itself)
-    A: the ADD returns < 0 ──> MarkFailed, sent again every round until it lands or
-       the chain is found acked (the start landed meanwhile)
+in docs/concepts.md, "Exactly once for a chain's whole life".
 """
 
 from __future__ import annotations
@@ -26,6 +17,7 @@ from typing import Any, TypeVar
 from ..errors import OutcomeUnknown, TagFailed
 from ..stamps import Position, Stamp, Sum, result
 from .algebra import Value, is_negative, is_zero
+from .batch import BATCH_SIZE
 from .calls import Again, Call, Round, Transient, remove_tombstone
 from .chain import BLOCK, Chain, Op, random_op
 from .history import START, Block, BlockCache, Found, Lookup, Searched, Unknowable, check, due, responsible
@@ -49,8 +41,6 @@ __all__ = ["StampCall", "AddCall"]
 
 log = logging.getLogger("xor_ack_dynamodb")
 
-#: History reads one batch read may ask for (DynamoDB's BatchGetItem limit).
-READ_BLOCKS = 100
 #: Trims of its own block a block's owner sends while an earlier block is still in the
 #: list (its owner's trim most likely landing meanwhile) before it moves that block
 #: itself.
@@ -72,8 +62,8 @@ class _History(Call[T]):
         """Read the blocks ``lookups`` name that this call has not read yet."""
         for lookup in lookups:
             unread = self.searched.unread(lookup)
-            for start in range(0, len(unread), READ_BLOCKS):
-                chunk = unread[start : start + READ_BLOCKS]
+            for start in range(0, len(unread), BATCH_SIZE):
+                chunk = unread[start : start + BATCH_SIZE]
                 reply = yield ReadHistory(self.tag, lookup.lineage, chunk)
                 assert isinstance(reply, HistoryRead)
                 if reply.unprocessed:
@@ -437,19 +427,10 @@ class AddCall(_History[Stamp | Sum]):
     def _move(self, chain: Chain, upto: int | None, now: int) -> Generator[Request, Any, None]:
         """Move the blocks this writer owns (up to position ``upto``) out of the window:
         their history first, then one trim per block, each conditioned on the list
-        still starting at that block. Housekeeping after a stamp that has been applied:
-        whatever happens to it (refused because another writer moved the block, lost,
-        or failed outright), the stamp's outcome stands, and the writer of the next
-        block moves what is left.
-
-        Own block first: when the list still holds blocks before this writer's own
-        (their owners' moves, two round trips each, are on their way while others
-        append), it writes and trims its own block alone, which lands once theirs have.
-        A trim refused because an earlier block is still there is sent once more (that
-        block's own trim is most likely landing meanwhile); only when it is refused
-        again (an owner lost, or far slower than this writer) does it move the earlier
-        blocks itself, in order. A block is written to history once and trimmed once in
-        the common case, however many writers append meanwhile."""
+        still starting at that block. Housekeeping after an applied stamp: whatever
+        happens to it, the stamp's outcome stands, and the next block's writer moves
+        what is left. Own block first, the earlier blocks only after :data:`OWN_TRIMS`
+        refusals (docs/concepts.md, "Moving a block")."""
         window = self.rules.window_of(chain)
         blocks = due(chain, window, committed=chain.seq, upto=upto)
         if not blocks:

@@ -1,13 +1,10 @@
 """MemoryAck and AsyncMemoryAck: the same chains kept in memory, for one process and for
 tests.
 
-It is the ``ack`` package (events on ack and fail) with Storm's RotatingMap expiry, and it
-runs the very same calls, rules and drivers as :class:`~xor_ack_dynamodb.XorAckDynamoDB`
-on an in-memory store: the same methods, errors, op-id idempotency, windows, owners,
-modes and tombstones, so pipeline logic tested against it behaves the same against
-DynamoDB. ``AsyncMemoryAck`` is the asyncio twin (swap it for ``AsyncXorAckDynamoDB``
-with no other change to the code under test); the store never waits on I/O, so an
-awaited call never blocks the loop for longer than a dict update.
+The ``ack`` package (events on ack and fail) with Storm's RotatingMap expiry, running the
+very calls, rules and drivers of :class:`~xor_ack_dynamodb.XorAckDynamoDB` on an
+in-memory store, so pipeline logic tested against it behaves the same against DynamoDB.
+``AsyncMemoryAck`` is the asyncio twin; its store never waits.
 """
 
 from __future__ import annotations
@@ -19,6 +16,7 @@ from dataclasses import replace
 from typing import Unpack
 
 from ..config import TrackerKeywords, TrackerOptions
+from ..core.algebra import is_zero
 from ..core.chain import Chain, Op, new_token
 from ..core.messages import (
     Add,
@@ -201,7 +199,7 @@ class MemoryStore:
             self._buckets.appendleft(set())
             for tag in oldest:
                 chain = self._chains[tag]
-                if chain.state == "pending" and chain.reason != TIMEOUT and not _zero(chain):
+                if chain.state == "pending" and chain.reason != TIMEOUT and not is_zero(chain.value):
                     past = now - self.rules.skew - 1
                     self._chains[tag] = replace(
                         chain,
@@ -223,10 +221,6 @@ def _same(current: Chain | None, expect: Chain | None) -> bool:
     if expect is None:
         return current is None
     return current is not None and current.token == expect.token
-
-
-def _zero(chain: Chain) -> bool:
-    return not any(chain.value) if isinstance(chain.value, bytes) else chain.value == 0
 
 
 class _AsyncMemoryStore:

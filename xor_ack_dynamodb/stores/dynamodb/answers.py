@@ -1,19 +1,13 @@
 """What DynamoDB's answer to each request the library sends must hold (and SQS's, S3's
 and EventBridge's to the serverless layer's sends), checked before anything is decided
-from it.
+from it (docs/guarantees.md, "Errors").
 
-botocore parses whatever body an endpoint returns with HTTP 200: a captive proxy's
-HTML page, a load balancer's ``{}``, another service's JSON. Each parses to a dict with
-none of the operation's members, and a write without ``ReturnValues`` has none to miss:
-left unchecked, such an answer reads as a write that landed (a stamp reported
-``acked``, a chain reported created). Every request the library sends asks for
-``ReturnConsumedCapacity=TOTAL``, which DynamoDB (and moto, dynalite and DynamoDB Local)
-answers on every operation with the table's name; so every answer can be told from one
-that is not DynamoDB's by its body alone, without relying on transport headers.
-
-:func:`shape_problem` says what an answer lacks (pure); :func:`checked` raises
-:class:`~xor_ack_dynamodb.errors.BadResponse` naming the endpoint for it;
-:func:`scan_pages` is a Scan whose every page is checked, for the operator's commands.
+botocore parses whatever body an endpoint returns with HTTP 200 (a proxy's HTML page, a
+load balancer's ``{}``): left unchecked, such an answer reads as a write that landed.
+Every request asks for ``ReturnConsumedCapacity=TOTAL``, which every DynamoDB backend
+answers with the table's name, so an answer is told from one that is not DynamoDB's by
+its body alone. :func:`scan_pages` is a Scan whose every page is checked: the one scan
+of the operator's commands (``xor-ack list``, ``xor-ack migrate``, ``scan_unfinished``).
 """
 
 from __future__ import annotations

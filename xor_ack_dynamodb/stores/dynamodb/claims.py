@@ -7,8 +7,7 @@ A claim is one ``UpdateItem`` on the chain's item, only if the chain is complete
 claimed, or its claim's lease ran out ``skew`` seconds ago; it stores ``acked`` and a new
 token, which refuses a sum-mode completer's token-guarded ``acked`` write. Mark and
 release are conditioned on the claimant, so a copy that lands twice changes nothing.
-Each is sent again under the tracker's retry budget after a transient error; past it
-the last error is raised.
+Transient errors are retried within the tracker's budget; past it the last is raised.
 """
 
 from __future__ import annotations

@@ -3,17 +3,12 @@ tracker): region and endpoint from the environment, timeouts and botocore retrie
 to the retry budget; :func:`client_for` and :func:`settings_for` build them from an
 :class:`~xor_ack_dynamodb.AckConfig`.
 
-botocore (1.44) reads the region from ``AWS_DEFAULT_REGION`` and the config profile only;
-``AWS_REGION``, which AWS documents and Lambda sets, is ignored, and a missing region
-surfaces as a ``NoRegionError`` traceback. Its default timeouts are 60 s to connect and
-60 s per read, with up to 4 attempts a request for DynamoDB: one call against an endpoint
-that accepts connections and never answers blocks for four minutes before the library's
-own budget is even looked at. :func:`dynamodb_client` closes both gaps.
-
-An aiobotocore client can only be made inside a running event loop (``await``), while a
-tracker is constructed synchronously; so :func:`client_settings` resolves and checks the
-settings when the tracker is built (a missing region is an
-:class:`~xor_ack_dynamodb.errors.InvalidConfig` then, before anything else happens) and
+botocore ignores ``AWS_REGION`` (which AWS documents and Lambda sets), raises a bare
+``NoRegionError`` for a missing region, and by default waits minutes on an endpoint that
+never answers, past any retry budget: :func:`dynamodb_client` closes those gaps. An
+aiobotocore client can only be made inside a running event loop, while a tracker is
+built synchronously: :func:`client_settings` resolves and checks the settings then (a
+missing region is an :class:`~xor_ack_dynamodb.errors.InvalidConfig` at once) and
 :func:`open_client` makes the client on first use.
 """
 
@@ -95,9 +90,8 @@ def client_config(retry: RetryPolicy | None = None) -> Any:
     botocore's ``standard`` retry mode with ``retry.http_attempts`` attempts per request.
     Set explicitly, so ``AWS_MAX_ATTEMPTS``, ``AWS_RETRY_MODE`` or a profile's
     ``max_attempts`` cannot stretch a call past its budget. botocore's own check of each
-    request's parameters is off: the library checks its input before it builds a request
-    (a typed error, nothing sent), DynamoDB checks every request again, and botocore's
-    check took half the client's CPU in the word count's 100-item transactions."""
+    request's parameters is off (a cost measured in docs/performance.md): the library
+    checks its input before it builds a request, and DynamoDB checks every request."""
     from botocore.config import Config
 
     policy = retry if retry is not None else RetryPolicy()
@@ -133,32 +127,18 @@ def _options(config: AckConfig) -> ClientOptions:
 
 def dynamodb_client(**options: Unpack[ClientOptions]) -> Any:
     """A new low-level DynamoDB client, in a new boto3 session (sessions are not
-    thread-safe; the client is).
-
-    Region, first found wins: ``region``, ``AWS_REGION``, then botocore's own order
-    (``AWS_DEFAULT_REGION``, then ``region`` in the profile chosen by ``AWS_PROFILE``).
-    Endpoint: ``endpoint_url``, else botocore's own order (``AWS_ENDPOINT_URL_DYNAMODB``,
-    ``AWS_ENDPOINT_URL``, the profile's ``endpoint_url``; none of them when
-    ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true``), else AWS's regional endpoint.
-    Credentials: the two keys when given (for local endpoints), else botocore's chain.
-
-    Timeouts and botocore's retries come from ``retry`` (see :func:`client_config`), so
-    that one tracker call under that policy ends near ``retry.max_seconds``. ``config``, a
-    botocore ``Config``, is merged over those settings (its values win), for options such
-    as ``max_pool_connections``.
+    thread-safe; the client is). Region: ``region``, ``AWS_REGION``, then botocore's own
+    order; endpoint: ``endpoint_url``, else botocore's own order; credentials: the two
+    keys when given, else botocore's chain; timeouts and botocore's retries from
+    ``retry`` (:func:`client_config`), ``config`` merged over them (docs/concepts.md,
+    "Clients").
 
     Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig`, before any request is sent,
-    when no region is set anywhere (the message says how to set one), when the region or
-    the endpoint is not valid, when the profile named by ``AWS_PROFILE`` does not exist,
-    or when only one of the two keys is given; its subclass
-    :class:`~xor_ack_dynamodb.errors.UnknownRegion` for a region botocore does not know
-    whose endpoint does not resolve (a typo such as ``eu-wst-1``: one DNS lookup, made
-    for such a region only).
-
-    The client raises the library's typed errors (:mod:`.failures`) instead of
-    botocore's transport errors, for every operation: ``EndpointUnreachable``,
-    ``ConnectTimeout``, ``ReadTimeout``, ``ResponseLost``, ``BadResponse``, each naming
-    the region and the endpoint, botocore's exception as ``__cause__``.
+    when no region is set anywhere, the region or endpoint is not valid, the profile
+    named by ``AWS_PROFILE`` does not exist, or only one of the two keys is given; its
+    subclass :class:`~xor_ack_dynamodb.errors.UnknownRegion` for an unknown region whose
+    endpoint does not resolve. The client raises the library's typed errors
+    (:mod:`.failures`) instead of botocore's transport errors, for every operation.
     """
     return aws_client("dynamodb", **options)
 
@@ -229,9 +209,8 @@ def _models(data_path: str | None) -> Any:
     """botocore's loader of service models and endpoint rules for ``data_path``
     (``AWS_DATA_PATH`` or the profile's ``data_path``, as botocore resolves it), shared by
     the clients this module builds: it keeps what it has parsed (data nothing changes),
-    so a new client costs about 15 ms of CPU, where a new session's own loader parses the
-    DynamoDB model and the endpoint rules again, about 90 ms: a Spark task's, a Lambda
-    invocation's, every test's client. One per ``data_path`` value."""
+    where a new session's own loader would parse the DynamoDB model and the endpoint
+    rules again for every client. One per ``data_path`` value."""
     from botocore.loaders import Loader
 
     paths = [os.path.expanduser(os.path.expandvars(p)) for p in (data_path or "").split(os.pathsep) if p]

@@ -1,14 +1,10 @@
 """The DynamoDB request codec: each request of :mod:`xor_ack_dynamodb.core.messages` as
-the parameters of one DynamoDB request, and DynamoDB's answers (responses and errors) as
-the replies the calls expect. Pure: it builds and reads, the senders
-(:mod:`._async.store` and its generated sync twin) send, so both send byte-for-byte the
-same requests and judge the same replies.
-
-The conditions here are the rules' predicates (``ChainRules.add_allowed``,
-``touch_allowed``, ``fail_allowed``, and a stamp's ``PutItem`` the write token and
-``before_deadline``) written as ConditionExpressions; the rules decide everything else.
-Each ``:now`` is the one its request was dated with as the driver sent it, and the
-requests carrying one are marked ``Prepared.once`` (never resent by botocore).
+the parameters of one DynamoDB request, and DynamoDB's answers as the replies the calls
+expect. Pure: the senders (:mod:`._async.store` and its generated sync twin) send, so
+both send byte-for-byte the same requests. The conditions are the rules' predicates
+(``ChainRules.add_allowed``, ``touch_allowed``, ``fail_allowed``; a stamp's ``PutItem``:
+the write token and ``before_deadline``) as ConditionExpressions; each ``:now`` is the
+one its request was dated with, and those requests are ``Prepared.once``.
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ from typing import Any, cast
 
 from botocore.exceptions import ChecksumError, ClientError, ConnectionError, HTTPClientError
 
-from ...config import check_table_name
 from ...core.chain import Chain, new_token
 from ...core.history import Block, guard
 from ...core.messages import (
@@ -61,7 +56,6 @@ __all__ = [
     "is_transient",
     "error_code",
     "retry_attempts",
-    "check_table_name",
     "table_key",
     "missing_table_message",
 ]
@@ -126,12 +120,9 @@ def missing_table_message(table: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """One DynamoDB request for a :class:`Request`: the operation and its parameters.
-    ``once``: the request tests the chain's deadline against its ``:now`` (or dates
-    the chain with it), so botocore must not send its bytes again later (a resend would
-    carry a stale ``:now``): the sender sends it inside
-    :func:`~.resend.no_resend`, and the library's own retry sends a new one, dated
-    anew."""
+    """One DynamoDB request for a :class:`Request`. ``once``: it tests or dates the chain
+    with its ``:now``, so botocore must not resend its bytes (:func:`~.resend.no_resend`);
+    the library's own retry sends a new one, dated anew."""
 
     operation: str  # GetItem | PutItem | UpdateItem | DeleteItem
     kwargs: dict[str, Any]
@@ -261,15 +252,11 @@ class RequestCodec:
             condition = self._owned(f"{condition} AND {_MIGRATED}", names, values, request.owner)
             if request.after is not None:
                 condition += self._covers(guard(request.after), names, values)
-            return self._update(
-                request.tag,
+            update = (
                 "ADD #sum :d, #v :one, #seq :one "
-                "SET #ops = list_append(#ops, :opl), #oph = list_append(#oph, :ohl), #tok = :tok, #u = :now",
-                condition,
-                names,
-                values,
-                once=True,
+                "SET #ops = list_append(#ops, :opl), #oph = list_append(#oph, :ohl), #tok = :tok, #u = :now"
             )
+            return self._update(request.tag, update, condition, names, values, once=True)
         if isinstance(request, Extend):
             assert request.ttl is not None, "DynamoDB chains always have a clock deadline"
             deadline = request.now + request.ttl
@@ -281,14 +268,8 @@ class RequestCodec:
             names = codec.names("#pk", "#st", "#sum", "#dl", "#e", "#tok", "#u", "#v", "#ops", "#lin", "#hb")
             live = _LIVE + " AND (attribute_not_exists(#dl) OR #dl >= :now)"
             condition = self._owned(live, names, values, request.owner)
-            return self._update(
-                request.tag,
-                "SET #dl = :dl, #e = :purge, #tok = :tok, #u = :now ADD #v :one",
-                condition,
-                names,
-                values,
-                once=True,
-            )
+            update = "SET #dl = :dl, #e = :purge, #tok = :tok, #u = :now ADD #v :one"
+            return self._update(request.tag, update, condition, names, values, once=True)
         if isinstance(request, MarkFailed):
             values = {
                 ":failed": {"S": "failed"},

@@ -1,37 +1,19 @@
 """botocore's failures below the service's answers, as the library's typed errors.
 
 A request that never reached the service, lost its response or got an answer that is
-not an AWS error surfaces from botocore as one of a dozen exception classes (or as a
-``ClientError`` whose code is only an HTTP status), none of them an
-:class:`~xor_ack_dynamodb.errors.XorAckError`, and none naming the region. Here each
-becomes a :class:`~xor_ack_dynamodb.errors.RequestFailed` subclass that says whether
-the request may have been applied, naming the service, the operation, the region and
-the endpoint, botocore's exception kept as ``__cause__``:
-
-==========================================================  =============================
-botocore                                                    raised as
-==========================================================  =============================
-``ConnectTimeoutError``                                     ``ConnectTimeout``
-``EndpointConnectionError`` (refused, DNS), proxy, TLS      ``EndpointUnreachable``
-the same for a region botocore does not know, whose host    ``UnknownRegion`` (an
-name does not resolve                                       ``InvalidConfig``)
-``ReadTimeoutError``                                        ``ReadTimeout``
-``ConnectionClosedError``, a checksum mismatch, ...          ``ResponseLost``
-a 3xx, 4xx or 5xx whose body is not an AWS error (an HTML   ``BadResponse``
-page, an empty body, a proxy's text)
-``AccessDeniedException`` (IAM refused the request)         ``AccessDenied``
-``NoCredentialsError``, ``PartialCredentialsError``          ``InvalidConfig``
-==========================================================  =============================
-
-Every other ``ClientError`` (the service's own answers: a failed condition, a throttle)
-is left as it is: the store reads those. An HTTP 200 answer whose body is not
-DynamoDB's is judged where its request is known (:mod:`.answers`).
+not an AWS error surfaces from botocore as one of a dozen exception classes, none an
+:class:`~xor_ack_dynamodb.errors.XorAckError` and none naming the region. Here each
+becomes a :class:`~xor_ack_dynamodb.errors.RequestFailed` subclass that says whether the
+request may have been applied, naming the service, operation, region and endpoint, with
+botocore's exception as ``__cause__`` (the mapping: docs/guarantees.md, "Errors"). Every
+other ``ClientError`` (a failed condition, a throttle) is left to the store; an HTTP 200
+answer that is not DynamoDB's is judged where its request is known (:mod:`.answers`).
 
 The translation runs once botocore's own resends are spent, in handlers of the client's
 ``after-call-error`` and ``after-call`` events (:func:`install`, on every client the
-library builds), so every request of such a client is covered: DynamoDB's, the streams',
-SQS's and S3's, a paginator's, a waiter's. A client you pass in is left alone; the
-tracker's requests on it are translated where they are sent (:func:`typed_failure`).
+library builds), so every request of such a client is covered. A client you pass in is
+left alone; the tracker's requests on it are translated where they are sent
+(:func:`typed_failure`).
 """
 
 from __future__ import annotations

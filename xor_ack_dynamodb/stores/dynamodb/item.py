@@ -1,48 +1,9 @@
 """One chain, one DynamoDB item: the layout and its reading.
 
-Layout (the first two attributes are the Node package's, so both can share a table):
-
-=================  ======  ===============================================================
-``<partition_key>``  S     the tag
-``stamp``            B     xor mode: the running XOR
-``sum``              N     sum mode: the running sum (never on the same item as ``stamp``)
-``state``            S     ``pending`` | ``acked`` | ``failed``
-``deadline``         N     epoch seconds: a pending chain times out after this
-``expires_at``       N     the table's TTL attribute (name configurable): when the item may
-                           be purged (a pending chain's deadline + skew + retention; a
-                           finished one's end + retention)
-``tok``              B     8 random bytes, new on every write: the read-modify-write guard
-``version``          N     writes counted
-``seq``              N     op ids ever appended to ``ops`` (the last op's position)
-``ops``              L(B)  the op keys of the most recent ops (8 bytes each), oldest first
-``oph``              L(B)  their payload hashes (4 bytes each), in the same order
-``win``              N     the chain's window (``ops`` keeps at least this many)
-``cutn``             N     how many ops left ``ops`` in all (positions up to it are in
-                           history); absent while none has
-``lin``              B     the lineage: 8 random bytes drawn by the create; history
-                           items are keyed by it
-``adp``              N     1: the lineage was started over an item a foreign writer
-                           had reset (its earlier ops are unknown)
-``cop``              B     the create's op key + payload hash (12 bytes), for the chain's life
-``owner``            S     optional: who created the chain (``owner=``)
-``reason``           S     why a chain failed
-``created_at``       N     epoch seconds
-``updated_at``       N     epoch seconds
-=================  ======  ===============================================================
-
-An item written by the Node package has only the first two: it reads as a pending xor
-chain with no history that never expires. An item this library wrote before lineages
-(0.1.0 and earlier: ``ops`` without ``lin``) raises :class:`UnmigratedItem` until
-``xor-ack migrate`` (:mod:`.migrate`) rewrote it. A ``deadline`` or TTL value outside
-the epoch seconds a ``datetime`` holds (years 1 to 9999: one written in milliseconds,
-say) makes the item a :class:`CorruptItem`, as an attribute of the wrong type does; the
-trackers never write one.
-
-A history block is an item of its own in the same table, keyed
-``RESERVED_PREFIX + blake2b(tag, lineage) + "/" + index`` (a key no chain's tag can
-have: ``check_tag`` refuses the prefix), with ``hist`` (B: the block's ops, 8-byte key
-and 4-byte hash each, in position order) and the TTL attribute. It has no ``state``, so
-scans for chains (``state = ...``) never match it.
+The layout (chain items and history items, attribute by attribute) is docs/guarantees.md's
+"Item layout and the Node package". The first two attributes (the key and ``stamp``) are
+the Node package's, so both can share a table: an item it wrote reads as a pending xor
+chain with no history that never expires.
 """
 
 from __future__ import annotations
@@ -157,7 +118,7 @@ class ItemCodec:
 
     def parse(self, item: Item, tag: str | None = None) -> Chain:
         """Read an item. Raises :class:`CorruptItem` for an attribute of the wrong type or
-        a deadline or TTL value no ``datetime`` can hold (see the module doc),
+        a deadline or TTL value no ``datetime`` can hold (years 1 to 9999),
         :class:`UnmigratedItem` for an item of the 0.1 layout, or one whose window still
         holds op ids of the first layout (more ops than its ``seq`` counts)."""
         try:

@@ -1,44 +1,27 @@
 """The one-time migration of chain items this library wrote before lineages.
 
 Every call refuses an item of an old layout (:class:`~xor_ack_dynamodb.errors.UnmigratedItem`)
-until :func:`migrate_table` (``xor-ack migrate``) has rewritten it in the current layout,
-once, before the new version uses the table. A rewrite keeps the value, state, deadline
-(the first layout's ``expires_at``), owner and reason, draws a new lineage, and never
-turns an op it cannot check into one it takes as not applied. What it guarantees depends
-on whether the item's op history can be read exactly:
+until :func:`migrate_table` (``xor-ack migrate``) has rewritten it in the current layout.
+A rewrite keeps the value, state, deadline (the first layout's ``expires_at``), owner and
+reason, draws a new lineage, and never turns an op it cannot check into one it takes as
+not applied. What each layout keeps, and why, is docs/cli.md's "Upgrading: ``xor-ack
+migrate``":
 
-- **Read exactly**: the 0.1 layout (0.1.0: ``tok``, ``seq``, ``ops`` as 8-byte keys of the
-  op id in its call's namespace, ``oph``, ``cutn``; no ``lin``), and an item a pre-release
-  of 0.2 gave a lineage with positions it has no history of (``hb``). The create op,
-  window and op ids in the item are kept, exactly: a copy of one of them is a duplicate.
-  The ops that left the item without a history block (0.1 dropped them) are positions
-  whose block is missing: positions move up to the next multiple of
-  :data:`~xor_ack_dynamodb.core.chain.BLOCK` (no history block is written for them), so
-  a stamp with a named op id that is not in the window raises
+- **Read exactly** (0.1, and a pre-release of 0.2's ``hb`` item): the create op, window
+  and op ids are kept; the ops 0.1 dropped without history become positions whose block
+  is missing (positions move up to the next multiple of
+  :data:`~xor_ack_dynamodb.core.chain.BLOCK`), so a named op id not in the window raises
   :class:`~xor_ack_dynamodb.errors.OutcomeUnknown` and writes nothing.
-- **Not read exactly**: the first layout (before 0.1.0: ``ops`` as hex strings of
-  ``blake2b(op_id)`` without the call's namespace, no ``tok``, no ``seq``), and a
-  first-layout item a later version carried on (0.1.0 or a pre-release of 0.2 stamped it:
-  a ``tok`` and ``seq``, but its ``cutn`` plus its list's length exceed ``seq``, the
-  difference being the first layout's ops). Those op keys cannot be turned into today's
-  (a hash of the op id without its namespace), and how many ops the first layout
-  dropped was never counted. The window keeps only the ops a later version appended;
-  every earlier position is one without history (the lineage is marked ``adp``), so a
-  stamp with a named op id not in the window, a copy or not, raises ``OutcomeUnknown``
-  and writes nothing: never a second application. A create's op, while the item holds
-  it, is its oldest op (the first layout's create keys are today's): that key becomes
-  the create op, so a redelivered create returns a duplicate; a create whose op the
-  first layout dropped raises ``TagExists``, as the first layout answered it itself.
+- **Not read exactly** (the first layout, op keys without their namespace, also once a
+  later version stamped it: ``cutn`` plus the list's length exceed ``seq``): only the ops
+  a later version appended stay in the window, the lineage is marked ``adp``, and every
+  named op id not in the window raises ``OutcomeUnknown``: never a second application.
+  The oldest first-layout op, while kept, becomes the create op (its key is today's).
 
-Either way a stamp with a drawn op id (none given), or with ``after=`` a position of the
-rewritten chain, is applied as usual, so the chain can complete. A pending chain left
-with positions that have no history (every chain not read exactly, and a 0.1 chain that
-dropped ops) is listed in :attr:`Migration.replay`, with why: a named op id its work
-still sends answers ``OutcomeUnknown``; replay its root (or finish it with drawn op ids).
-
-Each rewrite is a ``PutItem`` conditioned on the item being as it was read (its token,
-or its stamp without one); an item that changed meanwhile is read again and rewritten.
-Running it twice is harmless: a migrated item is not selected again.
+A pending chain left with positions that have no history is listed in
+:attr:`Migration.replay`, with why. Each rewrite is a ``PutItem`` conditioned on the item
+being as it was read (its token, or its stamp without one); an item that changed
+meanwhile is read again and rewritten. Running it twice is harmless.
 """
 
 from __future__ import annotations

@@ -1,28 +1,20 @@
 """Keeping botocore from resending a write whose bytes must not be sent again later.
 
-botocore sends a request again after a lost connection, a read timeout, a 5xx, a
-throttle, a refused connection or a DynamoDB response whose checksum does not match,
-and the copy carries the first one's bytes unchanged. Two kinds of write must not be
+botocore resends a request after a lost connection, a timeout, a 5xx, a throttle or a
+checksum mismatch, with the first copy's bytes unchanged. Two kinds of write must not be
 sent that way:
 
 * A sum-mode ``ADD``: its ``NOT contains(ops, :op)`` only sees the op list's window, so
-  a copy that lands after the first copy's op moved to history (60 other stamps on a
-  busy chain take a fraction of a second) is applied again, and the call returns
-  normally.
+  a copy that lands after the first copy's op moved to history is applied again.
 * Every write that tests a chain's deadline (a stamp's ``PutItem`` and ``ADD``, a
-  touch, a fail, a transaction of them): its ``:now`` was read as the first copy went
-  out, and a copy sent one read timeout (or two, or a throttle's backoff) later would
-  be tested against that old reading, so a write refused at the deadline on the
-  writer's clock could still land after it, on a chain a reader has declared expired.
+  touch, a fail, a transaction of them): a late copy would be tested against its stale
+  ``:now``, and could land after the deadline on a chain a reader declared expired.
 
-So the store sends those inside :func:`no_resend` (the codec's ``Prepared.once``), and
-a ``needs-retry`` handler, registered first on the client (one the library built or
-one the user passed in) for the operations of :data:`EVENTS`, stops botocore from
-sending them again after *any* failure: the error reaches the call, which decides
-again with a fresh clock and sends a new request, dated anew, with the guard that
-makes it exact (``core/stamping.py``). A request not applied (a throttle, a refused
-connection) costs the call a round of its own retry budget instead of botocore's.
-Every other request is untouched.
+So the store sends those inside :func:`no_resend` (``Prepared.once``), and a
+``needs-retry`` handler registered first on the client for :data:`EVENTS` raises *any*
+failure instead of resending: the call decides again with a fresh clock and sends a new
+request, dated anew, with the guard that makes it exact (``core/stamping.py``). Every
+other request is untouched.
 """
 
 from __future__ import annotations
@@ -37,13 +29,11 @@ from botocore.exceptions import ChecksumError, ClientError
 
 from .codec import TRANSIENT_CODES
 
-__all__ = ["NoResend", "AsyncNoResend", "no_resend", "HANDLER_ID", "EVENT", "EVENTS"]
+__all__ = ["NoResend", "AsyncNoResend", "no_resend", "HANDLER_ID", "EVENTS"]
 
 #: The events the handler answers: botocore asks them before every resend of a request
 #: of these operations (the conditional writes; a GetItem is resent freely).
 EVENTS = tuple(f"needs-retry.dynamodb.{op}" for op in ("UpdateItem", "PutItem", "TransactWriteItems"))
-#: The first of them (the sum mode's ``ADD``), under its earlier name.
-EVENT = EVENTS[0]
 #: Registering twice with this id is a no-op.
 HANDLER_ID = "xor_ack_dynamodb.no-resend"
 

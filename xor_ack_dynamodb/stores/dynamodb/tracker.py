@@ -2,19 +2,15 @@
 
 A tracker checks its arguments, builds a call (:mod:`xor_ack_dynamodb.core.factory`) and
 runs it on its driver against a DynamoDB store (``_sync/store.py``, or ``_async/store.py``
-on aiobotocore): the chain rules and the race handling are shared with every other
-tracker, and the two trackers send the same requests, so chains written by either are
-the other's, and the Node package's. Every write is conditional on what the writer last
-saw, so concurrent trackers (threads, processes, Spark executors, Lambda functions, a
-Node service) share chains without a lock; every create and stamp carries an op id
-remembered in the chain, so a delivery that arrives twice is applied once.
+on aiobotocore). The two trackers send the same requests, so chains written by either are
+the other's, and the Node package's.
 """
 
 from __future__ import annotations
 
 import asyncio
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Unpack
+from typing import Any, Self, Unpack
 
 from ...config import AckConfig, TrackerKeywords, TrackerOptions, check_client_settings, check_table_name
 from ...core.rules import ChainRules
@@ -43,67 +39,72 @@ __all__ = ["XorAckDynamoDB", "AsyncXorAckDynamoDB", "TRANSIENT_CODES"]
 
 
 #: The constructor keywords of the DynamoDB trackers besides the tracker options.
-_KEYWORDS = (
-    "client",
-    "ttl_attribute",
-    "region",
-    "endpoint_url",
-    "aws_access_key_id",
-    "aws_secret_access_key",
-)
-
-
-def _connection(
-    client: Any,
-    region: str | None,
-    endpoint_url: str | None,
-    aws_access_key_id: str | None,
-    aws_secret_access_key: str | None,
-    retry: RetryPolicy,
-) -> ClientOptions:
-    """The settings a tracker builds its client with (the fields of an ``AckConfig``, and
-    its retry budget), checked. Raises :class:`InvalidConfig` for a bad one, or for any
-    given with ``client`` (a client keeps its own)."""
-    check_client_settings(region, endpoint_url, aws_access_key_id, aws_secret_access_key)
-    given = {
-        "region": region,
-        "endpoint_url": endpoint_url,
-        "aws_access_key_id": aws_access_key_id,
-        "aws_secret_access_key": aws_secret_access_key,
-    }
-    named = [name for name, value in given.items() if value is not None]
-    if client is not None and named:
-        raise InvalidConfig(
-            f"give either client= or the settings to build one ({', '.join(named)}), not both: "
-            "a client keeps its own region, endpoint and keys"
-        )
-    return ClientOptions(
-        region=region,
-        endpoint_url=endpoint_url,
-        aws_access_key_id=aws_access_key_id,
-        aws_secret_access_key=aws_secret_access_key,
-        retry=retry,
-    )
+_KEYWORDS = tuple("client ttl_attribute region endpoint_url aws_access_key_id aws_secret_access_key".split())
 
 
 class _OnTable:
     """What both DynamoDB trackers hold besides their chain methods: the table, its item
-    layout, the rules and budget they were built with."""
+    layout, the rules and budget they were built with; their one constructor (the
+    parameters are :class:`XorAckDynamoDB`'s)."""
 
     table: str
     codec: ItemCodec
     retry: RetryPolicy
     _limits: ChainRules
+    #: What ``from_config`` builds a client (or its settings) with when none is given.
+    _from_config: Any
 
-    def _setup(
-        self, table: str, partition_key: str, ttl_attribute: str, options: TrackerKeywords
-    ) -> tuple[TrackerOptions, RequestCodec, RequestStats]:
+    def __init__(
+        self,
+        table: str,
+        partition_key: str = "tagID",
+        *,
+        client: Any = None,
+        ttl_attribute: str = "expires_at",
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+        **options: Unpack[TrackerKeywords],
+    ) -> None:
         self.table = check_table_name(table)
         self.codec = ItemCodec(partition_key, ttl_attribute)
         settings = TrackerOptions.of(options, type(self).__name__, _KEYWORDS)
         self._limits = settings.rules(deadline=True)
         self.retry = settings.budget
-        return settings, RequestCodec(self.table, self.codec, self._limits), RequestStats()
+        check_client_settings(region, endpoint_url, aws_access_key_id, aws_secret_access_key)
+        connection = ClientOptions(
+            region=region,
+            endpoint_url=endpoint_url,
+            aws_access_key_id=aws_access_key_id,
+            aws_secret_access_key=aws_secret_access_key,
+        )
+        named = [name for name, value in connection.items() if value is not None]
+        if client is not None and named:
+            raise InvalidConfig(
+                f"give either client= or the settings to build one ({', '.join(named)}), not both: "
+                "a client keeps its own region, endpoint and keys"
+            )
+        connection["retry"] = self.retry
+        self._open(client, connection, settings, RequestCodec(self.table, self.codec, self._limits))
+
+    def _open(
+        self, client: Any, connection: ClientOptions, settings: TrackerOptions, requests: RequestCodec
+    ) -> None:
+        """Make the store on ``client`` (None: one built from ``connection``) and bind the
+        driver to it."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_config(cls, config: AckConfig, client: Any = None, **options: Unpack[TrackerKeywords]) -> Self:
+        """A tracker for a picklable :class:`~xor_ack_dynamodb.AckConfig` (what a Spark
+        executor or a Lambda function does): its table, key and options, on ``client``
+        or a new one built (the asyncio tracker: when first used) from its region,
+        endpoint, keys and retry budget
+        (:func:`~xor_ack_dynamodb.stores.dynamodb.clients.client_for`). ``options``
+        override or add constructor keywords (``clock=``, ``cache_size=``, ...)."""
+        client = client if client is not None else cls._from_config(config)
+        return cls(config.table, config.partition_key, client=client, **(config.options() | options))
 
     def __repr__(self) -> str:
         name, mode = type(self).__name__, self._limits.mode
@@ -158,38 +159,16 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
     builds the client (no region anywhere, ...).
     """
 
-    def __init__(
-        self,
-        table: str,
-        partition_key: str = "tagID",
-        *,
-        client: Any = None,
-        ttl_attribute: str = "expires_at",
-        region: str | None = None,
-        endpoint_url: str | None = None,
-        aws_access_key_id: str | None = None,
-        aws_secret_access_key: str | None = None,
-        **options: Unpack[TrackerKeywords],
+    _from_config = staticmethod(client_for)
+
+    def _open(
+        self, client: Any, connection: ClientOptions, settings: TrackerOptions, requests: RequestCodec
     ) -> None:
-        settings, requests, stats = self._setup(table, partition_key, ttl_attribute, options)
-        keys = (aws_access_key_id, aws_secret_access_key)
-        connection = _connection(client, region, endpoint_url, *keys, self.retry)
+        stats = RequestStats()
         self.client = client if client is not None else dynamodb_client(**connection)
         self.store = DynamoDBStore(lambda: self.client, requests, stats)
         self._bind(self.store, self._limits, settings, stats)
         self._claims = CompletionClaims(self.store, self.retry, self.table, self.partition_key)
-
-    @classmethod
-    def from_config(
-        cls, config: AckConfig, client: Any = None, **options: Unpack[TrackerKeywords]
-    ) -> XorAckDynamoDB:
-        """A tracker for a picklable :class:`~xor_ack_dynamodb.AckConfig` (what a Spark
-        executor or a Lambda function does): its table, key and options, on ``client``
-        or a new one built from its region, endpoint, keys and retry budget
-        (:func:`~xor_ack_dynamodb.stores.dynamodb.clients.client_for`). ``options``
-        override or add constructor keywords (``clock=``, ``cache_size=``, ...)."""
-        client = client if client is not None else client_for(config)
-        return cls(config.table, config.partition_key, client=client, **(config.options() | options))
 
     def create_table(self, *, wait: bool = True, stream: bool = False) -> bool:
         """Create the table: on demand, String partition key, TTL on the expiry
@@ -251,39 +230,20 @@ class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
     it is to build its client, for a missing region, before anything is sent.
     """
 
-    def __init__(
-        self,
-        table: str,
-        partition_key: str = "tagID",
-        *,
-        client: Any = None,
-        ttl_attribute: str = "expires_at",
-        region: str | None = None,
-        endpoint_url: str | None = None,
-        aws_access_key_id: str | None = None,
-        aws_secret_access_key: str | None = None,
-        **options: Unpack[TrackerKeywords],
+    _from_config = staticmethod(settings_for)
+
+    def _open(
+        self, client: Any, connection: ClientOptions, settings: TrackerOptions, requests: RequestCodec
     ) -> None:
-        settings, requests, stats = self._setup(table, partition_key, ttl_attribute, options)
-        keys = (aws_access_key_id, aws_secret_access_key)
-        connection = _connection(client, region, endpoint_url, *keys, self.retry)
         if client is None:
             client = client_settings(**connection)
         self._settings = client if isinstance(client, ClientSettings) else None
         self._client: Any = None if self._settings is not None else client
         self._owned: AbstractAsyncContextManager[Any] | None = None
         self._opening = asyncio.Lock()
+        stats = RequestStats()
         self.store = AsyncDynamoDBStore(self.get_client, requests, stats)
         self._bind(self.store, self._limits, settings, stats)
-
-    @classmethod
-    def from_config(
-        cls, config: AckConfig, client: Any = None, **options: Unpack[TrackerKeywords]
-    ) -> AsyncXorAckDynamoDB:
-        """:meth:`XorAckDynamoDB.from_config`, on an aiobotocore ``client`` or one it
-        builds (when first used) from ``config``'s region, endpoint, keys and retry."""
-        client = client if client is not None else settings_for(config)
-        return cls(config.table, config.partition_key, client=client, **(config.options() | options))
 
     @property
     def client(self) -> Any:

@@ -1,10 +1,7 @@
-"""The DynamoDB store: the requests of :class:`~..codec.RequestCodec`, sent.
-
-Primitives only: a consistent read, a conditional put/update/delete, a batch read, a
-transaction. Every request is built and every answer read by the codec; this module
-sends, counts (with botocore's own resends, what DynamoDB bills) and turns a missing
-table or a key-schema mismatch into typed errors. Written for aiobotocore; the boto3
-twin is generated from it by ``scripts/unasync.py``.
+"""The DynamoDB store: the requests of :class:`~..codec.RequestCodec`, sent, counted
+(with botocore's own resends, what DynamoDB bills), a missing table or a key-schema
+mismatch raised as typed errors. Written for aiobotocore; the boto3 twin is generated
+from it by ``scripts/unasync.py``.
 """
 
 from __future__ import annotations
@@ -118,12 +115,9 @@ class AsyncDynamoDBStore:
     async def call(
         self, operation: str, kwargs: dict[str, Any], tag: str | None = None, *, once: bool = False
     ) -> dict[str, Any]:
-        """One request: counted (with botocore's own resends) and its consumed capacity
-        summed; a missing table and a key-schema mismatch become typed errors, and so
-        does an answer that is not DynamoDB's (:mod:`..answers`: ``BadResponse``,
-        nothing decided from it). ``once``:
-        botocore must not resend it after an outcome that may have been applied
-        (:mod:`..resend`)."""
+        """One request, counted and its consumed capacity summed; a missing table, a
+        key-schema mismatch and an answer that is not DynamoDB's (:mod:`..answers`)
+        raise typed errors. ``once``: botocore must not resend it (:mod:`..resend`)."""
         client = await self.client()
         method = getattr(client, xform_name(operation))  # GetItem -> get_item
         log.debug("%s %s tag=%r", operation, self.codec.table, tag)

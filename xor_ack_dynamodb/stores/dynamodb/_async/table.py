@@ -1,5 +1,4 @@
-"""Creating and checking the chains table. Written for aiobotocore; the boto3 twin is
-generated from it by ``scripts/unasync.py``."""
+"""Creating and checking the chains table (aiobotocore; the boto3 twin is generated)."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from ..codec import error_code, missing_table_message, table_key
 
 __all__ = ["create_table", "describe", "ensure_ttl", "STREAM_VIEW"]
 
-#: The stream a table gets with ``create_table(stream=True)``: every change with the item
-#: before and after it (what the serverless layer's completion reads).
+#: The stream of ``create_table(stream=True)`` (what the serverless completion reads).
 STREAM_VIEW = "NEW_AND_OLD_IMAGES"
 
 log = logging.getLogger("xor_ack_dynamodb")
@@ -40,10 +38,8 @@ async def describe(client: Any, table: str) -> dict[str, Any]:
 
 
 async def _until_active(client: Any, table: str) -> dict[str, Any]:
-    """The table's description once it is ACTIVE, polled every second for
-    :data:`ACTIVE_WITHIN` seconds; every answer is checked (:func:`describe`), so one
-    that is not DynamoDB's ends the wait at once. Raises :class:`TableNotFound` when the
-    table is still not ACTIVE then."""
+    """The table's description once it is ACTIVE (polled, each answer checked). Raises
+    :class:`TableNotFound` when it is still not ACTIVE after :data:`ACTIVE_WITHIN`."""
     retrying = tenacity.AsyncRetrying(
         retry=tenacity.retry_if_result(lambda d: d.get("TableStatus") != "ACTIVE")
         | tenacity.retry_if_exception_type(TableNotFound),
