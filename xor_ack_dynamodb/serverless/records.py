@@ -1,23 +1,18 @@
-"""One tracked record, start to end: the unit that :mod:`.sqs`'s batch loop runs per
-record. One stamp per record, then its children.
+"""Tracked SQS records: the batch loop (:func:`process_sqs_batch`, or Powertools'
+``BatchProcessor`` through :func:`record_function`) and the unit it runs per record.
 
 Decode the envelope (missing or malformed: the handler never sees it, no chain is
 touched, the record is retried until ``max_receives`` and then dropped); run
-``handler(ctx)``, which declares children (nothing sent yet); then one stamp, op id
-``edge:<edge>``, finishes the record's edge and starts every child's, checking for an
-earlier copy of itself from its envelope's ``after`` (where its parent's stamp landed:
-no copy of it can land before; every message is checked, whatever its receive count
-says); then the children are sent, naming where this stamp landed. Stamp before send
-keeps the chain's value an upper bound of the work outstanding: a crash between them
-never acks early and loses nothing (the redelivery's stamp is a duplicate, applied
-once, and sends the children again; their copies are duplicates too). A completing
-stamp fires nothing here (:mod:`.stream` does). A handler must emit the same number of
-children on every attempt, else ``OpIdReused`` fails the chain ("handler not
-deterministic").
-
-What each outcome of the handler and the stamp does to the record (done, retried,
-dropped, its chain failed) is the table in docs/lambda.md, "What ends a record"; the
-order and its crashes are in "One record, one stamp, then the sends".
+``handler(ctx)``, which declares children; then one stamp, op id ``edge:<edge>``,
+finishes the record's edge and starts every child's, checked for an earlier copy of
+itself from its envelope's ``after``; then the children are sent, naming where this stamp
+landed. Stamp before send keeps the chain's value an upper bound of the work
+outstanding: a crash between them never acks early and loses nothing (the redelivery's
+stamp is a duplicate and sends the children again). A completing stamp fires nothing
+here (:mod:`.stream` does). A handler must emit the same number of children on every
+attempt, else ``OpIdReused`` fails the chain ("handler not deterministic"). What ends a
+record, and why this order: docs/lambda.md, "What ends a record" and "One record, one
+stamp, then the sends".
 """
 
 from __future__ import annotations
@@ -44,11 +39,20 @@ from ..errors import (
 from .context import Context, S3Object
 from .edges import child_edge, op_id
 from .envelope import Envelope, Message, decode_record
-from .errors import EnvelopeError, FailChain
+from .errors import EnvelopeError, FailChain, RetryRecord
 from .parts import PipelineParts
 from .sending import send_children
 
-__all__ = ["CHAIN_OVER", "PERMANENT", "Handler", "Outcome", "process_message", "process_record"]
+__all__ = [
+    "CHAIN_OVER",
+    "PERMANENT",
+    "Handler",
+    "Outcome",
+    "process_message",
+    "process_record",
+    "process_sqs_batch",
+    "record_function",
+]
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
@@ -67,6 +71,50 @@ CHAIN_OVER = (TagAcked, TagFailed, TagExpired, TagNotFound, NotOwner)
 PERMANENT = (ChainModeMismatch, BufferLengthsUnequal, InvalidStamp)
 
 
+def process_sqs_batch(
+    event: Mapping[str, Any], handler: Handler, *, pipeline: PipelineParts, lambda_context: Any = None
+) -> dict[str, Any]:
+    """Process an SQS event's records with ``handler`` (see the module doc) and return
+    Lambda's partial batch response, ``{"batchItemFailures": [{"itemIdentifier": id}...]}``:
+    the records to deliver again. Configure the event source mapping with
+    ``FunctionResponseTypes: ["ReportBatchItemFailures"]``. From a FIFO queue, the
+    records after the first one to retry are not processed and are reported too (as
+    Lambda requires to keep a message group's order). Never raises for one bad record;
+    raises :class:`ValueError` for an event that is not an SQS event."""
+    records = event.get("Records")
+    if not isinstance(records, list):
+        raise ValueError("not an SQS event: no 'Records' list")
+    fifo = any(str(r.get("eventSourceARN", "")).endswith(".fifo") for r in records)
+    failures: list[dict[str, str]] = []
+    for record in records:
+        held = fifo and bool(failures)  # keep a FIFO group's order: the rest waits for the failed one
+        if (
+            held
+            or process_record(record, handler, pipeline=pipeline, lambda_context=lambda_context) == "retry"
+        ):
+            failures.append({"itemIdentifier": _message_id(record)})
+    return {"batchItemFailures": failures}
+
+
+def record_function(pipeline: PipelineParts, handler: Handler) -> Callable[[Any], None]:
+    """``handler`` as Powertools' ``record_handler``: one record (a Powertools
+    ``SQSRecord``, whose ``raw_event`` is the record dict, or the dict itself); returns
+    for a record that is finished with (done, dropped, failed its chain), raises
+    :class:`RetryRecord` for one to deliver again."""
+
+    def run(record: Any) -> None:
+        raw = getattr(record, "raw_event", record)
+        outcome = process_record(raw, handler, pipeline=pipeline)
+        if outcome == "retry":
+            raise RetryRecord(f"message {raw.get('messageId')} is to be delivered again", outcome=outcome)
+
+    return run
+
+
+def _message_id(record: Mapping[str, Any]) -> str:
+    return str(record.get("messageId", record.get("MessageId", "")))
+
+
 def _receive_count(record: Mapping[str, Any]) -> int:
     attributes = record.get("attributes", record.get("Attributes")) or {}
     try:
@@ -79,7 +127,7 @@ def process_record(
     record: Mapping[str, Any], handler: Handler, *, pipeline: PipelineParts, lambda_context: Any = None
 ) -> Outcome:
     """One SQS record, start to end (see the module doc). Returns its outcome."""
-    message_id, count = str(record.get("messageId", record.get("MessageId", ""))), _receive_count(record)
+    message_id, count = _message_id(record), _receive_count(record)
     try:
         message = decode_record(record, pipeline.mode)
     except EnvelopeError as exc:

@@ -146,7 +146,7 @@ def process_chain_stream(event: Mapping[str, Any], *, pipeline: PipelineParts) -
         except ValueError as exc:
             log.error("stream record %s skipped: %s", record.get("eventID"), exc)
             continue
-        if change is None or not pipeline.owns(change.chain.tag, change.chain.owner):
+        if change is None or not pipeline.chains(change.chain.tag, change.chain.owner):
             continue
         if change.kind != "completed":
             stats.add(f"chains.{change.kind}")
