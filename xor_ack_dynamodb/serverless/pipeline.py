@@ -32,10 +32,11 @@ from .completion import (
     fire_once,
     guard_for,
 )
+from .errors import RetryRecord
 from .metrics import MetricsPublisher
 from .parts import ItemReader
 from .poller import StreamPoller
-from .records import Handler, process_sqs_batch, record_function
+from .records import Handler, process_record, process_sqs_batch
 from .starts import Started, process_s3_event, start
 from .stream import ChainFilter, owned_by_pipelines, process_chain_stream
 
@@ -426,9 +427,16 @@ class Pipeline:
     def record_handler(self, handler: Handler) -> Callable[[Any], None]:
         """``handler(ctx)`` as a one-record function for Powertools' ``BatchProcessor``
         (``process_partial_response(event, record_handler=..., processor=...)``): it
-        takes a Powertools ``SQSRecord`` or a raw record dict, and raises
-        :class:`RetryRecord` for a record to deliver again."""
-        return record_function(self, handler)
+        takes a Powertools ``SQSRecord`` or a raw record dict, returns for a record
+        finished with (done, dropped, failed its chain), and raises :class:`RetryRecord`
+        for one to deliver again."""
+
+        def run(record: Any) -> None:
+            raw = getattr(record, "raw_event", record)
+            if process_record(raw, handler, pipeline=self) == "retry":
+                raise RetryRecord(f"message {raw.get('messageId')} is to be delivered again")
+
+        return run
 
     def start(self, tag: str, children: Iterable[Any] = (), *, start_id: str | None = None) -> Started:
         """See :func:`xor_ack_dynamodb.serverless.start`."""

@@ -1,5 +1,6 @@
-"""Tracked SQS records: the batch loop (:func:`process_sqs_batch`, or Powertools'
-``BatchProcessor`` through :func:`record_function`) and the unit it runs per record.
+"""Tracked SQS records: the batch loop (:func:`process_sqs_batch`) and the unit it runs
+per record (:func:`process_record`; Powertools' ``BatchProcessor`` runs it through
+``Pipeline.record_handler``).
 
 Decode the envelope (missing or malformed: the handler never sees it, no chain is
 touched, the record is retried until ``max_receives`` and then dropped); run
@@ -39,7 +40,7 @@ from ..errors import (
 from .context import Context, S3Object
 from .edges import child_edge, op_id
 from .envelope import Envelope, Message, decode_record
-from .errors import EnvelopeError, FailChain, RetryRecord
+from .errors import EnvelopeError, FailChain
 from .parts import PipelineParts
 from .sending import send_children
 
@@ -51,7 +52,6 @@ __all__ = [
     "process_message",
     "process_record",
     "process_sqs_batch",
-    "record_function",
 ]
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
@@ -94,21 +94,6 @@ def process_sqs_batch(
         ):
             failures.append({"itemIdentifier": _message_id(record)})
     return {"batchItemFailures": failures}
-
-
-def record_function(pipeline: PipelineParts, handler: Handler) -> Callable[[Any], None]:
-    """``handler`` as Powertools' ``record_handler``: one record (a Powertools
-    ``SQSRecord``, whose ``raw_event`` is the record dict, or the dict itself); returns
-    for a record that is finished with (done, dropped, failed its chain), raises
-    :class:`RetryRecord` for one to deliver again."""
-
-    def run(record: Any) -> None:
-        raw = getattr(record, "raw_event", record)
-        outcome = process_record(raw, handler, pipeline=pipeline)
-        if outcome == "retry":
-            raise RetryRecord(f"message {raw.get('messageId')} is to be delivered again", outcome=outcome)
-
-    return run
 
 
 def _message_id(record: Mapping[str, Any]) -> str:
@@ -190,22 +175,20 @@ def _handler_failed(pipeline: PipelineParts, ctx: Context, exc: Exception) -> Ou
     try:
         status = pipeline.tracker.status(ctx.tag)  # only on the error path: skip retries of a dead chain
     except TagNotFound:
-        log.info("%s: message %s dropped: the chain does not exist", ctx.tag, ctx.message_id)
+        _log(logging.INFO, ctx, "dropped: the chain does not exist")
         return "dropped"
     except Exception:  # noqa: BLE001 - the status is an optimization; retry the record anyway
         status = None
     if status is not None and (status.done or (status.owner is not None and status.owner != ctx.owner)):
-        log.info("%s: message %s dropped: the chain is %s", ctx.tag, ctx.message_id, status.state)
+        _log(logging.INFO, ctx, "dropped: the chain is %s", status.state)
         return "dropped"
-    log.warning(
-        "%s: message %s failed (receive %d of %d), will be retried: %s",
-        ctx.tag,
-        ctx.message_id,
-        ctx.receive_count,
-        pipeline.max_receives,
-        what,
-    )
+    receive = f"receive {ctx.receive_count} of {pipeline.max_receives}"
+    _log(logging.WARNING, ctx, "failed (%s), will be retried: %s", receive, what)
     return "retry"
+
+
+def _log(level: int, ctx: Context, text: str, *args: object) -> None:
+    log.log(level, "%s: message %s " + text, ctx.tag, ctx.message_id, *args)
 
 
 def _fail(pipeline: PipelineParts, ctx: Context, reason: str) -> Outcome:
@@ -213,30 +196,17 @@ def _fail(pipeline: PipelineParts, ctx: Context, reason: str) -> Outcome:
     try:
         status = pipeline.tracker.fail(ctx.tag, reason, owner=ctx.owner)
     except CHAIN_OVER as exc:
-        log.info("%s: message %s dropped (%s); not failing it: %s", ctx.tag, ctx.message_id, exc.code, reason)
+        _log(logging.INFO, ctx, "dropped (%s); not failing it: %s", exc.code, reason)
         return "dropped"
     except CorruptItem as exc:
-        log.error(
-            "%s: message %s dropped: the chain's item cannot be read (%s), so it cannot be failed "
-            "either; repair or delete the item. The reason was: %s",
-            ctx.tag,
-            ctx.message_id,
-            exc,
-            reason,
-        )
+        text = "dropped: the chain's item cannot be read (%s), so it cannot be failed either; repair or "
+        _log(logging.ERROR, ctx, text + "delete the item. The reason was: %s", exc, reason)
         return "dropped"
     except Exception as exc:  # noqa: BLE001 - throttling, network: fail it on the next delivery
-        log.warning(
-            "%s: could not fail the chain (%r); message %s will be retried", ctx.tag, exc, ctx.message_id
-        )
+        _log(logging.WARNING, ctx, "could not fail the chain (%r), will be retried", exc)
         return "retry"
     if status.reason != reason:
-        log.info(
-            "%s: message %s dropped: the chain had failed already (%s)",
-            ctx.tag,
-            ctx.message_id,
-            status.reason,
-        )
+        _log(logging.INFO, ctx, "dropped: the chain had failed already (%s)", status.reason)
         return "dropped"
     log.error("%s: chain failed: %s", ctx.tag, reason)
     return "failed"
@@ -256,7 +226,7 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context, env: Envelope) -> Out
             after=env.after,
         )
     except CHAIN_OVER as exc:
-        log.info("%s: message %s dropped: %s: %s", ctx.tag, ctx.message_id, exc.code, exc)
+        _log(logging.INFO, ctx, "dropped: %s: %s", exc.code, exc)
         return "dropped"
     except OpIdReused:
         return _fail(
@@ -272,28 +242,18 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context, env: Envelope) -> Out
     except CorruptItem as exc:
         if ctx.receive_count >= pipeline.max_receives:
             return _fail(pipeline, ctx, f"message {ctx.message_id}: the chain's item cannot be read: {exc}")
-        log.warning(
-            "%s: the chain's item cannot be read (%s); message %s will be retried (receive %d of %d)",
-            ctx.tag,
-            exc,
-            ctx.message_id,
-            ctx.receive_count,
-            pipeline.max_receives,
-        )
+        receive = f"receive {ctx.receive_count} of {pipeline.max_receives}"
+        _log(logging.WARNING, ctx, "will be retried (%s): the chain's item cannot be read (%s)", receive, exc)
         return "retry"
     except Exception as exc:  # noqa: BLE001 - lost races past the budget, throttling, network
-        log.warning("%s: stamp of message %s failed, will be retried: %r", ctx.tag, ctx.message_id, exc)
+        _log(logging.WARNING, ctx, "failed its stamp, will be retried: %r", exc)
         return "retry"
     pipeline.stats.add("stamps.duplicate" if result.duplicate else "stamps.applied")
     if result.acked:
-        log.info(
-            "%s: message %s completed the chain (its completion fires from the stream)",
-            ctx.tag,
-            ctx.message_id,
-        )
+        _log(logging.INFO, ctx, "completed the chain (its completion fires from the stream)")
         return "done"
     if is_zero(result):
-        log.info("%s: message %s is a late copy; the chain is complete", ctx.tag, ctx.message_id)
+        _log(logging.INFO, ctx, "is a late copy; the chain is complete")
         return "dropped"
     # No copy of a child lands before this op did: where it landed (a duplicate found in
     # history names none; this record's own bound is then theirs too).
@@ -301,17 +261,10 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context, env: Envelope) -> Out
     try:
         send_children(children, after, pipeline)
     except Exception as exc:  # noqa: BLE001 - the redelivery's duplicate stamp re-sends them
-        log.warning(
-            "%s: children of message %s not all sent, will be retried: %r", ctx.tag, ctx.message_id, exc
-        )
+        _log(logging.WARNING, ctx, "did not send all its children, will be retried: %r", exc)
         return "retry"
     if result.duplicate:
-        log.info(
-            "%s: message %s was applied before; its %d children sent again",
-            ctx.tag,
-            ctx.message_id,
-            len(children),
-        )
+        _log(logging.INFO, ctx, "was applied before; its %d children sent again", len(children))
     return "done"
 
 

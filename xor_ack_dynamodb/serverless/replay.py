@@ -1,12 +1,9 @@
-"""Finding the chains to replay: the ones that failed or expired.
+"""Finding the chains to replay: the ones that failed or expired (docs/lambda.md,
+"Finding chains to replay").
 
-The table has only a partition key and a chain expires without any write, so no index
-can list them. :func:`unfinished` asks for known roots' tags (``BatchGetItem``, 100 a
-request; strongly consistent; a tag with no chain, never started or purged, is reported
-too), and :func:`unfinished_objects` takes the roots from an S3 prefix;
-:func:`scan_unfinished` is a Scan with a server-side filter that reads and bills every
-item, tombstones included. Replay a failed chain under a new tag; an expired one under
-the same tag with a new ``start_id``. See docs/lambda.md, "Finding chains to replay".
+A chain expires without any write, so no index can list them: :func:`unfinished` asks
+for known roots' tags, :func:`unfinished_objects` takes the roots from an S3 prefix, and
+:func:`scan_unfinished` reads (and bills) every item of the table.
 """
 
 from __future__ import annotations
@@ -79,11 +76,10 @@ def unfinished_objects(
 def scan_unfinished(
     tracker: Any, *, prefix: str | None = None, page_size: int = 1000
 ) -> Iterator[ChainStatus]:
-    """Every failed or expired chain in the table (of tags starting with ``prefix``):
-    a Scan filtered server-side to ``failed`` chains and pending ones whose deadline
-    has passed, then decided by the tracker's rules (the skew margin included). Reads
-    the whole table: for operators. ``tracker`` is an ``XorAckDynamoDB`` (its clock is
-    "now"). Raises :class:`~xor_ack_dynamodb.errors.BadResponse` for a page that is not
+    """Every failed or expired chain of an ``XorAckDynamoDB``'s table (of tags starting
+    with ``prefix``): a Scan filtered server-side to ``failed`` chains and pending ones
+    past their deadline, then decided by the tracker's rules (the skew margin included).
+    Raises :class:`~xor_ack_dynamodb.errors.BadResponse` for a page that is not
     DynamoDB's answer, never reading it as a table with nothing to replay."""
     now = tracker.driver.now()
     names = {"#st": "state", "#dl": "deadline"}
