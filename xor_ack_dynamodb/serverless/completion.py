@@ -84,9 +84,9 @@ class Completion:
 
 @dataclass(frozen=True, slots=True)
 class Lineage:
-    """Which chain of a tag a stream record is about: its owner and its create op (the
-    key and payload hash a create stores for the chain's life). A claim names them, so a
-    late record of a chain cannot claim a chain created again under the same tag."""
+    """Which chain of a tag a stream record is about: its owner and its create op (key
+    and payload hash). A claim names them, so a late record of a chain cannot claim a
+    chain created again under the same tag."""
 
     owner: str | None
     create_op: bytes | None
@@ -198,12 +198,10 @@ def fire_once(
     lease: float,
     lineage: Lineage | None = None,
 ) -> FireOutcome:
-    """Claim, fire every target in order, mark fired (see the module doc). Returns
-    ``fired`` if this call fired, ``repeated`` if the completion had fired before,
-    ``missed`` if the chain of ``lineage`` is gone (logged as an error: purged, or
-    created again under its tag, before its record was handled). Raises
-    :class:`CompletionPending` (retry later) when another claim is live, and re-raises a
-    target's error after releasing the claim."""
+    """Claim, fire every target in order, mark fired (see the module doc); returns what
+    it did (:data:`FireOutcome`; ``missed`` is logged as an error). Raises
+    :class:`CompletionPending` when another claim is live, and re-raises a target's error
+    after releasing the claim."""
     claimant = secrets.token_hex(8)
     outcome = guard.claim(completion.tag, claimant, now, lease, lineage)
     if outcome == "fired":
@@ -237,8 +235,7 @@ def fire_once(
 
 class SqsTarget:
     """Sends each completion as a JSON message (:meth:`Completion.to_dict`) to an SQS
-    queue. On a FIFO queue (``.fifo``), the completion's id is the deduplication id, so
-    a repeat firing within SQS's 5-minute window is dropped by SQS itself."""
+    queue; on a FIFO queue the completion's id is the deduplication id."""
 
     def __init__(self, client: Any, queue_url: str, stats: RequestStats | None = None) -> None:
         self.client, self.queue_url, self.stats = client, queue_url, stats

@@ -291,8 +291,7 @@ class Pipeline:
         return PipelineConfig.from_env(env).build(**parts)
 
     def client(self, service: str) -> Any:
-        """The pipeline's ``sqs``, ``s3``, ``events`` or ``dynamodbstreams`` client (built
-        on first use)."""
+        """The pipeline's client for ``service`` (built on first use)."""
         from ..stores.dynamodb.clients import aws_client
 
         if self._clients.get(service) is None:
@@ -311,8 +310,7 @@ class Pipeline:
     def __repr__(self) -> str:
         return f"Pipeline(tracker={self.tracker!r}, mode={self.mode!r}, queue_url={self.queue_url!r})"
 
-    # -- entry points: the work is in .records, .starts and .stream; each batch publishes
-    # its metrics
+    # -- entry points (the work is in .records, .starts and .stream), each batch's metrics published
 
     def process_sqs_batch(
         self, event: Mapping[str, Any], handler: Handler, lambda_context: Any = None
@@ -363,11 +361,9 @@ class Pipeline:
         return bool(create(stream=True))
 
     def stream_poller(self, streams: Any = None, **options: Any) -> StreamPoller:
-        """A :class:`~xor_ack_dynamodb.serverless.poller.StreamPoller` of the tracker's
-        table feeding :meth:`process_chain_stream` (``streams``: a ``dynamodbstreams``
-        client, default one beside the tracker's DynamoDB client, from its region, endpoint
-        and credentials: :func:`~xor_ack_dynamodb.serverless.poller.streams_client`;
-        ``options``: the poller's)."""
+        """A :class:`StreamPoller` of the tracker's table feeding
+        :meth:`process_chain_stream` (``streams``: a ``dynamodbstreams`` client, default
+        :func:`~.poller.streams_client`'s; ``options``: the poller's)."""
         table: str = getattr(self.tracker, "table", "")
         client = getattr(self.tracker, "client", None)
         if not table or client is None:
@@ -376,8 +372,8 @@ class Pipeline:
         return StreamPoller.for_table(client, streams, table, self.process_chain_stream, **options)
 
     def publish_metrics(self) -> dict[str, int]:
-        """Publish the counters gained since the last publication as CloudWatch EMF
-        (see :mod:`.metrics`); returns them by metric name."""
+        """Publish the counters gained since the last publication (:mod:`.metrics`);
+        returns them by metric name."""
         return self.metrics.publish(self.stats)
 
     def _hook_memory_tracker(self) -> None:
@@ -444,8 +440,7 @@ class Pipeline:
 
 
 class _Lazy:
-    """A client of the pipeline, resolved at first call (so that building a pipeline
-    builds no client)."""
+    """A client of the pipeline, resolved at first call (building a pipeline builds no client)."""
 
     def __init__(self, pipeline: Pipeline, service: str) -> None:
         self.pipeline, self.service = pipeline, service

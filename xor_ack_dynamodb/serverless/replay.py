@@ -37,8 +37,8 @@ class Unfinished:
 
 
 def unfinished(tracker: AckTracker, tags: Iterable[str]) -> Unfinished:
-    """Which of ``tags`` failed, expired, or have no chain (``status_many``: 100 tags a
-    request on DynamoDB, strongly consistent). Pending and acked chains are left out."""
+    """Which of ``tags`` failed, expired, or have no chain (a strongly consistent
+    ``status_many``). Pending and acked chains are left out."""
     wanted = list(dict.fromkeys(tags))
     found = tracker.status_many(wanted)
     out = Unfinished()
@@ -56,10 +56,9 @@ def unfinished(tracker: AckTracker, tags: Iterable[str]) -> Unfinished:
 def unfinished_objects(
     tracker: AckTracker, s3: Any, bucket: str, prefix: str = ""
 ) -> tuple[Unfinished, dict[str, S3Object]]:
-    """:func:`unfinished` for the objects under ``bucket``/``prefix`` (chains started by
-    :func:`~xor_ack_dynamodb.serverless.process_s3_event` in an unversioned bucket:
-    their tags come from the listing's keys and ETags). Returns the result and the
-    objects by tag, to replay from."""
+    """:func:`unfinished` for the objects under ``bucket``/``prefix`` (chains
+    :func:`~xor_ack_dynamodb.serverless.process_s3_event` started in an unversioned
+    bucket: tags from the listing's keys and ETags), and the objects by tag."""
     objects: dict[str, S3Object] = {}
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for item in page.get("Contents", []):
