@@ -619,10 +619,10 @@ MUTANTS: list[Mutant] = [
         "lambda.md: records of an acked, failed, expired, missing or foreign chain are dropped",
         "serverless/records.py",
         "    except CHAIN_OVER as exc:\n"
-        '        log.info("%s: message %s dropped: %s: %s", ctx.tag, ctx.message_id, exc.code, exc)\n'
+        '        _log(logging.INFO, ctx, "dropped: %s: %s", exc.code, exc)\n'
         '        return "dropped"',
         "    except CHAIN_OVER as exc:\n"
-        '        log.info("%s: message %s dropped: %s: %s", ctx.tag, ctx.message_id, exc.code, exc)\n'
+        '        _log(logging.INFO, ctx, "dropped: %s: %s", exc.code, exc)\n'
         '        return "retry"',
         (f"{GUARDS}::test_a_record_whose_stamp_is_refused_or_fails_sends_no_child[chain failed]",),
     ),

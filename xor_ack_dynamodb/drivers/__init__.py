@@ -7,11 +7,8 @@
 * :class:`ChainStore` / :class:`AsyncChainStore`: the primitives a store implements.
 * :class:`AckTracker` / :class:`AsyncAckTracker`: the protocols every tracker satisfies.
 
-This namespace is for whoever writes a store or a tracker (docs/architecture.md, "Where
-a new piece goes"); ``Engine`` and ``AsyncEngine``, the drivers' former names, are
-still attributes here but no longer exported.
-
-The asyncio code in ``_async/`` is written by hand; ``_sync/`` is generated from it by
+For whoever writes a store or a tracker (docs/architecture.md, "Where a new piece
+goes"). ``_async/`` is written by hand; ``_sync/`` is generated from it by
 ``scripts/unasync.py`` (``make unasync``; the test suite checks they agree).
 """
 
@@ -21,9 +18,6 @@ from ._async.tracker import AsyncTracker
 from ._sync.driver import ChainStore, Driver
 from ._sync.protocol import AckTracker
 from ._sync.tracker import SyncTracker
-
-Engine = Driver
-AsyncEngine = AsyncDriver
 
 __all__ = [
     "AckTracker",

@@ -1,10 +1,8 @@
 """Many independent jobs at a bounded concurrency, with progress: how a batch call runs
 its groups of chains (:meth:`~xor_ack_dynamodb.drivers.Driver.run_many`).
 
-Written twice by hand, since the two flavours wait differently: :class:`FanOut` runs
-jobs on a pool of at most ``limit`` threads, :class:`AsyncFanOut` as tasks of the
-running event loop, at most ``limit`` at once. The driver's generated sync twin names
-:class:`FanOut` where its asyncio source names :class:`AsyncFanOut`.
+Written twice by hand, since the two flavours wait differently: :class:`FanOut` on at
+most ``limit`` threads, :class:`AsyncFanOut` as at most ``limit`` tasks of the loop.
 
 Both call ``progress(done, total)`` in the caller's own thread (or task): once with 0
 before the first job, then after each job, ``done`` summing what the jobs returned. The

@@ -9,13 +9,8 @@ children and redelivered S3 events are applied once; a crash loses nothing and a
 nothing early; a record that keeps failing fails its chain with the reason. The default
 mode is ``sum`` (one atomic ``UpdateItem`` a stamp, no races between functions).
 
-This namespace holds what a pipeline's code calls (docs/lambda.md): :class:`Pipeline`
-and its config, the handler's :class:`Context`, the entry points, the completion
-targets, the replay queries, the envelope and the errors a caller may catch. The
-pieces they are built of stay importable from their modules: :mod:`.envelope`,
-:mod:`.edges`, :mod:`.records` (run per record by :mod:`.sqs`), :mod:`.starts`,
-:mod:`.stream`, :mod:`.completion` (the guards), :mod:`.poller`, :mod:`.metrics`,
-:mod:`.replay`, :mod:`.errors`, :mod:`.sending`.
+This namespace holds what a pipeline's code calls (docs/lambda.md); the pieces it is
+built of stay importable from their modules.
 """
 
 from __future__ import annotations
@@ -34,9 +29,9 @@ from .errors import (
 )
 from .pipeline import Pipeline, PipelineConfig
 from .poller import StreamPoller
+from .records import process_sqs_batch
 from .replay import Unfinished, scan_unfinished, unfinished, unfinished_objects
 from .sending import ChildrenNotSent
-from .sqs import process_sqs_batch
 from .starts import Started, process_s3_event, start
 from .stream import process_chain_stream
 

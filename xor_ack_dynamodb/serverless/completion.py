@@ -1,35 +1,24 @@
 """Completion: one firing per chain, whoever completed it, guarded by a conditional claim
-on the chain's item.
+on the chain's item (docs/lambda.md, "Completion, once").
 
-The trigger is the chain's own transition to complete, read from the table's stream
-(:mod:`.stream`). Each firing is **claim** (one ``UpdateItem`` on the chain's item,
-only if the chain is complete, of the stream record's lineage and not claimed or its
-claim's lease ran out; it stores ``acked`` and a new token, which refuses a sum-mode
-completer's token-guarded ``acked`` write, and on a zero sum changes nothing a reader
-sees), **fire** the targets, **mark** fired (only if ``cmpl_by`` is still this
-claimant). A copy that finds ``fired`` does nothing; a live claim raises
-:class:`CompletionPending` (retried); a failed target releases the claim. A claim
-refused because it already holds (``cmpl_by`` is this claimant: botocore resent the
-claim after its first copy's response was lost) is this claimant's own, and so is one
-read back when every attempt of the claim lost its response (the call fires at once
-instead of leaving the stream's retry to wait out the lease; only if that read fails
-too does the lease bound the wait). Claim, mark and release are sent again under the
-tracker's retry budget after a transient error: a mark throttled past botocore's attempts
-still lands in the call that fired. Past the whole budget the last error is raised (the
-stream retries the record); a claim it left on the item (the mark or the release failed,
-or the claim landed unseen) is taken over only after its lease and the skew margin.
+The trigger is the chain's transition to complete, read from the table's stream
+(:mod:`.stream`). Each firing is **claim** (made by the tracker:
+:mod:`~xor_ack_dynamodb.stores.dynamodb.claims`), **fire** the targets, **mark** fired
+(only if this claimant still holds the claim). A copy that finds ``fired`` does nothing;
+a live claim raises :class:`CompletionPending` (retried); a failed target releases the
+claim. A claim whose response was lost is known as this claimant's own (by its
+``cmpl_by``, or read back), so the call fires at once. Past the tracker's retry budget
+the last error is raised (the stream retries the record); a claim left on the item is
+taken over only after its lease and the skew margin.
 
 Guarantee: once, and at least once (never zero) when the claimant dies between firing
 and marking, its mark fails past the retry budget, or it runs past its lease. A claim is
 taken over only when ``cmpl_until < now - skew`` on the taker's clock, so it lasts at
 least ``lease`` real seconds while the functions' clocks disagree by at most the skew
-margin (5 s by default). Every firing carries the same :attr:`Completion.id` for deduplication
-downstream. The claim lives on the chain's item (atomic with its state, no second
-table): after ``acked`` the tracker never writes the item again (a create may overwrite
-it only after the retention), so keep the retention above the stream's 24 hours;
-``delete_on_ack`` trackers are refused.
-
-See docs/lambda.md, "Completion, once".
+margin. Every firing carries the same :attr:`Completion.id` for deduplication
+downstream. After ``acked`` the tracker never writes the chain's item again (a create may
+overwrite it only after the retention), so keep the retention above the stream's 24
+hours; ``delete_on_ack`` trackers are refused.
 """
 
 from __future__ import annotations
@@ -47,6 +36,7 @@ from ..core.algebra import Mode
 from ..errors import InvalidConfig
 from ..stats import RequestStats
 from ..stores.dynamodb.answers import checked
+from ..stores.dynamodb.claims import ClaimResult
 from .errors import CompletionPending, TargetFailed
 
 if TYPE_CHECKING:
@@ -68,7 +58,6 @@ __all__ = [
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
-ClaimResult = Literal["claimed", "fired", "held", "gone"]
 #: What :func:`fire_once` did: fired the targets, found them fired before, or found the
 #: chain gone (purged, or created again under its tag) before it could claim it.
 FireOutcome = Literal["fired", "repeated", "missed"]
@@ -95,9 +84,9 @@ class Completion:
 
 @dataclass(frozen=True, slots=True)
 class Lineage:
-    """Which chain of a tag a stream record is about: its owner and its create op (the
-    key and payload hash a create stores for the chain's life). A claim names them, so a
-    late record of a chain cannot claim a chain created again under the same tag."""
+    """Which chain of a tag a stream record is about: its owner and its create op (key
+    and payload hash). A claim names them, so a late record of a chain cannot claim a
+    chain created again under the same tag."""
 
     owner: str | None
     create_op: bytes | None
@@ -121,10 +110,9 @@ class CompletionGuard(Protocol):
 
 class DynamoDBGuard:
     """The claim on the chain's item in an :class:`~xor_ack_dynamodb.XorAckDynamoDB`'s
-    table, made by the tracker (``claim_completion``, ``mark_completion_fired``,
-    ``release_completion``: one ``UpdateItem`` each, counted in its ``stats``, sent again
-    within its retry budget after a transient error). ``skew``: the clock-skew margin a
-    takeover waits past a lease (default: the tracker's)."""
+    table, made by the tracker's ``claim_completion``, ``mark_completion_fired`` and
+    ``release_completion``. ``skew``: the clock-skew margin a takeover waits past a lease
+    (default: the tracker's)."""
 
     def __init__(self, tracker: XorAckDynamoDB, skew: float | None = None) -> None:
         if tracker.delete_on_ack:
@@ -210,12 +198,10 @@ def fire_once(
     lease: float,
     lineage: Lineage | None = None,
 ) -> FireOutcome:
-    """Claim, fire every target in order, mark fired (see the module doc). Returns
-    ``fired`` if this call fired, ``repeated`` if the completion had fired before,
-    ``missed`` if the chain of ``lineage`` is gone (logged as an error: purged, or
-    created again under its tag, before its record was handled). Raises
-    :class:`CompletionPending` (retry later) when another claim is live, and re-raises a
-    target's error after releasing the claim."""
+    """Claim, fire every target in order, mark fired (see the module doc); returns what
+    it did (:data:`FireOutcome`; ``missed`` is logged as an error). Raises
+    :class:`CompletionPending` when another claim is live, and re-raises a target's error
+    after releasing the claim."""
     claimant = secrets.token_hex(8)
     outcome = guard.claim(completion.tag, claimant, now, lease, lineage)
     if outcome == "fired":
@@ -249,8 +235,7 @@ def fire_once(
 
 class SqsTarget:
     """Sends each completion as a JSON message (:meth:`Completion.to_dict`) to an SQS
-    queue. On a FIFO queue (``.fifo``), the completion's id is the deduplication id, so
-    a repeat firing within SQS's 5-minute window is dropped by SQS itself."""
+    queue; on a FIFO queue the completion's id is the deduplication id."""
 
     def __init__(self, client: Any, queue_url: str, stats: RequestStats | None = None) -> None:
         self.client, self.queue_url, self.stats = client, queue_url, stats

@@ -2,10 +2,8 @@
 
 A handler never stamps and never sends: it *declares* children with :meth:`Context.emit`
 (an SQS message) or :meth:`Context.emit_object` (an S3 object carrying the envelope in
-its metadata). Each child gets the next derived edge (``child_edge(parent, i)``, or the
-start's ``i``-th edge), so a handler run again emits the same edges in the same order.
-The caller (:func:`~xor_ack_dynamodb.serverless.process_sqs_batch`,
-:func:`~xor_ack_dynamodb.serverless.start`) stamps once when the handler returns, then
+its metadata). Each child gets the next derived edge, so a handler run again emits the
+same edges in the same order. The caller stamps once when the handler returns, then
 sends; if the handler raises, nothing emitted is stamped or sent.
 """
 
@@ -26,9 +24,7 @@ __all__ = ["Child", "Context", "S3Object"]
 
 @dataclass(frozen=True, slots=True)
 class S3Object:
-    """One object of an S3 event: where it is and which upload it was. ``identity`` is
-    what makes a redelivered event harmless: the version id when the bucket is
-    versioned, else the event's sequencer, else the ETag."""
+    """One object of an S3 event: where it is and which upload it was."""
 
     bucket: str
     key: str
@@ -47,7 +43,8 @@ class S3Object:
 
     @property
     def identity(self) -> str:
-        """The start's incarnation: the same for every delivery of this upload's event."""
+        """The start's incarnation, the same for every delivery of this upload's event: the
+        version id when the bucket is versioned, else the event's sequencer, else the ETag."""
         return self.version_id or self.sequencer or self.etag or self.key
 
 
@@ -80,14 +77,10 @@ class Child:
 @dataclass(kw_only=True, eq=False)
 class Context:
     """One unit of tracked work: a received message (``edge`` is the edge it finishes)
-    or a start (``edge`` None; ``source`` is the S3 object that started it, if any).
-
-    Attributes: ``tag``, ``owner``, ``mode``, ``edge``, ``body`` (the message body, a
-    ``str``; ``""`` for a start), ``record`` (the raw SQS record, or None),
-    ``message_id``, ``receive_count`` (SQS's ``ApproximateReceiveCount``), ``source``
-    (an :class:`S3Object`), ``lambda_context`` (Lambda's, when given). Its children's
-    edges come from ``derive`` (by position), their default queue is ``default_queue``.
-    """
+    or a start (``edge`` None). ``body`` is ``""`` for a start, ``record`` the raw SQS
+    record, ``receive_count`` SQS's ``ApproximateReceiveCount``, ``source`` the
+    :class:`S3Object` of an S3 event; the children's edges come from ``derive`` (by
+    position)."""
 
     tag: str
     owner: str
@@ -131,12 +124,11 @@ class Context:
         group_id: str | None = None,
     ) -> Child:
         """Declare a child message: ``body`` (a ``str``, or anything ``json.dumps``
-        takes) to ``queue_url`` (default: the pipeline's queue), with the next derived
-        edge in its ``xor-ack`` attribute. ``attributes`` are extra SQS message
-        attributes (at most 9: SQS allows 10 and the envelope takes one); ``group_id``
-        is the ``MessageGroupId`` of a FIFO queue. It is sent after this handler's stamp
-        lands. Raises ``ValueError`` with no queue to send to, ``TypeError`` for a body
-        that is not JSON-serializable."""
+        takes) to ``queue_url`` (default: the pipeline's queue), sent after this
+        handler's stamp lands. ``attributes`` are extra SQS message attributes (at most
+        9: the envelope takes SQS's tenth); ``group_id`` is a FIFO queue's
+        ``MessageGroupId``. Raises ``ValueError`` with no queue to send to, ``TypeError``
+        for a body that is not JSON-serializable."""
         queue = queue_url or self.default_queue
         if not queue:
             raise ValueError("emit() needs a queue_url: the pipeline has no default queue")
@@ -159,9 +151,9 @@ class Context:
         self, bucket: str, key: str, data: bytes | str, *, content_type: str | None = None
     ) -> Child:
         """Declare a child that is an S3 object: ``data`` written to ``bucket``/``key``
-        with the envelope in its metadata, after this handler's stamp lands. The object's
-        upload event, handled by :func:`~xor_ack_dynamodb.serverless.process_s3_event`,
-        finishes its edge."""
+        with the envelope in its metadata, after this handler's stamp lands; its upload
+        event (:func:`~xor_ack_dynamodb.serverless.process_s3_event`) finishes its edge.
+        Raises :class:`MalformedEnvelope` for a tag too long for S3's metadata."""
         payload = data.encode() if isinstance(data, str) else bytes(data)
         child = Child(
             envelope=self._envelope(), bucket=bucket, key=key, data=payload, content_type=content_type

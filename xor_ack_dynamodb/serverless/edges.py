@@ -1,12 +1,10 @@
 """Deterministic edges, op ids and owners: why a retry repeats itself exactly.
 
 A start's edges derive from the chain's tag, the start's incarnation and the child's
-position; a child's edge from its parent's edge and its position. So a retried handler
-(SQS redelivery, a Lambda retry, a redelivered S3 event) re-derives the very edges of
-its first attempt, and the op id finishing an edge is a function of that edge alone
-(:func:`op_id`): every kind of copy is applied once. xor mode uses
-:func:`~xor_ack_dynamodb.derive_edge` (keyed BLAKE2b, as long as the parent); sum mode
-derives an int in [1, 2**63) the same way, as random-looking as :meth:`new_edge`.
+position; a child's edge from its parent's edge and its position (keyed BLAKE2b: bytes
+as long as the parent in xor mode, an int in [1, 2**63) in sum mode). So a retried
+handler re-derives the very edges of its first attempt, and the op id finishing an edge
+is a function of that edge alone (:func:`op_id`): every kind of copy is applied once.
 """
 
 from __future__ import annotations
@@ -32,8 +30,7 @@ __all__ = [
 #: An edge as the serverless layer handles it: bytes (xor mode) or an int (sum mode).
 Edge = bytes | int
 
-#: The BLAKE2b key of every derivation here: keeps these edges apart from any other use
-#: of ``derive_edge`` (the Spark layer's).
+#: The BLAKE2b key of every derivation here: keeps these edges apart from the Spark layer's.
 EDGE_KEY = b"xor-ack-dynamodb/serverless/v1"
 
 _SUM_RANGE = 2**63 - 1
@@ -108,7 +105,6 @@ def op_id(edge: Edge) -> str:
 
 def owner_for(tag: str, incarnation: str) -> str:
     """The owner a start stores on its chain: derived from the incarnation, so a start
-    run again (a redelivered S3 event) names the same owner, while a new incarnation of
-    the same tag (a replay after expiry) names another and its predecessor's late
-    messages are refused (``NotOwner``)."""
+    run again names the same owner, while a new incarnation of the same tag (a replay
+    after expiry) names another and its predecessor's late messages are refused."""
     return OWNER_PREFIX + _seed(tag, "owner\x00" + incarnation, 12).hex()

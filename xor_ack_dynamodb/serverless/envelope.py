@@ -1,19 +1,16 @@
-"""The envelope: how a chain's tag, a message's edge and the chain's owner travel.
+"""The envelope: how a chain's tag, a message's edge and the chain's owner travel
+(docs/lambda.md, "The envelope").
 
-One JSON object, version 1 (``v``, ``tag``, ``mode``, ``edge``: decimal digits in sum
-mode, hex in xor mode, ``owner``; then ``after``, added within version 1: where the
-stamp that sent the message landed, so that the message's own stamp checks for earlier
-copies of itself from there, not from the chain's start). A reader of version 1
-ignores fields it does not know (``parent`` and ``rs``, which earlier writers added,
-are ignored). Carried as the SQS String
-attribute ``xor-ack``, as the JSON body form ``{"xor-ack": {...}, "body": ...}`` (an SQS
-or SNS body, an SNS notification's ``xor-ack`` attribute, an EventBridge ``detail``), or
-as S3 user metadata ``x-amz-meta-xor-ack``.
+One JSON object, version 1: ``v``, ``tag``, ``mode``, ``edge`` (decimal digits in sum
+mode, hex in xor mode), ``owner`` and ``after`` (added within version 1; fields a reader
+does not know are ignored). Carried as the SQS String attribute ``xor-ack``, as the JSON
+body form ``{"xor-ack": {...}, "body": ...}`` (an SQS or SNS body, an EventBridge
+``detail``), or as S3 user metadata ``x-amz-meta-xor-ack``.
 
 Decoding never guesses, and raises before any request: no envelope is
 :class:`MissingEnvelope`, an unreadable one :class:`MalformedEnvelope` (an edge of the
 other mode: :class:`EnvelopeModeMismatch`), any other ``v``
-:class:`UnsupportedEnvelopeVersion`. See docs/lambda.md, "The envelope".
+:class:`UnsupportedEnvelopeVersion`.
 """
 
 from __future__ import annotations
@@ -53,11 +50,10 @@ S3_METADATA_LIMIT = 2048
 @dataclass(frozen=True, slots=True)
 class Envelope:
     """What a tracked message carries: the chain's ``tag``, the ``edge`` this message
-    finishes (bytes in xor mode, an int in sum mode) and the chain's ``owner`` (the
-    incarnation that created it: stamps pass it, so a late message of an older chain of
-    the same tag is refused). ``after``: the position of the stamp that sent it, where its
-    own stamp's check for earlier copies starts (None in an envelope of an older
-    writer: the chain's start). Immutable and picklable."""
+    finishes (bytes in xor mode, an int in sum mode), the chain's ``owner`` (stamps pass
+    it, so a late message of an older chain of the same tag is refused) and ``after``,
+    the position of the stamp that sent it, where its own stamp's check for earlier
+    copies starts (None from an older writer: the chain's start)."""
 
     tag: str
     edge: Edge
@@ -82,8 +78,7 @@ class Envelope:
         return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=True)
 
     def sqs_attributes(self) -> dict[str, dict[str, str]]:
-        """The ``MessageAttributes`` of ``SendMessage``/``SendMessageBatch`` (and SNS
-        ``Publish``) carrying this envelope."""
+        """The ``MessageAttributes`` (SQS, SNS) carrying this envelope."""
         return {ATTRIBUTE: {"DataType": "String", "StringValue": self.to_json()}}
 
     def body_form(self, body: Any) -> dict[str, Any]:
@@ -107,17 +102,16 @@ class Envelope:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """A received message: its envelope and the user's body (a ``str``; the body form's
-    JSON ``body`` value is serialized back to a ``str`` unless it was one)."""
+    """A received message: its envelope and the user's body (a ``str``: the body form's
+    JSON ``body`` serialized back unless it was one)."""
 
     envelope: Envelope
     body: str
 
 
 def from_json(text: object, mode: Mode | None = None) -> Envelope:
-    """Parse an envelope's JSON. With ``mode``, an edge of the other mode is
-    :class:`EnvelopeModeMismatch`. Raises :class:`MalformedEnvelope` /
-    :class:`UnsupportedEnvelopeVersion`."""
+    """Parse an envelope's JSON (see the module doc for what it raises); with ``mode``, an
+    edge of the other mode is :class:`EnvelopeModeMismatch`."""
     if isinstance(text, (bytes, bytearray)):
         try:
             text = bytes(text).decode("utf-8")
@@ -167,13 +161,7 @@ def from_dict(data: object, mode: Mode | None = None) -> Envelope:
             after = None
         if after is None:
             raise MalformedEnvelope("the envelope's 'after' must be a chain position", tag=tag)
-    return Envelope(
-        tag=tag,
-        edge=_edge(data.get("edge"), found, tag),
-        owner=owner,
-        mode=found,
-        after=after,
-    )
+    return Envelope(tag, _edge(data.get("edge"), found, tag), owner, found, after)
 
 
 def _edge(text: object, mode: str, tag: str) -> Edge:
@@ -223,15 +211,13 @@ def _attribute(attributes: object, *names: str) -> Any:
 
 
 def decode_record(record: Mapping[str, Any], mode: Mode | None = None) -> Message:
-    """The envelope and body of one SQS record, as Lambda's SQS event delivers it (or as
-    boto3's ``receive_message`` returns it).
-
-    Looked for, in order: the ``xor-ack`` message attribute; the JSON body form in the
-    body; an SNS notification (the attribute in its ``MessageAttributes``, or the body
-    form in its ``Message``); an EventBridge event (the body form in its ``detail``).
-    Raises :class:`MissingEnvelope` when none is there, :class:`MalformedEnvelope` (or a
-    subclass) when one is there but unreadable, or when the record has no string body.
-    """
+    """The envelope and body of one SQS record (from Lambda's event or boto3's
+    ``receive_message``). Looked for, in order: the ``xor-ack`` message attribute; the
+    body form in the body; an SNS notification (the attribute in its
+    ``MessageAttributes``, or the body form in its ``Message``); an EventBridge event (the
+    body form in its ``detail``). Raises :class:`MissingEnvelope` when none is there,
+    :class:`MalformedEnvelope` (or a subclass) when one is unreadable or the record has
+    no string body."""
     attributes = record.get("messageAttributes", record.get("MessageAttributes"))
     body = record.get("body", record.get("Body"))
     if not isinstance(body, str):

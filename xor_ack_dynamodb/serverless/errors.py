@@ -1,10 +1,6 @@
 """The errors of the serverless layer, under the library's :class:`XorAckError`.
-
 Envelope errors are bad input: they derive from ``ValueError`` and are raised before any
-request is sent. A record whose envelope is missing or malformed can never be processed,
-however often it is delivered; :func:`~xor_ack_dynamodb.serverless.process_sqs_batch`
-reports it for redelivery (so a DLQ can catch it) until its receive limit, then drops it
-with an error log line. It never reaches the handler and never touches a chain.
+request is sent.
 """
 
 from __future__ import annotations
@@ -52,23 +48,16 @@ class EnvelopeModeMismatch(MalformedEnvelope):
 class RetryRecord(XorAckError):
     """Raised by :meth:`Pipeline.record_handler` (the Powertools-compatible record
     function), and by :func:`process_s3_event` for an S3-carried record, for a record
-    that should be delivered again; ``outcome`` says why."""
-
-    def __init__(self, message: str, *, tag: str | None = None, outcome: object = None) -> None:
-        super().__init__(message, tag=tag)
-        self.outcome = outcome
+    that should be delivered again."""
 
 
 class FailChain(XorAckError):
     """Raise it from a handler to fail the record's chain at once with ``reason`` (data
     that can never be processed: no point in retrying). The record is then dropped."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
+    def __init__(self, reason: str, *, tag: str | None = None) -> None:
+        super().__init__(reason, tag=tag)
         self.reason = reason
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (FailChain, (self.reason,))
 
 
 class CompletionPending(XorAckError):

@@ -1,11 +1,7 @@
 """CloudWatch metrics of a pipeline, in Embedded Metric Format (EMF), through AWS Lambda
-Powertools' Metrics when it is installed; nothing at all when it is not.
-
-At the end of each batch the counts the pipeline's ``stats`` added since the last
-publication (records, stamps, chains, completions) are printed to stdout as one EMF
-document: no API call, no extra latency. Every metric is a Count; the stream-counted
-ones count stream records, which a retried batch can deliver again. The metrics, their
-namespace, dimension and switches: docs/lambda.md, "Metrics".
+Powertools' Metrics when it is installed; nothing at all when it is not. At the end of
+each batch the counts the pipeline's ``stats`` added since the last publication are
+printed to stdout as one EMF document: no API call (docs/lambda.md, "Metrics").
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""What the serverless modules use of a pipeline: :mod:`.records`, :mod:`.sqs`,
-:mod:`.starts` and :mod:`.stream` are written against this protocol, so that
+"""What the serverless modules use of a pipeline: :mod:`.records`, :mod:`.starts` and
+:mod:`.stream` are written against this protocol, so that
 :class:`~xor_ack_dynamodb.serverless.Pipeline` composes them and none imports it back."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..core.algebra import Mode
@@ -22,8 +23,7 @@ class ItemReader(Protocol):
 
 
 class PipelineParts(Protocol):
-    """The tracker, the settings, the clients, and what fires completions (from the
-    table's stream, :mod:`.stream`)."""
+    """The tracker, the settings, the clients, and what fires completions."""
 
     tracker: AckTracker
     mode: Mode
@@ -31,11 +31,10 @@ class PipelineParts(Protocol):
     max_receives: int
     edge_size: int
     stats: RequestStats
+    chains: Callable[[str, str | None], bool]  # which chains it completes, by tag and owner
 
     def client(self, service: str) -> Any: ...  # "sqs", "s3", "events": built on first use
 
     def fire_completion(self, completion: Completion, lineage: Lineage | None = None) -> FireOutcome: ...
-
-    def owns(self, tag: str, owner: str | None) -> bool: ...  # a chain this pipeline completes
 
     def item_reader(self) -> ItemReader: ...  # reads the stream's images

@@ -1,11 +1,9 @@
 """The pipeline: one tracker, the AWS clients, and the settings every handler shares.
 
 Build it once per Lambda container (not at import time: importing must need no
-credentials, and tests inject their own clients), from the environment
-(:meth:`Pipeline.from_env`), from a picklable :class:`PipelineConfig` (worker processes),
-or from parts (tests). Clients not given are built on first use by
-:func:`~xor_ack_dynamodb.stores.dynamodb.clients.aws_client` (``AWS_REGION`` honoured, timeouts within
-the retry budget).
+credentials), from the environment (:meth:`Pipeline.from_env`), from a picklable
+:class:`PipelineConfig` (worker processes), or from parts (tests). Clients not given are
+built on first use by :func:`~xor_ack_dynamodb.stores.dynamodb.clients.aws_client`.
 """
 
 from __future__ import annotations
@@ -34,11 +32,11 @@ from .completion import (
     fire_once,
     guard_for,
 )
+from .errors import RetryRecord
 from .metrics import MetricsPublisher
 from .parts import ItemReader
 from .poller import StreamPoller
-from .records import Handler
-from .sqs import process_sqs_batch, record_function
+from .records import Handler, process_record, process_sqs_batch
 from .starts import Started, process_s3_event, start
 from .stream import ChainFilter, owned_by_pipelines, process_chain_stream
 
@@ -79,25 +77,19 @@ class PipelineConfig:
 
     :param table: the chains table.
     :param queue_url: where :meth:`Context.emit` sends children by default.
-    :param mode: ``"sum"`` (default: contention-free fan-outs) or ``"xor"`` (the Node
-        package's layout).
-    :param ttl_seconds: how long a chain may stay pending. Above the longest path
-        through the pipeline, redeliveries included (``max_receives`` x the visibility
-        timeout, per level).
+    :param mode: ``"sum"`` (default: contention-free fan-outs) or ``"xor"``.
+    :param ttl_seconds: how long a chain may stay pending: above the longest path
+        through the pipeline, redeliveries included.
     :param max_receives: deliveries after which a record whose handler still raises
-        fails its chain (``ApproximateReceiveCount``); set the queue's redrive
-        ``maxReceiveCount`` above it, so that the chain is failed before the DLQ.
-    :param completion_queue_url: send each completion to this SQS queue.
-    :param completion_bus: put each completion on this EventBridge bus.
+        fails its chain; set the queue's redrive ``maxReceiveCount`` above it.
+    :param completion_queue_url, completion_bus: send each completion to this SQS queue,
+        put it on this EventBridge bus.
     :param completion_lease_seconds: the completion claim's lease: above the completion
         function's timeout.
-    :param max_ops, retention_seconds, skew_seconds, edge_size: the tracker's options of
-        the same names (:class:`~xor_ack_dynamodb.AckConfig`): the op-id window of the
-        chains the pipeline creates, how long a finished chain's tombstone stays (keep it
-        above the stream's 24 hours), the clock-skew margin (also the completion lease's),
-        the bytes of an xor-mode edge.
-    :param metrics_namespace: the CloudWatch namespace of the pipeline's EMF metrics
-        (None: none; see :mod:`.metrics`).
+    :param max_ops, retention_seconds, skew_seconds, edge_size: the tracker's options
+        (:class:`~xor_ack_dynamodb.AckConfig`); keep the retention above the stream's 24
+        hours.
+    :param metrics_namespace: the CloudWatch namespace of the EMF metrics (None: none).
 
     Raises :class:`InvalidConfig` for a value out of range, before anything is built.
     """
@@ -130,13 +122,10 @@ class PipelineConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> PipelineConfig:
         """From ``env`` (default: the process environment): ``table`` from
-        ``XOR_ACK_TABLE`` (required), and from ``XOR_ACK_<FIELD>`` (``XOR_ACK_MAX_OPS``
-        for ``max_ops``, say) the fields ``queue_url``, ``mode`` (default ``sum``),
-        ``partition_key``, ``ttl_seconds``, ``max_receives``, ``max_ops`` (the op-id
-        window), ``retention_seconds``, ``skew_seconds``, ``edge_size``,
-        ``completion_queue_url``, ``completion_bus`` and ``completion_lease_seconds``;
-        ``metrics_namespace`` (default ``xor-ack``) from ``POWERTOOLS_METRICS_NAMESPACE``.
-        A variable unset or empty leaves the field's default.
+        ``XOR_ACK_TABLE`` (required), each field of :data:`_ENV_VARIABLES` from
+        ``XOR_ACK_<FIELD>`` (``XOR_ACK_MAX_OPS`` for ``max_ops``), ``metrics_namespace``
+        from ``POWERTOOLS_METRICS_NAMESPACE``. A variable unset or empty leaves the
+        field's default.
 
         Raises :class:`InvalidConfig` naming the variable that is missing, unreadable or
         out of range."""
@@ -225,37 +214,29 @@ class Pipeline:
     :param tracker: any tracker (``XorAckDynamoDB`` in production, ``MemoryAck`` in unit
         tests); its ``mode`` is the pipeline's. ``delete_on_ack`` is refused: completion
         and redelivered starts need the tombstone.
-    :param queue_url: the default queue of :meth:`Context.emit`.
     :param sqs, s3, events: boto3 clients; built on first use when omitted.
-    :param max_receives: see :class:`PipelineConfig`.
+    :param queue_url, max_receives, completion_queue_url, completion_bus, edge_size,
+        metrics_namespace: see :class:`PipelineConfig`.
     :param on_complete: targets called with each :class:`Completion`, once per chain
         (callbacks, :class:`SqsTarget`, :class:`EventBridgeTarget`), in order.
-    :param completion_queue_url, completion_bus: add an :class:`SqsTarget` /
-        :class:`EventBridgeTarget` for these.
-    :param completion_lease: seconds a completion claim is held (above the completion
-        function's timeout).
+    :param completion_lease: seconds a completion claim is held.
     :param guard: the completion guard (default: on the tracker's table).
     :param chains: which chains of the table are this pipeline's to complete, called
         with a tag and its owner (default: chains started by a serverless pipeline).
-    :param edge_size: bytes of a start's edges in xor mode.
     :param skew: the clock-skew margin of the completion lease (default: the tracker's).
-    :param metrics_namespace: CloudWatch namespace of the EMF metrics (None: none).
     :param clock: epoch seconds (tests move it).
 
     Completions fire from the table's stream (:meth:`process_chain_stream`). With a
-    :class:`~xor_ack_dynamodb.MemoryAck` (unit tests), which has no stream, the
-    tracker's ``on_acked`` hook stands in for it: the completion fires when any caller's
-    stamp on that tracker completes the chain; a target that raises is logged and
-    left for :meth:`retry_completions`.
+    :class:`~xor_ack_dynamodb.MemoryAck`, which has no stream, its ``on_acked`` hook
+    stands in: the completion fires when any stamp on that tracker completes the chain;
+    a target that raises is logged and left for :meth:`retry_completions`.
 
-    ``stats`` counts the requests made to SQS, S3 and EventBridge (``sqs.SendMessageBatch``
-    ...) and what happened to records (``records.done``, ``records.retried``,
-    ``records.dropped``, ``records.failed_chain``, ``records.poison``,
-    ``records.malformed``, ``stamps.applied``, ``stamps.duplicate``), stream records and
-    chains (``stream.records``, ``chains.failed``, ``chains.expired``) and completions
-    (``completions.fired``, ``completions.repeated``, ``completions.retried``,
-    ``completions.missed``); DynamoDB requests are in ``tracker.stats`` (the completion
-    claim's included). The counters are published as CloudWatch metrics (:mod:`.metrics`).
+    ``stats`` counts the requests made to SQS, S3 and EventBridge, and events: of records
+    (``records.done``, ``.retried``, ``.dropped``, ``.failed_chain``, ``.poison``,
+    ``.malformed``), stamps (``stamps.applied``, ``.duplicate``), the stream
+    (``stream.records``, ``chains.failed``, ``.expired``) and completions
+    (``completions.fired``, ``.repeated``, ``.retried``, ``.missed``); DynamoDB requests
+    are in ``tracker.stats``. They are published as CloudWatch metrics (:mod:`.metrics`).
     """
 
     def __init__(
@@ -310,8 +291,7 @@ class Pipeline:
         return PipelineConfig.from_env(env).build(**parts)
 
     def client(self, service: str) -> Any:
-        """The pipeline's ``sqs``, ``s3``, ``events`` or ``dynamodbstreams`` client (built
-        on first use)."""
+        """The pipeline's client for ``service`` (built on first use)."""
         from ..stores.dynamodb.clients import aws_client
 
         if self._clients.get(service) is None:
@@ -327,45 +307,42 @@ class Pipeline:
     def s3(self) -> Any:
         return self.client("s3")
 
-    def now(self) -> float:
-        return self.clock()
-
     def __repr__(self) -> str:
         return f"Pipeline(tracker={self.tracker!r}, mode={self.mode!r}, queue_url={self.queue_url!r})"
 
-    # -- entry points: the work is in .sqs, .records and .starts ---------------------------
+    # -- entry points (the work is in .records, .starts and .stream), each batch's metrics published
 
     def process_sqs_batch(
         self, event: Mapping[str, Any], handler: Handler, lambda_context: Any = None
     ) -> dict[str, Any]:
-        """See :func:`xor_ack_dynamodb.serverless.process_sqs_batch`; then publishes the
-        batch's metrics."""
-        try:
-            return process_sqs_batch(event, handler, pipeline=self, lambda_context=lambda_context)
-        finally:
-            self.publish_metrics()
+        """See :func:`xor_ack_dynamodb.serverless.process_sqs_batch`."""
+        return self._batch(process_sqs_batch, event, handler, pipeline=self, lambda_context=lambda_context)
 
     def process_chain_stream(self, event: Mapping[str, Any], lambda_context: Any = None) -> dict[str, Any]:
         """Fire the completions of this pipeline's chains that a batch of the table's
         stream records shows completing; returns the partial batch response (see
-        :mod:`xor_ack_dynamodb.serverless.stream`); then publishes the batch's metrics."""
+        :mod:`xor_ack_dynamodb.serverless.stream`)."""
+        return self._batch(process_chain_stream, event, pipeline=self)
+
+    def process_s3_event(
+        self, event: Mapping[str, Any], handler: Handler, lambda_context: Any = None
+    ) -> dict[str, Any]:
+        """See :func:`xor_ack_dynamodb.serverless.process_s3_event`."""
+        return self._batch(process_s3_event, event, handler, pipeline=self, lambda_context=lambda_context)
+
+    def _batch(self, entry: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> dict[str, Any]:
         try:
-            return process_chain_stream(event, pipeline=self)
+            return entry(*args, **kwargs)
         finally:
             self.publish_metrics()
 
     def fire_completion(self, completion: Completion, lineage: Lineage | None = None) -> FireOutcome:
         """:func:`~.completion.fire_once` with this pipeline's guard, targets and lease
         (raising as it does), then its outcome counted (``completions.fired``...)."""
-        outcome = fire_once(
-            self.guard, self.targets, completion, now=self.now(), lease=self.completion_lease, lineage=lineage
-        )
+        now, lease = self.clock(), self.completion_lease
+        outcome = fire_once(self.guard, self.targets, completion, now=now, lease=lease, lineage=lineage)
         self.stats.add(f"completions.{outcome}")
         return outcome
-
-    def owns(self, tag: str, owner: str | None) -> bool:
-        """Whether the chain ``tag`` (of ``owner``) is this pipeline's to complete."""
-        return self.chains(tag, owner)
 
     def item_reader(self) -> ItemReader:
         """How the tracker's items read (for stream images). Raises :class:`InvalidConfig`
@@ -384,11 +361,9 @@ class Pipeline:
         return bool(create(stream=True))
 
     def stream_poller(self, streams: Any = None, **options: Any) -> StreamPoller:
-        """A :class:`~xor_ack_dynamodb.serverless.poller.StreamPoller` of the tracker's
-        table feeding :meth:`process_chain_stream` (``streams``: a ``dynamodbstreams``
-        client, default one beside the tracker's DynamoDB client, from its region, endpoint
-        and credentials: :func:`~xor_ack_dynamodb.serverless.poller.streams_client`;
-        ``options``: the poller's)."""
+        """A :class:`StreamPoller` of the tracker's table feeding
+        :meth:`process_chain_stream` (``streams``: a ``dynamodbstreams`` client, default
+        :func:`~.poller.streams_client`'s; ``options``: the poller's)."""
         table: str = getattr(self.tracker, "table", "")
         client = getattr(self.tracker, "client", None)
         if not table or client is None:
@@ -397,8 +372,8 @@ class Pipeline:
         return StreamPoller.for_table(client, streams, table, self.process_chain_stream, **options)
 
     def publish_metrics(self) -> dict[str, int]:
-        """Publish the counters gained since the last publication as CloudWatch EMF
-        (see :mod:`.metrics`); returns them by metric name."""
+        """Publish the counters gained since the last publication (:mod:`.metrics`);
+        returns them by metric name."""
         return self.metrics.publish(self.stats)
 
     def _hook_memory_tracker(self) -> None:
@@ -418,9 +393,9 @@ class Pipeline:
 
     def _fire_in_memory(self, tag: str) -> None:
         status = self.tracker.status(tag)
-        if not self.owns(tag, status.owner):
+        if not self.chains(tag, status.owner):
             return
-        completion = Completion(tag, status.owner or "", self.mode, self.now())
+        completion = Completion(tag, status.owner or "", self.mode, self.clock())
         try:
             self.fire_completion(completion)
         except Exception as exc:  # noqa: BLE001 - not the completing stamp's error: keep it for a retry
@@ -448,28 +423,24 @@ class Pipeline:
     def record_handler(self, handler: Handler) -> Callable[[Any], None]:
         """``handler(ctx)`` as a one-record function for Powertools' ``BatchProcessor``
         (``process_partial_response(event, record_handler=..., processor=...)``): it
-        takes a Powertools ``SQSRecord`` or a raw record dict, and raises
-        :class:`RetryRecord` for a record to deliver again."""
-        return record_function(self, handler)
+        takes a Powertools ``SQSRecord`` or a raw record dict, returns for a record
+        finished with (done, dropped, failed its chain), and raises :class:`RetryRecord`
+        for one to deliver again."""
+
+        def run(record: Any) -> None:
+            raw = getattr(record, "raw_event", record)
+            if process_record(raw, handler, pipeline=self) == "retry":
+                raise RetryRecord(f"message {raw.get('messageId')} is to be delivered again")
+
+        return run
 
     def start(self, tag: str, children: Iterable[Any] = (), *, start_id: str | None = None) -> Started:
         """See :func:`xor_ack_dynamodb.serverless.start`."""
         return start(tag, children, pipeline=self, start_id=start_id)
 
-    def process_s3_event(
-        self, event: Mapping[str, Any], handler: Handler, lambda_context: Any = None
-    ) -> dict[str, Any]:
-        """See :func:`xor_ack_dynamodb.serverless.process_s3_event`; then publishes the
-        event's metrics."""
-        try:
-            return process_s3_event(event, handler, pipeline=self, lambda_context=lambda_context)
-        finally:
-            self.publish_metrics()
-
 
 class _Lazy:
-    """A client of the pipeline, resolved at first call (so that building a pipeline
-    builds no client)."""
+    """A client of the pipeline, resolved at first call (building a pipeline builds no client)."""
 
     def __init__(self, pipeline: Pipeline, service: str) -> None:
         self.pipeline, self.service = pipeline, service

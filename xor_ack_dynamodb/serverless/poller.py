@@ -1,14 +1,9 @@
 """Lambda's DynamoDB stream event source, on this machine: :class:`StreamPoller` reads
 the chain table's stream through the DynamoDB Streams API and hands each batch, in
-Lambda's event format, to a handler (``Pipeline.process_chain_stream``, or the example's
-function), for ``run_local.py``, tests, and deployments without Lambda.
-
-It keeps Lambda's contract (records of a shard in order; a batch whose response names a
-failed record is read again from it; a shard after its parent). dynalite serves no
-stream (:meth:`StreamPoller.for_table` says so). Its requests are counted in
-:attr:`StreamPoller.stats` (``streams.DescribeStream``, ``streams.GetShardIterator``,
-``streams.GetRecords``), apart from the tracker's. See docs/lambda.md, "Completion,
-once" (Without Lambda).
+Lambda's event format, to a handler (``Pipeline.process_chain_stream``), for
+``run_local.py``, tests, and deployments without Lambda (docs/lambda.md, "Completion,
+once"). It keeps Lambda's contract: records of a shard in order; a batch whose response
+names a failed record is read again from it; a shard after its parent.
 """
 
 from __future__ import annotations
@@ -50,18 +45,10 @@ def lambda_record(record: Mapping[str, Any], stream_arn: str) -> dict[str, Any]:
 
 def streams_client(dynamodb: Any) -> Any:
     """A DynamoDB Streams client beside the boto3 DynamoDB client ``dynamodb``: its
-    region, credentials and botocore settings, and
-
-    - on a local endpoint (a moto server, DynamoDB Local), that same endpoint, which
-      serves both APIs;
-    - on AWS's own endpoint, the regional streams endpoint
-      (``streams.dynamodb.<region>.amazonaws.com``). botocore 1.44 and later resolve a
-      streams call to an endpoint named after the stream ARN's account
-      (``<account>.streams-ddb.<region>.amazonaws.com``); AWS serves both, and moto's
-      in-process mock (``mock_aws``) only the regional one, so this one client works on
-      AWS and under ``mock_aws`` alike, with no setting to know.
-
-    A streams client you build yourself is used as it is."""
+    region, credentials and botocore settings, and its endpoint if local (a moto server,
+    DynamoDB Local serve both APIs), else the regional streams endpoint: botocore 1.44+
+    would name one after the stream ARN's account, which moto's ``mock_aws`` does not
+    serve."""
     import boto3
 
     meta = dynamodb.meta
@@ -92,10 +79,10 @@ def streams_client(dynamodb: Any) -> Any:
 
 class StreamPoller:
     """Reads ``stream_arn`` and calls ``handler(event, None)`` per batch of at most
-    ``batch_size`` records. ``start``: ``TRIM_HORIZON`` (every record the stream holds,
-    Lambda's usual choice) or ``LATEST``. ``twice``: hand every batch to the handler
-    twice (at-least-once delivery, as a retried batch gets; the second answer counts).
-    ``streams`` is a boto3 ``dynamodbstreams`` client (see :func:`streams_client`)."""
+    ``batch_size`` records. ``start``: ``TRIM_HORIZON`` (every record the stream holds)
+    or ``LATEST``. ``twice``: hand every batch to the handler twice (as a retried batch
+    gets it; the second answer counts). ``streams`` is a ``dynamodbstreams`` client.
+    Its requests are counted in :attr:`stats` (``streams.GetRecords``...)."""
 
     def __init__(
         self,
@@ -122,10 +109,8 @@ class StreamPoller:
     def for_table(
         cls, dynamodb: Any, streams: Any, table: str, handler: StreamHandler, **options: Any
     ) -> StreamPoller:
-        """The poller of ``table``'s stream (``dynamodb``: a boto3 DynamoDB client;
-        ``streams``: a ``dynamodbstreams`` client, or None for :func:`streams_client`'s).
-        Raises :class:`InvalidConfig` when the table has no stream (create it with
-        ``create_table(stream=True)``; dynalite has none at all)."""
+        """The poller of ``table``'s stream (``streams`` None: :func:`streams_client`'s).
+        Raises :class:`InvalidConfig` when the table has no stream (dynalite has none)."""
         description = dynamodb.describe_table(TableName=table)["Table"]
         arn = description.get("LatestStreamArn")
         if not arn or not (description.get("StreamSpecification") or {}).get("StreamEnabled"):

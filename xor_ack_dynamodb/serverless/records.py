@@ -1,23 +1,19 @@
-"""One tracked record, start to end: the unit that :mod:`.sqs`'s batch loop runs per
-record. One stamp per record, then its children.
+"""Tracked SQS records: the batch loop (:func:`process_sqs_batch`) and the unit it runs
+per record (:func:`process_record`; Powertools' ``BatchProcessor`` runs it through
+``Pipeline.record_handler``).
 
 Decode the envelope (missing or malformed: the handler never sees it, no chain is
 touched, the record is retried until ``max_receives`` and then dropped); run
-``handler(ctx)``, which declares children (nothing sent yet); then one stamp, op id
-``edge:<edge>``, finishes the record's edge and starts every child's, checking for an
-earlier copy of itself from its envelope's ``after`` (where its parent's stamp landed:
-no copy of it can land before; every message is checked, whatever its receive count
-says); then the children are sent, naming where this stamp landed. Stamp before send
-keeps the chain's value an upper bound of the work outstanding: a crash between them
-never acks early and loses nothing (the redelivery's stamp is a duplicate, applied
-once, and sends the children again; their copies are duplicates too). A completing
-stamp fires nothing here (:mod:`.stream` does). A handler must emit the same number of
-children on every attempt, else ``OpIdReused`` fails the chain ("handler not
-deterministic").
-
-What each outcome of the handler and the stamp does to the record (done, retried,
-dropped, its chain failed) is the table in docs/lambda.md, "What ends a record"; the
-order and its crashes are in "One record, one stamp, then the sends".
+``handler(ctx)``, which declares children; then one stamp, op id ``edge:<edge>``,
+finishes the record's edge and starts every child's, checked for an earlier copy of
+itself from its envelope's ``after``; then the children are sent, naming where this stamp
+landed. Stamp before send keeps the chain's value an upper bound of the work
+outstanding: a crash between them never acks early and loses nothing (the redelivery's
+stamp is a duplicate and sends the children again). A completing stamp fires nothing
+here (:mod:`.stream` does). A handler must emit the same number of children on every
+attempt, else ``OpIdReused`` fails the chain ("handler not deterministic"). What ends a
+record, and why this order: docs/lambda.md, "What ends a record" and "One record, one
+stamp, then the sends".
 """
 
 from __future__ import annotations
@@ -48,7 +44,15 @@ from .errors import EnvelopeError, FailChain
 from .parts import PipelineParts
 from .sending import send_children
 
-__all__ = ["CHAIN_OVER", "PERMANENT", "Handler", "Outcome", "process_message", "process_record"]
+__all__ = [
+    "CHAIN_OVER",
+    "PERMANENT",
+    "Handler",
+    "Outcome",
+    "process_message",
+    "process_record",
+    "process_sqs_batch",
+]
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
@@ -67,6 +71,35 @@ CHAIN_OVER = (TagAcked, TagFailed, TagExpired, TagNotFound, NotOwner)
 PERMANENT = (ChainModeMismatch, BufferLengthsUnequal, InvalidStamp)
 
 
+def process_sqs_batch(
+    event: Mapping[str, Any], handler: Handler, *, pipeline: PipelineParts, lambda_context: Any = None
+) -> dict[str, Any]:
+    """Process an SQS event's records with ``handler`` (see the module doc) and return
+    Lambda's partial batch response, ``{"batchItemFailures": [{"itemIdentifier": id}...]}``:
+    the records to deliver again. Configure the event source mapping with
+    ``FunctionResponseTypes: ["ReportBatchItemFailures"]``. From a FIFO queue, the
+    records after the first one to retry are not processed and are reported too (as
+    Lambda requires to keep a message group's order). Never raises for one bad record;
+    raises :class:`ValueError` for an event that is not an SQS event."""
+    records = event.get("Records")
+    if not isinstance(records, list):
+        raise ValueError("not an SQS event: no 'Records' list")
+    fifo = any(str(r.get("eventSourceARN", "")).endswith(".fifo") for r in records)
+    failures: list[dict[str, str]] = []
+    for record in records:
+        held = fifo and bool(failures)  # keep a FIFO group's order: the rest waits for the failed one
+        if (
+            held
+            or process_record(record, handler, pipeline=pipeline, lambda_context=lambda_context) == "retry"
+        ):
+            failures.append({"itemIdentifier": _message_id(record)})
+    return {"batchItemFailures": failures}
+
+
+def _message_id(record: Mapping[str, Any]) -> str:
+    return str(record.get("messageId", record.get("MessageId", "")))
+
+
 def _receive_count(record: Mapping[str, Any]) -> int:
     attributes = record.get("attributes", record.get("Attributes")) or {}
     try:
@@ -79,7 +112,7 @@ def process_record(
     record: Mapping[str, Any], handler: Handler, *, pipeline: PipelineParts, lambda_context: Any = None
 ) -> Outcome:
     """One SQS record, start to end (see the module doc). Returns its outcome."""
-    message_id, count = str(record.get("messageId", record.get("MessageId", ""))), _receive_count(record)
+    message_id, count = _message_id(record), _receive_count(record)
     try:
         message = decode_record(record, pipeline.mode)
     except EnvelopeError as exc:
@@ -142,22 +175,20 @@ def _handler_failed(pipeline: PipelineParts, ctx: Context, exc: Exception) -> Ou
     try:
         status = pipeline.tracker.status(ctx.tag)  # only on the error path: skip retries of a dead chain
     except TagNotFound:
-        log.info("%s: message %s dropped: the chain does not exist", ctx.tag, ctx.message_id)
+        _log(logging.INFO, ctx, "dropped: the chain does not exist")
         return "dropped"
     except Exception:  # noqa: BLE001 - the status is an optimization; retry the record anyway
         status = None
     if status is not None and (status.done or (status.owner is not None and status.owner != ctx.owner)):
-        log.info("%s: message %s dropped: the chain is %s", ctx.tag, ctx.message_id, status.state)
+        _log(logging.INFO, ctx, "dropped: the chain is %s", status.state)
         return "dropped"
-    log.warning(
-        "%s: message %s failed (receive %d of %d), will be retried: %s",
-        ctx.tag,
-        ctx.message_id,
-        ctx.receive_count,
-        pipeline.max_receives,
-        what,
-    )
+    receive = f"receive {ctx.receive_count} of {pipeline.max_receives}"
+    _log(logging.WARNING, ctx, "failed (%s), will be retried: %s", receive, what)
     return "retry"
+
+
+def _log(level: int, ctx: Context, text: str, *args: object) -> None:
+    log.log(level, "%s: message %s " + text, ctx.tag, ctx.message_id, *args)
 
 
 def _fail(pipeline: PipelineParts, ctx: Context, reason: str) -> Outcome:
@@ -165,30 +196,17 @@ def _fail(pipeline: PipelineParts, ctx: Context, reason: str) -> Outcome:
     try:
         status = pipeline.tracker.fail(ctx.tag, reason, owner=ctx.owner)
     except CHAIN_OVER as exc:
-        log.info("%s: message %s dropped (%s); not failing it: %s", ctx.tag, ctx.message_id, exc.code, reason)
+        _log(logging.INFO, ctx, "dropped (%s); not failing it: %s", exc.code, reason)
         return "dropped"
     except CorruptItem as exc:
-        log.error(
-            "%s: message %s dropped: the chain's item cannot be read (%s), so it cannot be failed "
-            "either; repair or delete the item. The reason was: %s",
-            ctx.tag,
-            ctx.message_id,
-            exc,
-            reason,
-        )
+        text = "dropped: the chain's item cannot be read (%s), so it cannot be failed either; repair or "
+        _log(logging.ERROR, ctx, text + "delete the item. The reason was: %s", exc, reason)
         return "dropped"
     except Exception as exc:  # noqa: BLE001 - throttling, network: fail it on the next delivery
-        log.warning(
-            "%s: could not fail the chain (%r); message %s will be retried", ctx.tag, exc, ctx.message_id
-        )
+        _log(logging.WARNING, ctx, "could not fail the chain (%r), will be retried", exc)
         return "retry"
     if status.reason != reason:
-        log.info(
-            "%s: message %s dropped: the chain had failed already (%s)",
-            ctx.tag,
-            ctx.message_id,
-            status.reason,
-        )
+        _log(logging.INFO, ctx, "dropped: the chain had failed already (%s)", status.reason)
         return "dropped"
     log.error("%s: chain failed: %s", ctx.tag, reason)
     return "failed"
@@ -208,7 +226,7 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context, env: Envelope) -> Out
             after=env.after,
         )
     except CHAIN_OVER as exc:
-        log.info("%s: message %s dropped: %s: %s", ctx.tag, ctx.message_id, exc.code, exc)
+        _log(logging.INFO, ctx, "dropped: %s: %s", exc.code, exc)
         return "dropped"
     except OpIdReused:
         return _fail(
@@ -224,28 +242,18 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context, env: Envelope) -> Out
     except CorruptItem as exc:
         if ctx.receive_count >= pipeline.max_receives:
             return _fail(pipeline, ctx, f"message {ctx.message_id}: the chain's item cannot be read: {exc}")
-        log.warning(
-            "%s: the chain's item cannot be read (%s); message %s will be retried (receive %d of %d)",
-            ctx.tag,
-            exc,
-            ctx.message_id,
-            ctx.receive_count,
-            pipeline.max_receives,
-        )
+        receive = f"receive {ctx.receive_count} of {pipeline.max_receives}"
+        _log(logging.WARNING, ctx, "will be retried (%s): the chain's item cannot be read (%s)", receive, exc)
         return "retry"
     except Exception as exc:  # noqa: BLE001 - lost races past the budget, throttling, network
-        log.warning("%s: stamp of message %s failed, will be retried: %r", ctx.tag, ctx.message_id, exc)
+        _log(logging.WARNING, ctx, "failed its stamp, will be retried: %r", exc)
         return "retry"
     pipeline.stats.add("stamps.duplicate" if result.duplicate else "stamps.applied")
     if result.acked:
-        log.info(
-            "%s: message %s completed the chain (its completion fires from the stream)",
-            ctx.tag,
-            ctx.message_id,
-        )
+        _log(logging.INFO, ctx, "completed the chain (its completion fires from the stream)")
         return "done"
     if is_zero(result):
-        log.info("%s: message %s is a late copy; the chain is complete", ctx.tag, ctx.message_id)
+        _log(logging.INFO, ctx, "is a late copy; the chain is complete")
         return "dropped"
     # No copy of a child lands before this op did: where it landed (a duplicate found in
     # history names none; this record's own bound is then theirs too).
@@ -253,17 +261,10 @@ def _stamp_and_send(pipeline: PipelineParts, ctx: Context, env: Envelope) -> Out
     try:
         send_children(children, after, pipeline)
     except Exception as exc:  # noqa: BLE001 - the redelivery's duplicate stamp re-sends them
-        log.warning(
-            "%s: children of message %s not all sent, will be retried: %r", ctx.tag, ctx.message_id, exc
-        )
+        _log(logging.WARNING, ctx, "did not send all its children, will be retried: %r", exc)
         return "retry"
     if result.duplicate:
-        log.info(
-            "%s: message %s was applied before; its %d children sent again",
-            ctx.tag,
-            ctx.message_id,
-            len(children),
-        )
+        _log(logging.INFO, ctx, "was applied before; its %d children sent again", len(children))
     return "done"
 
 

@@ -1,12 +1,9 @@
-"""Finding the chains to replay: the ones that failed or expired.
+"""Finding the chains to replay: the ones that failed or expired (docs/lambda.md,
+"Finding chains to replay").
 
-The table has only a partition key and a chain expires without any write, so no index
-can list them. :func:`unfinished` asks for known roots' tags (``BatchGetItem``, 100 a
-request; strongly consistent; a tag with no chain, never started or purged, is reported
-too), and :func:`unfinished_objects` takes the roots from an S3 prefix;
-:func:`scan_unfinished` is a Scan with a server-side filter that reads and bills every
-item, tombstones included. Replay a failed chain under a new tag; an expired one under
-the same tag with a new ``start_id``. See docs/lambda.md, "Finding chains to replay".
+A chain expires without any write, so no index can list them: :func:`unfinished` asks
+for known roots' tags, :func:`unfinished_objects` takes the roots from an S3 prefix, and
+:func:`scan_unfinished` reads (and bills) every item of the table.
 """
 
 from __future__ import annotations
@@ -40,8 +37,8 @@ class Unfinished:
 
 
 def unfinished(tracker: AckTracker, tags: Iterable[str]) -> Unfinished:
-    """Which of ``tags`` failed, expired, or have no chain (``status_many``: 100 tags a
-    request on DynamoDB, strongly consistent). Pending and acked chains are left out."""
+    """Which of ``tags`` failed, expired, or have no chain (a strongly consistent
+    ``status_many``). Pending and acked chains are left out."""
     wanted = list(dict.fromkeys(tags))
     found = tracker.status_many(wanted)
     out = Unfinished()
@@ -59,10 +56,9 @@ def unfinished(tracker: AckTracker, tags: Iterable[str]) -> Unfinished:
 def unfinished_objects(
     tracker: AckTracker, s3: Any, bucket: str, prefix: str = ""
 ) -> tuple[Unfinished, dict[str, S3Object]]:
-    """:func:`unfinished` for the objects under ``bucket``/``prefix`` (chains started by
-    :func:`~xor_ack_dynamodb.serverless.process_s3_event` in an unversioned bucket:
-    their tags come from the listing's keys and ETags). Returns the result and the
-    objects by tag, to replay from."""
+    """:func:`unfinished` for the objects under ``bucket``/``prefix`` (chains
+    :func:`~xor_ack_dynamodb.serverless.process_s3_event` started in an unversioned
+    bucket: tags from the listing's keys and ETags), and the objects by tag."""
     objects: dict[str, S3Object] = {}
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for item in page.get("Contents", []):
@@ -79,11 +75,10 @@ def unfinished_objects(
 def scan_unfinished(
     tracker: Any, *, prefix: str | None = None, page_size: int = 1000
 ) -> Iterator[ChainStatus]:
-    """Every failed or expired chain in the table (of tags starting with ``prefix``):
-    a Scan filtered server-side to ``failed`` chains and pending ones whose deadline
-    has passed, then decided by the tracker's rules (the skew margin included). Reads
-    the whole table: for operators. ``tracker`` is an ``XorAckDynamoDB`` (its clock is
-    "now"). Raises :class:`~xor_ack_dynamodb.errors.BadResponse` for a page that is not
+    """Every failed or expired chain of an ``XorAckDynamoDB``'s table (of tags starting
+    with ``prefix``): a Scan filtered server-side to ``failed`` chains and pending ones
+    past their deadline, then decided by the tracker's rules (the skew margin included).
+    Raises :class:`~xor_ack_dynamodb.errors.BadResponse` for a page that is not
     DynamoDB's answer, never reading it as a table with nothing to replay."""
     now = tracker.driver.now()
     names = {"#st": "state", "#dl": "deadline"}

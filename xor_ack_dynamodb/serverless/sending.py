@@ -1,15 +1,11 @@
 """Sending the children a handler declared: SQS messages ten a request, S3 objects one
 a request. Every child carries its envelope, naming where the stamp that sent it landed
-(``after``); on a FIFO queue its edge is also the deduplication id, so a child re-sent
-within SQS's 5-minute window is dropped by SQS.
+(``after``); on a FIFO queue its edge is also the deduplication id.
 
-Any copy of a child is harmless by construction, however it was made: botocore resending
-a ``SendMessageBatch``/``SendMessage``/``PutObject`` whose response was lost, a standard
-queue's own duplicates, a redelivered parent sending its children again, a DLQ redrive.
-Every copy carries the same edge, so the same op id, and its stamp checks for earlier
-copies from ``after`` (no copy of a child can land before its parent's stamp did): the
-second copy is a duplicate, never a second application. Nothing here needs to know
-whether a message was sent twice."""
+Any copy of a child is harmless by construction, however it was made (a resent request
+whose response was lost, a queue's duplicates, a redelivered parent, a DLQ redrive):
+every copy carries the same edge, so the same op id, and its stamp checks for earlier
+copies from ``after``. Nothing here needs to know whether a message was sent twice."""
 
 from __future__ import annotations
 
@@ -32,9 +28,9 @@ BATCH = 10
 
 
 class ChildrenNotSent(XorAckError):
-    """SQS or S3 refused some children. Their edges are in the chain already (the
-    stamp landed first), so the record is retried: its stamp is then a duplicate and the
-    children are sent again."""
+    """SQS refused some children. Their edges are in the chain already (the stamp landed
+    first), so the record is retried: its stamp is then a duplicate and the children are
+    sent again."""
 
 
 def message_attributes(child: Child) -> dict[str, Any]:
@@ -65,11 +61,10 @@ def _entry(index: int, child: Child) -> dict[str, Any]:
 
 
 def send_children(children: Iterable[Child], after: Position | None, pipeline: PipelineParts) -> None:
-    """Send every child (the pipeline's ``sqs`` and ``s3`` clients: only when a child needs
-    one), its envelope naming ``after``, the position where the stamp that started it landed.
-    Raises :class:`ChildrenNotSent` naming what SQS refused (the others were sent), and
-    lets a client error propagate; either way the caller retries the record, which
-    sends them all again (copies are harmless: see the module doc)."""
+    """Send every child, its envelope naming ``after``, the position where the stamp that
+    started it landed. Raises :class:`ChildrenNotSent` naming what SQS refused (the
+    others were sent), and lets a client error propagate; either way the caller retries
+    the record, which sends them all again."""
     by_queue: dict[str, list[Child]] = {}
     for child in children:
         child = replace(child, envelope=replace(child.envelope, after=after))

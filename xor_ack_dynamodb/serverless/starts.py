@@ -1,16 +1,14 @@
 """Starting chains: from any caller (:func:`start`) or from S3 uploads
-(:func:`process_s3_event`, one chain per object).
+(:func:`process_s3_event`, one chain per object). docs/lambda.md, "Starting chains, and
+who owns them".
 
-A start is one ``create`` holding all its children's edges, then the sends (naming the
-chain's start as their ``after``); its incarnation (``start_id``) derives the owner, the
-children's edges and the create's op id ``start:<incarnation>``, so the same start run
-again is a duplicate (sending the children again while the chain is pending: their
-copies are duplicates) and a new incarnation's owner
-refuses the old one's late messages (``NotOwner``). A crash between the create and the
-sends leaves a pending chain that the retried start completes, or that expires and is
-reported, never acked. A start with no children creates its chain on a root edge and
-finishes it at once, so it completes (from the stream) like any other. See
-docs/lambda.md, "Starting chains, and who owns them".
+A start is one ``create`` holding all its children's edges, then the sends; its
+incarnation (``start_id``) derives the owner, the children's edges and the create's op
+id ``start:<incarnation>``, so the same start run again is a duplicate (sending the
+children again while the chain is pending) and a new incarnation's owner refuses the
+old one's late messages (``NotOwner``). A crash between the create and the sends leaves
+a pending chain that the retried start completes, or that expires, never acked. A start
+with no children creates its chain on a root edge and finishes it at once.
 """
 
 from __future__ import annotations
@@ -39,10 +37,9 @@ log = logging.getLogger("xor_ack_dynamodb.serverless")
 
 @dataclass(frozen=True, slots=True)
 class Started:
-    """What a start did: ``created`` False when the chain existed from an earlier run of
-    the same start (a duplicate); ``children`` how many it declared; ``sent`` whether
-    they were sent (not when the duplicate found the chain finished); ``state`` the
-    chain's state as the start left it."""
+    """What a start did: ``created`` False for a duplicate of an earlier run; ``children``
+    how many it declared; ``sent`` whether they were sent (not when a duplicate found the
+    chain finished); ``state`` the chain's state as the start left it."""
 
     tag: str
     owner: str
@@ -63,7 +60,7 @@ def start(
 ) -> Started:
     """Start a chain ``tag`` whose children are ``children`` (message bodies for the
     pipeline's queue) and/or what ``handler(ctx)`` emits. ``start_id`` makes the start
-    idempotent (see the module doc); without it a random incarnation is drawn.
+    idempotent; without it a random incarnation is drawn.
 
     Raises :class:`~xor_ack_dynamodb.errors.TagExists` when another incarnation's chain
     holds the tag (live, or a tombstone within its retention: replay under a new tag),
@@ -151,23 +148,17 @@ def process_s3_event(
     continue_chains: bool = True,
 ) -> dict[str, Any]:
     """Handle an S3 ``ObjectCreated`` event: for each object, ``handler(ctx)`` (with
-    ``ctx.source`` the :class:`S3Object`) declares children, and
-
-    * an object without an envelope starts a chain, tag :attr:`S3Object.tag`, with
-      the upload as its incarnation (:attr:`S3Object.identity`): a redelivered event
-      is a duplicate start (see the module doc);
-    * with ``continue_chains`` (default), an object whose metadata carries an envelope
-      (written by ``ctx.emit_object``) continues its chain: the handler's stamp
-      finishes the object's edge, exactly as for an SQS message. This costs one
-      ``HeadObject`` per object; pass False for a bucket that only receives uploads.
+    ``ctx.source`` the :class:`S3Object`) declares children, and an object without an
+    envelope starts a chain, tag :attr:`S3Object.tag`, incarnation
+    :attr:`S3Object.identity` (a redelivered event is a duplicate start); with
+    ``continue_chains`` (default: one ``HeadObject`` per object), an object whose
+    metadata carries an envelope (``ctx.emit_object``) continues its chain as an SQS
+    message would.
 
     Returns ``{"started": [tags], "continued": [tags], "skipped": [tags]}`` (skipped:
-    a chain of another incarnation holds the tag). Raises the first error after
-    handling every object, so that Lambda retries the event (starts and stamps are
-    idempotent, so the objects that went through are not applied twice). S3 invokes
-    functions asynchronously: a handler that keeps failing is retried by Lambda's async
-    retries, then goes to the function's on-failure destination; a continued chain
-    then expires and is reported.
+    a chain of another incarnation holds the tag, or the envelope is unreadable). Raises
+    the first error after handling every object, so that Lambda retries the event (the
+    objects that went through are not applied twice).
     """
     out: dict[str, list[str]] = {"started": [], "continued": [], "skipped": []}
     first_error: BaseException | None = None
@@ -193,7 +184,7 @@ def process_s3_event(
                     lambda_context=lambda_context,
                 )
                 if outcome == "retry":
-                    raise RetryRecord(f"s3://{obj.bucket}/{obj.key} is to be handled again", outcome=outcome)
+                    raise RetryRecord(f"s3://{obj.bucket}/{obj.key} is to be handled again")
                 out["continued"].append(envelope.tag)
                 continue
             try:

@@ -1,19 +1,13 @@
-"""The chain table's DynamoDB stream: the one trigger of completions.
+"""The chain table's DynamoDB stream: the one trigger of completions (docs/lambda.md,
+"Completion, once").
 
-:func:`process_chain_stream` reads a batch of ``NEW_AND_OLD_IMAGES`` records (a Lambda
-event, or :class:`~.poller.StreamPoller`'s locally) and fires a completion once
-(:mod:`.completion`) where a chain of this pipeline *became* complete, whoever wrote
-the transition. A transition: the new image is complete (stored ``acked``, or a sum of
+:func:`process_chain_stream` reads a batch of ``NEW_AND_OLD_IMAGES`` records and fires a
+completion once (:mod:`.completion`) where a chain of this pipeline *became* complete,
+whoever wrote the transition: the new image is complete (stored ``acked``, or a sum of
 zero whose completer's ``acked`` write is still missing) and the old one was not, or
-belonged to another lineage of the tag; the records of the claim's own writes are not
-transitions. Transitions to ``failed`` and pending chains removed by the TTL are
-counted. Chains of other owners than the pipeline's filter accepts (default ``inc-...``,
-:func:`~.edges.owner_for`), and items that are not chains, are skipped.
-
-Returns Lambda's partial batch response for stream sources: processing stops at the
-first record whose completion cannot fire yet (a live claim, a failed target), and its
-sequence number is returned so that Lambda retries the shard from it. See
-docs/lambda.md, "Completion, once".
+belonged to another lineage of the tag (the claim's own writes are not transitions).
+Transitions to ``failed`` and pending chains removed by the TTL are counted. Chains the
+pipeline's filter refuses, and items that are not chains, are skipped.
 """
 
 from __future__ import annotations
@@ -132,9 +126,11 @@ def read_change(record: Mapping[str, Any], reader: ItemReader) -> Change | None:
 
 def process_chain_stream(event: Mapping[str, Any], *, pipeline: PipelineParts) -> dict[str, Any]:
     """Handle a batch of the chain table's stream records (see the module doc) and return
-    Lambda's partial batch response, ``{"batchItemFailures": [{"itemIdentifier":
-    <sequence number>}]}`` with at most the first record to retry. Never raises for one
-    record; raises ``ValueError`` for an event that is not a batch of stream records."""
+    Lambda's partial batch response: processing stops at the first record whose
+    completion cannot fire yet (a live claim, a failed target), and its sequence number
+    is returned (``{"batchItemFailures": [{"itemIdentifier": <sequence number>}]}``) so
+    that Lambda retries the shard from it. Never raises for one record; raises
+    ``ValueError`` for an event that is not a batch of stream records."""
     records = event.get("Records")
     if not isinstance(records, list):
         raise ValueError("not a DynamoDB stream event: no 'Records' list")
@@ -146,7 +142,7 @@ def process_chain_stream(event: Mapping[str, Any], *, pipeline: PipelineParts) -
         except ValueError as exc:
             log.error("stream record %s skipped: %s", record.get("eventID"), exc)
             continue
-        if change is None or not pipeline.owns(change.chain.tag, change.chain.owner):
+        if change is None or not pipeline.chains(change.chain.tag, change.chain.owner):
             continue
         if change.kind != "completed":
             stats.add(f"chains.{change.kind}")

@@ -1,9 +1,7 @@
 """The one interface every tracker of a flavour (sync or asyncio) implements, so pipeline
-code can take any of them. Its methods' signatures are the tracker's own
-(:class:`~xor_ack_dynamodb.drivers.AsyncTracker`, where each is written once, with its
-guarantees and errors), taken by :func:`same_signature`: mypy checks a caller of the
-protocol, and each tracker against it, on exactly those. Written for asyncio; the sync
-protocol is generated from it by ``scripts/unasync.py``.
+code can take any of them. Its signatures are taken by :func:`same_signature` from
+:class:`~xor_ack_dynamodb.drivers.AsyncTracker`, where each is written once with its
+guarantees and errors; mypy checks callers and trackers on exactly those.
 """
 
 from __future__ import annotations
