@@ -98,7 +98,7 @@ MUTANTS: list[Mutant] = [
         "serverless/records.py",
         "    children = ctx.children\n",
         "    children = ctx.children\n"
-        "    send_children(children, client=pipeline.client, stats=pipeline.stats)\n",
+        "    send_children(children, env.after, pipeline)\n",
         (f"{GUARDS}::test_a_record_whose_stamp_is_refused_or_fails_sends_no_child",),
     ),
     Mutant(
