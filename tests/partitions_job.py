@@ -60,7 +60,7 @@ class KillOnce:
     def __call__(self, step: str, partition: int) -> None:
         from pyspark import TaskContext
 
-        from xor_ack_dynamodb.spark.faults import TaskKilled
+        from xor_ack_dynamodb.spark.rdd.executor import TaskKilled
 
         context = TaskContext.get()
         if context is None or context.attemptNumber() != 0 or (partition // 2) % self.every:

@@ -131,7 +131,7 @@ def test_the_heartbeat_keeps_live_chains_and_drops_ended_ones(config: AckConfig,
     assert statuses["live"].state == statuses["later"].state == "pending"  # past their first deadline
     figures = beat.figures()
     assert figures["heartbeat.not_yet"] >= 1 and figures["heartbeat.dropped"] == 2
-    assert figures["heartbeat.requests"] > 0 and beat.requests_per_chain_minute
+    assert figures["heartbeat.requests"] > 0 and figures["heartbeat.requests_per_chain_minute_x1000"]
     # Touched no more (its driver gone): it expires.
     time.sleep(TTL + SKEW + 1.1)
     assert tracker.status("live").state == "expired"

@@ -17,7 +17,7 @@ from pyspark import cloudpickle
 
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.spark import CsvPartitionWriter, FrameTracking, RDDTracking, RunReport
-from xor_ack_dynamodb.spark.metrics import METRICS, figures, parse_summary, run_tag, summary
+from xor_ack_dynamodb.spark.metrics import METRICS, parse_summary, run_tag, summary
 
 pytestmark = pytest.mark.spark
 
@@ -61,7 +61,7 @@ def check_published(sc: Any, report: RunReport, run_id: str, attempts: list[int]
     assert last["tasks"] == 0
     parsed = parse_summary(last["description"])
     assert parsed is not None and parsed[0] == run_id
-    assert parsed[1] == figures(report)
+    assert parsed[1] == report.figures()
     assert list(parsed[1]) == list(METRICS)
     return parsed[1]
 

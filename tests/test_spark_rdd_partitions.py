@@ -31,7 +31,6 @@ from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking, read_csv_parts
 from xor_ack_dynamodb.spark.rdd.executor import Carry, Ledger, RunSpec
 from xor_ack_dynamodb.spark.rdd.steps import Raised, combine
 from xor_ack_dynamodb.spark.rdd.tracked import MIXED, Pass, Sunk
-from xor_ack_dynamodb.spark.tags import TagScheme
 
 pytestmark = pytest.mark.spark
 
@@ -129,7 +128,7 @@ def test_a_ledger_flushed_twice_carries_the_same_sets() -> None:
     """What a retried task does, step by step: the same ledger flushed twice emits the
     same carrier (sets: the first reason and note per root, no counts, no XOR), so the
     driver, handed one result per partition, learns the same whatever ran twice."""
-    spec = RunSpec(TagScheme("run", "00112233445566ff"), 1)
+    spec = RunSpec(1)
     carried = []
     for _ in range(2):  # a map partition failing one root twice and noting another
         step = Ledger(spec, "1-map", 0)

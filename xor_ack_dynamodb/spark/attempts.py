@@ -1,28 +1,10 @@
-"""The driver's attempt loop: one for every tracked run, whatever its path.
+"""The driver's attempt loop, one for every tracked run.
 
-Every tracked Spark run goes through the same steps on the driver (or the Connect
-client), in :meth:`Driver.attempt`: **start** the attempt's chains, **run** its job
-inside a **heartbeat** (:mod:`.heartbeat`), **settle** how each chain ended
-(:func:`~.chains.settle`: read it, fail it if it can no longer complete), and count
-what it cost in :attr:`Driver.counts`, once. :meth:`Driver.run_attempts` adds the
-**replay**: attempt after attempt over the roots whose chains did not end acked. The
-paths differ only in the hooks of a :class:`Plan`:
-
-==================  ===============================  ===========  ============================
-path                start                            attempts     a chain still pending after
-                                                                  its job
-==================  ===============================  ===========  ============================
-run (RDD or         the driver creates the chains    replayed     failed (and replayed)
-DataFrame)          (:meth:`Driver._create`), in the
-                    background while the job runs
-handed (RDD or      one stamp continues each, before one          pending if the job's part is
-DataFrame)          the job (refused: left out)                   done, else failed
-streaming batch     create or continue, background   one a batch  pending while its root is
-                                                                  open, else failed
-==================  ===============================  ===========  ============================
-
-Both APIs ack what their sink committed through :meth:`Driver.commit`, and count
-requests one way: the driver's (executors send none).
+:meth:`Driver.attempt` starts the attempt's chains, runs its job inside a heartbeat,
+settles how each chain ended (:func:`~.chains.settle`: one that can no longer complete is
+failed) and counts what it cost; :meth:`Driver.run_attempts` replays the roots whose
+chains did not end acked. A :class:`Plan` holds what differs between a run, handed chains
+and a streaming batch. Executors send no request.
 """
 
 from __future__ import annotations
@@ -52,8 +34,7 @@ from .chains import (
     settle,
     snapshot,
 )
-from .edges import EdgeKey
-from .group import Group, group_for
+from .edges import EdgeKey, Group, group_for
 from .heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_tracker
 from .metrics import RunMetrics
 from .outcomes import Attempt, RootOutcome, RunObserver, RunReport, record_attempt
@@ -64,7 +45,7 @@ if TYPE_CHECKING:
     from ..config import AckConfig
     from ..interfaces import AckTracker
 
-__all__ = ["Driver", "Plan", "DRIVER_THREADS", "new_run_id", "check_roots", "job_error", "job_error_detail"]
+__all__ = ["Driver", "Plan", "DRIVER_THREADS", "new_run_id", "check_roots", "job_error"]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
@@ -74,15 +55,13 @@ DRIVER_THREADS = 10
 
 
 def new_run_id() -> str:
-    """A fresh run id: UTC time and 32 random bits (a readable name for a run; tags also
-    carry a random nonce per tracking object, so run ids need not be unique)."""
+    """A readable run id: UTC time and 32 random bits (tags carry a nonce besides)."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
 
 
 def check_roots(scheme: TagScheme, keys: Sequence[Any], max_attempts: int) -> list[str]:
-    """The escaped keys of the roots, after checking, before anything is written, that
-    no two roots share a key and that every tag up to ``max_attempts`` is valid.
-    Raises :class:`InvalidConfig` or :class:`~xor_ack_dynamodb.errors.InvalidTag`."""
+    """The roots' escaped keys, once checked before any write: no two alike, every tag
+    up to ``max_attempts`` valid (:class:`InvalidConfig`, ``InvalidTag``)."""
     if max_attempts < 1:
         raise InvalidConfig(f"max_attempts must be at least 1, got {max_attempts}")
     escaped = [escape_key(k) for k in keys]
@@ -98,12 +77,9 @@ _RAISED = re.compile(r"^[A-Za-z_][\w.]*: \S")
 
 
 def job_error(exc: BaseException) -> str:
-    """How a job's error is reported (an outcome's reason, ``RunReport.job_errors``, the
-    log's warning): the exception's class and the first line of its message. A Java
-    exception PySpark did not convert (``Py4JJavaError``) is named by its Java class and
-    message; an error raised in a Python worker (``PythonException``) by the Python
-    exception its traceback ends with. The rest (Java stack, traceback) is for the log at
-    debug level (:func:`job_error_detail`)."""
+    """A job's error as reported (reasons, ``RunReport.job_errors``, the log): its class
+    and first line; a ``Py4JJavaError`` by its Java class and message, a
+    ``PythonException`` by the Python exception its traceback ends with."""
     name = type(exc).__name__
     java = getattr(exc, "java_exception", None)
     if name == "Py4JJavaError" and java is not None:
@@ -121,35 +97,21 @@ def job_error(exc: BaseException) -> str:
     return f"{name}: {lines[0] if lines else repr(exc)}"
 
 
-def job_error_detail(exc: BaseException) -> str:
-    """All a job's error says: its message with the Java stack (PySpark's converted
-    exceptions keep it apart from their message) or the worker's traceback."""
-    stack = getattr(exc, "_stackTrace", None)
-    text = str(exc)
-    return f"{text}\n\nJVM stacktrace:\n{stack}" if stack and str(stack) not in text else text
-
-
 @dataclass
 class Plan:
-    """One attempt: its chains, its job, and the hooks of its path (defaults: a run's own
-    chains, see the module doc)."""
+    """One attempt: its chains, its job, the hooks of its path (module doc)."""
 
     tags: list[str]
-    #: ``job(starting)`` runs the attempt's Spark job; ``starting`` resolves to what
-    #: :attr:`start` returned.
+    #: ``job(starting)``; ``starting`` resolves to what :attr:`start` returned.
     job: Callable[[Future[Started]], object]
-    #: How the log and the report name the attempt (``attempt 2``).
     label: str
-    #: Who the chains belong to (named by every fail), one for all or per tag.
+    #: Who the chains belong to, one for all or per tag.
     owner: Owners
-    #: Starts the chains on the driver (creates them, or continues handed ones).
     start: Callable[[], Started]
-    #: The owner the heartbeat names (None: chains checked against their own owners).
+    #: The owner the heartbeat names (None: each chain's own).
     beat_owner: str | None = None
-    #: Start before the job, which then runs over the started chains only (default: in
-    #: the background, while the job runs).
+    #: Start before the job, which then runs over the started chains only.
     start_first: bool = False
-    #: Read after the job: the notes of the chains' records.
     notes: Callable[[], Mapping[str, str]] = dict
     #: Outcomes the job's own stamps and fails decided (not read again).
     known: Mapping[str, Attempt] | None = None
@@ -157,8 +119,8 @@ class Plan:
     refused_state: str = "failed"
     pending: Callable[[str], str | None] = lambda tag: STILL_PENDING
     missing: str = "the chain was never created"
-    #: Errors of the job that propagate (after the chains are settled, with
-    #: ``settle_raised``); any other error ends the attempt and is reported.
+    #: Errors of the job that propagate (after a settle, with ``settle_raised``); any
+    #: other ends the attempt and is reported.
     raises: tuple[type[BaseException], ...] = (XorAckError,)
     settle_raised: bool = True
 
@@ -169,22 +131,18 @@ def _job_failed(pending: Callable[[str], str | None], error: str, tag: str) -> s
 
 
 class Driver:
-    """The driver's side of a tracked run (the base of
-    :class:`~xor_ack_dynamodb.spark.RDDTracking` and
-    :class:`~xor_ack_dynamodb.spark.FrameTracking`): its chains' tags, the driver's
-    tracker, the heartbeat, the counters, and the attempt loop (module doc).
+    """The driver's side of a tracked run (the base of ``RDDTracking`` and
+    ``FrameTracking``).
 
-    :param config: the chains' table (picklable).
-    :param run_id: a readable name for the run in tags and op ids (default:
-        :func:`new_run_id`); tags also carry a random nonce drawn here (or ``nonce``),
-        so chains are never shared with another run, whatever its run id.
+    :param run_id: a readable name in tags and op ids; tags also carry a random nonce
+        (or ``nonce``): no two runs share a chain.
     :param tracker: the driver's tracker (default: the one ``config`` describes).
-    :param heartbeat: keep the attempt's pending chains from expiring while its job runs
-        (``True``, default: every ``ttl / 3``), ``False``, or a
-        :class:`~xor_ack_dynamodb.spark.heartbeat.HeartbeatPolicy`.
+    :param heartbeat: keep the attempt's chains alive while its job runs: ``True``,
+        ``False`` or a :class:`~.heartbeat.HeartbeatPolicy`.
+    :param transactions: send creates and stamps as ``create_many``/``stamp_many``.
 
-    Raises :class:`InvalidConfig` (before any request) for a tracker or config with
-    ``delete_on_ack``, a bad mode or edge size, or a bad heartbeat setting.
+    Raises :class:`InvalidConfig` before any request for ``delete_on_ack``, a bad mode
+    or edge size, or a bad heartbeat.
     """
 
     def __init__(
@@ -195,10 +153,9 @@ class Driver:
         nonce: str | None,
         tracker: AckTracker | None,
         heartbeat: bool | HeartbeatPolicy,
-        threads: int,
+        transactions: bool,
         edge_key: bytes | None = None,
         edge_size: int = 8,
-        mode: str | None = None,
     ) -> None:
         self.heartbeat = HeartbeatPolicy.of(heartbeat)
         self.config = config
@@ -206,19 +163,15 @@ class Driver:
         self.run_id = self.tags.run_id
         self.tracker: AckTracker = tracker if tracker is not None else XorAckDynamoDB.from_config(config)
         refuse_delete_on_ack(self.tracker, config)
-        self.group: Group = group_for(mode or self.tracker.mode, edge_size)
+        self.group: Group = group_for(self.tracker.mode, edge_size)
         self.edges = EdgeKey(edge_key if edge_key is not None else secrets.token_bytes(32), edge_size)
-        self.edge_size = self.edges.size
-        self.threads = threads
+        self.threads = DRIVER_THREADS
+        self.transactions = transactions
         self.counts: Counter[str] = Counter()
 
-    #: Send creates and stamps as ``create_many`` / ``stamp_many`` (TransactWriteItems
-    #: of up to 100 chains); set by the subclasses' ``transactions=``.
-    transactions: bool = False
-
     def _create(self, edges: Mapping[str, int], attempt: int) -> Started:
-        """Create the attempt's chains ``tag -> root edge`` (:func:`~.chains.create_chains`,
-        op ids ``<owner>.<attempt>/create/<tag>``, owned by the run); counted."""
+        """Create the attempt's chains ``tag -> root edge`` (op ids
+        ``<owner>.<attempt>/create/<tag>``, owned by the run)."""
         clock = time.perf_counter()
         try:
             created, refused = create_chains(
@@ -236,10 +189,17 @@ class Driver:
         self.counts["chains_refused"] += len(refused)
         return created, refused
 
+    def own_plan(
+        self, number: int, edges: Mapping[str, int], job: Callable[..., object], **hooks: Any
+    ) -> Plan:
+        """Attempt ``number`` of the run's own chains ``tag -> root edge``, created while
+        ``job`` runs."""
+        start = partial(self._create, edges, number)
+        owner = self.tags.owner
+        return Plan(list(edges), job, f"attempt {number}", owner, start, beat_owner=owner, **hooks)
+
     def requests(self) -> Counter[str]:
-        """What the driver did: creates, stamps, fails, reads (by operation), events, the
-        heartbeat's (a tracker without request statistics, such as ``MemoryAck``, adds
-        none)."""
+        """The run's counts and its trackers' requests."""
         total = Counter(self.counts)
         total.update(snapshot(self.tracker))
         return total
@@ -257,13 +217,9 @@ class Driver:
         group: Group | Mapping[str, Group] | None = None,
         known: dict[str, Attempt] | None = None,
     ) -> Counter[str]:
-        """Ack what a job's committed output owes its chains (the sink of either API):
-        once the attempt's creates are done (``starting``; None: every chain is the
-        job's), stamp each chain it started once with its amount and fail the failed
-        ones (:func:`~.chains.apply_acks`: op ids ``<op_prefix>/<tag>``, by default owned
-        by the run and in its group); keep their notes in ``noted``. A chain not started
-        (another writer's) is left alone. Returns the counts, also added to
-        :attr:`counts`."""
+        """Ack what a committed sink owes the chains it started (``starting``; None: all):
+        stamp each once, fail the failed ones (:func:`~.chains.apply_acks`), keep their
+        notes in ``noted``. Returns the counts."""
         if starting is not None:
             clock = time.perf_counter()
             started = starting.result()[0]
@@ -299,22 +255,17 @@ class Driver:
         observer: RunObserver | None,
         progress: bool | None = None,
     ) -> RunReport:
-        """Attempt after attempt (``plan(number, roots, keys, tags)`` of the roots still
-        to do), until every root's chain is acked, failed permanently or refused, or
-        ``max_attempts`` attempts were made. Raises :class:`InvalidConfig` before
-        anything is written if ``key`` gives two roots the same key, and
-        :class:`~xor_ack_dynamodb.errors.InvalidTag` if a tag would be too long. The
-        run's progress and figures are published to Spark (:mod:`.metrics`); its
-        progress is shown (:class:`~.progress.RunProgress`: a bar on a terminal, log
-        lines otherwise) when ``progress`` is true, or is None and no ``observer`` is
-        given (an observer of the caller's shows it)."""
+        """Attempt after attempt (``plan(number, roots, keys, tags)`` of the roots left)
+        until every root's chain is acked, failed permanently or refused, or
+        ``max_attempts`` were made; progress shown if ``progress``, or if None without an
+        ``observer``."""
         raw_keys = [key(root) for root in roots]
         keys = check_roots(self.tags, raw_keys, max_attempts)
         outcomes = [RootOutcome(root, k) for root, k in zip(roots, keys, strict=True)]
         errors: list[str] = []
         todo = list(range(len(roots)))
         shown = observer is None if progress is None else progress
-        metrics = RunMetrics.of(self)
+        metrics = RunMetrics(self.run_id, getattr(self, "spark", None) or getattr(self, "sc", None))
         display = RunProgress(metrics.context, total=len(roots)) if shown else None
         observers = [o for o in (display, observer) if o is not None]
         with metrics, display or nullcontext():
@@ -339,8 +290,7 @@ class Driver:
             return report
 
     def attempt(self, plan: Plan) -> tuple[dict[str, Attempt], str | None]:
-        """One attempt (module doc). Returns how each chain ended and the error of a
-        job that failed (None if it succeeded)."""
+        """One attempt (module doc): how each chain ended, and the job's error or None."""
         error: str | None = None
         with ThreadPoolExecutor(1, thread_name_prefix="xor-ack-start") as background:
             starting: Future[Started] = Future()
@@ -362,14 +312,16 @@ class Driver:
                 except Exception as exc:  # Py4JJavaError and friends: Spark aborted the job
                     error = job_error(exc)
                     log.warning("%s: the job failed: %s", plan.label, error)
-                    log.debug("%s: the job's error in full: %s", plan.label, job_error_detail(exc))
+                    stack = getattr(exc, "_stackTrace", None)  # the Java stack PySpark keeps apart
+                    more = f"\n\nJVM stacktrace:\n{stack}" if stack and str(stack) not in str(exc) else ""
+                    log.debug("%s: the job's error in full: %s%s", plan.label, exc, more)
                 finally:
                     beat.add_to(self.counts, self.tracker)
             return self._settle(plan, starting, error), error
 
     def _settle(self, plan: Plan, starting: Future[Started], error: str | None = None) -> dict[str, Attempt]:
-        """How the attempt's chains ended. A chain left still pending by a job that
-        failed is failed with the job's error as its reason (what a user looks for)."""
+        """How the attempt's chains ended; a chain a failed job left pending is failed
+        with the job's error as its reason."""
         refused = dict(starting.result()[1])
         clock = time.perf_counter()
         try:

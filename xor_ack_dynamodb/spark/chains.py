@@ -1,9 +1,8 @@
 """The driver's requests on a run's chains, shared by every tracked path: create them,
 stamp or fail them with what a job committed, and settle how each one ended.
 
-Every request here names the chain's owner, so the tracker refuses (``NotOwner``) a
-chain of another writer; such a chain is never stamped, failed or reported acked (see
-:mod:`.outcomes`).
+Every request names the chain's owner, so the tracker refuses (``NotOwner``) another
+writer's chain: it is never stamped, failed or reported acked (:mod:`.outcomes`).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from ..errors import (
     XorAckError,
 )
 from ..interfaces import AckTracker
-from .group import Group
+from .edges import Group
 from .outcomes import CONFLICT, Attempt
 
 if TYPE_CHECKING:
@@ -36,38 +35,22 @@ if TYPE_CHECKING:
     from ..stamps import Stamp, Sum
     from ..status import ChainStatus
 
-__all__ = [
-    "snapshot",
-    "pool_map",
-    "refuse_delete_on_ack",
-    "create_chains",
-    "split_refusals",
-    "apply_acks",
-    "settle",
-    "Started",
-    "Owners",
-    "STILL_PENDING",
-    "WAITING",
-    "CHAIN_ENDED",
-]
+__all__ = ["create_chains", "apply_acks", "settle", "Started", "Owners", "STILL_PENDING", "CHAIN_ENDED"]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
 #: The chains an attempt started, and why each of the others was not started.
 Started = tuple[set[str], dict[str, str]]
-#: The owner every request to a chain names: one for all chains, or per tag.
 Owners = str | Mapping[str, str]
 #: Why a run fails a chain still pending once its job has returned.
 STILL_PENDING = "still pending when its job ended"
-#: What is reported for a chain left pending (its other edges are held elsewhere).
+#: Why a chain is left pending (its other edges are held elsewhere).
 WAITING = "this job's part is done; the chain waits on other edges"
-#: How a chain that ended (or is gone) refuses a request: nothing sent to it matters now.
+#: How a chain that ended (or is gone) refuses a request.
 CHAIN_ENDED = (TagAcked, TagFailed, TagExpired, TagNotFound)
 
 
 def snapshot(tracker: AckTracker) -> Counter[str]:
-    """The tracker's counters so far (:meth:`RequestStats.snapshot`: ``requests``,
-    ``requests.<Operation>``, ``conflicts``, ``retries``, ``duplicates``)."""
     return Counter(tracker.stats.snapshot())
 
 
@@ -76,9 +59,8 @@ def owner_of(owners: Owners, tag: str) -> str:
 
 
 def refuse_delete_on_ack(tracker: object, config: AckConfig) -> None:
-    """Raise :class:`InvalidConfig` for a run whose chains would be deleted when they
-    complete: the driver reads how each chain ended after its job, and a deleted chain
-    reads as missing (its root would be replayed although its output was written)."""
+    """Raise :class:`InvalidConfig` for ``delete_on_ack``: the driver reads how each chain
+    ended, and a deleted one reads missing (its root would be replayed)."""
     if config.delete_on_ack or getattr(tracker, "delete_on_ack", False):
         raise InvalidConfig(
             "tracked Spark runs read each chain's outcome after the job: use a tracker "
@@ -106,22 +88,11 @@ def create_chains(
     exists: Callable[[str, XorAckError], str | None] | None = None,
     replace_expired: bool = True,
 ) -> Started:
-    """Create each chain ``tag -> value`` (sent as ``group.value(value)``: bytes for
-    xor chains, the int for sum chains; op id ``<op_prefix>/<tag>``, owned by
-    ``owner``), up to ``threads`` at a time. Returns the tags created here (a re-sent
-    create of our own is recognised by its op id and counts as created) and, for the
-    others, why not: ``TagExists`` means another writer's chain (the tracker remembers a
-    create's op id for the chain's whole life), to be left alone (``CONFLICT``). Other
-    errors propagate (the attempt's job should not start without its chains).
-
-    ``exists(tag, error)``, if given, decides instead for a create refused with
-    ``TagExists`` or ``OpIdReused``: it returns None (the chain counts as started, e.g.
-    it continued the chain) or why not. ``replace_expired`` is ``create()``'s: False
-    keeps a chain that timed out (refused as ``TagExists``, in the create's condition).
-
-    With ``transactions``, the creates go out as ``create_many`` (TransactWriteItems of
-    up to 100 conditional puts: one request per 100 chains, but twice the write units
-    of single puts on DynamoDB), from one thread."""
+    """Create each chain ``tag -> value`` (op id ``<op_prefix>/<tag>``, owned by
+    ``owner``). Returns the tags created (a re-sent create of ours counts) and why the
+    others were not: ``TagExists`` is another writer's chain (``CONFLICT``), unless
+    ``exists(tag, error)`` decides (on ``TagExists``, ``OpIdReused``; None: started).
+    Other errors propagate."""
 
     keep_known(tracker, len(chains))
 
@@ -155,20 +126,15 @@ def create_chains(
 
 
 def keep_known(tracker: AckTracker, count: int) -> None:
-    """Let ``tracker`` keep the last known values of ``count`` chains at least, so that
-    the stamps of an attempt's chains find them where their creates left them: past its
-    cache (the tracker's ``cache_size``, default 10,000), each stamp would read its chain
-    again (one ``BatchGetItem`` per 100 chains more, and a run's cost per root growing
-    with its roots). A few hundred bytes a chain. A tracker without a cache, or with
-    it disabled, is left as it is."""
+    """Let ``tracker``'s cache keep ``count`` chains at least, so that an attempt's stamps
+    find their chains where the creates left them (past it, each stamp reads again)."""
     cache = getattr(getattr(tracker, "driver", None), "cache", None)
     if isinstance(cache, LastKnown):
         cache.reserve(count)
 
 
 def split_refusals(pairs: Iterable[tuple[str, str | None]]) -> Started:
-    """``(tag, why)`` pairs as the tags that went through (``why`` None) and, for the
-    others, why not."""
+    """``(tag, why)`` pairs as the tags that went through (``why`` None) and the others."""
     whys = dict(pairs)
     refused = {t: why for t, why in whys.items() if why is not None}
     return set(whys) - set(refused), refused
@@ -186,24 +152,10 @@ def apply_acks(
     known: dict[str, Attempt] | None = None,
     transactions: bool = False,
 ) -> Counter[str]:
-    """Apply a job's outcome to its chains, up to ``threads`` at a time: ``fail`` each
-    chain in ``failures`` (with its reason), ``stamp`` each other chain of ``stamps`` with
-    its merged pending stamp (sent as ``group.value(stamp)``; op id
-    ``<op_prefix>/<tag>``: applying the same outcome twice changes nothing), each naming
-    its owner (``group`` and ``owner`` are one for all chains, or per tag). A chain
-    already failed, expired, acked or gone is skipped (its outcome no longer depends on
-    this job), and so is a chain of another owner (``conflicts``).
-    Returns counts: ``stamps``, ``chains_acked``, ``chains_failed``, ``skipped``,
-    ``conflicts``.
-
-    ``known``, if given, receives the outcome of every chain whose request here decided
-    it (a stamp that completed the chain, a fail that was applied): final states that
-    :func:`settle` then need not read again. Both requests named ``owner`` and the
-    tracker refuses them on a chain of another owner, so these are the run's own.
-
-    With ``transactions``, the stamps go out as ``stamp_many`` (their reads as
-    BatchGetItem, their writes as TransactWriteItems of up to 100: twice the write units
-    of single writes on DynamoDB); fails stay single requests."""
+    """Apply a job's outcome: ``fail`` each chain of ``failures``, ``stamp`` each other
+    chain of ``stamps`` (op id ``<op_prefix>/<tag>``: applied twice, it changes nothing),
+    naming its owner. A chain that ended or is gone is skipped, another owner's is a
+    conflict. Returns counts; ``known`` receives the outcomes these requests decided."""
 
     def group_of(tag: str) -> Group:
         return group if isinstance(group, Group) else group[tag]
@@ -258,8 +210,6 @@ def apply_acks(
 
 
 def _many(tracker: AckTracker, name: str) -> Any:
-    """The tracker's ``create_many``/``stamp_many`` (``XorAckDynamoDB``, ``MemoryAck``);
-    :class:`InvalidConfig` for a tracker without it."""
     method = getattr(tracker, name, None)
     if method is None:
         raise InvalidConfig(f"transactions=True needs a tracker with {name} (XorAckDynamoDB, MemoryAck)")
@@ -278,15 +228,12 @@ def settle(
     pending: Callable[[str], str | None] = lambda tag: STILL_PENDING,
     missing: str = "the chain was never created",
 ) -> dict[str, Attempt]:
-    """How each chain of a finished attempt ended. ``refused`` tags (not started by this
-    run) are reported ``refused_state`` with their reason and never read, failed or
-    reported acked; so is a chain whose ``owner`` is not its owner (``CONFLICT``).
-    ``known`` outcomes (final states the run's own stamps and fails returned, see
-    :func:`apply_acks`) are taken as they are, without a read; every other chain is read
-    (``status_many``). For a chain still pending, ``pending(tag)`` says why it can no
-    longer complete (it is failed here, so that no late write can ack it), or None: it
-    is left pending (reported ``pending``, :data:`WAITING`). A chain not found is
-    reported ``missing``, with the reason ``missing``."""
+    """How each chain of a finished attempt ended. ``refused`` tags (not started) are
+    reported ``refused_state`` and never read, failed or reported acked; nor is a chain
+    of another owner (``CONFLICT``). ``known`` outcomes are taken as they are; the other
+    chains are read. A chain still pending is failed with ``pending(tag)`` (so that no
+    late write can ack it), or left pending if that is None. One not found is reported
+    ``missing``, reason ``missing``."""
     refused = dict(refused or {})
     notes = notes or {}
     known = {t: a for t, a in (known or {}).items() if t not in refused}

@@ -22,9 +22,8 @@ def is_connect(spark: object) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-#: Settings for a small, quiet context: our own progress display replaces Spark's
-#: console bar, the UI is not needed, and Python workers are reused between tasks (so
-#: each keeps its tracker and boto3 client).
+#: A quiet context: our progress replaces Spark's console bar; no UI; Python workers
+#: reused between tasks.
 QUIET = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -32,12 +31,10 @@ QUIET = {
 }
 
 
-#: Spark's default log4j profile logs at INFO until ``setLogLevel`` runs and announces
-#: itself; this one starts at WARN and silences the native-Hadoop notice. It prints an
-#: exception as its first line only, and cuts the Java stack a message carries (a lost
-#: task's): one failed job printed about 190 lines of stack per attempt, which hid its
-#: cause. A tracked run reports the cause itself and logs the whole error on the logger
-#: ``xor_ack_dynamodb.spark`` at DEBUG (docs/spark.md, "Failures").
+#: A log4j profile that starts at WARN, silences the native-Hadoop notice and prints an
+#: exception's first line only, without the Java stack a message carries (which hid a
+#: failed job's cause); a tracked run logs the whole error at DEBUG (docs/spark.md,
+#: "Failures").
 _LOG4J2 = """\
 rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = console
@@ -59,22 +56,17 @@ def _log4j2_file() -> str:
 
 
 def under_spark_submit() -> bool:
-    """True when this Python process was started by ``spark-submit`` (which starts the
-    JVM first and hands its gateway to Python): the master then comes from there."""
+    """True when ``spark-submit`` started this process (the master comes from there)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def get_context(
     master: str | None = None, app_name: str = "xor-ack", conf: Mapping[str, str] | None = None
 ) -> tuple[SparkContext, bool]:
-    """The active SparkContext if there is one, else a new one; returns it and whether
-    it was created here (then the caller stops it).
-
-    A new context gets ``master`` (default ``local[*]``, or spark-submit's), the
-    :data:`QUIET` settings and ``conf``, and its Python workers run this interpreter
-    unless ``PYSPARK_PYTHON`` says otherwise (so an editable install imports on them).
-    Log level is set to WARN.
-    """
+    """The active SparkContext, else a new one, and whether it was created here (then
+    the caller stops it). A new one gets ``master`` (default ``local[*]``, or
+    spark-submit's), :data:`QUIET` and ``conf``, and its workers run this interpreter
+    unless ``PYSPARK_PYTHON`` says otherwise."""
     from pyspark import SparkConf, SparkContext
 
     active = SparkContext._active_spark_context
@@ -89,8 +81,7 @@ def get_context(
             "spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{_log4j2_file()}"
         )
         if master.startswith("local"):
-            # Local mode talks to itself only: bind to loopback (and skip Spark's
-            # warning about a hostname that resolves to it).
+            # Local mode talks to itself only: bind to loopback.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     elif master is not None:
         spark_conf.setMaster(master)
@@ -108,12 +99,9 @@ def get_session(
     app_name: str = "xor-ack",
     conf: Mapping[str, str] | None = None,
 ) -> tuple[SparkSession, bool]:
-    """A SparkSession and whether it was created here (then the caller stops it).
-
-    With ``remote`` (``sc://host:port``), a Spark Connect session (no SparkContext);
-    ``conf`` is applied to it with ``spark.conf.set``. Otherwise the classic session on
-    :func:`get_context`'s SparkContext (the active one if any).
-    """
+    """A SparkSession and whether it was created here: with ``remote``
+    (``sc://host:port``) a Spark Connect session, ``conf`` set on it; else the classic
+    session on :func:`get_context`'s SparkContext."""
     from pyspark.sql import SparkSession
 
     if remote is not None:

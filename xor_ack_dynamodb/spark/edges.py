@@ -1,24 +1,23 @@
-"""Root edges, keyed per run: the value each root's chain is created with and finished by.
-
-A root's edge must be the same on every attempt of a run that uses the same key (a
-re-run streaming micro-batch sends the very values its first run sent) and unrelated
-across runs, and nobody without the run's key can predict it: a keyed BLAKE2b of the
-root's label (the run's 32-byte key). Edges are 8 to 64 bytes wide (a multiple of 8) and
-never zero.
+"""Root edges, keyed per run: the value each root's chain is created holding (``r``) and
+finished by, one stamp: ``r`` itself in xor mode (``size`` big-endian bytes), ``-r`` in
+sum mode (an int). An edge is a keyed BLAKE2b of the root's label: the same under the
+same key (a re-run streaming micro-batch sends what its first run sent), unrelated
+across runs, unpredictable without the key; 8 to 64 bytes wide, never zero.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
+from typing import Literal
 
 from ..errors import InvalidConfig
 
-__all__ = ["EdgeKey"]
+__all__ = ["EdgeKey", "Group", "group_for"]
 
 
 class EdgeKey:
-    """Root edges of one run: ``key`` (at most 64 bytes are used) and the edge ``size``
-    in bytes (a multiple of 8, from 8 to 64). Picklable; cheap to build."""
+    """Root edges of one run: ``key`` (16 to 64 bytes used) and the edge ``size``."""
 
     __slots__ = ("key", "size", "_keyed")
 
@@ -38,11 +37,40 @@ class EdgeKey:
         self.__init__(*state)  # type: ignore[misc]
 
     def root(self, label: str | bytes) -> int:
-        """A root edge named by ``label`` (a chain's tag): the same on every attempt of a
-        task, unrelated across runs. Never zero."""
+        """The root edge named by ``label`` (a chain's tag)."""
         data = label.encode("utf-8", "surrogatepass") if isinstance(label, str) else bytes(label)
         h = self._keyed.copy()
         for part in (b"root", data):
             h.update(len(part).to_bytes(4, "big"))
             h.update(part)
         return int.from_bytes(h.digest(), "big") or 1
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """The group of one tracked run's chains."""
+
+    mode: Literal["xor", "sum"]
+    size: int = 8
+
+    @property
+    def is_sum(self) -> bool:
+        return self.mode == "sum"
+
+    def value(self, amount: int) -> bytes | int:
+        """What the tracker is sent for ``amount`` (module doc)."""
+        return amount if self.mode == "sum" else amount.to_bytes(self.size, "big")
+
+    def finished(self, committed: int) -> int:
+        """The stamp that finishes a chain created holding ``committed``."""
+        return -committed if self.mode == "sum" else committed
+
+
+def group_for(mode: object, edge_size: int) -> Group:
+    """The group for ``mode`` and ``edge_size``-byte edges (sum mode: 8, the core's
+    limit); :class:`InvalidConfig` otherwise."""
+    if mode not in ("xor", "sum"):
+        raise InvalidConfig(f"mode must be 'xor' or 'sum', got {mode!r}")
+    if mode == "sum" and edge_size != 8:
+        raise InvalidConfig(f"sum-mode chains take 64-bit edges: edge_size must be 8, got {edge_size}")
+    return Group(mode, edge_size)

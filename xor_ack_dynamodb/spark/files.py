@@ -1,12 +1,8 @@
-"""Which files a path names, by one rule for every caller: the command line's inputs
-(``xor-ack wordcount DIR``, :func:`find_inputs`) and a tracked run's roots
-(:meth:`~xor_ack_dynamodb.spark.frame.FrameAttempt.read_text` of a directory root,
-:func:`files_under`).
-
-A file is itself; a local directory (a path, or a ``file:`` URI) is the files under it
-at any depth, hidden ones (a name starting with ``.`` anywhere below it) skipped,
-sorted; ``s3://bucket/prefix/`` (ending with ``/``) is the objects under the prefix,
-``s3://bucket/key`` the object itself.
+"""Which files a path names, one rule for the command line's inputs (:func:`find_inputs`)
+and a tracked run's directory roots (:func:`files_under`): a file is itself; a local
+directory (a path or a ``file:`` URI) the files under it, sorted, hidden ones (a name
+starting with ``.`` below it) skipped; ``s3://bucket/prefix/`` the objects under the
+prefix, ``s3://bucket/key`` the object itself.
 """
 
 from __future__ import annotations
@@ -23,9 +19,8 @@ __all__ = ["find_inputs", "files_under", "local_path", "is_directory"]
 
 
 def local_path(path: str | bytes | os.PathLike[str]) -> str | bytes | None:
-    """``path`` as a local path: itself if it has no scheme, the decoded path of a
-    ``file:`` URI (``file:/x``, ``file:///x``, ``file://localhost/x``), None for any
-    other URI (``s3://``, ``hdfs://``)."""
+    """``path`` as a local path: itself without a scheme, a ``file:`` URI's decoded path,
+    None for another URI."""
     path = os.fspath(path)
     if isinstance(path, bytes):
         return path
@@ -38,8 +33,7 @@ def local_path(path: str | bytes | os.PathLike[str]) -> str | bytes | None:
 
 
 def is_directory(path: str | bytes | os.PathLike[str]) -> bool:
-    """Whether ``path`` names a local directory or an ``s3://`` prefix (ends with
-    ``/``): what :func:`files_under` expands."""
+    """Whether ``path`` names a local directory or an ``s3://`` prefix (ending ``/``)."""
     text = os.fspath(path)
     if isinstance(text, str) and text.startswith("s3://"):
         return text.endswith("/")
@@ -48,9 +42,8 @@ def is_directory(path: str | bytes | os.PathLike[str]) -> bool:
 
 
 def files_under(path: str | bytes | os.PathLike[str]) -> list[Any]:
-    """The files ``path`` names (module doc): a local file or directory as resolved
-    :class:`~pathlib.Path` objects, ``s3://`` as URIs. Raises ``FileNotFoundError`` for
-    a local path that does not exist; an empty directory names no file."""
+    """The files ``path`` names (module doc): local ones as resolved paths, ``s3://`` as
+    URIs. ``FileNotFoundError`` for a local path that does not exist."""
     text = os.fspath(path)
     if isinstance(text, str) and text.startswith("s3://"):
         if not text.endswith("/"):
@@ -74,9 +67,8 @@ def files_under(path: str | bytes | os.PathLike[str]) -> list[Any]:
 
 
 def find_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[Any]:
-    """The input files of ``paths`` (each by :func:`files_under`), in order and without
-    repeats. Raises ``FileNotFoundError`` for a path that does not exist and
-    :class:`InvalidConfig` when no file is found."""
+    """The files of ``paths`` (:func:`files_under`), in order, without repeats;
+    :class:`InvalidConfig` when there is none."""
     found: dict[Any, None] = {}
     for raw in paths:
         found.update(dict.fromkeys(files_under(raw)))

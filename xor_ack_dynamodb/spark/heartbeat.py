@@ -1,15 +1,7 @@
-"""The driver's heartbeat: a run's pending chains do not expire while its job runs.
-
-While an attempt's job runs (:meth:`~xor_ack_dynamodb.spark.attempts.Driver.attempt`,
-on every tracked path), a :class:`Heartbeat` thread in the driver touches the attempt's
-chains every ``ttl / 3`` (two beats may be lost before a chain expires), pushing their
-deadlines ``ttl`` from now; the first beat comes one interval after the job starts. A
-chain that ended or belongs to another owner drops out; one not created yet
-(``TagNotFound``) stays. The thread lives in a ``with`` block and in the driver only: it
-never outlives the job, and a chain whose driver died expires as before.
-
-See docs/spark.md, "Long jobs: the heartbeat" (``single`` vs ``batch`` beats, what each
-costs, the measured figures).
+"""The driver's heartbeat (docs/spark.md, "Long jobs: the heartbeat"): while an attempt's
+job runs, a thread touches its chains every ``ttl / 3`` (two beats may be lost); a chain
+that ended or is another owner's drops out. It never outlives the job: a chain whose
+driver died expires as before.
 """
 
 from __future__ import annotations
@@ -34,23 +26,14 @@ __all__ = ["HeartbeatPolicy", "Heartbeat", "heartbeat_tracker"]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
-#: Outcomes after which a chain is touched no more.
 _ENDED = (TagAcked, TagFailed, TagExpired, NotOwner)
 
 
 @dataclass(frozen=True)
 class HeartbeatPolicy:
-    """How a run's heartbeat beats. Picklable, immutable.
-
-    :param enabled: ``False`` turns the heartbeat off (the chains then expire ``ttl``
-        after their last write, whatever the job is doing).
-    :param interval: seconds between beats; default a third of the tracker's TTL (two
-        beats may be lost before a chain expires).
-    :param method: ``"single"`` (default: ``touch`` per chain, ``threads`` at a time) or
-        ``"batch"`` (``touch_many``); see docs/spark.md, "Long jobs: the heartbeat",
-        for which costs what.
-    :param threads: concurrent touches with ``method="single"``.
-    """
+    """How a run's heartbeat beats: ``interval`` seconds apart (default: a third of the
+    TTL), by ``touch`` per chain (``"single"``, ``threads`` at a time) or ``touch_many``
+    (``"batch"``); ``enabled=False``: chains expire ``ttl`` after their last write."""
 
     enabled: bool = True
     interval: float | None = None
@@ -70,7 +53,6 @@ class HeartbeatPolicy:
 
     @classmethod
     def of(cls, value: bool | HeartbeatPolicy) -> HeartbeatPolicy:
-        """A policy from ``True``/``False`` or a policy; :class:`InvalidConfig` else."""
         if isinstance(value, HeartbeatPolicy):
             return value
         if isinstance(value, bool):
@@ -79,9 +61,8 @@ class HeartbeatPolicy:
 
 
 def heartbeat_tracker(tracker: Any, config: AckConfig, policy: HeartbeatPolicy) -> Any:
-    """The tracker a heartbeat should use: for a DynamoDB tracker, a new one for
-    ``config`` on the same client, so that its requests are counted apart; any other
-    tracker (``MemoryAck``), or any tracker when ``policy`` is off, as it is."""
+    """The heartbeat's tracker: a DynamoDB tracker's twin on the same client (its requests
+    counted apart), any other tracker as it is."""
     from ..stores.dynamodb.tracker import XorAckDynamoDB
 
     if policy.enabled and isinstance(tracker, XorAckDynamoDB):
@@ -90,17 +71,8 @@ def heartbeat_tracker(tracker: Any, config: AckConfig, policy: HeartbeatPolicy) 
 
 
 class Heartbeat:
-    """Touches ``tags`` every ``interval`` seconds from a daemon thread while its ``with``
-    block runs; see the module doc.
-
-    :param tracker: the tracker to touch with (its TTL is the one pushed).
-    :param tags: the chains to keep alive.
-    :param owner: the owner the chains were created with (a touch names it).
-    :param policy: interval, method, threads.
-
-    Each touch grants the tracker's TTL; a tracker without a TTL (chains that never time
-    out) gets no heartbeat.
-    """
+    """Touches ``tags`` (naming ``owner``) with ``tracker``'s TTL from a daemon thread
+    while its ``with`` block runs (module doc); a tracker without a TTL gets none."""
 
     def __init__(
         self,
@@ -114,7 +86,6 @@ class Heartbeat:
         self.policy = policy or HeartbeatPolicy()
         self.owner = owner
         self.ttl = getattr(getattr(tracker, "rules", None), "ttl", None)
-        # Without a TTL (a MemoryAck's default) nothing expires: nothing to beat for.
         self.enabled = self.policy.enabled and bool(self.ttl)
         self.interval = float(self.policy.interval or (self.ttl or 0) / 3)
         self.live: set[str] = set(tags)
@@ -128,10 +99,6 @@ class Heartbeat:
         stats = getattr(self.tracker, "stats", None) if self.enabled else None
         return Counter(stats.requests) if stats is not None else Counter()
 
-    def _spent(self) -> Counter[str]:
-        """The requests made since the heartbeat was built, by operation (none of 0)."""
-        return self._requests() - self._before
-
     def __enter__(self) -> Heartbeat:
         if self.enabled and self.live:
             self._thread = threading.Thread(target=self._loop, name="xor-ack-heartbeat", daemon=True)
@@ -139,7 +106,6 @@ class Heartbeat:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Stop beating and wait for the thread (a beat in flight finishes first)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -195,10 +161,10 @@ class Heartbeat:
 
     def figures(self) -> Counter[str]:
         """``heartbeat.*`` counters: beats, touches, dropped, not_yet, errors, requests
-        (by operation and in total), ``chain_minutes`` (chains alive x minutes, x1000)
-        and ``requests_per_chain_minute_x1000`` (requests / chain-minutes, x1000)."""
+        (by operation and in total), ``chain_minutes_x1000`` and
+        ``requests_per_chain_minute_x1000``."""
         out: Counter[str] = Counter({f"heartbeat.{k}": v for k, v in self.counts.items()})
-        spent = self._spent()
+        spent = self._requests() - self._before
         out.update({f"heartbeat.requests.{operation}": count for operation, count in spent.items()})
         out["heartbeat.requests"] = total = spent.total()
         minutes = self.chain_seconds / 60
@@ -208,9 +174,8 @@ class Heartbeat:
         return out
 
     def add_to(self, counts: Counter[str], run_tracker: object) -> None:
-        """Add the beat's :meth:`figures` to a run's ``counts`` (the requests of its own
-        tracker too, unless it is the run's ``run_tracker``). Requests per chain-minute
-        are a ratio: the run keeps the last attempt's."""
+        """Add :meth:`figures` to a run's ``counts`` (with its own tracker's requests, if
+        not ``run_tracker``'s); of the ratio, the last attempt's is kept."""
         figures = self.figures()
         ratio = figures.pop("heartbeat.requests_per_chain_minute_x1000", None)
         counts.update(figures)
@@ -218,9 +183,3 @@ class Heartbeat:
             counts["heartbeat.requests_per_chain_minute_x1000"] = ratio
         if self.tracker is not run_tracker:
             counts.update(snapshot(self.tracker))
-
-    @property
-    def requests_per_chain_minute(self) -> float | None:
-        """Requests the heartbeat made per live chain per minute (None before a beat)."""
-        minutes = self.chain_seconds / 60
-        return self._spent().total() / minutes if minutes > 0 else None

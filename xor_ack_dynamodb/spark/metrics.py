@@ -1,14 +1,7 @@
-"""A tracked run's figures where a Spark user looks: the Spark UI's Jobs page.
-
-:class:`RunMetrics` wraps the attempt loop of :meth:`~.attempts.Driver.run_attempts`
-(RDD and DataFrame runs). On classic Spark every job of the run carries the job tag
-``xor-ack-run-<run id>``, every job of an attempt the description ``xor-ack run <run
-id> attempt <n>: <k> roots``, and a job with no partitions carries the run's final
-figures (:data:`METRICS`; :func:`parse_summary` reads them back). Under Spark Connect
-the operations carry tags only (``SparkSession.addTag``). The thread's own description
-and tags are restored when the run ends, however it ends.
-
-See docs/spark.md, "Metrics in the Spark UI" (why no named accumulators).
+"""A run's figures in the Spark UI (docs/spark.md, "Metrics in the Spark UI"): its jobs
+carry the tag ``xor-ack-run-<run id>`` and each attempt's a description; a job with no
+partitions carries the final figures (:data:`METRICS`, read by :func:`parse_summary`).
+Under Spark Connect, tags only. The thread's description and tags are restored after.
 """
 
 from __future__ import annotations
@@ -21,9 +14,8 @@ from .context import is_connect
 if TYPE_CHECKING:
     from .outcomes import RunReport
 
-__all__ = ["METRICS", "RunMetrics", "figures", "parse_summary", "summary", "run_tag"]
+__all__ = ["METRICS", "RunMetrics", "parse_summary", "summary", "run_tag"]
 
-#: The figures of a run, by name, and what each counts.
 METRICS: dict[str, str] = {
     "roots": "roots the run was given",
     "roots_acked": "roots whose chain ended acked",
@@ -41,11 +33,6 @@ METRICS: dict[str, str] = {
 
 _DESCRIPTION = "spark.job.description"
 _SUMMARY = re.compile(r"^xor-ack run (?P<run>\S+): (?P<pairs>(?:\w+=\d+ ?)+)$")
-
-
-def figures(report: RunReport) -> dict[str, int]:
-    """The :data:`METRICS` of a finished run, from its report (:meth:`RunReport.figures`)."""
-    return report.figures()
 
 
 def summary(run_id: str, values: dict[str, int]) -> str:
@@ -69,26 +56,18 @@ def run_tag(run_id: str) -> str:
 
 class RunMetrics:
     """Publishes one run's progress and figures to Spark (module doc); a context manager
-    around the run's attempts, which restores the thread's description and tags."""
+    around the run's attempts."""
 
     def __init__(self, run_id: str, spark: Any = None) -> None:
-        """``spark``: the run's SparkContext (RDD runs) or SparkSession (DataFrame runs,
-        classic or Connect); None publishes nothing."""
+        """``spark``: the run's SparkContext or SparkSession; None publishes nothing."""
         self.run_id = run_id
         self.tag = run_tag(run_id)
         self.values: dict[str, int] | None = None
         self._session = spark if spark is not None and is_connect(spark) else None
-        #: The run's SparkContext (None under Spark Connect, or without ``spark``): the
-        #: context whose jobs are labelled here and whose stages the progress shows.
+        #: The run's SparkContext (None under Spark Connect): its jobs are labelled here.
         self.context = None if spark is None or self._session else getattr(spark, "sparkContext", spark)
         self._saved: str | None = None
         self._attempt_tag: str | None = None
-
-    @classmethod
-    def of(cls, driver: Any) -> RunMetrics:
-        """For a driver of :mod:`.attempts`: its ``spark`` (a DataFrame run's session) or
-        ``sc`` (an RDD run's context)."""
-        return cls(driver.run_id, getattr(driver, "spark", None) or getattr(driver, "sc", None))
 
     def __enter__(self) -> RunMetrics:
         if self.context is not None:
@@ -109,9 +88,8 @@ class RunMetrics:
             self._session.addTag(self._attempt_tag)
 
     def finished(self, report: RunReport) -> None:
-        """Publish the run's final figures (:attr:`values`): on classic Spark as the
-        description of a job with no partitions."""
-        self.values = figures(report)
+        """Publish the run's final figures (on classic Spark, a job with no partitions)."""
+        self.values = report.figures()
         if self.context is not None:
             self.context.setJobDescription(summary(self.run_id, self.values))
             self.context._jsc.emptyRDD().count()

@@ -1,13 +1,7 @@
-"""What a tracked run reports: one :class:`RootOutcome` per root, one :class:`Attempt`
-per try at it, and the reasons that decide whether a root is replayed.
-
-A root is reported ``acked`` only when its chain was made by this run and reads acked:
-its tag belongs to the run's :class:`~xor_ack_dynamodb.spark.tags.TagScheme` (which
-carries a random nonce), and the chain's ``owner`` is the run's (every create, stamp and
-fail of the run names it, so the tracker refuses to touch a chain of another owner). A
-chain that another writer created under one of our tags (``TagExists`` on create,
-``NotOwner`` on a stamp or fail, another owner on read) is never stamped, failed or
-reported acked: its root is reported ``failed`` with the reason ``conflict``.
+"""What a tracked run reports: a :class:`RootOutcome` per root, an :class:`Attempt` per
+try. A root is reported ``acked`` only when its chain is the run's (its tag carries the
+run's nonce, its owner is the run) and reads acked; another writer's chain under one of
+its tags is never stamped, failed or reported acked (:data:`CONFLICT`).
 """
 
 from __future__ import annotations
@@ -19,23 +13,10 @@ from typing import Any, Protocol
 
 from ..core.factory import fit_reason
 
-__all__ = [
-    "Attempt",
-    "RootOutcome",
-    "RunReport",
-    "RunObserver",
-    "PermanentFailure",
-    "PERMANENT",
-    "CONFLICT",
-    "is_permanent",
-    "failure_reason",
-    "record_attempt",
-]
+__all__ = ["Attempt", "RootOutcome", "RunReport", "RunObserver", "PermanentFailure", "PERMANENT", "CONFLICT"]
 
-#: Reasons starting with this mark failures that a replay cannot cure (bad bytes in a
-#: file, a record no attempt can process): such roots are not replayed.
+#: Marks a reason a replay cannot cure (bad bytes in a file): such roots are not replayed.
 PERMANENT = "permanent: "
-#: The reason given for a root whose tag another writer had already created.
 CONFLICT = "conflict: a chain with this tag exists and was not created by this run"
 
 
@@ -45,13 +26,9 @@ class PermanentFailure(Exception):
     is not replayed."""
 
 
-def is_permanent(reason: str | None) -> bool:
-    return bool(reason) and str(reason).startswith(PERMANENT)
-
-
 def failure_reason(error: BaseException | str) -> str:
-    """The reason a chain is failed with: ``repr`` of the error, marked permanent for a
-    :class:`PermanentFailure`, shortened visibly to what ``fail()`` takes."""
+    """The reason a chain is failed with: the error's ``repr`` (marked permanent for a
+    :class:`PermanentFailure`), shortened visibly to what ``fail()`` takes."""
     if isinstance(error, str):
         return fit_reason(error)
     reason = repr(error)
@@ -69,7 +46,7 @@ class Attempt:
 
     @property
     def permanent(self) -> bool:
-        return self.state == "failed" and is_permanent(self.reason)
+        return self.state == "failed" and (self.reason or "").startswith(PERMANENT)
 
 
 @dataclass
@@ -114,14 +91,12 @@ class RunReport:
         return {a.tag for o in self.outcomes for a in o.attempts if a.state == "acked"}
 
     def rows(self) -> list[tuple[str, int]]:
-        """The summary table's rows, ``(figure, value)``: the run's figures, those it
-        publishes to the Spark UI (:data:`~xor_ack_dynamodb.spark.metrics.METRICS`:
-        roots, roots_acked, roots_failed, ..., requests, stamps)."""
+        """The summary table's rows, ``(figure, value)`` (:meth:`figures`)."""
         return list(self.figures().items())
 
     def figures(self) -> dict[str, int]:
-        """The run's figures by name (:data:`~xor_ack_dynamodb.spark.metrics.METRICS`
-        says what each counts)."""
+        """The run's figures, as published to the Spark UI
+        (:data:`~xor_ack_dynamodb.spark.metrics.METRICS` says what each counts)."""
         states = Counter(outcome.state for outcome in self.outcomes)
         counters = self.counters
         return {
@@ -138,9 +113,8 @@ class RunReport:
         }
 
     def root_rows(self) -> list[tuple[str, str, int, str]]:
-        """One row per root that did not end acked, took more than one attempt or has a
-        note: ``(key, state, attempts, reason or note)`` (the last attempt's reason,
-        else its note)."""
+        """``(key, state, attempts, last reason or note)`` per root not acked, replayed
+        or noted."""
         return [
             (
                 o.key,
@@ -153,8 +127,7 @@ class RunReport:
         ]
 
     def __str__(self) -> str:
-        """The summary as text tables (what ``print(report)`` shows): :meth:`rows`, then
-        :meth:`root_rows` if any, then the job errors."""
+        """``print(report)``: :meth:`rows`, :meth:`root_rows`, the job errors, as tables."""
         from io import StringIO
 
         from rich.console import Console
@@ -183,7 +156,7 @@ class RunReport:
 
 
 class RunObserver(Protocol):
-    """Told about attempts as they start and end (for progress displays)."""
+    """Told about attempts as they start and end (progress displays)."""
 
     def attempt_started(self, attempt: int, roots: int, tracking: Any) -> None:
         """``tracking`` is the :class:`RDDTracking` or :class:`FrameTracking` running."""
@@ -194,9 +167,8 @@ class RunObserver(Protocol):
 def record_attempt(
     outcomes: Sequence[RootOutcome], todo: Sequence[int], tags: Sequence[str], settled: Mapping[str, Attempt]
 ) -> list[int]:
-    """Append each tried root's attempt (``todo[i]`` was tried as ``tags[i]``) to its
-    outcome; returns the roots to try again: not acked, not failed for good, and not
-    refused for another owner's chain."""
+    """Append each tried root's attempt (``todo[i]`` as ``tags[i]``); return the roots to
+    try again: not acked, not failed for good, not another owner's chain."""
     retry = []
     for i, tag in zip(todo, tags, strict=True):
         result = settled[tag]

@@ -1,14 +1,7 @@
-"""Where tracked output goes, and the one routine that writes a file of it durably.
-
-A sink may ack a record only once its output survives the task. :meth:`Location.open`
-is how every file of a tracked job is written (partition files of both APIs, the
-DataFrame sink's ledger, the word count's results): on a POSIX file system the bytes
-go to a temporary name, are flushed and fsync'd, renamed into place (``os.replace`` is
-atomic) and the directory is fsync'd, so the rename itself is durable; on S3 they are
-one ``PutObject``, durable and atomic when it returns. Readers see a whole file or none
-of it. (The tracked DataFrame write goes through Spark's own writers and file commit
-protocol instead, then publishes with :meth:`Location.claim` and :meth:`Location.move`:
-see :mod:`.frame.commit`.)
+"""Where tracked output goes. :meth:`Location.open` writes each file the library writes
+itself durably (a temporary name, fsync, rename, the directory fsync'd; on S3 one
+``PutObject``): a sink acks only output that survives the task, and readers see a whole
+file or none of it.
 """
 
 from __future__ import annotations
@@ -17,7 +10,7 @@ import io
 import os
 import secrets
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,18 +22,17 @@ __all__ = ["Location", "OutputRefused"]
 
 
 class OutputRefused(InvalidConfig):
-    """A tracked write that cannot be done as asked, refused before any task runs and
-    before anything is written: a column named like the tag column, a format the sink
-    does not write, a location Spark has no file system for, a file where a directory
-    should be."""
+    """A tracked write refused before any task runs and before anything is written: a
+    column named like the tag column, another format, a location Spark has no file
+    system for, a file where a directory should be."""
 
 
 @dataclass(frozen=True)
 class Location:
-    """A directory (local, or shared by the cluster's nodes: NFS, EFS, a FUSE mount) or
-    an ``s3://bucket/prefix``. Picklable: it travels to the executors, which build their
-    own S3 client (credentials from their role or environment); ``endpoint_url`` and
-    ``region`` None mean the environment's. Build one with :meth:`of`."""
+    """A directory (local, or shared by the nodes: NFS, EFS, a FUSE mount) or an
+    ``s3://bucket/prefix``. Picklable: executors build their own S3 client;
+    ``endpoint_url`` and ``region`` None mean the environment's. Build one with
+    :meth:`of`."""
 
     url: str
     endpoint_url: str | None = None
@@ -48,9 +40,8 @@ class Location:
 
     @classmethod
     def of(cls, where: str | os.PathLike[str] | Location) -> Location:
-        """``where`` as a location: ``s3://bucket/prefix`` (endpoint and region read
-        here, from ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``, and ``AWS_REGION`` or
-        ``AWS_DEFAULT_REGION``) or a directory (made absolute). :class:`InvalidConfig`
+        """``where`` as a location: ``s3://bucket/prefix`` (endpoint and region from this
+        process's environment) or a directory (made absolute). :class:`InvalidConfig`
         for an S3 URL without a bucket."""
         if isinstance(where, Location):
             return where
@@ -65,9 +56,7 @@ class Location:
 
     @classmethod
     def s3_environment(cls) -> Location:
-        """An S3 location that only carries this process's S3 endpoint and region (from
-        the environment, as :meth:`of` reads them), for executors, whose environment may
-        not have them."""
+        """This process's S3 endpoint and region (as :meth:`of` reads them), for executors."""
         return cls.of("s3://environment")
 
     def at(self, url: str) -> Location:
@@ -79,20 +68,17 @@ class Location:
         return self.url.startswith("s3://")
 
     def child(self, sub: str) -> Location:
-        """The location ``sub`` (a relative path) below this one."""
         if self.is_s3:
             return Location(f"{self.url.rstrip('/')}/{sub.strip('/')}", self.endpoint_url, self.region)
         return Location(os.path.join(self.url, sub))
 
     def key(self, name: str) -> tuple[str, str]:
-        """The S3 bucket and key of file ``name``."""
         bucket, _, prefix = self.url[len("s3://") :].partition("/")
         prefix = prefix.strip("/")
         return bucket, f"{prefix}/{name}" if prefix else name
 
     def client(self) -> Any:
-        """A new S3 client for this location; its network failures raise the library's
-        typed errors (:class:`~xor_ack_dynamodb.errors.RequestFailed`)."""
+        """A new S3 client; network failures raise the library's typed errors."""
         import boto3
 
         from ..stores.dynamodb.clients import typed_client
@@ -103,8 +89,7 @@ class Location:
     @contextmanager
     def open(self, name: str) -> Iterator[IO[bytes]]:
         """A binary file to write ``name`` into: durable under its final name once the
-        block exits cleanly (see the module doc), with the mode the umask gives a new
-        file; a block that raises leaves nothing."""
+        block exits cleanly (module doc); a block that raises leaves nothing."""
         if self.is_s3:
             buffer = io.BytesIO()
             yield buffer
@@ -132,12 +117,10 @@ class Location:
             os.close(fd)
 
     def put(self, name: str, data: bytes) -> None:
-        """Write ``name`` whole and durably (:meth:`open`)."""
         with self.open(name) as handle:
             handle.write(data)
 
     def get(self, name: str, client: Any = None) -> bytes | None:
-        """The bytes of ``name``, or None if there is no such file."""
         if not self.is_s3:
             path = Path(self.url) / name
             return path.read_bytes() if path.exists() else None
@@ -149,8 +132,7 @@ class Location:
             return None
 
     def names(self, prefix: str = "part-", suffix: str = "", client: Any = None) -> list[str]:
-        """The files here whose names start with ``prefix`` and end with ``suffix``,
-        sorted (temporary files of unfinished writes start with a dot: never listed)."""
+        """The files named ``prefix*suffix`` here, sorted (temporary files never)."""
         if not self.is_s3:
             return sorted(p.name for p in Path(self.url).glob(f"{prefix}*{suffix}") if p.is_file())
         bucket, start = self.key(prefix)
@@ -162,8 +144,7 @@ class Location:
         return sorted(key[base:] for key in keys if key.endswith(suffix))
 
     def remove(self) -> None:
-        """Delete everything here (a file, a directory tree, or every object under the
-        prefix)."""
+        """Delete everything here (a file, a tree, every object under the prefix)."""
         if not self.is_s3:
             if os.path.isfile(self.url):
                 os.remove(self.url)
@@ -177,9 +158,8 @@ class Location:
                 client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
 
     def claim(self, name: str, data: bytes) -> bool:
-        """Create file ``name`` holding ``data`` unless it exists; True if this call
-        created it (``O_EXCL`` on a file system, a conditional ``PutObject`` on S3): of
-        concurrent claims of one name exactly one wins."""
+        """Create file ``name`` holding ``data`` unless it exists; True if this call did
+        (of concurrent claims of one name exactly one wins)."""
         if self.is_s3:
             bucket, key = self.key(name)
             client = self.client()
@@ -205,9 +185,8 @@ class Location:
         return True
 
     def move(self, name: str, into: Location) -> None:
-        """Move file ``name`` from here into ``into`` under the same name (a rename on a
-        file system; copy then delete on S3). A file already moved is left alone, so an
-        interrupted series of moves can be run again."""
+        """Move file ``name`` into ``into`` (rename; on S3 copy then delete). A file
+        already moved is left alone: an interrupted series of moves can run again."""
         if self.is_s3:
             client = self.client()
             bucket, key = self.key(name)
@@ -229,16 +208,3 @@ class Location:
     def describe(self, name: str) -> str:
         """File ``name`` as a path or an ``s3://`` URL."""
         return "s3://{}/{}".format(*self.key(name)) if self.is_s3 else os.path.join(self.url, name)
-
-    def options(self) -> dict[str, str]:
-        """This location as string options (a data source's); :meth:`from_options`."""
-        out = {"location": self.url}
-        if self.endpoint_url:
-            out["s3_endpoint"] = self.endpoint_url
-        if self.region:
-            out["s3_region"] = self.region
-        return out
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> Location:
-        return cls(options["location"], options.get("s3_endpoint"), options.get("s3_region"))

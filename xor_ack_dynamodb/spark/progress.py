@@ -1,14 +1,5 @@
-"""A tracked run's progress, where its user looks: a rich bar on a terminal, log lines
-otherwise. One implementation for the library's runs (``FrameTracking.run``,
-``RDDTracking.run``: on by default, ``progress=False`` turns it off) and the command
-line's word count.
-
-:class:`RunProgress` is a :class:`~.outcomes.RunObserver`: told when each attempt
-starts and ends, it shows the attempt, the roots acked so far and, on classic Spark, the
-running stage's tasks (polled from Spark's status tracker; Spark Connect has none). On a
-terminal (stderr, by default) it draws a bar; otherwise it logs at INFO on the logger
-``xor_ack_dynamodb.spark.progress``: a line when an attempt starts and ends, and one
-every ``log_every`` seconds while its job runs.
+"""A tracked run's progress: :class:`RunProgress`, a bar on a terminal, else log lines at
+INFO on ``xor_ack_dynamodb.spark.progress``.
 """
 
 from __future__ import annotations
@@ -31,18 +22,9 @@ log = logging.getLogger("xor_ack_dynamodb.spark.progress")
 
 
 class RunProgress:
-    """Progress of one tracked run (module doc); use it as a context manager around the
-    run, and pass it as the run's observer.
-
-    :param sc: the run's SparkContext, whose running stage is shown (None: no stages,
-        as under Spark Connect).
-    :param console: where the bar goes (default: stderr); a console that is not a
-        terminal gets log lines instead.
-    :param total: the roots (None: the first attempt's).
-    :param enabled: False shows and logs nothing.
-    :param unit: what is counted (``roots acked``; the word count: ``files acked``).
-    :param log_every: seconds between log lines while a job runs.
-    """
+    """Progress of one tracked run: a context manager around the run, and its observer.
+    ``sc``: the SparkContext whose running stage is shown; ``console``: where the bar
+    goes (default: stderr); ``total``: the roots (None: the first attempt's)."""
 
     def __init__(
         self,
@@ -52,7 +34,6 @@ class RunProgress:
         *,
         enabled: bool = True,
         unit: str = "roots acked",
-        log_every: float = 30.0,
     ) -> None:
         from rich.console import Console
 
@@ -61,7 +42,7 @@ class RunProgress:
         self.enabled = enabled
         self.bar = enabled and self.console.is_terminal
         self.unit = unit
-        self.log_every = log_every
+        self.log_every = 30.0
         self.progress = progress_bar(unit, self.console, enabled=self.bar)
         self.task = self.progress.add_task("starting", total=total)
         self.total = total
@@ -111,7 +92,6 @@ class RunProgress:
         self.progress.update(self.task, description=f"attempt {self.attempt} · {stage}")
 
     def _poll(self) -> None:
-        # The bar redraws four times a second; log lines need a look every log_every s.
         tracker = self.sc.statusTracker() if self.sc is not None else None
         while not self._stop.wait(0.25 if self.bar else self.log_every):
             if tracker is not None:

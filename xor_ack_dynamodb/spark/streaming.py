@@ -1,19 +1,10 @@
-"""Structured Streaming: tracked micro-batches through ``writeStream.foreachBatch``.
-
-:class:`StreamTracking` is the function handed to ``foreachBatch``: per micro-batch it
-gives each root (a key column's value) its chain, tagged ``<stream id>/<escaped key>``,
-runs the user's job on a :class:`~xor_ack_dynamodb.spark.frame.TrackedFrame`, writes the
-result with the tracked sink into ``<location>/batch-<b>`` (emptied first) and stamps
-each chain once with what the commit recorded. Guarantees: a re-run micro-batch (same
-batch id, same input) is applied once, every op id and edge being a function of the
-stream id, the batch id and the input; a chain is acked once its closing batch is
-written; a chain still pending after that is failed and listed for replay; a key whose
-chain ended, expired (an open root that waited longer than its ttl) or belongs to
-another owner is refused, not created afresh. Each batch's :class:`BatchReport` is
-written to ``<location>/_xor_ack/batch-<b>.json`` after its stamps.
-
-See docs/spark.md, "Structured Streaming" (the per-batch creates and stamps, the carry
-edge of an open root, reports, requests per root).
+"""Structured Streaming (docs/spark.md, "Structured Streaming"): :class:`StreamTracking`,
+a ``foreachBatch`` function, gives each root (a key column's value) its chain, tagged
+``<stream id>/<escaped key>``, runs the job on a tracked frame, writes it into
+``<location>/batch-<b>`` and stamps each chain once. A re-run batch (same id, same input)
+is applied once: every op id and edge derives from the stream id, the batch id and the
+input. A chain is acked once its closing batch is written, failed if still pending then;
+a key whose chain ended, expired or is another owner's is refused, not created afresh.
 """
 
 from __future__ import annotations
@@ -31,12 +22,13 @@ from typing import TYPE_CHECKING, Any
 from ..core.factory import MAX_OWNER
 from ..errors import InvalidConfig, NotOwner, OpIdReused, XorAckError
 from ..stores.dynamodb.tracker import XorAckDynamoDB
-from .attempts import DRIVER_THREADS, Plan
+from .attempts import Plan
 from .chains import CHAIN_ENDED, Started, create_chains, refuse_delete_on_ack, snapshot
-from .frame import Commit, FrameAttempt, FrameTracking, TrackedFrame
+from .edges import Group
+from .frame import FrameAttempt, FrameTracking, TrackedFrame
+from .frame.attempt import Commit
 from .frame.columns import with_tags
 from .frame.commit import SINK_FORMATS, STAGING
-from .group import Group
 from .outcomes import CONFLICT, Attempt
 from .output import Location
 from .tags import escape_key, escape_run
@@ -46,6 +38,7 @@ if TYPE_CHECKING:
 
     from ..config import AckConfig
     from ..interfaces import AckTracker
+    from ..status import ChainStatus
 
 __all__ = ["StreamTracking", "BatchReport", "StreamJob", "stream_tag"]
 
@@ -53,32 +46,27 @@ log = logging.getLogger("xor_ack_dynamodb.spark")
 
 #: ``job(frame, batch_id)``: the batch's tracked rows in, the tracked rows to write out.
 StreamJob = Callable[[TrackedFrame, int], TrackedFrame]
-#: A test hook, called on the driver as ``hook(batch_id, phase)`` with ``phase`` one of
-#: ``"written"`` (the write committed, nothing stamped yet) and ``"stamped"`` (stamps
-#: sent, report not yet written); raising there fails the micro-batch.
+#: ``hook(batch_id, phase)``, a test hook on the driver: ``"written"`` (nothing stamped
+#: yet), ``"stamped"`` (no report yet); raising there fails the micro-batch.
 BatchHook = Callable[[int, str], None]
 
 _KEY = "_xa_stream_key"
 _CLOSES = "_xa_stream_closes"
-#: Why a root's chain was not continued.
 ENDED = "the chain of this key already ended"
 #: Why a re-run batch's root was refused: its first run sent another value under the
-#: same op id (the key closed in one run and not in the other: the source gave the
-#: batch other rows). Its chain is left as the first run made it (it expires).
+#: same op id (the source gave the batch other rows). Its chain is left to expire.
 DIFFERS = "the re-run batch differs from its first run for this key (a non-deterministic source?)"
 
 
 def stream_tag(stream_id: str, key: str) -> str:
-    """The tag of root ``key``'s chain in stream ``stream_id``."""
     return f"{escape_run(stream_id)}/{escape_key(key)}"
 
 
 @dataclass
 class BatchReport:
-    """What one micro-batch did with its roots (keys): ``acked`` (the chain completed),
-    ``pending`` (open roots waiting for a later batch), ``failed`` (key -> reason:
-    replayable), ``refused`` (key -> why nothing was sent to its chain), the rows
-    written and the driver's request counts for the batch."""
+    """What one micro-batch did with its roots (keys): ``acked``, ``pending`` (open
+    roots), ``failed`` (key -> reason: replayable), ``refused`` (key -> why nothing was
+    sent to its chain), the rows written and the driver's request counts."""
 
     batch_id: int
     tags: dict[str, str] = field(default_factory=dict)
@@ -98,35 +86,18 @@ class BatchReport:
 
 
 class StreamTracking:
-    """The ``foreachBatch`` function of a tracked streaming query; see the module doc.
+    """The ``foreachBatch`` function of a tracked streaming query (module doc).
 
-    ``query.writeStream.foreachBatch(StreamTracking(config, job, ...)).option(
-    "checkpointLocation", ...).start()``
+    :param config: the chains' table (under Spark Connect this object travels to the
+        server, which builds its own tracker).
+    :param stream_id: names the query's chains (owner ``stream/<stream_id>``) and op ids:
+        the same for every run of the query over one checkpoint, unique per query.
+    :param location: a directory every node sees (batches and reports).
+    :param key: the column whose (string) value names a row's root; a row without one
+        fails the batch with :class:`InvalidConfig` before any request.
+    :param closes: a boolean column true on rows that close their root (``None``: all).
 
-    :param config: the chains' table (picklable: under Spark Connect this object travels
-        to the server, which builds its own tracker).
-    :param job: ``job(frame, batch_id) -> TrackedFrame``: the tracked rows of the batch
-        in (every column of the micro-batch, plus the hidden tracking columns), the
-        rows to write out.
-    :param stream_id: names the query's chains and op ids: it must be the same for
-        every run of the query over one checkpoint (a re-run batch must send the same op
-        ids) and differ between queries (say, the query's name). Chains are owned by
-        ``stream/<stream_id>``.
-    :param location: a directory every node sees: batch ``b`` writes to
-        ``<location>/batch-<b>`` (replaced when the batch runs again), reports go to
-        ``<location>/_xor_ack``.
-    :param key: the column whose (string) value names a row's root, e.g.
-        ``_metadata.file_path`` selected into a column. A row without a key is
-        refused: the batch raises :class:`InvalidConfig` before any request is sent.
-    :param closes: a boolean column true on rows that close their root; ``None``: a
-        root closes in every batch that sees it.
-    :param format: ``parquet`` (default) or ``csv``.
-    :param tracker: the tracker to use on the classic driver (default: the one
-        ``config`` describes, built where the batch function runs).
-    :param hook: a test hook (:data:`BatchHook`); raising there fails the batch, as a
-        crash would (its restart runs the batch again).
-
-    Raises :class:`InvalidConfig` here for a bad argument (nothing is sent).
+    Raises :class:`InvalidConfig` for a bad argument (nothing is sent).
     """
 
     def __init__(
@@ -141,7 +112,6 @@ class StreamTracking:
         format: str = "parquet",
         tracker: AckTracker | None = None,
         hook: BatchHook | None = None,
-        threads: int = DRIVER_THREADS,
     ) -> None:
         if not isinstance(stream_id, str) or not stream_id:
             raise InvalidConfig("stream_id must be a non-empty str")
@@ -164,15 +134,13 @@ class StreamTracking:
         self.closes = closes
         self.format = format
         self.hook = hook
-        self.threads = threads
         self._tracker = tracker
         digest = hashlib.blake2b(
             stream_id.encode("utf-8", "surrogatepass"), person=b"xor-ack-stream", digest_size=32
         )
         self.edge_key = digest.digest()
 
-    # -- pickling (under Spark Connect the function runs in the server) ------------------
-
+    # Under Spark Connect the function is pickled to the server.
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_tracker"] = None
@@ -185,18 +153,15 @@ class StreamTracking:
         return self._tracker
 
     def tag(self, key: str) -> str:
-        """The tag of root ``key``'s chain."""
         return stream_tag(self.stream_id, key)
 
     @property
     def _reports(self) -> Location:
         return Location(str(self.location / "_xor_ack"))
 
-    # -- one micro-batch ------------------------------------------------------------------
-
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        """Process micro-batch ``batch_id`` (Spark calls this). Raises what the job or the
-        write raised (Spark then fails the query; its restart runs the batch again)."""
+        """Process micro-batch ``batch_id``; an error fails the query, whose restart runs
+        the batch again."""
         from pyspark.sql import functions as F
 
         spark = df.sparkSession
@@ -221,7 +186,6 @@ class StreamTracking:
             self.config,
             run_id=self.stream_id,
             tracker=self.tracker,
-            threads=self.threads,
             edge_key=self.edge_key,
         )
         if tracking.group.is_sum:
@@ -283,25 +247,18 @@ class StreamTracking:
         if self.hook is not None:
             self.hook(batch_id, "stamped")
         self._save(report)
-        log.info(
-            "stream %s batch %d: %d acked, %d pending, %d failed, %d refused",
-            self.stream_id,
-            batch_id,
-            len(report.acked),
-            len(report.pending),
-            len(report.failed),
-            len(report.refused),
-        )
+        done = ", ".join(f"{len(getattr(report, n))} {n}" for n in ("acked", "pending", "failed", "refused"))
+        log.info("stream %s batch %d: %s", self.stream_id, batch_id, done)
 
     def _save(self, report: BatchReport) -> None:
-        """Write the batch's report, whole and durably (a re-run batch replaces it)."""
         self._reports.put(f"batch-{report.batch_id:08d}.json", report.to_json().encode("utf-8"))
 
     def _start(
         self, tracking: FrameTracking, batch_id: int, edges: dict[str, int], closing: set[str]
     ) -> Started:
-        """Create or continue each chain (see the module doc's table). Returns the tags
-        started and, for the others, why not."""
+        """Create each chain, or continue one an earlier batch left open (an open root's
+        chain also holds its carry edge until its closing batch). Returns the tags
+        started and why the others were not."""
         tracker = self.tracker
         prefix = f"{self.stream_id}/{batch_id}"
         carries = {tag: tracking.edges.root(f"carry/{tag}") for tag in edges}
@@ -333,45 +290,33 @@ class StreamTracking:
             Group("xor", 8),
             f"{prefix}/create",
             owner=self.owner,
-            threads=self.threads,
+            threads=tracking.threads,
             exists=exists,
             replace_expired=False,  # a chain that expires after the read above is kept, not overwritten
         )
         return created, {**refused, **dict.fromkeys(expired, f"{ENDED} (expired)")}
 
-    # -- after the fact ---------------------------------------------------------------------
-
     def reports(self) -> list[BatchReport]:
-        """Every batch's report, by batch id (the last run of a re-run batch)."""
+        """Every batch's report, by batch id."""
         found = self._reports
         return [BatchReport.from_json((found.get(n) or b"").decode()) for n in found.names("batch-", ".json")]
 
-    def replayable(self) -> list[Attempt]:
-        """The roots whose chains failed or expired (read now: an open root's chain may
-        have expired since its batch), one :class:`Attempt` each (``note`` is the key),
-        for the caller to replay; refused roots are not listed (nothing of theirs was
-        tracked here)."""
-        tags: dict[str, str] = {}
-        for batch in self.reports():
-            for key, tag in batch.tags.items():
-                if key not in batch.refused:
-                    tags[tag] = key
+    def _chains(self) -> dict[str, tuple[str, ChainStatus]]:
+        """The stream's own chains of every reported key not refused: tag -> (key, status)."""
+        tags = {t: k for b in self.reports() for k, t in b.tags.items() if k not in b.refused}
         found = self.tracker.status_many(sorted(tags)) if tags else {}
-        out = []
-        for tag, key in sorted(tags.items()):
-            status = found.get(tag)
-            if status is not None and status.owner == self.owner and status.state in ("failed", "expired"):
-                out.append(Attempt(tag, status.state, status.reason, key))
-        return out
+        return {t: (tags[t], s) for t, s in sorted(found.items()) if s.owner == self.owner}
+
+    def replayable(self) -> list[Attempt]:
+        """The roots whose chains failed or expired (read now), one :class:`Attempt` each
+        (``note``: the key), for the caller to replay; refused roots are not listed."""
+        chains = self._chains().items()
+        return [Attempt(t, s.state, s.reason, k) for t, (k, s) in chains if s.state in ("failed", "expired")]
 
     def acked_rows(self, spark: SparkSession, tag_column: str = "xor_ack_tag") -> DataFrame:
         """The written rows of every chain that reads acked now: what each batch
-        published (the chains its stamps acked) and, for a root acked by a later batch,
-        the rows its earlier batches kept staged."""
-
-        tags = sorted({t for b in self.reports() for k, t in b.tags.items() if k not in b.refused})
-        found = self.tracker.status_many(tags) if tags else {}
-        acked = {t for t, s in found.items() if s.state == "acked" and s.owner == self.owner}
+        published and, for a root acked by a later batch, what earlier ones kept staged."""
+        acked = {t for t, (_, s) in self._chains().items() if s.state == "acked"}
         reader = spark.read.format(self.format)
         if self.format == "csv":
             reader = reader.option("header", "true")

@@ -1,18 +1,10 @@
 """Chain tags of tracked runs: unique per :class:`TagScheme`, unambiguous, valid UTF-8.
 
-A tag is ``<run id>/<nonce>/<attempt>/<key>``:
-
-- the run id, with ``%`` and ``/`` percent-escaped, so it never contains a ``/``;
-- a random 64-bit nonce drawn per tracking object: two runs never share a chain, even
-  with the same run id and the same keys (a reused run id, a job run twice over the same
-  files);
-- the attempt number, in decimal: attempt 2 of root ``x`` (``…/2/x``) can never be
-  attempt 1 of a root whose key is ``x#2`` (``…/1/x#2``);
-- the root's key, escaped by :func:`escape_key` into valid UTF-8.
-
-:meth:`TagScheme.parse` splits a tag back on its first three ``/`` and returns the key
-as given, which makes the encoding injective: two different (run, nonce, attempt, key)
-never give the same tag.
+A tag is ``<run id>/<nonce>/<attempt>/<key>``: the run id with ``%`` and ``/``
+percent-escaped (it holds no ``/``); a random 64-bit nonce per tracking object (two runs
+never share a chain, whatever their run ids and keys); the attempt number; the root's
+key, escaped by :func:`escape_key` into valid UTF-8. Split on its first three ``/``, a
+tag gives its parts back: two different (run, nonce, attempt, key) never share a tag.
 """
 
 from __future__ import annotations
@@ -25,7 +17,7 @@ from urllib.parse import unquote_to_bytes
 from ..errors import InvalidConfig, InvalidTag
 from ..stamps import check_tag
 
-__all__ = ["TagScheme", "escape_key", "escape_run", "unescape_key", "ParsedTag"]
+__all__ = ["TagScheme", "escape_key", "escape_run", "unescape_key"]
 
 #: Lone surrogates U+DC80..U+DCFF, which ``surrogateescape`` decoding makes of
 #: undecodable bytes 0x80..0xFF, written back as ``%XX``.
@@ -33,15 +25,10 @@ _SURROGATE_BYTES = {0xDC00 + b: f"%{b:02X}" for b in range(0x80, 0x100)}
 
 
 def escape_key(key: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str:
-    """A key as valid UTF-8 text, reversibly: ``%`` becomes ``%25`` and every byte that
-    is not part of valid UTF-8 becomes ``%XX`` (upper-case hex).
-
-    ``bytes`` (a raw file name) are taken as they are. A ``str`` is first encoded back
-    to the bytes it stands for: file names that are not valid UTF-8 reach Python as
-    ``str`` with lone surrogates (``os.fsdecode``'s ``surrogateescape``), and encoding
-    them with ``surrogateescape`` gives the original bytes back. Other lone surrogates
-    (which no file system produces) are encoded with ``surrogatepass`` and escaped in
-    turn. Valid text other than ``%`` is left as it is, so ordinary keys stay readable.
+    """A key as valid UTF-8 text, reversibly: ``%`` becomes ``%25`` and every byte not
+    part of valid UTF-8 ``%XX``; other text stays readable. A ``str`` stands for the
+    bytes ``surrogateescape`` gives back (a file name that is not UTF-8, as ``os``
+    decodes it); other lone surrogates are encoded with ``surrogatepass``.
     """
     if isinstance(key, os.PathLike):
         key = os.fspath(key)
@@ -69,23 +56,9 @@ def escape_run(run_id: str) -> str:
 
 
 @dataclass(frozen=True)
-class ParsedTag:
-    """The parts of a tag made by :class:`TagScheme` (``key`` still escaped)."""
-
-    run_id: str
-    nonce: str
-    attempt: int
-    key: str
-
-
-@dataclass(frozen=True)
 class TagScheme:
-    """The tags of one tracking object (see the module doc). Picklable.
-
-    :param run_id: a readable name for the run (any text, even with ``/``).
-    :param nonce: 16 hex digits; drawn at random when not given. Tests pass one to
-        rebuild the tags of a known run.
-    """
+    """The tags of one tracking object (module doc): ``run_id`` (any text) and a
+    ``nonce`` of 16 hex digits (random by default)."""
 
     run_id: str
     nonce: str = field(default_factory=lambda: secrets.token_hex(8))
@@ -98,7 +71,6 @@ class TagScheme:
 
     @property
     def prefix(self) -> str:
-        """What every tag of this scheme starts with."""
         return f"{escape_run(self.run_id)}/{self.nonce}/"
 
     @property
@@ -116,16 +88,3 @@ class TagScheme:
     def escaped(self, escaped_key: str, attempt: int) -> str:
         """Like :meth:`tag` for a key already escaped with :func:`escape_key`."""
         return f"{self.prefix}{attempt}/{escaped_key}"
-
-    def owns(self, tag: str) -> bool:
-        """True for a tag this scheme made."""
-        return tag.startswith(self.prefix)
-
-    def parse(self, tag: str) -> ParsedTag:
-        """The parts of a tag; raises :class:`InvalidTag` for a tag of another scheme."""
-        if not self.owns(tag):
-            raise InvalidTag(f"{tag!r} is not a tag of run {self.run_id!r} ({self.nonce})")
-        attempt, sep, key = tag[len(self.prefix) :].partition("/")
-        if not sep or not attempt.isdigit():
-            raise InvalidTag(f"{tag!r} has no attempt number")
-        return ParsedTag(self.run_id, self.nonce, int(attempt), key)

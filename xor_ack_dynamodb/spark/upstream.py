@@ -1,20 +1,10 @@
-"""Chains started upstream: roots that arrive with a chain, continued and completed in
-Spark.
-
-A :class:`Handed` (tag, the edge ``e`` this job finishes, the owner every request
-names, the root read) comes from an
-:class:`~xor_ack_dynamodb.serverless.envelope.Envelope` or from rows
-(:func:`handed_from_rows`). Guarantees: a chain is never adopted (missing, not pending
-or of another owner: refused, nothing sent to it, its rows not processed; the job never
-creates a chain); continuing is one stamp ``e ^ r`` under op id ``edge:<hex>``, so a
-copy of the hand-over is a duplicate and a second job handed the same edge is refused
-(``OpIdReused``); a part that is not complete fails the chain, for its upstream to
-replay. Handed roots get one attempt in Spark. Both APIs share the run: the driver
-sends the continuing stamps before the job (``r`` derives from the run's key and the
-tag), runs the job over the continued roots only, and stamps each chain once with what
-the job's sink committed (:func:`run_handed_frames`, :func:`run_handed_rdd`).
-
-See docs/spark.md, "Chains started upstream" (both paths, outcomes, requests).
+"""Chains started upstream (docs/spark.md, "Chains started upstream"): a :class:`Handed`
+root arrives with its chain (tag, the edge ``e`` this job finishes, the owner). A chain is
+never adopted: one missing, not pending or another owner's is refused, nothing sent to it;
+the job creates none. The driver continues each chain with one stamp ``e ^ r`` under op
+id ``edge:<hex>`` (a copy of the hand-over is a duplicate; a second job handed the edge is
+refused), runs the job once over those roots and stamps ``r`` where the sink committed
+the root's part; the others are failed, for upstream to replay.
 """
 
 from __future__ import annotations
@@ -30,10 +20,12 @@ from ..serverless.edges import op_id as edge_op_id
 from ..stamps import check_tag
 from .attempts import Plan
 from .chains import CHAIN_ENDED, Started, pool_map, split_refusals
-from .frame import Commit, FrameAttempt, FrameJob, FrameTracking
-from .group import Group
+from .edges import Group
+from .frame import FrameAttempt, FrameTracking
+from .frame.attempt import Commit, FrameJob
 from .outcomes import CONFLICT, Attempt, RootOutcome, RunReport
 from .rdd import RDDTracking, TrackedRDD
+from .rdd.tracked import Pass
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -41,30 +33,16 @@ if TYPE_CHECKING:
     from ..interfaces import AckTracker
     from ..serverless.envelope import Envelope
 
-__all__ = [
-    "Handed",
-    "handed_from_rows",
-    "check_handed",
-    "refuse_unhanded",
-    "run_handed_frames",
-    "run_handed_rdd",
-    "stamp_handed",
-    "REFUSED",
-]
+__all__ = ["Handed", "handed_from_rows", "check_handed", "run_handed_frames", "run_handed_rdd"]
 
-#: The state reported for a handed chain the job did not continue.
 REFUSED = "refused"
 
 
 @dataclass(frozen=True)
 class Handed:
-    """A root that arrives with an existing chain; see the module doc. Picklable.
-
-    :param tag: the chain's tag.
-    :param edge: the edge this job finishes (xor mode: 8 to 64 bytes, not all zero).
-    :param owner: the chain's owner, as its creator stored it.
-    :param root: what the job reads for this root (default: the tag).
-    """
+    """A root that arrives with a chain (module doc): its ``tag``, the ``edge`` this job
+    finishes (8 to 64 bytes, not all zero), the chain's ``owner``, and the ``root`` the
+    job reads (default: the tag)."""
 
     tag: str
     edge: bytes
@@ -84,10 +62,9 @@ class Handed:
 
 
 def check_handed(handed: Sequence[Handed], *, edge_size: int | None = None) -> None:
-    """Raise :class:`InvalidConfig` (or :class:`~xor_ack_dynamodb.errors.InvalidTag`) for
-    a handed root that cannot be continued, before any request: a tag twice, an edge
-    that is not 8..64 bytes (exactly ``edge_size`` if given) or all zeros, an owner that
-    is not a str of 1 to 256 characters."""
+    """Raise :class:`InvalidConfig` (or ``InvalidTag``) for a handed root that cannot be
+    continued: a tag twice, an edge not 8..64 bytes (``edge_size`` if given) or all
+    zeros, an owner not a str of 1 to 256 characters."""
     seen: set[str] = set()
     for item in handed:
         if not isinstance(item, Handed):
@@ -117,10 +94,9 @@ def handed_from_rows(
     edge: str = "xor_ack_edge",
     owner: str = "xor_ack_owner",
 ) -> list[Handed]:
-    """The handed chains of rows that carry a chain's tag, an edge (hex) and the owner as
-    columns (one small Spark job: the distinct triples). Rows handing several edges of
-    one chain hand their XOR; rows of one chain that name two owners, or an edge that is
-    not hex, raise :class:`InvalidConfig` before any DynamoDB request."""
+    """The handed chains of rows with a chain's tag, an edge (hex) and the owner as
+    columns (one small Spark job). Several edges of one chain hand their XOR; two owners
+    of one chain, or an edge not hex, raise :class:`InvalidConfig`."""
     edges: dict[str, int] = {}
     widths: dict[str, int] = {}
     owners: dict[str, str] = {}
@@ -143,9 +119,8 @@ def handed_from_rows(
 
 
 def refuse_unhanded(tracker: AckTracker, handed: Sequence[Handed]) -> dict[str, Attempt]:
-    """Read every handed chain (``status_many``) and return the ones that must not be
-    continued, tag -> a ``refused`` :class:`Attempt` saying why: missing, not pending
-    (its state in the reason), or of another owner. Sends nothing else."""
+    """The handed chains that must not be continued (one read), tag -> a ``refused``
+    :class:`Attempt` saying why: missing, not pending, or of another owner."""
     found = tracker.status_many([h.tag for h in handed]) if handed else {}
     refused: dict[str, Attempt] = {}
     for item in handed:
@@ -163,13 +138,9 @@ def refuse_unhanded(tracker: AckTracker, handed: Sequence[Handed]) -> dict[str, 
 
 
 def stamp_handed(tracker: AckTracker, item: Handed, started: int) -> str | None:
-    """The stamp that continues a handed chain: finish ``item.edge``, start ``started``
-    (an int as wide as the edge), naming the chain's owner. Its op id is the one the
-    serverless side uses for the stamp that finishes an edge (``edge:<hex>``), so a
-    copy of the same hand-over (a redelivered message, a retried task) is a duplicate,
-    and the same edge handed to a second job (which would start other edges) is refused
-    by the chain (``OpIdReused``) instead of being finished twice. Returns None when
-    applied, else why not (nothing was written)."""
+    """The stamp that continues a handed chain: finish ``item.edge``, start ``started``,
+    under the serverless side's op id for finishing an edge (module doc). Returns None
+    when applied, else why not (nothing written)."""
     value = (int.from_bytes(item.edge, "big") ^ started).to_bytes(len(item.edge), "big")
     try:
         tracker.stamp(item.tag, value, op_id=edge_op_id(item.edge), owner=item.owner)
@@ -184,16 +155,14 @@ def stamp_handed(tracker: AckTracker, item: Handed, started: int) -> str | None:
 
 @dataclass
 class _Part:
-    """What the job did of each handed chain's part: done (the chain may still wait on
-    other holders' edges) or, for the others, why not."""
+    """Each handed chain's part: done (the chain may wait on other edges) or why not."""
 
     internal: dict[str, int]
     done: set[str] = field(default_factory=set)
     reasons: dict[str, str] = field(default_factory=dict)
 
     def committed(self, tags: list[str], stamps: Mapping[str, int], errors: Mapping[str, str]) -> None:
-        """What the job's committed write stamps each chain with (``stamps``; ``errors``:
-        chains that failed): the part is done when it stamps the edge the hand-over
+        """The part is done where the committed write stamps the edge the hand-over
         started."""
         for tag in tags:
             if tag in errors:
@@ -204,23 +173,18 @@ class _Part:
                 self.reasons[tag] = "this root's rows did not reach the committed write"
 
     def pending(self, tag: str) -> str | None:
-        """Why a chain still pending after the job fails, or None: it waits."""
         return None if tag in self.done else self.reasons.get(tag, "this job did not complete its part")
 
 
-#: ``job(part, continued)``: the Spark job over the continued handed roots: builds the
-#: pipeline of either API, runs it, tells ``part`` what its sink committed.
+#: ``job(part, continued)``: runs either API's job over the continued roots, tells
+#: ``part`` what its sink committed.
 _Job = Callable[[_Part, list[Handed]], object]
 
 
 def _run(
     tracking: FrameTracking | RDDTracking, handed: Sequence[Handed], job: _Job, **hooks: Any
 ) -> RunReport:
-    """The one attempt of handed roots: refuse the chains that are not to be continued
-    (nothing is sent to them), continue the others from the driver before the job
-    (:func:`stamp_handed`: a chain that refuses the hand-over is left out of the job, so
-    none of its rows is processed or written), run ``job`` over the continued ones
-    through the attempt loop, report one outcome per handed root."""
+    """The one attempt of handed roots (module doc): one outcome per handed root."""
     if tracking.group.is_sum:
         raise InvalidConfig("handed chains are xor chains: continue them with an xor-mode tracker")
     part = _Part({h.tag: tracking.edges.root(f"handed/{h.tag}") for h in handed})
@@ -258,14 +222,11 @@ def _run(
 
 
 def run_handed_frames(tracking: FrameTracking, handed: Sequence[Handed], job: FrameJob) -> RunReport:
-    """Continue and complete the ``handed`` chains with ``job(attempt)`` (a
-    :class:`~xor_ack_dynamodb.spark.frame.FrameAttempt` whose roots are the accepted
-    handed roots, keyed by their tags: read them with ``attempt.read_text(path=...)``
-    over ``Handed.root``, or ``attempt.start(df, tag_column)`` over rows that carry the
-    tag); see the module doc. Returns one outcome per handed root: ``acked``,
-    ``pending``, ``failed``, ``refused`` (not adopted: nothing sent) or ``missing``,
-    with the notes of its rows. Raises before any request for bad input
-    (:func:`check_handed`)."""
+    """Continue and complete the ``handed`` chains with ``job(attempt)``, a
+    :class:`~xor_ack_dynamodb.spark.frame.FrameAttempt` of the continued roots keyed by
+    their tags (``attempt.read_text(path=...)`` over ``Handed.root``, or
+    ``attempt.start(df, tag_column)``). One outcome per handed root: ``acked``,
+    ``pending``, ``failed``, ``refused`` (nothing sent) or ``missing``, with its notes."""
     check_handed(handed)
     notes: dict[str, str] = {}
 
@@ -295,18 +256,15 @@ def run_handed_rdd(
     *,
     num_slices: int | None = None,
 ) -> RunReport:
-    """Continue and complete the ``handed`` chains with ``job(started, 1)`` on the RDD
-    path: ``started`` is a :class:`TrackedRDD` of the accepted roots (values
-    ``Handed.root``, or the tag); the job ends in a sink as usual. Every stamp names the
-    handed owner. See the module doc for what is reported."""
-    check_handed(handed, edge_size=tracking.edge_size)
+    """As :func:`run_handed_frames` on the RDD path: ``job(started, 1)``, ``started`` a
+    :class:`TrackedRDD` of the continued roots (values ``Handed.root``, or the tag)."""
+    check_handed(handed, edge_size=tracking.edges.size)
     notes: dict[str, str] = {}
 
     def run(part: _Part, going: list[Handed]) -> object:
         owners = {h.tag: h.owner for h in going}
         spec = tracking.spec(1)
-        records = [(h.key, h.tag, part.internal[h.tag]) for h in going]
-        slices = max(1, min(len(records), num_slices or tracking.sc.defaultParallelism))
+        slices = max(1, min(len(going), num_slices or tracking.sc.defaultParallelism))
         ack = tracking.acker(spec, owner=owners, notes=notes)
 
         def acker(step: str, stamps: dict[str, int], failures: dict[str, str], noted: dict[str, str]) -> Any:
@@ -316,8 +274,9 @@ def run_handed_rdd(
         described = tracking.sc.getLocalProperty("spark.job.description")
         tracking.sc.setJobDescription(f"xor-ack run {tracking.run_id}: handed chains")
         try:
-            rdd = tracking.sc.parallelize(records, slices)
-            return job(TrackedRDD(rdd, spec, tracking._steps, acker), 1)
+            rdd = tracking.sc.parallelize([(h.key, h.tag) for h in going], slices)
+            sink = Pass({h.tag: part.internal[h.tag] for h in going}, acker, rerun=False)
+            return job(TrackedRDD(rdd, spec, tracking._steps, sink), 1)
         finally:
             tracking.sc.setLocalProperty("spark.job.description", described)  # type: ignore[arg-type]
 

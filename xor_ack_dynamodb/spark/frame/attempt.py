@@ -1,17 +1,7 @@
-"""One attempt of a tracked DataFrame run, as its job sees it: the attempt's roots, the
-sources that start their rows (:meth:`FrameAttempt.read_text`, :meth:`FrameAttempt.start`,
-:mod:`.sources`), and the one tracked write whose commit acks them
-(:meth:`FrameAttempt.write`, the protocol of :mod:`.commit`).
-
-A root is acked because the write that holds its rows committed and none of its rows
-failed: its chain is stamped once with its root edge. When roots failed (or were not
-started) and the write holds rows of several roots (a ``group_by`` across roots), those
-rows count the failed roots' input: the write is discarded and the job run again over
-the other roots, in the same attempt and before any stamp (:attr:`FrameAttempt.rerun`).
-
-The attempt loop around it (creating the chains, the heartbeat, settling, replaying) is
-the one every path shares (:mod:`~xor_ack_dynamodb.spark.attempts`); a :class:`Commit`
-says how the committed chains are stamped.
+"""One attempt of a tracked DataFrame run, as its job sees it: its roots, their sources,
+and the one tracked write whose commit acks them (:mod:`.commit`). When roots failed and
+the write holds rows of several roots (a ``group_by`` across roots), the write is
+discarded and the job run again over the other roots before any stamp.
 """
 
 from __future__ import annotations
@@ -26,8 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ...errors import InvalidConfig, XorAckError
 from ..chains import Owners, Started
-from ..edges import EdgeKey
-from ..group import Group
+from ..edges import EdgeKey, Group
 from ..outcomes import Attempt
 from ..output import Location
 from ..tags import TagScheme
@@ -41,7 +30,7 @@ if TYPE_CHECKING:
 
     from ...interfaces import AckTracker
 
-__all__ = ["FrameAttempt", "FrameRun", "Commit", "FrameJob", "RestagedApart", "Rerun"]
+__all__ = ["FrameAttempt", "Commit", "FrameJob", "RestagedApart"]
 
 
 class FrameRun(Protocol):
@@ -56,53 +45,42 @@ class FrameRun(Protocol):
     group: Group
     counts: Counter[str]
 
-    def commit(self, *args: Any, **kwargs: Any) -> Counter[str]:
-        """:meth:`~xor_ack_dynamodb.spark.attempts.Driver.commit`."""
+    def commit(self, *args: Any, **kwargs: Any) -> Counter[str]: ...
 
 
 @dataclass
 class Commit:
-    """How an attempt stamps its chains once its write committed. The defaults are a
-    run's own chains; a stream's batch and chains handed over from upstream name, own
-    and stamp theirs under op ids of their own."""
+    """How an attempt stamps its chains once its write committed: by default as a run's
+    own; a stream's batch and handed chains name, own and stamp theirs otherwise."""
 
     #: Op ids ``<op_prefix>/<tag>`` (default: ``<run owner>.<attempt>/<write id>``).
     op_prefix: str | None = None
     #: Who each chain belongs to, and its group (default: the run's).
     owner: Owners | None = None
     group: Group | Mapping[str, Group] | None = None
-    #: The write's id (default: a fresh one, :func:`.commit.new_write_id`).
     write_id: str | None = None
-    #: Chains not acked by this attempt's stamps may be acked later by others (handed
-    #: chains waiting on other holders, a stream's open roots): their staged rows are
-    #: kept, for a later publish round (:func:`.commit.recover`).
+    #: Keep the staged rows of chains others may ack later (handed chains, open stream
+    #: roots), for a later publish round (:func:`.commit.recover`).
     keep_unacked: bool = False
-    #: Told what the write saw and the value each chain is stamped with, before the
-    #: stamps go out.
+    #: Told what the write saw and the stamps, before they go out.
     before: Callable[[Seen, dict[str, int]], None] | None = None
     #: Receives the outcomes the stamps decided (None: not kept), for the settle.
     known: dict[str, Attempt] | None = field(default_factory=dict)
-    #: Receives the notes of the committed rows, per chain.
     notes: dict[str, str] = field(default_factory=dict)
 
 
-#: ``rerun(tags, failed, acked)``: run the attempt's job again over the roots ``tags``
-#: (the others failed: ``failed``, reasons by tag, are failed by the new write's stamps;
-#: ``acked``: the roots are acked already, the write only publishes); returns its write.
+#: ``rerun(tags, failed, acked)``: run the job again over ``tags`` (``failed`` are failed
+#: by its write; ``acked``: they are acked already, the write only publishes).
 Rerun = Callable[[list[str], dict[str, str], bool], WriteResult]
 
 
 class FrameAttempt:
-    """One attempt of a tracked DataFrame run, handed to the job: its roots, and the
-    sources that start their rows.
+    """One attempt of a tracked DataFrame run, handed to the job (module doc).
 
-    :param starting: resolves to the chains started for this attempt (only those are
-        stamped after the write) and why the others were not.
-    :param commit: how they are stamped (default: a run's own chains).
-    :param rerun: runs the job again over some of the roots (module doc); None where
-        roots may end at different times (handed chains, streams): there ``group_by``
-        groups per root by default, and a write of rows of several roots is refused.
-    :param failed: roots failed already (by an earlier run of the job in this attempt).
+    :param starting: resolves to the chains started (only those are stamped).
+    :param rerun: runs the job again over some roots; None where roots may end at
+        different times (handed chains, streams): there ``group_by`` groups per root.
+    :param failed: roots failed by an earlier run of the job in this attempt.
     :param acked: the roots are acked already: the write stages and publishes only.
     """
 
@@ -146,10 +124,9 @@ class FrameAttempt:
         bad_bytes: str = "replace",
         normalize: str = "NFC",
     ) -> TrackedFrame:
-        """The lines of each root's file (``path(root)``, default the root itself: a
-        local path or a URI Spark reads, ``s3://`` included), or of the files under it
-        for a directory (:func:`~xor_ack_dynamodb.spark.files.files_under`); columns
-        ``path`` (the line's file) and ``line``. See :mod:`.sources`."""
+        """The lines of each root's file (``path(root)``, default the root: a local path
+        or a URI Spark reads), or of the files under a directory; columns ``path`` (the
+        line's file) and ``line`` (:mod:`.sources`)."""
         locate = path or (lambda root: root)
         roots = [TextRoot(chain, os.fspath(locate(root))) for chain, root in enumerate(self.roots)]
         build, missing = read_text(
@@ -164,15 +141,11 @@ class FrameAttempt:
         return TrackedFrame(build, self)
 
     def start(self, df: DataFrame, key: str, *, others: str | None = None) -> TrackedFrame:
-        """Track the rows of ``df`` whose column ``key`` (as a string) is the key of one
-        of this attempt's roots (the roots' keys must be ``str``). Rows of the run's
-        other roots (acked in an earlier attempt) are left out; a row whose key is no
-        root of the run raises :class:`InvalidConfig` before the job (``others="error"``,
-        the default in :meth:`~.tracking.FrameTracking.run`) or is left out too
-        (``"skip"``, the default for handed chains, whose rows may hand chains to other
-        jobs). Keys are compared by :func:`.keys.match_key` (a path and Spark's URI of
-        the same file are one key); the error is :class:`.keys.UnknownRootKey`. See
-        :mod:`.sources`."""
+        """Track the rows of ``df`` whose column ``key`` (as a string, by
+        :func:`.keys.match_key`) is one of this attempt's roots' (``str``) keys. Rows of
+        the run's other roots are left out; a row whose key is no root of the run raises
+        :class:`.keys.UnknownRootKey` before the job (``others="error"``, the default in
+        a run) or is left out (``"skip"``, the default for handed chains)."""
         others = others or ("error" if self.run_keys is not None else "skip")
         if others not in ("error", "skip"):
             raise InvalidConfig(f"others must be 'error' or 'skip', got {others!r}")
@@ -193,11 +166,9 @@ class FrameAttempt:
         publish: bool = True,
     ) -> WriteResult:
         """The attempt's one tracked write (:meth:`TrackedFrame.write`): stage, ledger,
-        stamps, publish (:mod:`.commit`; a rerun first where the module doc says).
-        Raises :class:`~xor_ack_dynamodb.spark.output.OutputRefused` before any task for
-        a write that cannot be done, :class:`InvalidConfig` for a second write, and
-        :class:`RestagedApart` when roots acked under a write of rows of several roots
-        that must be staged again without the others, and their rows failed there."""
+        stamps, publish (:mod:`.commit`), or a rerun (module doc). Raises
+        :class:`~xor_ack_dynamodb.spark.output.OutputRefused` before any task,
+        :class:`InvalidConfig` for a second write, :class:`RestagedApart`."""
         with self._lock:
             if self.write_result is not None:
                 raise InvalidConfig("one tracked write per attempt: its commit acks the chains")
@@ -206,8 +177,7 @@ class FrameAttempt:
             if publish:
                 protocol.recover(self.spark, store, self.tracking.tracker)
             owner = self.tracking.tags.owner
-            # A write id given is the first write's; a run again over fewer roots is
-            # another write.
+            # A write id given is the first write's; a rerun's is its own.
             write_id = self.commit.write_id or protocol.new_write_id(owner, self.number)
             self.commit.write_id = None
             staged = protocol.Staged(store, write_id, tag_column, tuple(frame.columns), format)
@@ -224,17 +194,7 @@ class FrameAttempt:
                     f"{min(seen.errors)!r}: nothing of the write is staged"
                 )
             if seen.cross and len(left) < len(self.tags) and not self.acked:
-                if self.rerun is None:
-                    staged.staging.remove()
-                    raise InvalidConfig(
-                        "rows of several roots (a group_by across roots) where roots may end at different "
-                        "times: group per root (group_by(..., per_root=True))"
-                    )
-                staged.staging.remove()
-                result = self.rerun(left, seen.errors, False)
-                result.runs += 1
-                self.write_result = result
-                return result
+                return self._again(staged, left, seen.errors, False)
             stamps = {t: self.tracking.group.finished(self.root_edges[t]) for t in left}
             if self.commit.before is not None:
                 self.commit.before(seen, stamps)
@@ -244,12 +204,8 @@ class FrameAttempt:
             counts = Counter[str]() if self.acked else self._stamp(stamps, seen, sender, known)
             acked = {t for t, a in known.items() if a.state == "acked"}
             if seen.cross and acked != set(left):
-                staged.staging.remove()
                 staged.meta.child(f"{write_id}.json").remove()
-                result = self._again(sorted(acked))
-                result.counts.update(counts)
-                self.write_result = result
-                return result
+                return self._again(staged, sorted(acked), {}, True, counts)
             if publish:
                 keep = self.commit.keep_unacked and acked != set(self.tags) & started
                 protocol.publish(self.spark, staged, acked, whole=acked == set(self.tags), keep_staging=keep)
@@ -257,8 +213,7 @@ class FrameAttempt:
             return self.write_result
 
     def fail_the_rest(self) -> WriteResult:
-        """No root is left to run the job over (every other root failed in an earlier
-        run of it): fail the failed roots with their reasons; nothing is written."""
+        """No root is left to run the job over: fail the failed ones; nothing is written."""
         write_id = protocol.new_write_id(self.tracking.tags.owner, self.number)
         sender = self._sender(write_id)
         counts = self._stamp({}, Seen(errors=dict(self.failed)), sender, {})
@@ -266,8 +221,7 @@ class FrameAttempt:
         return self.write_result
 
     def _sender(self, write_id: str) -> protocol.Sender:
-        """How this attempt's write ``write_id`` stamps: op ids ``<owner>.<attempt>/<write
-        id>/<tag>`` owned by the run, in its group, unless :attr:`commit` says otherwise."""
+        """How write ``write_id`` stamps: as :attr:`commit` says, else as the run's own."""
         owner = self.tracking.tags.owner
         return protocol.Sender(
             self.commit.op_prefix or f"{owner}.{self.number}/{write_id}",
@@ -275,21 +229,33 @@ class FrameAttempt:
             self.commit.group or self.tracking.group,
         )
 
-    def _again(self, acked: list[str]) -> WriteResult:
-        """The write of rows of several roots whose stamps did not all ack, made again
-        over the roots that did (their chains are acked already)."""
+    def _again(
+        self,
+        staged: protocol.Staged,
+        tags: list[str],
+        failed: dict[str, str],
+        acked: bool,
+        counts: Counter[str] | None = None,
+    ) -> WriteResult:
+        """Discard a write of rows of several roots and make it again: the job run over
+        ``tags`` (:data:`Rerun`)."""
+        staged.staging.remove()
         if self.rerun is None:
-            raise InvalidConfig("a write of rows of several roots needs the job to run again")
-        result = self.rerun(acked, {}, True)
+            raise InvalidConfig(
+                "rows of several roots (a group_by across roots) where roots may end at different "
+                "times: group per root (group_by(..., per_root=True))"
+            )
+        result = self.rerun(tags, failed, acked)
         result.runs += 1
+        result.counts.update(counts or {})
+        self.write_result = result
         return result
 
     def _stamp(
         self, stamps: dict[str, int], seen: Seen, sender: protocol.Sender, acked: dict[str, Attempt]
     ) -> Counter[str]:
-        """Stamp each chain this attempt started once with ``stamps`` (its root edge, as
-        the group finishes it) and fail the failed ones (``acked`` receives the
-        outcomes the stamps decided). Chains it did not start are left alone."""
+        """Stamp each started chain once and fail the failed ones (:meth:`Driver.commit`);
+        ``acked`` receives the outcomes the stamps decided."""
         counts = self.tracking.commit(
             stamps,
             seen.errors,
@@ -308,9 +274,8 @@ class FrameAttempt:
 
 class RestagedApart(XorAckError):
     """A write of rows of several roots whose stamps did not all ack was staged again
-    over the roots that acked, and rows of those roots failed there: their input
-    changed between the two reads. The write's staged rows are removed (the job's
-    output for those roots cannot be made); the acks stand."""
+    over the roots that acked, and rows of those failed there (their input changed):
+    nothing of the write is staged; the acks stand."""
 
 
 FrameJob = Callable[[FrameAttempt], Any]

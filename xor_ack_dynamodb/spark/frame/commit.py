@@ -1,23 +1,10 @@
-"""Tracked output: Spark's own writer and file commit protocol, a ledger, then a publish
-by rename.
-
-A tracked write (:meth:`~.attempt.FrameAttempt.write`) stages every row under
-``<location>/_xor_ack/<write id>/`` as Parquet (names of its own: a second write never
-touches another's files; Spark's commit protocol keeps one task attempt per partition
-and commits the job whole), with the write's side channel observed (:class:`Seen`).
-Then, before any stamp, it writes the ledger ``<write id>.json`` whole: the write's
-roots, the value each is stamped with, the failed ones with their reasons, the notes.
-After the stamps it publishes the acked roots' rows into ``<location>`` under a claim
-(``<write id>.published``, created only if absent: of two publishers one wins): when
-every root of the write acked and the format is Parquet, by renaming the staged part
-files; otherwise by writing the acked roots' rows again (CSV, or rows of roots that did
-not ack left out). Guarantees: no file an ack counts on is replaced after the ack, and
-a reader never sees rows of a root that did not ack. A crash between the ack and the end
-of the publish loses nothing: :func:`recover` (run before every tracked write into the
-location) publishes each ledger whose chains have all ended, or finishes a claimed
-publish.
-
-See docs/spark.md, "Tracked output: the commit protocol".
+"""Tracked output (docs/spark.md, "Tracked output: the commit protocol"): Spark stages the
+rows under ``<location>/_xor_ack/<write id>/``; the ledger ``<write id>.json`` is written
+whole before any stamp; after the stamps the acked roots' rows are published under a
+claim (``<write id>.published``: of two publishers one wins), by renaming the staged
+files when every root acked (Parquet), else by writing those rows again. No file an ack
+counts on is replaced after the ack, a reader never sees rows of a root that did not ack,
+and a crash after the ledger loses nothing (:func:`recover`, before every tracked write).
 """
 
 from __future__ import annotations
@@ -30,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..chains import Owners, apply_acks
-from ..group import Group
+from ..edges import Group
 from ..output import Location, OutputRefused
 from .columns import CHAIN, TRACKING, Seen, by_chain, local_table, with_tags
 from .tracked import Probes, observed
@@ -40,18 +27,7 @@ if TYPE_CHECKING:
 
     from ...interfaces import AckTracker
 
-__all__ = [
-    "SINK_FORMATS",
-    "STAGING",
-    "Staged",
-    "check_write",
-    "stage",
-    "write_ledger",
-    "Sender",
-    "publish",
-    "recover",
-    "can_write",
-]
+__all__ = ["STAGING", "Staged", "can_write", "check_write", "stage", "write_ledger", "publish", "recover"]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
@@ -61,8 +37,7 @@ STAGING = "_xor_ack"
 
 
 def can_write(spark: SparkSession, location: Location) -> bool:
-    """Whether Spark has a file system for ``location`` (always for a directory; for
-    ``s3://`` on EMR, not from the pip package: see :func:`.sources.has_filesystem`)."""
+    """Whether Spark has a file system for ``location`` (``s3://``: on EMR, not from pip)."""
     from .sources import has_filesystem
 
     return not location.is_s3 or has_filesystem(spark, "s3")
@@ -71,9 +46,10 @@ def can_write(spark: SparkSession, location: Location) -> bool:
 def check_write(
     spark: SparkSession, columns: Sequence[str], location: Location, format: str, tag_column: str
 ) -> None:
-    """Raise :class:`OutputRefused` for a write that cannot be done, before any task runs:
-    a format the sink does not write, a tag column that is a user column or a tracking
-    column, a location that is a file, or one Spark has no file system for."""
+    """Raise :class:`OutputRefused` for a write that cannot be done, before any task: a
+    format the sink does not write, a tag column that is a user or tracking column, a
+    location that is a file or that Spark has no file system for (``s3://`` from the pip
+    package)."""
     import os
 
     if format not in SINK_FORMATS:
@@ -96,7 +72,7 @@ def check_write(
 
 @dataclass(frozen=True)
 class Staged:
-    """A staged write: where it is, its id, the tag column and the user's columns."""
+    """A staged write: where, its id, the tag column, the user's columns, the format."""
 
     location: Location
     write_id: str
@@ -120,9 +96,8 @@ def new_write_id(owner: str, attempt: int) -> str:
 
 def stage(df: DataFrame, staged: Staged, tags: Sequence[str], probes: Probes) -> Seen:
     """Write ``df`` (a tracked frame built with ``probes``, chain ``i`` tagged
-    ``tags[i]``) with Spark's Parquet writer into the staging folder, and read what its
-    side channel saw: the failed and noted chains, whether a group mixed several roots,
-    the rows written (counted at the sink, whose tasks Spark counts once each)."""
+    ``tags[i]``) into the staging folder; return what its side channel saw and the rows
+    written."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -149,8 +124,8 @@ def stage(df: DataFrame, staged: Staged, tags: Sequence[str], probes: Probes) ->
 
 @dataclass(frozen=True)
 class Sender:
-    """How a write's stamps are sent: op ids ``<op_prefix>/<tag>``, naming the owner
-    (one for all chains, or per tag), in the chains' group (one, or per tag)."""
+    """How a write's stamps are sent: op ids ``<op_prefix>/<tag>``, the owner and the
+    group (one for all chains, or per tag)."""
 
     op_prefix: str
     owner: Owners
@@ -175,9 +150,7 @@ class Sender:
 def write_ledger(
     staged: Staged, tags: Sequence[str], stamps: dict[str, int], seen: Seen, sender: Sender, *, publish: bool
 ) -> None:
-    """The write's ledger, whole, before any stamp: its roots, the value each is
-    stamped with and how (``sender``), the failed ones and the notes (:func:`recover`
-    reads it, and sends what a crash left unsent)."""
+    """The write's ledger, whole, before any stamp (module doc)."""
     ledger = {
         "write": staged.write_id,
         "tag_column": staged.tag_column,
@@ -196,11 +169,8 @@ def write_ledger(
 
 
 def _resend(tracker: AckTracker, ledger: Mapping[str, Any], states: Mapping[str, Any]) -> None:
-    """Send the stamps and fails of ``ledger`` to its chains still pending (``states``):
-    what its run sent is sent again under the same op ids, which changes nothing; what
-    a crash left unsent is sent now."""
-    if "sender" not in ledger:  # a ledger of an earlier version: its run's own stamps only
-        return
+    """Send the stamps and fails of ``ledger`` to its chains still pending, under its
+    op ids: what its run sent changes nothing again, what a crash left unsent is sent."""
     pending = {t for t, s in states.items() if s.state == "pending"}
     stamps = {t: int(v, 16) for t, v in ledger["stamps"].items() if t in pending}
     errors = {t: r for t, r in ledger["errors"].items() if t in pending}
@@ -224,11 +194,9 @@ def publish(
     whole: bool = False,
     keep_staging: bool = False,
 ) -> None:
-    """The rows of the ``acked`` chains not published yet, in one claimed round (the
-    claim lists their tags): ``whole`` (every root of the write acked) and Parquet, by
-    renaming the staged part files; otherwise by writing those rows again. The staged
-    rows are removed unless ``keep_staging`` (chains not acked yet may be later: a later
-    round publishes them)."""
+    """Publish the rows of the ``acked`` chains not published yet, in one claimed round
+    (module doc; ``whole``: every root of the write acked). The staged rows are removed
+    unless ``keep_staging`` (a later round may publish more)."""
     meta = staged.meta
     claims = _claims(staged)
     done = {t for c in claims for t in c.get("tags", [])}
@@ -240,7 +208,7 @@ def publish(
         else:
             source = f"{staged.write_id}.pub-{secrets.token_hex(4)}"
             if chosen:
-                rows = with_tags(_staged_rows(spark, staged), staged.tag_column, chosen)
+                rows = with_tags(spark.read.parquet(staged.staging.url), staged.tag_column, chosen)
                 writer = rows.select(*staged.columns, staged.tag_column).write.mode("append")
                 writer.format(staged.format).options(**({"header": "true"} if staged.format == "csv" else {}))
                 writer.save(meta.child(source).url)
@@ -256,18 +224,6 @@ def publish(
         staged.staging.remove()
 
 
-def _staged_rows(spark: SparkSession, staged: Staged) -> DataFrame:
-    """The staged rows (a write of an earlier version also staged rows without data,
-    flagged ``_xa_ghost``: left out)."""
-    from pyspark.sql import functions as F
-
-    rows = spark.read.parquet(staged.staging.url)
-    return rows.where(~F.col(_OLD_GHOST)) if _OLD_GHOST in rows.columns else rows
-
-
-_OLD_GHOST = "_xa_ghost"
-
-
 def _move(source: Location, into: Location) -> None:
     names = [n for n in source.names("part-") if not n.endswith(".crc")]
     for name in names:
@@ -275,12 +231,11 @@ def _move(source: Location, into: Location) -> None:
 
 
 def recover(spark: SparkSession, location: Location, tracker: AckTracker) -> int:
-    """Publish what earlier writes into ``location`` acked and did not publish: finish
-    the moves of a claimed round, publish a write whose run died between its acks and
-    its publish once its chains have all ended (a chain still pending may be acked by
-    its run any moment: that ledger is left for later), and publish the chains acked
-    since of a write that kept its staged rows (handed chains, open stream roots).
-    Returns how many rounds were published or finished."""
+    """Publish what earlier writes into ``location`` acked and did not: finish a claimed
+    round's moves; send a ledger's stamps a crash left unsent, then publish once its
+    chains have all ended (one still pending may be acked by its run any moment); publish
+    what was acked since of a write that kept its staged rows. Returns the rounds
+    published or finished."""
     meta = location.child(STAGING)
     done = 0
     for name in meta.names("", ".json"):

@@ -1,17 +1,7 @@
-"""Small committed output read back in the driver, with Arrow, instead of by a Spark query.
-
-After a tracked write commits, the word count reads what it wrote: its totals. When the
-driver itself sees the files (a local or shared directory, a classic session) and they
-total at most ``spark.xorack.driverReadBytes`` (default :data:`DRIVER_READ_BYTES`; 0
-turns this off), they are read here with pyarrow's Parquet reader and aggregated
-vectorized. This reads the files a Spark reader lists (not a name starting with ``_``
-or ``.``, nor one ending ``._COPYING_``, nor an empty file) and gives the result Spark's
-query gives for the rows a tracked write stages; it only saves a query's planning, code generation
-and scheduling: about a second of a 20-second word count on two cores. Larger output,
-``s3://``, a folder with partition folders (a name holding ``=``) and Spark Connect
-(whose files are the server's) are read by Spark (:func:`driver_files` and
-:func:`driver_batches` return None), and so is output the driver fails to read (a file
-it may not open, a corrupt one: :data:`READ_ERRORS`, see :func:`in_driver`).
+"""Small committed output read in the driver with Arrow instead of by a Spark query (the
+word count's totals), when the driver sees the files (a directory, a classic session) and
+they total at most ``spark.xorack.driverReadBytes`` (0: off). Otherwise, and on a read
+error (:data:`READ_ERRORS`), the functions return None and Spark reads them.
 """
 
 from __future__ import annotations
@@ -32,17 +22,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-__all__ = [
-    "DRIVER_READ_CONF",
-    "DRIVER_READ_BYTES",
-    "BATCH_ROWS",
-    "READ_ERRORS",
-    "driver_read_limit",
-    "driver_files",
-    "driver_batches",
-    "in_driver",
-    "codes",
-]
+__all__ = ["DRIVER_READ_CONF", "DRIVER_READ_BYTES", "driver_read_limit", "driver_files", "in_driver", "codes"]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
@@ -50,21 +30,16 @@ T = TypeVar("T")
 
 #: The Spark setting that bounds what the driver reads itself (bytes of Parquet files).
 DRIVER_READ_CONF = "spark.xorack.driverReadBytes"
-#: Its default: 16 MiB of Parquet files (the word count of 710 files stages 3.5 MB).
 DRIVER_READ_BYTES = 16 << 20
-#: Rows per batch the driver holds while it reads.
 BATCH_ROWS = 65536
-#: What a read in the driver may raise where Spark's executors could still read the
-#: files: the caller then has Spark read them (nothing was stamped yet).
+#: What a read in the driver may raise where Spark's executors could still read the files.
 READ_ERRORS: tuple[type[Exception], ...] = (OSError, ValueError)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def driver_read_limit(spark: SparkSession) -> int:
     """``spark.xorack.driverReadBytes`` in bytes, written as Spark writes sizes (``16m``,
-    ``512k``, ``1g``, or a number of bytes; 0 or less: the driver reads nothing).
-    :class:`InvalidConfig` for anything else (:class:`~.tracking.FrameTracking` checks
-    it when it is made, before any request)."""
+    ``512k``, ``1g``, bytes); :class:`InvalidConfig` for anything else."""
     import re
 
     text = str(spark.conf.get(DRIVER_READ_CONF, None) or DRIVER_READ_BYTES).strip().lower()
@@ -75,10 +50,8 @@ def driver_read_limit(spark: SparkSession) -> int:
 
 
 def _data_files(location: Location) -> list[Path] | None:
-    """The data files of a staged folder as Spark lists them (names starting with ``_``
-    or ``.`` are markers, checksums and temporary files), or None when the folder is
-    missing (Spark's reader raises) or has a subfolder (partitioned output: Spark's
-    reader decides what it holds)."""
+    """The data files of a folder as Spark lists them, or None when it is missing or has
+    a subfolder (Spark's reader decides then)."""
     folder = Path(location.url)
     if not folder.is_dir():
         return None
@@ -96,8 +69,7 @@ def _data_files(location: Location) -> list[Path] | None:
 
 
 def driver_files(spark: SparkSession, locations: Sequence[Location]) -> list[str] | None:
-    """The data files of ``locations`` if the driver is to read them itself, or None
-    where Spark must read them (module doc)."""
+    """The data files of ``locations`` if the driver reads them itself (module doc)."""
     if is_connect(spark) or any(loc.is_s3 for loc in locations):
         return None
     limit = driver_read_limit(spark)
@@ -117,11 +89,9 @@ def driver_files(spark: SparkSession, locations: Sequence[Location]) -> list[str
 def driver_batches(
     spark: SparkSession, locations: Sequence[Location], schema: pa.Schema
 ) -> Iterator[pa.RecordBatch] | None:
-    """The rows of the Parquet files of ``locations``, ``schema``'s columns (a column a
-    file lacks is null, as with Spark's reader given a schema; a text column present
-    comes dictionary-encoded, see :func:`codes`), in batches of at most
-    :data:`BATCH_ROWS` read in the driver (it holds one batch at a time); or None where
-    Spark must read them (module doc)."""
+    """The rows of the Parquet files of ``locations`` in ``schema``'s columns (null where
+    a file lacks one; text dictionary-encoded, see :func:`codes`), in batches of at most
+    :data:`BATCH_ROWS`; or None (module doc)."""
     files = driver_files(spark, locations)
     return None if files is None else _batches(files, schema)
 
@@ -132,11 +102,8 @@ def in_driver(
     schema: pa.Schema,
     aggregate: Callable[[Iterator[pa.RecordBatch]], T],
 ) -> T | None:
-    """``aggregate`` of the rows of ``locations`` (:func:`driver_batches`) when the driver
-    reads them itself; None where Spark must read them: the cases of the module doc, and
-    output the driver fails to read (:data:`READ_ERRORS`, logged as a warning), which
-    Spark's executors may still read. ``aggregate`` must build its result afresh and
-    touch nothing else (it is abandoned on such a failure)."""
+    """``aggregate`` of :func:`driver_batches`, or None (module doc; a read error is
+    logged). ``aggregate`` must build its result afresh: it is abandoned on an error."""
     batches = driver_batches(spark, locations, schema)
     if batches is None:
         return None
@@ -152,9 +119,7 @@ def _batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.RecordBatch
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    # Text columns come dictionary-encoded, as Parquet stores them: a chain's tag once
-    # per file, not once per row. With batches, the word count's driver peaks at 262 to 278 MiB
-    # against 373 MiB reading its staged table whole, as strings (217 MiB without it).
+    # Text dictionary-encoded, as Parquet stores it: a chain's tag once per file, not per row.
     text = [f.name for f in schema if pa.types.is_string(f.type)]
     for path in files:
         footer = pq.read_metadata(path)
@@ -172,9 +137,9 @@ def _batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.RecordBatch
 
 
 def codes(column: pa.Array) -> tuple[list[Any], npt.NDArray[np.intp]]:
-    """``column`` as a list of the values its rows hold (null among them, if any) and,
-    per row, the index of its value in that list. (A dictionary-encoded column may carry
-    its row group's whole dictionary in every batch: only the values used are listed.)"""
+    """``column`` as the values its rows hold (null too) and, per row, its value's index
+    (a dictionary-encoded batch may carry its row group's whole dictionary: only the
+    values used are listed)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -1,25 +1,8 @@
-"""Tracked DataFrames: the user's operators as they are, one root column beside them, and
-a side channel that says which roots failed.
-
-A :class:`TrackedFrame` is a DataFrame with one hidden column, the root of each row
-(:mod:`.columns`; NULL for a row several roots made). Each operation is its plain
-PySpark counterpart: ``select``, ``with_column``, ``drop``, ``where``, ``explode``,
-``join`` and ``transform`` are those calls, with the root column carried along;
-``group_by().agg()`` aggregates across roots as the plain job does (and keeps the root
-of a group whose rows all came from one root); nothing derives, hashes or XORs per row.
-
-What Spark's commit protocol does not say, the frame carries beside the rows: the roots
-that failed (``fail_when``) and the notes of the sources (bad bytes), each observed by
-Spark as a *set* of (root, text) pairs (``DataFrame.observe`` with ``collect_set``). A
-set is right however often Spark runs a task: a retried task, a speculative copy or a
-recomputed stage adds pairs already there. A frame is a recipe, built again for each
-write (:meth:`TrackedFrame.build`): each write's observations are its own, so an action a
-user ran on :attr:`TrackedFrame.df` before cannot have consumed them. An observation
-Spark did not run (its branch proven empty, say ``where(lit(False))`` after it) is
-computed by a query of its own.
-
-A root is acked because the write that holds its rows committed and no row of it failed
-(:mod:`.attempt`). See docs/spark.md, "How the tracking works".
+"""Tracked DataFrames (docs/spark.md, "How the tracking works"): each operation is its
+plain PySpark call with one hidden column carried along, each row's root (NULL for a row
+of several roots). Failures (``fail_when``) and the sources' notes are observed by Spark
+as *sets* of (root, text) pairs, right however often a task runs. A frame is a recipe
+built again for each write, so an earlier action cannot consume a write's observations.
 """
 
 from __future__ import annotations
@@ -44,6 +27,13 @@ _LOW = "_xa_low"
 _HIGH = "_xa_high"
 
 
+def _users(*names: object) -> None:
+    """Refuse a tracking column's name where a user column is named."""
+    for name in names:
+        if isinstance(name, str) and name in TRACKING:
+            raise InvalidConfig(f"{name} is a tracking column")
+
+
 def _name(column: str) -> Column:
     """The column named ``column``, taken literally (a dot is not a struct field)."""
     from pyspark.sql import functions as F
@@ -53,11 +43,9 @@ def _name(column: str) -> Column:
 
 def observed(observation: Any) -> dict[str, Any] | None:
     """What an observation collected once its query ran, or None when Spark did not run
-    it: its plan node was optimized away (Spark then completes it with an empty row,
-    which a classic session refuses to convert, and a Connect session gives as an empty
-    dict), or it is on no branch of what ran (a ``transform`` that did not keep its
-    input): never waited for. (A classic session completes an observation from a
-    listener of the query's end: the listeners are drained first.)"""
+    it: optimized away (completed with an empty row, which a classic session refuses to
+    convert) or on no branch of what ran (never completed). A classic session completes
+    it from a listener of the query's end: the listeners are drained first."""
     from pyspark import SparkContext
 
     handle = getattr(observation, "_jo", None)
@@ -75,19 +63,16 @@ def observed(observation: Any) -> dict[str, Any] | None:
 
 
 class Probes:
-    """The side channel of one build of a frame: per ``fail_when``, per source note and
-    per ``group_by`` across roots, an Observation of the set of (root, text) pairs of its
-    rows (module doc)."""
+    """The side channel of one build of a frame (module doc): an Observation per
+    ``fail_when``, source note and ``group_by`` across roots."""
 
     def __init__(self) -> None:
         self._probes: list[tuple[str, Any, DataFrame, str]] = []
 
     def observe(self, df: DataFrame, kind: str, text: Column) -> DataFrame:
-        """``df`` with a column ``text`` (NULL on the rows it does not pick), observed:
-        the set of (root, text) pairs is read after the write (:meth:`read`). ``kind``
-        is ``"fail"``, ``"note"`` or ``"mixed"`` (a group of several roots, NULL root).
-        Returns the frame with the column, named
-        :meth:`column`'s value."""
+        """``df`` with a column :meth:`column` of ``text`` (NULL on rows not picked),
+        whose (root, text) pairs :meth:`read` gets after the write. ``kind``: ``"fail"``,
+        ``"note"`` or ``"mixed"`` (a group of several roots)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -103,9 +88,9 @@ class Probes:
         return self._probes[-1][3]
 
     def read(self, chains: int) -> tuple[dict[int, str], dict[int, str], bool]:
-        """After the write: per root (index), its first failure reason and its first note
-        (by sort order); and whether a group mixed several roots. A failing row of
-        several roots fails every one of the ``chains`` roots."""
+        """After the write: per root (index), its first failure reason and note (by sort
+        order), and whether a group mixed roots. A failing row of several roots fails
+        all ``chains`` roots."""
         from pyspark.sql import functions as F
 
         found: dict[str, dict[int, str]] = {"fail": {}, "note": {}, "mixed": {}}
@@ -124,10 +109,10 @@ class Probes:
 
 @dataclass
 class WriteResult:
-    """What a tracked write did: rows written, its write id (its ledger is
-    ``<location>/_xor_ack/<write id>.json``), chains stamped, acked and failed by the
-    client, where its rows were staged (removed once published), and how many times
-    the job ran (more than once when roots failed under a cross-root aggregate)."""
+    """What a tracked write did: rows written, its write id (ledger
+    ``<location>/_xor_ack/<write id>.json``), the driver's counts, where its rows were
+    staged, and how many times the job ran (more than once when roots failed under a
+    cross-root aggregate)."""
 
     rows: int
     write_id: str
@@ -139,7 +124,7 @@ class WriteResult:
 class Writes(Protocol):
     """What a tracked frame needs of its attempt (:class:`~.attempt.FrameAttempt`)."""
 
-    #: Group per root by default (chains that may end at different times); else across.
+    #: ``group_by`` per root by default (chains may end at different times).
     per_root: bool
 
     def write(
@@ -170,8 +155,8 @@ class TrackedFrame:
 
     @property
     def df(self) -> DataFrame:
-        """The DataFrame itself, the root column included (read-only use; an action on
-        it does not touch what a write observes)."""
+        """A build of the DataFrame, root column included (an action on it does not
+        touch what a write observes)."""
         return self.build(Probes())
 
     @property
@@ -179,20 +164,13 @@ class TrackedFrame:
         """The user's columns."""
         return [c for c in self.df.columns if c not in TRACKING]
 
-    @property
-    def attempt(self) -> Writes:
-        """The attempt these rows belong to (:class:`~.attempt.FrameAttempt`)."""
-        return self._attempt
-
     def _then(self, step: Callable[[DataFrame, Probes], DataFrame]) -> TrackedFrame:
         before = self._build
         return TrackedFrame(lambda probes: step(before(probes), probes), self._attempt)
 
     def select(self, *columns: str | Column) -> TrackedFrame:
         """Like ``select``; the root column comes along (``"*"`` is the user's columns)."""
-        for column in columns:
-            if isinstance(column, str) and column in TRACKING:
-                raise InvalidConfig(f"{column} is a tracking column")
+        _users(*columns)
 
         def step(df: DataFrame, _: Probes) -> DataFrame:
             users = [c for c in df.columns if c not in TRACKING]
@@ -202,27 +180,21 @@ class TrackedFrame:
         return self._then(step)
 
     def with_column(self, name: str, column: Column) -> TrackedFrame:
-        """Like ``withColumn``."""
-        if name in TRACKING:
-            raise InvalidConfig(f"{name} is a tracking column")
+        _users(name)
         return self._then(lambda df, _: df.withColumn(name, column))
 
     def drop(self, *names: str) -> TrackedFrame:
-        """Like ``drop`` (the root column cannot be dropped)."""
-        if set(names) & set(TRACKING):
-            raise InvalidConfig("tracking columns cannot be dropped")
+        _users(*names)
         return self._then(lambda df, _: df.drop(*names))
 
     def where(self, condition: Column) -> TrackedFrame:
-        """Like ``where``: the rows on which ``condition`` is TRUE (not FALSE, not NULL)."""
         return self._then(lambda df, _: df.where(condition))
 
     filter = where
 
     def fail_when(self, condition: Column, reason: str | Column, *, permanent: bool = False) -> TrackedFrame:
-        """Rows on which ``condition`` is TRUE (not FALSE, not NULL) fail their root with
-        ``reason`` (the first reason by sort order is kept per root) and go no further.
-        With ``permanent`` the root is not replayed."""
+        """Rows on which ``condition`` is TRUE fail their root with ``reason`` (the first
+        by sort order is kept) and go no further; ``permanent``: not replayed."""
         from pyspark.sql import functions as F
 
         text = F.lit(reason) if isinstance(reason, str) else reason
@@ -237,28 +209,23 @@ class TrackedFrame:
         return self._then(step)
 
     def explode(self, array: str | Column, alias: str, *, position: str | None = None) -> TrackedFrame:
-        """One row per element of ``array`` (named ``alias``; its index as ``position``
-        if given), like ``explode``/``posexplode`` (not ``_outer``): a NULL or empty
-        array gives no row. The other columns are kept, except ``array`` itself when it
-        is given as a column name (as ``select(explode(...))`` would not repeat it on
-        every child: select it under another name first to keep it)."""
+        """One row per element of ``array`` (named ``alias``; its index as ``position``),
+        like ``explode``/``posexplode``: a NULL or empty array gives no row. The other
+        columns are kept, except ``array`` given by name."""
         from pyspark.sql import functions as F
 
-        for name in (alias, position):
-            if name in TRACKING:
-                raise InvalidConfig(f"{name} is a tracking column")
+        _users(alias, position)
         values = F.col(array) if isinstance(array, str) else array
         made = F.posexplode(values).alias(position, alias) if position else F.explode(values).alias(alias)
         dropped = {alias, position, array if isinstance(array, str) else None}
         return self._then(lambda df, _: df.select(*(_name(c) for c in df.columns if c not in dropped), made))
 
     def group_by(self, *keys: str, per_root: bool | None = None) -> TrackedGroups:
-        """Group by ``keys`` (column names; none: one group), across roots as plain
-        Spark does; a NULL key is a group. A group whose rows all came from one root
-        keeps that root; the others are rows of several roots (their write is kept only
-        if every one of its roots acks: :mod:`.attempt`). ``per_root``: group per root
-        and key instead (at least one key), the default where roots may end at different
-        times (handed chains, open stream roots: :attr:`Writes.per_root`)."""
+        """Group by ``keys`` (column names; none: one group) across roots, as Spark does;
+        a group whose rows all came from one root keeps it, the others are rows of
+        several roots (their write stands only if all its roots ack). ``per_root``: per
+        root and key (at least one key), the default where roots may end at different
+        times (:attr:`Writes.per_root`)."""
         for key in keys:
             if not isinstance(key, str) or key in TRACKING:
                 raise InvalidConfig(f"group_by takes the names of user columns, got {key!r}")
@@ -273,10 +240,9 @@ class TrackedFrame:
     def join(
         self, lookup: DataFrame, on: str | Sequence[str], how: str = "inner", *, check: bool = True
     ) -> TrackedFrame:
-        """Join with an untracked ``lookup`` that has at most one row per ``on`` key, as
-        ``join`` does; ``how`` is ``inner`` or ``left``; a NULL key matches nothing. With
-        ``check`` (default), a small job counts duplicate keys first and
-        :class:`InvalidConfig` is raised if there are any."""
+        """Join with an untracked ``lookup`` of at most one row per ``on`` key (``how``:
+        ``inner`` or ``left``); with ``check``, a small job refuses duplicate keys first
+        (:class:`InvalidConfig`)."""
         from pyspark.sql import functions as F
 
         if isinstance(lookup, TrackedFrame):  # type: ignore[unreachable]
@@ -296,8 +262,7 @@ class TrackedFrame:
         return self._then(lambda df, _: df.join(lookup, on=keys, how=how))
 
     def transform(self, fn: Callable[[DataFrame], DataFrame]) -> TrackedFrame:
-        """Apply ``fn`` to the DataFrame itself, for operations this class lacks. ``fn``
-        must keep the root column as it is."""
+        """``fn`` of the DataFrame itself, which must keep the root column as it is."""
         if CHAIN not in fn(self.df).columns:
             raise InvalidConfig(f"transform dropped the tracking column {CHAIN}")
         return self._then(lambda df, _: fn(df))
@@ -312,12 +277,10 @@ class TrackedFrame:
     ) -> WriteResult:
         """Run the job: write the rows (user columns and the root's tag as
         ``tag_column``, NULL on a row of several roots) to ``location`` (a directory, or
-        ``s3://`` where Spark has an S3 file system), as Parquet or CSV, through Spark's
-        writer and its commit protocol; ack; publish (``publish=False`` leaves the rows
-        staged, for a job that reads them there). One tracked write per attempt. Raises
-        :class:`~xor_ack_dynamodb.spark.output.OutputRefused` before any task for a
-        write that cannot be done (a user column named ``tag_column``, another format, a
-        location Spark cannot write). See :meth:`.attempt.FrameAttempt.write`."""
+        ``s3://`` where Spark has an S3 file system) as Parquet or CSV through Spark's
+        commit protocol; ack; publish (``publish=False`` leaves the rows staged). One per
+        attempt; :class:`~xor_ack_dynamodb.spark.output.OutputRefused` before any task
+        for a write that cannot be done."""
         return self._attempt.write(self, location, format=format, tag_column=tag_column, publish=publish)
 
 
@@ -330,11 +293,9 @@ class TrackedGroups:
         self.per_root = per_root
 
     def agg(self, *exprs: Column) -> TrackedFrame:
-        """Aggregate (:meth:`TrackedFrame.group_by`). Across roots, each group's root is
-        the least and the greatest root of its rows when they agree (a NULL root counts
-        as several), NULL otherwise: two aggregates beside the user's, no more groups;
-        whether a group mixed roots is observed (the write runs again without failed
-        roots if one did)."""
+        """Aggregate (:meth:`TrackedFrame.group_by`). Across roots, a group's root is the
+        least and greatest of its rows' when they agree (a NULL counts as several), else
+        NULL: two aggregates beside the user's; whether a group mixed roots is observed."""
         from pyspark.sql import functions as F
 
         keys = [_name(k) for k in self.keys]

@@ -1,11 +1,6 @@
-"""Tracked RDDs: each record keeps its root (no edge, no per-record hash); the driver
-creates each chain, and once the sink's job committed stamps it once per attempt.
-
-- :mod:`.tracked`: :class:`TrackedRDD` and the driver's side of a sink (:class:`Pass`);
-- :mod:`.steps` and :mod:`.executor`: what runs in the tasks (failures and notes per
-  partition, in carriers);
-- :mod:`.tracking`: :class:`RDDTracking`, the run (attempts, reruns, replays);
-- :mod:`.writers`: durable partition writers.
+"""Tracked RDDs: each record keeps its root; the driver creates each chain and, once the
+sink's job committed, stamps it once. :mod:`.tracking` runs jobs of :mod:`.tracked`,
+whose tasks (:mod:`.steps`, :mod:`.executor`) carry failures and notes to the sink.
 """
 
 from .tracked import PartitionWriter, Stream, TrackedRDD

@@ -1,25 +1,13 @@
-"""What runs inside a Spark task: a step's per-partition ledger and its carrier record.
-
-A record of a tracked RDD is ``(value, tag)``: the tag of its root's chain, or ``None``
-for a record that stands for several roots (a value ``reduce_by_key`` combined across
-roots). No record carries an edge: a root is acked because the job that wrote its
-output committed and none of its records failed (see :mod:`.tracked`).
-
-What a step learns about roots travels with the data: a :class:`Ledger` collects, for
-one partition of one step, the roots whose records raised (with the first reason) and
-the notes of its records, and at the partition's end emits them as one carrier record
-(a :class:`Carry`) that the later steps pass on untouched, through shuffles, to the
-sink, which returns them to the driver. These are sets, not counts: a task retried,
-recomputed or speculated emits the same carrier, and Spark hands the driver one result
-per partition of the sink's job. A failure or note of a record of several roots is kept
-under ``None``: it is every root's of the job (no record says which roots it stands
-for). Executors send no request.
-
-See docs/spark.md, "RDDs".
+"""What runs inside a Spark task. A record is ``(value, tag)``: its root's tag, or
+``None`` for a record of several roots. A :class:`Ledger` collects one partition's
+failed roots (first reason) and notes and emits them as a carrier record (:class:`Carry`)
+that later steps pass on to the sink. Sets, not counts: a retried task emits the same.
+What is under ``None`` is every root's. Executors send no request.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -27,25 +15,27 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..outcomes import failure_reason
-from ..tags import TagScheme
 
 if TYPE_CHECKING:
     from ...config import AckConfig
     from ...stores.dynamodb.tracker import XorAckDynamoDB
 
-__all__ = ["RunSpec", "Ledger", "executor_tracker", "Record", "Noted", "Carry"]
+__all__ = ["RunSpec", "Ledger", "executor_tracker", "Noted", "Carry", "DieOnFirstAttempt", "TaskKilled"]
 
-#: ``(value, tag)``; see the module doc.
 Record = tuple[Any, str | None]
+
+
+def keep_first(into: dict[Any, str], found: Mapping[Any, str]) -> None:
+    """Add ``found`` to ``into``, keeping the first text per root."""
+    for tag, text in found.items():
+        into.setdefault(tag, text)
 
 
 @dataclass(frozen=True, eq=True)
 class Carry:
-    """The value of a carrier record: the roots one partition of one step failed (with
-    the first reason) and noted, on their way to the driver; key ``None``: every root of
-    the job (see the module doc). Its own shuffle key (one per step and partition, never
-    equal to a user's key), with a hash that is the same in every process, so a
-    recomputed map task sends it to the same reduce partition."""
+    """A carrier record's value (module doc); also its own shuffle key, never equal to a
+    user's, hashed alike in every process (a recomputed map task sends it to the same
+    reduce partition)."""
 
     step: str
     partition: int
@@ -56,12 +46,11 @@ class Carry:
         return zlib.crc32(f"{self.step}/{self.partition}".encode())
 
 
-#: Called after a step's partition emitted its carrier (and after a sink wrote), with
-#: the step name and the partition index (a test hook: make a task die after its work).
+#: A test hook called with the step and partition after a step's carrier (and a sink's
+#: write): make a task die after its work.
 AfterFlush = Callable[[str, int], None]
 
-# One tracker per AckConfig per Python worker process, built lazily from the picklable
-# config, for code of yours that runs in tasks (the library's own tasks send nothing).
+# One tracker per AckConfig per worker process, for user code in tasks.
 _TRACKERS: dict[AckConfig, XorAckDynamoDB] = {}
 _TRACKERS_LOCK = threading.Lock()
 
@@ -80,9 +69,8 @@ def executor_tracker(config: AckConfig) -> XorAckDynamoDB:
 
 @dataclass(frozen=True)
 class Noted:
-    """What a ``fan_out`` function may return instead of a plain iterable: the children,
-    and a note for the root of the record it split (e.g. "bad bytes replaced"). The
-    note shows in the run's report (:attr:`Attempt.note`); the root is not failed."""
+    """What a ``fan_out`` function may return: the children, and a note for their root
+    (shown in the report, :attr:`Attempt.note`; the root is not failed)."""
 
     items: Iterable[Any]
     note: str
@@ -90,17 +78,10 @@ class Noted:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """What every tracked step of one attempt needs on the executors. Picklable.
+    """What every tracked step of one attempt carries to the executors (picklable)."""
 
-    ``tags`` and ``attempt`` make chain tags; ``after_flush`` is the test hook.
-    """
-
-    tags: TagScheme
     attempt: int
     after_flush: AfterFlush | None = None
-
-    def tag(self, key: Any) -> str:
-        return self.tags.tag(key, self.attempt)
 
 
 class Ledger:
@@ -114,26 +95,52 @@ class Ledger:
         self.notes: dict[str | None, str] = {}
 
     def note(self, tag: str | None, text: str) -> None:
-        """Note ``text`` for a record's root (the first note per root is kept)."""
         self.notes.setdefault(tag, text)
 
     def fail(self, tag: str | None, error: BaseException | str) -> None:
-        """Fail a record's root (the first reason per root is kept)."""
         self.failed.setdefault(tag, failure_reason(error))
 
     def owe(self, failed: Mapping[str | None, str], notes: Mapping[str | None, str]) -> None:
-        """Take in what a carrier of an earlier step brought (first reason and note per
-        root kept)."""
-        for tag, reason in failed.items():
-            self.failed.setdefault(tag, reason)
-        for tag, text in notes.items():
-            self.notes.setdefault(tag, text)
+        """Take in an earlier step's carrier."""
+        keep_first(self.failed, failed)
+        keep_first(self.notes, notes)
 
     def flush(self) -> list[Record]:
-        """What the step must emit after its records: its carrier (a list of one record,
-        or empty when it has nothing to say)."""
+        """The step's carrier, to emit after its records (none if it has nothing)."""
         if self.spec.after_flush is not None:
             self.spec.after_flush(self.step, self.partition)
         if not (self.failed or self.notes):
             return []
         return [(Carry(self.step, self.partition, self.failed, self.notes), None)]
+
+
+class TaskKilled(RuntimeError):
+    """Raised by :class:`DieOnFirstAttempt` to make Spark retry the task."""
+
+
+@dataclass(frozen=True)
+class DieOnFirstAttempt:
+    """An ``after_flush`` hook (:class:`~xor_ack_dynamodb.spark.RDDTracking`) that kills
+    a task's first attempt right after a step's work, so Spark runs it again. Needs
+    ``spark.task.maxFailures`` > 1 (``local[N,4]`` in local mode).
+
+    :param steps: step-name suffixes to kill after (e.g. ``("fan_out", "sink")``).
+    :param every: kill only in partitions whose index modulo ``every`` is 0.
+    :param exit_process: end the worker with ``os._exit`` (a crash) instead of raising.
+    """
+
+    steps: tuple[str, ...]
+    every: int = 1
+    exit_process: bool = False
+
+    def __call__(self, step: str, partition: int) -> None:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is None or context.attemptNumber() != 0 or partition % self.every:
+            return
+        if not any(step.endswith(s) for s in self.steps):
+            return
+        if self.exit_process:
+            os._exit(17)
+        raise TaskKilled(f"killed after flushing {step} in partition {partition} (first attempt)")

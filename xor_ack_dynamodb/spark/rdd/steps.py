@@ -1,15 +1,11 @@
 """The per-partition functions of tracked steps (what Spark ships to executors).
 
 Each takes the step's :class:`RunSpec`, name and user function first (bound with
-``functools.partial`` on the driver, so a closure never captures a SparkContext or a
-client), then the partition index and its iterator, as ``mapPartitionsWithIndex`` wants.
-Records are ``(value, tag)`` pairs; see :data:`~.executor.Record`.
-
-Every step passes carrier records (:class:`~.executor.Carry`: what earlier steps found,
-on its way to the driver) through untouched, and ends by emitting its own ledger's
-carrier, if any. No step sends a request. An exception raised by a user function fails
-the record's root (every root of the job for a record of several roots) and the
-partition goes on without the record.
+``functools.partial``, so no closure captures a SparkContext or a client), then the
+partition index and its records (``(value, tag)``), as ``mapPartitionsWithIndex`` wants.
+Every step passes carriers (:class:`~.executor.Carry`) through untouched and ends with
+its own. A user function that raises fails the record's root (every root of the job for
+a record of several roots); the partition goes on without the record.
 """
 
 from __future__ import annotations
@@ -21,23 +17,13 @@ from typing import Any
 from ..outcomes import failure_reason
 from .executor import Carry, Ledger, Noted, Record, RunSpec
 
-__all__ = [
-    "fan_out_partition",
-    "map_partition",
-    "key_partition",
-    "combine",
-    "unpack_partition",
-    "sink_partition",
-    "SinkResult",
-    "Raised",
-]
+__all__ = ["map_partition", "key_partition", "combine", "unpack_partition", "sink_partition", "SinkResult"]
 
-#: A reduce value on its way through the shuffle: (value, tag); the value is a
-#: :class:`Raised` once ``fn`` raised on it.
+#: A reduce value through the shuffle: (value or :class:`Raised`, tag).
 Combined = tuple[Any, str | None]
-#: What a sink partition returns to the driver: (values written, the roots with a
-#: written record, whether a written record stood for several roots, failure reason per
-#: root, note per root; ``None``: every root's).
+#: What a sink partition returns: (values written, the roots with a written record,
+#: whether one stood for several roots, failure reason and note per root; ``None``:
+#: every root's).
 SinkResult = tuple[int, set[str], bool, dict[str | None, str], dict[str | None, str]]
 
 
@@ -48,55 +34,32 @@ class Raised:
     reason: str
 
 
-def fan_out_partition(
-    spec: RunSpec,
-    step: str,
-    fn: Callable[[Any], Iterable[Any] | Noted],
-    index: int,
-    records: Iterable[Record],
-) -> Iterator[Record]:
-    """Replace each record by its children (``fn(value)``'s items), of the same root."""
-    ledger = Ledger(spec, step, index)
-    for value, tag in records:
-        if type(value) is Carry:
-            yield value, tag
-            continue
-        try:
-            result = fn(value)
-            if isinstance(result, Noted):
-                ledger.note(tag, result.note)
-                result = result.items
-            children = list(result)
-        except Exception as exc:
-            ledger.fail(tag, exc)
-            continue
-        for child in children:
-            yield child, tag
-    yield from ledger.flush()
-
-
 def map_partition(
-    spec: RunSpec,
-    step: str,
-    fn: Callable[[Any], Any],
-    index: int,
-    records: Iterable[Record],
-    *,
-    keep: bool = False,
+    spec: RunSpec, step: str, fn: Callable[[Any], Any], index: int, records: Iterable[Record], *, kind: str
 ) -> Iterator[Record]:
-    """Replace each value by ``fn(value)``; with ``keep`` (a filter), keep the records
-    whose value passes ``fn`` instead."""
+    """Each record's ``fn(value)``, of the same root: the items it returns (``kind``
+    ``"fan_out"``; a :class:`Noted` notes the root), itself (``"map"``), or the record
+    if true (``"filter"``)."""
     ledger = Ledger(spec, step, index)
+    fan, keep = kind == "fan_out", kind == "filter"
     for value, tag in records:
         if type(value) is Carry:
             yield value, tag
             continue
         try:
             result = fn(value)
+            if fan:
+                if isinstance(result, Noted):
+                    ledger.note(tag, result.note)
+                    result = result.items
+                result = list(result)
         except Exception as exc:
             ledger.fail(tag, exc)
             continue
-        if not keep:
+        if fan:
+            for child in result:
+                yield child, tag
+        elif not keep:
             yield result, tag
         elif result:
             yield value, tag
@@ -106,8 +69,8 @@ def map_partition(
 def key_partition(
     spec: RunSpec, step: str, index: int, records: Iterable[Record]
 ) -> Iterator[tuple[Any, Combined]]:
-    """Turn ``((k, v), tag)`` records into shuffle pairs ``(k, (v, tag))``; a value that
-    is not a pair fails its root."""
+    """``((k, v), tag)`` records as shuffle pairs ``(k, (v, tag))``; a value that is not
+    a pair fails its root."""
     ledger = Ledger(spec, step, index)
     for value, tag in records:
         if type(value) is Carry:
@@ -125,10 +88,8 @@ def key_partition(
 
 
 def combine(fn: Callable[[Any, Any], Any], a: Combined, b: Combined) -> Combined:
-    """Merge two shuffle values as ``reduceByKey`` would, across roots: ``fn`` on the
-    values; the result keeps a tag only when both sides have the same one (``None``:
-    a record of several roots). If ``fn`` raises, the result is :class:`Raised` (its
-    root fails after the shuffle)."""
+    """``fn`` on two shuffle values, across roots; the result keeps a tag only when both
+    sides have it (else ``None``), and is :class:`Raised` if ``fn`` raised."""
     value_a, tag_a = a
     value_b, tag_b = b
     tag = tag_a if tag_a == tag_b else None
@@ -149,8 +110,7 @@ def combine(fn: Callable[[Any, Any], Any], a: Combined, b: Combined) -> Combined
 def unpack_partition(
     spec: RunSpec, step: str, index: int, pairs: Iterable[tuple[Any, Combined]]
 ) -> Iterator[Record]:
-    """Back from the shuffle to ``((k, v), tag)`` records; a value whose combining
-    raised fails its root here."""
+    """Back from the shuffle to ``((k, v), tag)`` records; a :class:`Raised` fails its root."""
     ledger = Ledger(spec, step, index)
     for k, (value, tag) in pairs:
         if type(value) is Carry:
@@ -165,16 +125,9 @@ def unpack_partition(
 def sink_partition(
     spec: RunSpec, step: str, writer: Callable[[int, list[Any]], None], index: int, records: Iterable[Record]
 ) -> Iterator[SinkResult]:
-    """Write the partition's values with ``writer``, then return to the driver what it
-    wrote (how many values, of which roots, whether of several roots at once) and what
-    the carriers brought (see :data:`SinkResult`).
-
-    ``writer(index, values)`` must return only once the output is durable, and must
-    write partition ``index`` whole, replacing what an earlier call for ``index`` wrote
-    (a retried or speculative task writes the same values again; Spark hands the driver
-    the result of one successful attempt per partition). If it raises, the roots of the
-    partition's records fail instead (they will be replayed).
-    """
+    """Write the partition's values with ``writer`` (durably, replacing an earlier call's
+    for ``index``), then return :data:`SinkResult`; if it raises, the partition's roots
+    fail instead."""
     ledger = Ledger(spec, step, index)
     values: list[Any] = []
     tags: set[str] = set()

@@ -1,8 +1,7 @@
 """Durable, idempotent partition writers for :meth:`TrackedRDD.sink`: CSV part files in a
-directory or under an S3 prefix, each written whole by :meth:`Location.open
-<xor_ack_dynamodb.spark.output.Location.open>` (temporary file, fsync, rename; or one
-``PutObject``), so the sink acks only what survives the task. A retried or speculative
-task writes the same partition to the same name.
+directory or under an S3 prefix, each written whole by
+:meth:`~xor_ack_dynamodb.spark.output.Location.open`; a retried task writes the same
+partition to the same name.
 """
 
 from __future__ import annotations
@@ -21,8 +20,8 @@ __all__ = ["CsvPartitionWriter", "S3PartitionWriter", "csv_writer", "read_csv_pa
 
 
 class _CsvParts:
-    """Writes partition ``i`` as one file ``part-<i>.csv`` of :meth:`location` (``header``
-    first, then ``to_row(value)`` per value), whole and durably (:meth:`Location.open`)."""
+    """Writes partition ``i`` as ``part-<i>.csv`` (``header``, then ``to_row(value)`` per
+    value), whole and durably (:meth:`Location.open`)."""
 
     header: Sequence[str]
     to_row: Callable[[Any], Sequence[Any]]
@@ -42,10 +41,9 @@ class _CsvParts:
 
 @dataclass(frozen=True)
 class CsvPartitionWriter(_CsvParts):
-    """Writes partition ``i`` as ``<directory>/part-<i>.csv`` (``header`` first, then
-    ``to_row(value)`` per value). Picklable; the directory must be on a file system the
-    executors share with whoever reads the output (local disk in local mode; NFS, EFS
-    or a FUSE mount of HDFS/S3 on a cluster)."""
+    """Writes partition ``i`` as ``<directory>/part-<i>.csv`` (picklable). The directory
+    must be shared by the executors and the readers (local disk in local mode; NFS, EFS
+    or a FUSE mount on a cluster)."""
 
     directory: str
     header: Sequence[str]
@@ -61,14 +59,9 @@ class CsvPartitionWriter(_CsvParts):
 
 @dataclass(frozen=True)
 class S3PartitionWriter(_CsvParts):
-    """Writes partition ``i`` as one S3 object ``s3://<bucket>/<prefix>/part-<i>.csv``.
-
-    A ``PutObject`` that returned is durably stored, and readers see the whole object or
-    none of it, so a sink may ack once it returns; a retried or speculative task puts the
-    same content under the same key. Picklable: each call builds its client from these
-    fields (``endpoint_url`` and ``region`` default to the environment; credentials come
-    from the executor's role or environment, as for DynamoDB).
-    """
+    """Writes partition ``i`` as the S3 object ``s3://<bucket>/<prefix>/part-<i>.csv``
+    (picklable; one ``PutObject``; ``endpoint_url`` and ``region``: the environment's by
+    default)."""
 
     bucket: str
     prefix: str
@@ -84,7 +77,6 @@ class S3PartitionWriter(_CsvParts):
 def csv_writer(
     location: Location, header: Sequence[str], to_row: Callable[[Any], Sequence[Any]]
 ) -> CsvPartitionWriter | S3PartitionWriter:
-    """The partition writer of CSV parts in ``location``."""
     if not location.is_s3:
         return CsvPartitionWriter(location.url, header, to_row)
     bucket, prefix = location.key("")
@@ -98,12 +90,10 @@ def _rows(location: Location, client: Any = None) -> Iterable[dict[str, str]]:
 
 
 def read_csv_parts(directory: str | Path) -> Iterable[dict[str, str]]:
-    """Every row of every committed ``part-*.csv`` in ``directory`` (temporary files of
-    unfinished writes are skipped)."""
+    """Every row of every committed ``part-*.csv`` in ``directory``."""
     return _rows(Location.of(directory))
 
 
 def read_s3_parts(client: Any, bucket: str, prefix: str) -> Iterable[dict[str, str]]:
-    """Every row of every ``part-*.csv`` object under ``prefix`` in ``bucket``
-    (``client``'s endpoint and region)."""
+    """Every row of every ``part-*.csv`` object under ``prefix`` in ``bucket``."""
     return _rows(Location(f"s3://{bucket}/{prefix}"), client)
