@@ -636,7 +636,7 @@ def expected_run(spark: Any, roots: Sequence[str], rows: Sequence[Row], pipeline
         seen = plain_pass(spark, left, rows, pipeline)
         failed.update(seen.failed)
         left = [r for r in left if r not in seen.failed]
-        if not (seen.failed and seen.cross):
+        if not (seen.failed and seen.cross and left):
             break
     final = seen if not seen.failed else plain_pass(spark, left, rows, pipeline) if left else Pass()
     return Expected(failed, left, final.rows, runs)
