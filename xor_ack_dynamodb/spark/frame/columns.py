@@ -21,7 +21,6 @@ __all__ = [
     "CHAIN",
     "TRACKING",
     "Seen",
-    "to_signed",
     "by_chain",
     "local_table",
     "with_tags",
@@ -29,15 +28,6 @@ __all__ = [
 
 CHAIN = "_xa_chain"
 TRACKING = (CHAIN,)
-
-_SIGN = 1 << 63
-_WORD = 1 << 64
-
-
-def to_signed(edge: int) -> int:
-    """A 64-bit edge as Spark's signed bigint."""
-    return edge - _WORD if edge >= _SIGN else edge
-
 
 #: Up to this many chains a per-chain value is looked up in an array literal; beyond,
 #: by a broadcast join.
@@ -73,9 +63,9 @@ def local_table(spark: SparkSession, columns: Mapping[str, tuple[str, Sequence[A
     """A small table made in the driver, ``{name: (Spark type, values)}`` (types: int,
     bigint, string, boolean; None is null), as a local relation: its rows are in the plan.
     (``createDataFrame`` of Python rows makes an RDD of pickled rows on a classic
-    session: broadcasting it took a Spark job of 1.2 s in the word count, against 0.35 s
-    for this. An Arrow table is sent whole, and is a local relation under Spark Connect
-    too.) Any number of rows, none included."""
+    session, which a broadcast must collect in a Spark job of its own; an Arrow table is
+    sent whole, and is a local relation under Spark Connect too.) Any number of rows,
+    none included."""
     import pyarrow as pa
     from pyspark.sql import types as T
 

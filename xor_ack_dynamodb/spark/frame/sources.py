@@ -136,7 +136,7 @@ def nfc(column: str) -> Column:
 
     composed = F.expr(f"reflect('com.ibm.icu.text.Normalizer', 'compose', `{column}`, false)")
     # ASCII exactly when its characters are its bytes: counted on the bytes, where a
-    # regex (rlike) decodes every line into a Java string first (about 1 us a line).
+    # regex (rlike) decodes every line into a Java string first.
     ascii = (F.length(column) == F.octet_length(column)) & F.is_valid_utf8(column)
     return F.when(~ascii, composed).otherwise(F.col(column))
 
@@ -145,8 +145,8 @@ def nfc(column: str) -> Column:
 def _listed_here(spark: SparkSession, uris: Sequence[str]) -> Iterator[None]:
     """Spark lists the files of ``spark.read`` in a job of one task per path once there
     are more than ``spark.sql.sources.parallelPartitionDiscovery.threshold`` (32): for
-    710 files, a 710-task job that costs seconds while the driver would list them in
-    milliseconds. Local files (``file:``) are listed by the driver instead: on a classic
+    710 files, a 710-task job, where the driver would list them itself. Local files
+    (``file:``) are listed by the driver instead: on a classic
     session the threshold is raised while the reader builds its file index (the index is
     built then, once; the conf is put back after). Other file systems (HDFS, ``s3://``),
     where a listing is a round trip, and Spark Connect (which lists when it runs the
@@ -173,8 +173,7 @@ def _listed_here(spark: SparkSession, uris: Sequence[str]) -> Iterator[None]:
 
 def _reader(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     """``spark.read.text(paths)``; on a classic session the paths cross to the JVM as one
-    string (py4j would send a list one element per round trip: 7,100 of them cost
-    about a second)."""
+    string (py4j would send a list one element per round trip)."""
     from ..context import is_connect
 
     with _listed_here(spark, paths):
