@@ -181,9 +181,13 @@ def test_stamps_on_finished_or_missing_chains_are_refused(harness: Harness, ack:
         ack.stamp("acked", finished=[ack.new_edge()])
     ack.create("failed", ack.new_edge())
     ack.fail("failed", "it broke")
+    before = ack.status("failed")
     with pytest.raises(errors.TagFailed) as failed:
         ack.stamp("failed", finished=[ack.new_edge()])
     assert failed.value.reason == "it broke"
+    # Refused, not applied and then reported: the chain is as the fail left it, whatever
+    # the stamp's edge (a sum that a stamp took below zero is also reported failed).
+    assert ack.status("failed") == before
 
 
 def test_fail_keeps_the_first_reason_and_refuses_acked(harness: Harness, ack: Any) -> None:

@@ -247,8 +247,15 @@ class StreamTracking:
         if self.hook is not None:
             self.hook(batch_id, "stamped")
         self._save(report)
-        done = ", ".join(f"{len(getattr(report, n))} {n}" for n in ("acked", "pending", "failed", "refused"))
-        log.info("stream %s batch %d: %s", self.stream_id, batch_id, done)
+        log.info(
+            "stream %s batch %d: %d acked, %d pending, %d failed, %d refused",
+            self.stream_id,
+            batch_id,
+            len(report.acked),
+            len(report.pending),
+            len(report.failed),
+            len(report.refused),
+        )
 
     def _save(self, report: BatchReport) -> None:
         self._reports.put(f"batch-{report.batch_id:08d}.json", report.to_json().encode("utf-8"))
