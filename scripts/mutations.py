@@ -612,6 +612,14 @@ MUTANTS: list[Mutant] = [
         "                        token=new_token(),\n                        version=chain.version + 1,\n",
         "                        version=chain.version + 1,\n",
         (f"{ONCE}::test_rotate_racing_a_stamp_never_acks_a_timed_out_chain",),
+        equivalent=(
+            "since issue 39 (time per write), every write that keeps a chain going (the xor "
+            "Put, the sum ADD, a touch) tests the stored deadline against the clock as it is "
+            "sent, and rotation moves that deadline into the past: a stamp read before the "
+            "rotation is refused by the deadline whether or not the token changed; MemoryAck "
+            "is one process, so its writers share one clock (no skew to slip through). The "
+            "test still shows the race refused (TagExpired, no on_acked)."
+        ),
     ),
     # -- serverless ------------------------------------------------------------------------
     Mutant(
