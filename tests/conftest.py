@@ -9,10 +9,12 @@ import importlib.util
 import itertools
 import os
 import shutil
+import types
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import botocore.endpoint
 import pytest
 from moto import mock_aws
 from reliability.ddblocal import install_dynamodb_local, unavailable
@@ -71,6 +73,13 @@ def pytest_configure(config: pytest.Config) -> None:
     current = os.environ.get("JAVA_TOOL_OPTIONS", "")
     if TEST_JVM_OPTIONS not in current:
         os.environ["JAVA_TOOL_OPTIONS"] = f"{current} {TEST_JVM_OPTIONS}".strip()
+
+
+@pytest.fixture
+def instant_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore's backoff between its attempts, skipped (up to seconds a throttle): what
+    it decides to resend is unchanged (the model-based tests' faults)."""
+    monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=lambda seconds: None))
 
 
 @pytest.fixture(autouse=True)

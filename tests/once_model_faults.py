@@ -1,6 +1,8 @@
-"""Scripted faults for the model-based test of the serverless layer (test_once_model.py):
-one fault at a time, armed by the state machine for a chosen request, through botocore's
-own event hooks on the real clients the pipeline uses.
+"""Scripted faults for the model-based tests (test_once_model.py: the serverless layer;
+test_tracker_model.py: the tracker's own calls), and what else their machines share (the
+retry policy, the clients, :class:`Violation`). Faults come one at a time, armed by the
+state machine for a chosen request, through botocore's own event hooks on the real
+clients the pipeline uses.
 
 A fault waits for the ``skip + 1``-th request of its operations from the moment it is
 armed, then acts on it. One fault per call: botocore's later attempts of a call a fault
@@ -50,7 +52,53 @@ from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 from reliability.faults import _error_response
 
-__all__ = ["FAULTS", "READS", "SENDS", "WRITES", "Crash", "Fault", "Network", "what_it_hit"]
+from xor_ack_dynamodb.retry import RetryPolicy
+from xor_ack_dynamodb.stores.dynamodb.clients import aws_client
+from xor_ack_dynamodb.testing.endpoint import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
+
+__all__ = [
+    "FAULTS",
+    "POLICY",
+    "READS",
+    "SENDS",
+    "WRITES",
+    "Crash",
+    "Fault",
+    "Network",
+    "Violation",
+    "model_client",
+    "what_it_hit",
+]
+
+#: No wait between the library's own attempts (the faults are single events, and the
+#: machine's clock is its own); botocore's waits are skipped too (conftest's
+#: ``instant_retries``). Long timeouts: on a loaded machine a local server can take
+#: seconds to answer, and an unscripted timeout would be a fault the model does not know of.
+POLICY = RetryPolicy(
+    max_attempts=20,
+    max_seconds=600,
+    initial_wait=0.0,
+    max_wait=0.0,
+    http_attempts=3,
+    connect_timeout=30,
+    read_timeout=120,
+)
+
+
+class Violation(AssertionError):
+    """A documented promise the run broke."""
+
+
+def model_client(service: str, endpoint: str) -> Any:
+    """A client of ``service`` at the local ``endpoint``, with :data:`POLICY`."""
+    return aws_client(
+        service,
+        region=LOCAL_REGION,
+        endpoint_url=endpoint,
+        aws_access_key_id=LOCAL_KEY_ID,
+        aws_secret_access_key=LOCAL_SECRET,
+        retry=POLICY,
+    )
 
 FAULTS = ("lost", "lost_every_attempt", "throttle", "throttle_every_attempt", "crash", "interleave")
 

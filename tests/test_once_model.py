@@ -90,13 +90,11 @@ import os
 import random
 import sys
 import time
-import types
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import botocore.endpoint
 import pytest
 from botocore.exceptions import ClientError
 from conftest import unique_table
@@ -110,19 +108,16 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from once_model_faults import FAULTS, SENDS, WRITES, Crash, Network
+from once_model_faults import FAULTS, POLICY, SENDS, WRITES, Crash, Network, Violation, model_client
 from reliability.sizes import record_figures
 
 from xor_ack_dynamodb import XorAckDynamoDB
 from xor_ack_dynamodb.core.chain import BLOCK
 from xor_ack_dynamodb.errors import TagNotFound, XorAckError
-from xor_ack_dynamodb.retry import RetryPolicy
 from xor_ack_dynamodb.serverless import Completion, Context, Pipeline, start
 from xor_ack_dynamodb.serverless.edges import child_edge
 from xor_ack_dynamodb.serverless.envelope import Envelope
-from xor_ack_dynamodb.stores.dynamodb.clients import aws_client
 from xor_ack_dynamodb.testing import records_from_messages, sqs_record
-from xor_ack_dynamodb.testing.endpoint import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
 
 FULL = os.environ.get("XOR_ACK_RELIABILITY", "").lower() == "full"
 #: ``XOR_ACK_MODEL=kill``: the budget of the mutation check's ``-model`` mutants
@@ -133,19 +128,6 @@ KILL = os.environ.get("XOR_ACK_MODEL", "").lower() == "kill"
 EXAMPLES = {"server": 50 if FULL else 8 if KILL else 2, "ddblocal": 200 if FULL else 80 if KILL else 3}
 STEPS = 40 if FULL else 20
 
-#: No wait between the library's own attempts (the faults are single events, and the
-#: machine's clock is its own); botocore's waits are skipped too (see ``instant_retries``).
-#: Long timeouts: on a loaded machine a local server can take seconds to answer, and an
-#: unscripted timeout would be a fault the model does not know of.
-POLICY = RetryPolicy(
-    max_attempts=20,
-    max_seconds=600,
-    initial_wait=0.0,
-    max_wait=0.0,
-    http_attempts=3,
-    connect_timeout=30,
-    read_timeout=120,
-)
 #: Leaves added under a chain's root so that its first ops move to history (an item holds
 #: ``max_ops`` + 40 op ids; the machine's chains keep ``max_ops`` 1).
 PADDING = 50
@@ -180,10 +162,6 @@ LATE_COPY_FAULTS = ("throttle_every_attempt", "lost", "lost_every_attempt")
 TREES = st.recursive(
     st.just(()), lambda kids: st.lists(kids, min_size=1, max_size=3).map(tuple), max_leaves=8
 )
-
-
-class Violation(AssertionError):
-    """A documented promise the run broke."""
 
 
 @dataclass
@@ -1123,24 +1101,6 @@ class ServerlessModel(RuleBasedStateMachine):
 # -- the tests ------------------------------------------------------------------------------
 
 
-def _client(service: str, endpoint: str) -> Any:
-    return aws_client(
-        service,
-        region=LOCAL_REGION,
-        endpoint_url=endpoint,
-        aws_access_key_id=LOCAL_KEY_ID,
-        aws_secret_access_key=LOCAL_SECRET,
-        retry=POLICY,
-    )
-
-
-@pytest.fixture
-def instant_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """botocore's backoff between its attempts, skipped (up to seconds a throttle):
-    what it decides to resend is unchanged."""
-    monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=lambda seconds: None))
-
-
 @pytest.fixture
 def world(request: pytest.FixtureRequest, moto_server: Any, instant_retries: None) -> Iterator[World]:
     backend, mode = request.param
@@ -1148,18 +1108,18 @@ def world(request: pytest.FixtureRequest, moto_server: Any, instant_retries: Non
         moto_server.endpoint_url if backend == "server" else request.getfixturevalue("ddblocal").endpoint_url
     )
     net = Network()
-    observer = _client("dynamodb", dynamodb_endpoint)
+    observer = model_client("dynamodb", dynamodb_endpoint)
     found = World(
         backend=backend,
         mode=mode,
         net=net,
-        dynamodb=net.attach(_client("dynamodb", dynamodb_endpoint)),
-        sqs=net.attach(_client("sqs", moto_server.endpoint_url)),
-        dynamodb2=net.attach(_client("dynamodb", dynamodb_endpoint)),
-        sqs2=net.attach(_client("sqs", moto_server.endpoint_url)),
+        dynamodb=net.attach(model_client("dynamodb", dynamodb_endpoint)),
+        sqs=net.attach(model_client("sqs", moto_server.endpoint_url)),
+        dynamodb2=net.attach(model_client("dynamodb", dynamodb_endpoint)),
+        sqs2=net.attach(model_client("sqs", moto_server.endpoint_url)),
         observer=observer,
-        queues=_client("sqs", moto_server.endpoint_url),
-        streams=_client("dynamodbstreams", dynamodb_endpoint),
+        queues=model_client("sqs", moto_server.endpoint_url),
+        streams=model_client("dynamodbstreams", dynamodb_endpoint),
     )
     yield found
     net.close()

@@ -51,13 +51,11 @@ import random
 import sys
 import threading
 import time
-import types
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import botocore.endpoint
 import pytest
 from botocore.exceptions import ClientError
 from conftest import HAS_AIOBOTOCORE, unique_table
@@ -71,7 +69,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from once_model_faults import READS, WRITES, Network
+from once_model_faults import POLICY, READS, WRITES, Network, Violation, model_client
 
 from xor_ack_dynamodb import CombiningTracker, StampSpec, XorAckDynamoDB
 from xor_ack_dynamodb.core.chain import BLOCK
@@ -81,9 +79,7 @@ from xor_ack_dynamodb.errors import (
     StaleLocalData,
     TagNotFound,
 )
-from xor_ack_dynamodb.retry import RetryPolicy
 from xor_ack_dynamodb.stamps import Position
-from xor_ack_dynamodb.stores.dynamodb.clients import aws_client
 from xor_ack_dynamodb.testing.endpoint import LOCAL_KEY_ID, LOCAL_REGION, LOCAL_SECRET
 
 FULL = os.environ.get("XOR_ACK_RELIABILITY", "").lower() == "full"
@@ -92,16 +88,6 @@ KILL = os.environ.get("XOR_ACK_MODEL", "").lower() == "kill"
 EXAMPLES = {"server": 40 if FULL else 10 if KILL else 2, "ddblocal": 100 if FULL else 40 if KILL else 2}
 STEPS = 40 if FULL else 20
 
-#: As tests/test_once_model.py's: no wait between the library's attempts, long timeouts.
-POLICY = RetryPolicy(
-    max_attempts=20,
-    max_seconds=600,
-    initial_wait=0.0,
-    max_wait=0.0,
-    http_attempts=3,
-    connect_timeout=30,
-    read_timeout=120,
-)
 MAX_CHAINS = 4
 #: Leaves added under a chain's roots so that its first ops move to history (the
 #: machine's chains keep ``max_ops`` 1: an item holds 41 op ids).
@@ -118,10 +104,6 @@ TRANSIENT = (RequestFailed, OutcomeUnknown, StaleLocalData, ClientError)
 TREES = st.recursive(
     st.just(()), lambda kids: st.lists(kids, min_size=1, max_size=3).map(tuple), max_leaves=6
 )
-
-
-class Violation(AssertionError):
-    """A documented promise the run broke."""
 
 
 @dataclass
@@ -699,43 +681,30 @@ class TrackerModel(RuleBasedStateMachine):
 # -- the tests ------------------------------------------------------------------------------
 
 
-def _client(endpoint: str) -> Any:
-    return aws_client(
-        "dynamodb",
-        region=LOCAL_REGION,
-        endpoint_url=endpoint,
-        aws_access_key_id=LOCAL_KEY_ID,
-        aws_secret_access_key=LOCAL_SECRET,
-        retry=POLICY,
-    )
-
-
-@pytest.fixture
-def instant_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """botocore's backoff between its attempts, skipped: what it resends is unchanged."""
-    monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=lambda seconds: None))
-
-
 def _endpoint(request: pytest.FixtureRequest, backend: str) -> str:
     if backend == "server":
         return str(request.getfixturevalue("moto_server").endpoint_url)
     return str(request.getfixturevalue("ddblocal").endpoint_url)
 
 
-@pytest.fixture
-def world(request: pytest.FixtureRequest, instant_retries: None) -> Iterator[World]:
-    backend, mode = request.param
-    endpoint = _endpoint(request, backend)
-    net = Network()
-    found = World(
+def _world(backend: str, mode: str, endpoint: str, net: Network, aio: tuple[Any, Any] | None = None) -> World:
+    """The world of one case: two writers' clients through ``net``, an observer's beside."""
+    return World(
         backend=backend,
         mode=mode,
         net=net,
-        dynamodb=net.attach(_client(endpoint)),
-        dynamodb2=net.attach(_client(endpoint)),
-        observer=_client(endpoint),
+        dynamodb=net.attach(model_client("dynamodb", endpoint)),
+        dynamodb2=net.attach(model_client("dynamodb", endpoint)),
+        observer=model_client("dynamodb", endpoint),
+        aio=aio,
     )
-    yield found
+
+
+@pytest.fixture
+def world(request: pytest.FixtureRequest, instant_retries: None) -> Iterator[World]:
+    backend, mode = request.param
+    net = Network()
+    yield _world(backend, mode, _endpoint(request, backend), net)
     net.close()
 
 
@@ -762,15 +731,7 @@ def aio_world(request: pytest.FixtureRequest, instant_retries: None) -> Iterator
     client = loop.run(context.__aenter__())
     net.attach(client, aio=True)
     try:
-        yield World(
-            backend=backend,
-            mode=mode,
-            net=net,
-            dynamodb=net.attach(_client(endpoint)),
-            dynamodb2=net.attach(_client(endpoint)),
-            observer=_client(endpoint),
-            aio=(loop, client),
-        )
+        yield _world(backend, mode, endpoint, net, aio=(loop, client))
     finally:
         loop.run(context.__aexit__(None, None, None))
         loop.close()
