@@ -946,6 +946,26 @@ def test_a_root_failing_under_a_cross_root_aggregate_runs_the_job_again(
     assert set(states.values()) == {"acked"}
 
 
+def test_every_root_failing_under_a_global_aggregate_writes_nothing(
+    few_partitions: Any, config: AckConfig, tmp_path: Path
+) -> None:
+    """Every row fails, and the pipeline ends in a count of no key (a group of every
+    root): with no root left the job does not run again (the aggregate of no rows, a
+    count of 0, is nobody's), every root fails and nothing is written. The case Hypothesis
+    found the model wrong on: it ran the pipeline once more over no roots."""
+    roots = ["o1", "o2", "o3", "o4"]
+    pipeline: list[Spec] = [
+        ("fail_when", ("eq", ("lit", 1), ("lit", 1)), "every row", False),
+        ("count", (), False),
+    ]
+    expected = expected_run(few_partitions, roots, ORDERS, pipeline)
+    assert (expected.runs, expected.rows) == (1, Counter())
+    for publish in (True, False):
+        folder = tmp_path / f"out-{publish}"
+        states = run_tracked(few_partitions, config, folder, roots, ORDERS, pipeline, publish)
+        assert states == dict.fromkeys(roots, "failed")
+
+
 def test_a_cross_root_group_filtered_out_still_holds_a_failed_root(
     few_partitions: Any, config: AckConfig, tmp_path: Path
 ) -> None:

@@ -213,11 +213,12 @@ class FrameAttempt:
             return self.write_result
 
     def fail_the_rest(self) -> WriteResult:
-        """No root is left to run the job over: fail the failed ones; nothing is written."""
+        """No root is left to run the job over: fail the failed ones; nothing is written
+        and the job does not run (``runs`` 0: a run that discarded its write counts it)."""
         write_id = protocol.new_write_id(self.tracking.tags.owner, self.number)
         sender = self._sender(write_id)
         counts = self._stamp({}, Seen(errors=dict(self.failed)), sender, {})
-        self.write_result = WriteResult(0, write_id, counts)
+        self.write_result = WriteResult(0, write_id, counts, runs=0)
         return self.write_result
 
     def _sender(self, write_id: str) -> protocol.Sender:
