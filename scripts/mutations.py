@@ -706,6 +706,18 @@ MUTANTS: list[Mutant] = [
         ("tests/test_spark_frames.py::test_a_write_across_roots_runs_again_without_the_roots_that_did_not_ack",),
     ),
     Mutant(
+        "spark-rdd-unacked-rows-kept",
+        "spark.md, RDDs: a stamp that does not ack under records of several roots runs the job again over "
+        "the acked roots (a replay counts its records once)",
+        "spark/rdd/tracked.py",
+        "        if unacked and (sunk.cross or not sunk.tags.isdisjoint(unacked)):",
+        "        if False:",
+        (
+            "tests/test_spark_rdd_partitions.py::"
+            "test_a_stamp_that_does_not_ack_under_cross_root_output_reruns_over_the_acked_roots",
+        ),
+    ),
+    Mutant(
         "spark-stamps-before-ledger",
         "spark.md, the commit protocol: the ledger is written whole before any stamp (issue 38)",
         "spark/frame/attempt.py",

@@ -28,6 +28,7 @@ from pyspark import cloudpickle
 from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.jobs.wordcount.job import run_wordcount, tokenize
 from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking, read_csv_parts
+from xor_ack_dynamodb.spark.outcomes import Attempt
 from xor_ack_dynamodb.spark.rdd.executor import Carry, Ledger, RunSpec
 from xor_ack_dynamodb.spark.rdd.steps import Raised, combine
 from xor_ack_dynamodb.spark.rdd.tracked import MIXED, Pass, Sunk
@@ -158,11 +159,19 @@ def test_combined_records_keep_a_root_only_when_all_their_values_share_it() -> N
     assert combine(operator.add, (5, "t2"), raised)[1] is None  # of several roots now
 
 
-def _acker(calls: list[tuple[str, dict[str, int], dict[str, str], dict[str, str]]]) -> Any:
+def _acker(
+    calls: list[tuple[str, dict[str, int], dict[str, str], dict[str, str]]],
+    known: dict[str, Attempt],
+    unacked: frozenset[str] = frozenset(),
+) -> Any:
+    """An acker that records its calls and, as the driver's does, the chains its stamps
+    acked (all but ``unacked``) into ``known``."""
+
     def ack(
         step: str, stamps: dict[str, int], failures: dict[str, str], notes: dict[str, str]
     ) -> Counter[str]:
         calls.append((step, stamps, failures, notes))
+        known.update({t: Attempt(t, "acked") for t in stamps if t not in unacked})
         return Counter()
 
     return ack
@@ -171,29 +180,49 @@ def _acker(calls: list[tuple[str, dict[str, int], dict[str, str], dict[str, str]
 def test_a_pass_stamps_only_output_without_records_of_failed_roots() -> None:
     """The driver's decision after a sink (no Spark): stamp the roots that did not fail
     when no written record is a failed root's; else ask for the job again, or (a pass
-    that cannot be run again) fail every root."""
+    that cannot be run again) fail every root. A stamp that does not ack, under output
+    of several roots (or with records of its root written): the job again over the
+    roots that acked, after the stamps."""
     stamps = {"t1": 11, "t2": 22, "t3": 33}
     clean = Sunk(2, 5, {"t1", "t3"}, False, {"t2": "ValueError('x')"}, {"t3": "odd", None: "all"})
     calls: list[Any] = []
-    run = Pass(stamps, _acker(calls))
+    known: dict[str, Attempt] = {}
+    run = Pass(stamps, _acker(calls, known), known=known)
     run("9-sink", print, clean)
-    assert run.again is None
+    assert run.again is None and not run.after_ack
     assert calls == [
         ("9-sink", {"t1": 11, "t3": 33}, {"t2": "ValueError('x')"}, {"t1": "all", "t2": "all", "t3": "odd"})
     ]
 
     for mixed in (dataclasses.replace(clean, cross=True), dataclasses.replace(clean, tags={"t1", "t2"})):
         calls = []
-        run = Pass(stamps, _acker(calls))
+        run = Pass(stamps, _acker(calls, {}))
         run("9-sink", print, mixed)
         assert calls == [] and run.again == ({"t2"}, print, 2)
-        run = Pass(stamps, _acker(calls), rerun=False)
+        run = Pass(stamps, _acker(calls, {}), rerun=False)
         run("9-sink", print, mixed)
         assert calls == [("9-sink", {}, {"t1": MIXED, "t2": "ValueError('x')", "t3": MIXED}, run.notes)]
 
     calls = []  # a failure of a record of several roots: every root's
-    Pass(stamps, _acker(calls))("9-sink", print, Sunk(1, 0, set(), False, {None: "E()"}, {}))
+    Pass(stamps, _acker(calls, {}))("9-sink", print, Sunk(1, 0, set(), False, {None: "E()"}, {}))
     assert calls == [("9-sink", {}, {"t1": "E()", "t2": "E()", "t3": "E()"}, {})]
+
+    whole = Sunk(2, 5, {"t1", "t3"}, False, {}, {})
+    for sunk, again in ((whole, None), (dataclasses.replace(whole, cross=True), {"t2"})):
+        known = {}  # t2's stamp does not ack (its chain failed behind the run's back)
+        run = Pass(stamps, _acker([], known, frozenset({"t2"})), known=known)
+        run("9-sink", print, sunk)
+        assert (run.again, run.after_ack) == (((again, print, 2), True) if again else (None, False))
+    known = {}
+    run = Pass(stamps, _acker(calls := [], known, frozenset({"t2"})), known=known, rerun=False)
+    run("9-sink", print, dataclasses.replace(whole, cross=True))
+    assert run.again is None and len(calls) == 1  # a pass that cannot run again: as before
+    calls = []
+    run = Pass(stamps, _acker(calls, {}), acked=True)  # the run again after the stamps: writes only
+    run("9-sink", print, whole)
+    assert calls == [] and run.again is None
+    run("9-sink", print, dataclasses.replace(whole, failed={"t3": "E()"}))
+    assert calls == [] and run.again == ({"t3"}, print, 2)
 
 
 # -- no anchors: runs ---------------------------------------------------------------
@@ -273,6 +302,59 @@ def test_a_failed_root_in_cross_root_output_reruns_the_job_over_the_others(
             acked = attempt.state == "acked"
             assert status.state == attempt.state and status.version == (3 if acked and mode == "sum" else 2)
             assert status.value.acked == (attempt.state == "acked")
+
+
+class TakenBeforeStamps(XorAckDynamoDB):
+    """The real tracker, but chain ``taken`` is failed by someone else just before its
+    stamp is sent (between the sink's commit and the driver's stamps), once."""
+
+    taken = ""
+
+    def stamp(self, tag: str, *args: Any, **kwargs: Any) -> Any:
+        if tag == self.taken:
+            type(self).taken = ""
+            self.fail(tag, "taken")
+        return super().stamp(tag, *args, **kwargs)
+
+
+@pytest.mark.parametrize("mode", ["xor", "sum"])
+def test_a_stamp_that_does_not_ack_under_cross_root_output_reruns_over_the_acked_roots(
+    spark: Any, moto_server: LocalDynamoDB, tmp_path: Path, mode: str
+) -> None:
+    """Words are summed across roots; all records are written and the sink commits,
+    but r2's chain is failed behind the run's back before its stamp: r1 and r3 ack,
+    r2's stamp does not. Attempt 1's output still holds r2's words in shared sums, so
+    it is discarded and the job runs again over r1 and r3, writing only (no second
+    stamp); r2 is replayed on attempt 2. The attempts' outputs sum to the plain count
+    once: r2's words are not counted twice."""
+    config = dataclasses.replace(moto_server.config(unique_table("torn")), mode=mode)
+    XorAckDynamoDB.from_config(config).create_table()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    roots = ["r1: a b c a", "r2: b c d", "r3: a a"]
+    tracker = TakenBeforeStamps.from_config(config)
+    tracking = Tracking(spark.sparkContext, config, tracker=tracker)
+    TakenBeforeStamps.taken = tracking.tag("r2", 1)
+
+    def job(started: Any, attempt: int) -> int:
+        writer = CsvPartitionWriter(str(tmp_path / f"a{attempt}"), header=("word", "count"))
+        pairs = started.fan_out(Reading(str(marks), attempt)).map(lambda w: (w, 1))
+        return int(pairs.reduce_by_key(operator.add, 2).sink(writer))
+
+    report = tracking.run(roots, lambda r: r.split(":")[0], job, max_attempts=2)
+    assert [[(a.state, a.reason) for a in o.attempts] for o in report.outcomes] == [
+        [("acked", None)],
+        [("failed", "taken"), ("acked", None)],
+        [("acked", None)],
+    ]
+    assert _reads(marks) == {"1-r1": 2, "1-r2": 1, "1-r3": 2, "2-r2": 1}
+    first = {r["word"]: int(r["count"]) for r in read_csv_parts(tmp_path / "a1")}
+    second = {r["word"]: int(r["count"]) for r in read_csv_parts(tmp_path / "a2")}
+    assert first == {"a": 4, "b": 1, "c": 1}
+    assert second == {"b": 1, "c": 1, "d": 1}
+    assert Counter(first) + Counter(second) == Counter("a b c a b c d a a".split())
+    assert report.counters["reruns"] == 1
+    assert report.counters["stamps"] == 3  # r1 and r3 once, r2 on attempt 2; none on the rerun
 
 
 def test_a_failed_root_without_written_records_needs_no_rerun(

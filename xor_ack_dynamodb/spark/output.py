@@ -16,15 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import InvalidConfig
+from ..errors import InvalidConfig, XorAckError
 
-__all__ = ["Location", "OutputRefused"]
+__all__ = ["Location", "OutputRefused", "RestagedApart"]
 
 
 class OutputRefused(InvalidConfig):
     """A tracked write refused before any task runs and before anything is written: a
     column named like the tag column, another format, a location Spark has no file
     system for, a file where a directory should be."""
+
+
+class RestagedApart(XorAckError):
+    """A write of records of several roots whose stamps did not all ack was made again
+    over the roots that acked, and records of those failed there (their input changed):
+    nothing of the write is kept; the acks stand."""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ runs attempts of :mod:`.attempt`, whose rows come from :mod:`.sources` through t
 operators of :mod:`.tracked` to the commit of :mod:`.commit`.
 """
 
-from .attempt import FrameAttempt, RestagedApart
+from ..output import RestagedApart
+from .attempt import FrameAttempt
 from .keys import UnknownRootKey, match_key
 from .tracked import TrackedFrame, WriteResult
 from .tracking import FrameTracking, is_connect

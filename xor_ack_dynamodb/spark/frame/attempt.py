@@ -14,11 +14,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...errors import InvalidConfig, XorAckError
+from ...errors import InvalidConfig
 from ..chains import Owners, Started
 from ..edges import EdgeKey, Group
 from ..outcomes import Attempt
-from ..output import Location
+from ..output import Location, RestagedApart
 from ..tags import TagScheme
 from . import commit as protocol
 from .columns import Seen
@@ -271,12 +271,6 @@ class FrameAttempt:
         if self.commit.known is not None:
             self.commit.known.update(acked)
         return counts
-
-
-class RestagedApart(XorAckError):
-    """A write of rows of several roots whose stamps did not all ack was staged again
-    over the roots that acked, and rows of those failed there (their input changed):
-    nothing of the write is staged; the acks stand."""
 
 
 FrameJob = Callable[[FrameAttempt], Any]

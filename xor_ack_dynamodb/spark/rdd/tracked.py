@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pyspark import RDD
 
     from ..chains import Started
+    from ..outcomes import Attempt
 
 __all__ = ["TrackedRDD", "Stream", "PartitionWriter", "Acker", "Pass", "Sunk", "MIXED"]
 
@@ -88,7 +89,12 @@ class Pass:
     one's chain): once the sink committed, stamp the roots that did not fail and fail the
     others (with ``failed`` by earlier passes; a chain not started counts as failed).
     When the output holds records of failed roots, ask for a run without them
-    (:attr:`again`), or, without ``rerun``, fail every root (:data:`MIXED`).
+    (:attr:`again`), or, without ``rerun``, fail every root (:data:`MIXED`). When it
+    holds records of several roots and a stamp did not ack (the chain failed or expired
+    behind the run's back; ``known`` holds what the stamps decided), ask for a run over
+    the roots that acked (:attr:`again`, :attr:`after_ack`): records of a root that did
+    not ack are in no kept output, so its replay counts them once. ``acked``: the roots
+    are acked already, the pass writes only (a root failing there: :attr:`again`).
     """
 
     stamps: Mapping[str, int]
@@ -97,15 +103,23 @@ class Pass:
     failed: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     rerun: bool = True
-    #: When the output holds records of failed roots: the roots to leave out, the
-    #: writer, the partitions written.
+    known: Mapping[str, Attempt] = field(default_factory=dict)
+    acked: bool = False
+    #: When the output holds records of roots that failed or did not ack: the roots to
+    #: leave out, the writer, the partitions written.
     again: tuple[set[str], PartitionWriter, int] | None = None
+    #: Whether :attr:`again` comes after the stamps (the roots left are acked).
+    after_ack: bool = False
     sunk: Sunk | None = None
 
     def __call__(self, step: str, writer: PartitionWriter, sunk: Sunk) -> None:
         self.sunk = sunk
         roots = set(self.stamps)
         failures = Sunk.per_root(sunk.failed, roots)
+        if self.acked:
+            if failures:
+                self.again = set(failures), writer, sunk.partitions
+            return
         keep_first(self.notes, Sunk.per_root(sunk.notes, roots))
         refused = set(self.starting.result()[1]) if self.starting is not None else set()
         bad = (set(failures) | refused) & roots
@@ -118,6 +132,11 @@ class Pass:
                 self.failed.setdefault(tag, MIXED)
         stamps = {t: v for t, v in self.stamps.items() if t not in self.failed and t not in refused}
         self.acker(step, stamps, dict(self.failed), dict(self.notes))
+        if not self.rerun:
+            return
+        unacked = {t for t in stamps if (a := self.known.get(t)) is None or a.state != "acked"}
+        if unacked and (sunk.cross or not sunk.tags.isdisjoint(unacked)):
+            self.again, self.after_ack = (unacked, writer, sunk.partitions), True
 
 
 class TrackedRDD(Generic[T]):

@@ -14,6 +14,7 @@ from ..attempts import Driver, Plan
 from ..chains import Owners, Started
 from ..heartbeat import HeartbeatPolicy
 from ..outcomes import Attempt, RunObserver, RunReport
+from ..output import RestagedApart
 from .executor import AfterFlush, RunSpec
 from .tracked import Acker, PartitionWriter, Pass, TrackedRDD
 
@@ -107,24 +108,37 @@ class RDDTracking(Driver):
         """Run ``job`` over ``records`` (``(root, tag)``) and ack what its sink wrote
         (:class:`Pass`). While roots failed and the output holds records of theirs, the
         output is discarded (each partition written again, empty, by the same writer)
-        and the job runs again over the other roots, before any stamp. Returns the last
-        run's result."""
+        and the job runs again over the other roots, before any stamp; when a stamp did
+        not ack and the output holds records of several roots, the job runs again over
+        the roots that acked, and writes only. Returns the last run's result. Raises
+        :class:`~xor_ack_dynamodb.spark.output.RestagedApart` when an acked root fails
+        in such a run (its output discarded: the acks stand)."""
         failed: dict[str, str] = {}
         notes: dict[str, str] = {}
         going = list(records)
+        acked = False
         while True:
-            run = Pass({t: stamps[t] for _, t in going}, acker, starting, failed, notes)
+            owed = {t: stamps[t] for _, t in going}
+            run = Pass(owed, acker, starting, failed, notes, known=self._known, acked=acked)
             result = job(TrackedRDD(self.sc.parallelize(going, slices), spec, self._steps, run), spec.attempt)
             if run.again is None:
-                if run.sunk is None and failed:  # no sink this time: still fail the failed
+                if run.sunk is None and failed and not acked:  # no sink this time: still fail the failed
                     acker("rerun", {}, dict(failed), dict(notes))
                 return result
             left_out, writer, partitions = run.again
             self._discard(writer, partitions)
+            if acked:
+                raise RestagedApart(
+                    f"{len(left_out)} acked root(s) failed when their records were written again without "
+                    f"the roots that did not ack (their input changed during the run?), e.g. "
+                    f"{min(left_out)!r}: nothing of the write is kept"
+                )
             self.counts["reruns"] += 1
+            acked = run.after_ack
             going = [(root, tag) for root, tag in going if tag not in left_out]
             if not going:
-                acker("rerun", {}, dict(failed), dict(notes))
+                if not acked:
+                    acker("rerun", {}, dict(failed), dict(notes))
                 return result
 
     def _discard(self, writer: PartitionWriter, partitions: int) -> None:
