@@ -14,9 +14,9 @@ import re
 import secrets
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -125,11 +125,6 @@ class Plan:
     settle_raised: bool = True
 
 
-def _job_failed(pending: Callable[[str], str | None], error: str, tag: str) -> str | None:
-    reason = pending(tag)
-    return f"the job failed: {error}" if reason == STILL_PENDING else reason
-
-
 class Driver:
     """The driver's side of a tracked run (the base of ``RDDTracking`` and
     ``FrameTracking``).
@@ -169,11 +164,19 @@ class Driver:
         self.transactions = transactions
         self.counts: Counter[str] = Counter()
 
+    @contextmanager
+    def _timed(self, name: str) -> Iterator[None]:
+        """Add the block's time to the count ``time_ms.<name>``."""
+        clock = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.counts[f"time_ms.{name}"] += round(1000 * (time.perf_counter() - clock))
+
     def _create(self, edges: Mapping[str, int], attempt: int) -> Started:
         """Create the attempt's chains ``tag -> root edge`` (op ids
         ``<owner>.<attempt>/create/<tag>``, owned by the run)."""
-        clock = time.perf_counter()
-        try:
+        with self._timed("creates"):
             created, refused = create_chains(
                 self.tracker,
                 edges,
@@ -183,8 +186,6 @@ class Driver:
                 threads=self.threads,
                 transactions=self.transactions,
             )
-        finally:
-            self.counts["time_ms.creates"] += round(1000 * (time.perf_counter() - clock))
         self.counts["chains_created"] += len(created)
         self.counts["chains_refused"] += len(refused)
         return created, refused
@@ -221,27 +222,25 @@ class Driver:
         stamp each once, fail the failed ones (:func:`~.chains.apply_acks`), keep their
         notes in ``noted``. Returns the counts."""
         if starting is not None:
-            clock = time.perf_counter()
-            started = starting.result()[0]
-            self.counts["time_ms.create_wait"] += round(1000 * (time.perf_counter() - clock))
+            with self._timed("create_wait"):
+                started = starting.result()[0]
             stamps = {t: v for t, v in stamps.items() if t in started}
             failures = {t: r for t, r in failures.items() if t in started}
             notes = {t: n for t, n in notes.items() if t in started}
         for tag, text in notes.items():
             noted.setdefault(tag, text)
-        clock = time.perf_counter()
-        counts = apply_acks(
-            self.tracker,
-            stamps,
-            failures,
-            group or self.group,
-            op_prefix,
-            owner=owner or self.tags.owner,
-            threads=self.threads,
-            known=known,
-            transactions=self.transactions,
-        )
-        self.counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
+        with self._timed("stamps"):
+            counts = apply_acks(
+                self.tracker,
+                stamps,
+                failures,
+                group or self.group,
+                op_prefix,
+                owner=owner or self.tags.owner,
+                threads=self.threads,
+                known=known,
+                transactions=self.transactions,
+            )
         self.counts.update(counts)
         return counts
 
@@ -322,19 +321,21 @@ class Driver:
     def _settle(self, plan: Plan, starting: Future[Started], error: str | None = None) -> dict[str, Attempt]:
         """How the attempt's chains ended; a chain a failed job left pending is failed
         with the job's error as its reason."""
-        refused = dict(starting.result()[1])
-        clock = time.perf_counter()
-        try:
+        pending = plan.pending
+
+        def failed(tag: str) -> str | None:
+            reason = pending(tag)
+            return f"the job failed: {error}" if reason == STILL_PENDING else reason
+
+        with self._timed("settle"):
             return settle(
                 self.tracker,
                 plan.tags,
                 owner=plan.owner,
-                refused=refused,
+                refused=starting.result()[1],
                 notes=plan.notes(),
                 known=plan.known,
                 refused_state=plan.refused_state,
-                pending=plan.pending if error is None else partial(_job_failed, plan.pending, error),
+                pending=pending if error is None else failed,
                 missing=plan.missing,
             )
-        finally:
-            self.counts["time_ms.settle"] += round(1000 * (time.perf_counter() - clock))
