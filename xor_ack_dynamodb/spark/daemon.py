@@ -11,7 +11,7 @@ from __future__ import annotations
 import boto3  # noqa: F401  (the executor's tracker builds a client on first use)
 from pyspark.daemon import manager
 
-from .rdd import executor, steps  # noqa: F401
+from .rdd import executor  # noqa: F401
 
 __all__ = ["manager"]
 

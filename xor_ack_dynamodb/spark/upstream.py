@@ -1,10 +1,7 @@
 """Chains started upstream (docs/spark.md, "Chains started upstream"): a :class:`Handed`
-root arrives with its chain (tag, the edge ``e`` this job finishes, the owner). A chain is
-never adopted: one missing, not pending or another owner's is refused, nothing sent to it;
-the job creates none. The driver continues each chain with one stamp ``e ^ r`` under op
-id ``edge:<hex>`` (a copy of the hand-over is a duplicate; a second job handed the edge is
-refused), runs the job once over those roots and stamps ``r`` where the sink committed
-the root's part; the others are failed, for upstream to replay.
+root arrives with its chain, which is continued (one stamp ``e ^ r`` before the job, ``r``
+once its write committed) and never adopted: one missing, not pending or another owner's
+is refused, nothing sent to it.
 """
 
 from __future__ import annotations

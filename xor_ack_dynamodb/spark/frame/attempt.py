@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidConfig, XorAckError
@@ -61,17 +60,12 @@ class Commit:
     notes: dict[str, str] = field(default_factory=dict)
 
 
-#: ``rerun(tags, failed, acked)``: run the job again over ``tags`` (``failed`` are failed
-#: by its write; ``acked``: they are acked already, the write only publishes).
-Rerun = Callable[[list[str], dict[str, str], bool], WriteResult]
-
-
 class FrameAttempt:
     """One attempt of a tracked DataFrame run, handed to the job (module doc).
 
     :param starting: resolves to the chains started (only those are stamped).
-    :param rerun: runs the job again over some roots; None where roots may end at
-        different times (handed chains, streams): there ``group_by`` groups per root.
+    :param job: what :meth:`_again` runs again over some roots; None where roots may end
+        at different times (handed chains, streams): there ``group_by`` groups per root.
     :param failed: roots failed by an earlier run of the job in this attempt.
     :param acked: the roots are acked already: the write stages and publishes only.
     """
@@ -88,7 +82,7 @@ class FrameAttempt:
         commit: Commit | None = None,
         run_keys: Sequence[Any] | None = None,
         *,
-        rerun: Rerun | None = None,
+        job: FrameJob | None = None,
         failed: Mapping[str, str] | None = None,
         acked: bool = False,
     ) -> None:
@@ -102,8 +96,8 @@ class FrameAttempt:
         self._starting = starting
         self.commit = commit or Commit()
         self.run_keys = list(run_keys) if run_keys is not None else None
-        self.rerun = rerun
-        self.per_root = rerun is None
+        self.job = job
+        self.per_root = job is None
         self.failed = dict(failed or {})
         self.acked = acked
         self.write_result: WriteResult | None = None
@@ -231,14 +225,36 @@ class FrameAttempt:
         counts: Counter[str] | None = None,
     ) -> WriteResult:
         """Discard a write of rows of several roots and make it again: the job run over
-        ``tags`` (:data:`Rerun`)."""
+        ``tags`` (``failed`` are failed by this write; ``acked``: they are acked already,
+        the write only publishes)."""
         staged.staging.remove()
-        if self.rerun is None:
+        if self.job is None:
             raise InvalidConfig(
                 "rows of several roots (a group_by across roots) where roots may end at different "
                 "times: group per root (group_by(..., per_root=True))"
             )
-        result = self.rerun(tags, failed, acked)
+        of = dict(zip(self.tags, zip(self.roots, self.keys, strict=True), strict=True))
+        again = FrameAttempt(
+            self.tracking,
+            self.number,
+            [of[t][0] for t in tags],
+            [of[t][1] for t in tags],
+            tags,
+            self.root_edges,
+            self._starting,
+            self.commit,
+            self.run_keys,
+            job=self.job,
+            failed=failed,
+            acked=acked,
+        )
+        if tags:
+            self.job(again)
+        else:
+            again.fail_the_rest()
+        result = again.write_result
+        if result is None:
+            raise InvalidConfig("the job, run again over the roots that did not fail, did not write")
         result.runs += 1
         result.counts.update(counts or {})
         self.write_result = result
@@ -342,31 +358,11 @@ class FrameTracking(Driver):
         def plan(number: int, todo: list[Any], keys: list[Any], tags: list[str]) -> Plan:
             edges = {tag: self.edges.root(tag) for tag in tags}
             commit = Commit()
-            of = {tag: (root, k) for root, k, tag in zip(todo, keys, tags, strict=True)}
 
-            def run(starting: Any, chosen: list[str], failed: dict[str, str], acked: bool) -> FrameAttempt:
-                attempt = FrameAttempt(
-                    self,
-                    number,
-                    [of[t][0] for t in chosen],
-                    [of[t][1] for t in chosen],
-                    chosen,
-                    edges,
-                    starting,
-                    commit,
-                    run_keys,
-                    rerun=lambda c, f, a: _written(run(starting, c, f, a)),
-                    failed=failed,
-                    acked=acked,
-                )
-                if chosen:
-                    job(attempt)
-                else:
-                    attempt.fail_the_rest()
-                return attempt
+            def run(starting: Future[Started]) -> None:
+                job(FrameAttempt(self, number, todo, keys, tags, edges, starting, commit, run_keys, job=job))
 
-            first = partial(run, chosen=tags, failed={}, acked=False)
-            return self.own_plan(number, edges, first, notes=lambda: commit.notes, known=commit.known)
+            return self.own_plan(number, edges, run, notes=lambda: commit.notes, known=commit.known)
 
         return self.run_attempts(
             roots, key, plan, max_attempts=max_attempts, observer=observer, progress=progress
@@ -414,10 +410,3 @@ class FrameTracking(Driver):
 
         several = df.where(F.col(tag_column).isNull())
         return with_tags(df, tag_column, sorted(report.acked_tags())).unionByName(several)
-
-
-def _written(attempt: FrameAttempt) -> WriteResult:
-    """The write of a job run again over some roots (it must write, as its first run did)."""
-    if attempt.write_result is None:
-        raise InvalidConfig("the job, run again over the roots that did not fail, did not write")
-    return attempt.write_result

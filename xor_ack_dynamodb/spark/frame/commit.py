@@ -1,10 +1,7 @@
-"""Tracked output (docs/spark.md, "Tracked output: the commit protocol"): Spark stages the
-rows under ``<location>/_xor_ack/<write id>/``; the ledger ``<write id>.json`` is written
-whole before any stamp; after the stamps the acked roots' rows are published under a
-claim (``<write id>.published``: of two publishers one wins), by renaming the staged
-files when every root acked (Parquet), else by writing those rows again. No file an ack
-counts on is replaced after the ack, a reader never sees rows of a root that did not ack,
-and a crash after the ledger loses nothing (:func:`recover`, before every tracked write).
+"""Tracked output (docs/spark.md, "Tracked output: the commit protocol", which gives the
+steps): stage, ledger, stamps, publish. No file an ack counts on is replaced after the
+ack, a reader never sees rows of a root that did not ack, and a crash after the ledger
+loses nothing (:func:`recover`, before every tracked write).
 """
 
 from __future__ import annotations

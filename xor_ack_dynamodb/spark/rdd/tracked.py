@@ -24,7 +24,7 @@ from ..attempts import Driver, Plan
 from ..chains import Owners, Started
 from ..heartbeat import HeartbeatPolicy
 from ..outcomes import Attempt, RunObserver, RunReport
-from . import steps
+from . import executor
 from .executor import AfterFlush, Noted, RunSpec, keep_first
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class Sunk:
     failed: dict[str | None, str] = field(default_factory=dict)
     notes: dict[str | None, str] = field(default_factory=dict)
 
-    def add(self, result: steps.SinkResult) -> None:
+    def add(self, result: executor.SinkResult) -> None:
         count, tags, cross, failed, notes = result
         self.partitions += 1
         self.written += count
@@ -155,7 +155,7 @@ class TrackedRDD(Generic[T]):
         return TrackedRDD(rdd, self.spec, self._steps, self._pass)
 
     def _each(self, fn: Callable[[Any], Any], name: str, kind: str) -> TrackedRDD[Any]:
-        each = partial(steps.map_partition, self.spec, self._step(name), fn, kind=kind)
+        each = partial(executor.map_partition, self.spec, self._step(name), fn, kind=kind)
         return self._then(self.rdd.mapPartitionsWithIndex(each))
 
     def fan_out(self, fn: Callable[[T], Iterable[U] | Noted], name: str = "fan_out") -> TrackedRDD[U]:
@@ -176,10 +176,10 @@ class TrackedRDD(Generic[T]):
         record keeps its root only when all its values had it. A value that is not a
         pair, or a combination where ``fn`` raised, fails its root (or roots)."""
         step = self._step(name)
-        keyed = self.rdd.mapPartitionsWithIndex(partial(steps.key_partition, self.spec, f"{step}.key"))
-        reduced = keyed.reduceByKey(partial(steps.combine, fn), num_partitions)
+        keyed = self.rdd.mapPartitionsWithIndex(partial(executor.key_partition, self.spec, f"{step}.key"))
+        reduced = keyed.reduceByKey(partial(executor.combine, fn), num_partitions)
         return self._then(
-            reduced.mapPartitionsWithIndex(partial(steps.unpack_partition, self.spec, f"{step}.unpack"))
+            reduced.mapPartitionsWithIndex(partial(executor.unpack_partition, self.spec, f"{step}.unpack"))
         )
 
     def sink(self, writer: PartitionWriter, name: str = "sink") -> int:
@@ -188,7 +188,7 @@ class TrackedRDD(Generic[T]):
         whose writer raised fails the roots of its records."""
         step = self._step(name)
         results = self.rdd.mapPartitionsWithIndex(
-            partial(steps.sink_partition, self.spec, step, writer)
+            partial(executor.sink_partition, self.spec, step, writer)
         ).collect()
         sunk = Sunk()
         for result in results:
@@ -264,48 +264,6 @@ class RDDTracking(Driver):
 
         return ack
 
-    def passes(
-        self,
-        spec: RunSpec,
-        records: Sequence[tuple[Any, str]],
-        stamps: Mapping[str, int],
-        job: Callable[[TrackedRDD[Any], int], Any],
-        acker: Acker,
-        *,
-        slices: int,
-        starting: Future[Started] | None = None,
-    ) -> Any:
-        """Run ``job`` over ``records`` (``(root, tag)``) and ack what its sink wrote
-        (:class:`Pass`). While roots failed and the output holds records of theirs, the
-        output is discarded (each partition written again, empty, by the same writer)
-        and the job runs again over the other roots, before any stamp. Returns the last
-        run's result."""
-        failed: dict[str, str] = {}
-        notes: dict[str, str] = {}
-        going = list(records)
-        while True:
-            run = Pass({t: stamps[t] for _, t in going}, acker, starting, failed, notes)
-            result = job(TrackedRDD(self.sc.parallelize(going, slices), spec, self._steps, run), spec.attempt)
-            if run.again is None:
-                if run.sunk is None and failed:  # no sink this time: still fail the failed
-                    acker("rerun", {}, dict(failed), dict(notes))
-                return result
-            left_out, writer, partitions = run.again
-            self._discard(writer, partitions)
-            self.counts["reruns"] += 1
-            going = [(root, tag) for root, tag in going if tag not in left_out]
-            if not going:
-                acker("rerun", {}, dict(failed), dict(notes))
-                return result
-
-    def _discard(self, writer: PartitionWriter, partitions: int) -> None:
-        """Write each of a sink's ``partitions`` again, empty, on the executors."""
-        if partitions:
-            indices = self.sc.parallelize(
-                range(partitions), max(1, min(partitions, self.sc.defaultParallelism))
-            )
-            indices.foreach(lambda index: writer(index, []))
-
     def run(
         self,
         roots: Sequence[Any],
@@ -328,9 +286,31 @@ class RDDTracking(Driver):
             spec = self.spec(number)
 
             def run(starting: Future[Started]) -> Any:
+                """Run the job and ack what its sink wrote (:class:`Pass`). While roots
+                failed and the output holds records of theirs, the output is discarded
+                (each partition written again, empty, by the same writer) and the job
+                runs again over the other roots, before any stamp."""
                 acker = self.acker(spec, starting, known=self._known, notes=notes)
-                records = list(zip(todo, tags, strict=True))
-                return self.passes(spec, records, stamps, job, acker, slices=slices, starting=starting)
+                failed: dict[str, str] = {}
+                seen: dict[str, str] = {}
+                going = list(zip(todo, tags, strict=True))
+                while True:
+                    sink = Pass({t: stamps[t] for _, t in going}, acker, starting, failed, seen)
+                    rdd = self.sc.parallelize(going, slices)
+                    result = job(TrackedRDD(rdd, spec, self._steps, sink), number)
+                    if sink.again is None:
+                        if sink.sunk is None and failed:  # no sink this time: still fail the failed
+                            acker("rerun", {}, dict(failed), dict(seen))
+                        return result
+                    left_out, writer, partitions = sink.again
+                    if partitions:
+                        width = max(1, min(partitions, self.sc.defaultParallelism))
+                        self.sc.parallelize(range(partitions), width).foreach(partial(_write_empty, writer))
+                    self.counts["reruns"] += 1
+                    going = [(root, tag) for root, tag in going if tag not in left_out]
+                    if not going:
+                        acker("rerun", {}, dict(failed), dict(seen))
+                        return result
 
             return self.own_plan(number, edges, run, notes=lambda: notes, known=self._known, raises=())
 
@@ -341,3 +321,7 @@ class RDDTracking(Driver):
 
 #: The name this class had before DataFrames came (kept: public).
 Tracking = RDDTracking
+
+
+def _write_empty(writer: PartitionWriter, index: int) -> None:
+    writer(index, [])
