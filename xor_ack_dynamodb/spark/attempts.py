@@ -1,10 +1,8 @@
-"""The driver's attempt loop, one for every tracked run.
-
-:meth:`Driver.attempt` starts the attempt's chains, runs its job inside a heartbeat,
-settles how each chain ended (:func:`~.chains.settle`: one that can no longer complete is
-failed) and counts what it cost; :meth:`Driver.run_attempts` replays the roots whose
-chains did not end acked. A :class:`Plan` holds what differs between a run, handed chains
-and a streaming batch. Executors send no request.
+"""The driver's attempt loop, one for every tracked run: :meth:`Driver.attempt` starts
+the attempt's chains, runs its job inside a heartbeat and settles how each chain ended
+(:func:`~.chains.settle`: one that can no longer complete is failed);
+:meth:`Driver.run_attempts` replays the roots whose chains did not end acked. A
+:class:`Plan` holds what differs between a run, handed chains and a streaming batch.
 """
 
 from __future__ import annotations

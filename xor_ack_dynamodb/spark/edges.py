@@ -19,8 +19,6 @@ __all__ = ["EdgeKey", "Group", "group_for"]
 class EdgeKey:
     """Root edges of one run: ``key`` (16 to 64 bytes used) and the edge ``size``."""
 
-    __slots__ = ("key", "size", "_keyed")
-
     def __init__(self, key: bytes, size: int = 8) -> None:
         if not isinstance(size, int) or size % 8 or not 8 <= size <= 64:
             raise InvalidConfig(f"edge size must be 8, 16, ... or 64 bytes, got {size!r}")
@@ -30,17 +28,10 @@ class EdgeKey:
         self.size = size
         self._keyed = hashlib.blake2b(digest_size=size, key=self.key)
 
-    def __getstate__(self) -> tuple[bytes, int]:
-        return self.key, self.size
-
-    def __setstate__(self, state: tuple[bytes, int]) -> None:
-        self.__init__(*state)  # type: ignore[misc]
-
-    def root(self, label: str | bytes) -> int:
+    def root(self, label: str) -> int:
         """The root edge named by ``label`` (a chain's tag)."""
-        data = label.encode("utf-8", "surrogatepass") if isinstance(label, str) else bytes(label)
         h = self._keyed.copy()
-        for part in (b"root", data):
+        for part in (b"root", label.encode("utf-8", "surrogatepass")):
             h.update(len(part).to_bytes(4, "big"))
             h.update(part)
         return int.from_bytes(h.digest(), "big") or 1

@@ -1,10 +1,6 @@
-"""Chain tags of tracked runs: unique per :class:`TagScheme`, unambiguous, valid UTF-8.
-
-A tag is ``<run id>/<nonce>/<attempt>/<key>``: the run id with ``%`` and ``/``
-percent-escaped (it holds no ``/``); a random 64-bit nonce per tracking object (two runs
-never share a chain, whatever their run ids and keys); the attempt number; the root's
-key, escaped by :func:`escape_key` into valid UTF-8. Split on its first three ``/``, a
-tag gives its parts back: two different (run, nonce, attempt, key) never share a tag.
+"""Chain tags of tracked runs (docs/spark.md, "Chains belong to their run"):
+``<run id>/<nonce>/<attempt>/<key>``, valid UTF-8. Split on its first three ``/``, a tag
+gives its parts back: two different (run, nonce, attempt, key) never share a tag.
 """
 
 from __future__ import annotations

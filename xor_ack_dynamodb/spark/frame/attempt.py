@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ...config import AckConfig
     from ...interfaces import AckTracker
 
-__all__ = ["FrameAttempt", "FrameTracking", "Commit", "FrameJob", "RestagedApart", "default_parallelism"]
+__all__ = ["FrameAttempt", "FrameTracking", "Commit", "FrameJob", "RestagedApart"]
 
 
 @dataclass
@@ -290,17 +290,6 @@ class RestagedApart(XorAckError):
 FrameJob = Callable[[FrameAttempt], Any]
 
 
-def default_parallelism(spark: SparkSession) -> int:
-    """Spark's default parallelism (classic), else ``spark.default.parallelism`` if set,
-    else 4 (a Connect client cannot ask the cluster)."""
-    if not is_connect(spark):
-        return int(spark.sparkContext.defaultParallelism)
-    try:
-        return int(spark.conf.get("spark.default.parallelism", "4") or 4)
-    except Exception:
-        return 4
-
-
 class FrameTracking(Driver):
     """Tracked DataFrame runs on one SparkSession (classic or Spark Connect), chains of
     the tracker's mode in the table ``config`` names. Only this process (the driver, or
@@ -330,10 +319,15 @@ class FrameTracking(Driver):
             transactions=transactions,
             edge_key=edge_key,
         )
+        self.spark = spark
         if not is_connect(spark):
             driver_read_limit(spark)  # a bad spark.xorack.driverReadBytes fails here, before any request
-        self.spark = spark
-        self.parallelism = default_parallelism(spark)
+            self.parallelism = int(spark.sparkContext.defaultParallelism)
+        else:  # a Connect client cannot ask the cluster: spark.default.parallelism if set, else 4
+            try:
+                self.parallelism = int(spark.conf.get("spark.default.parallelism", "4") or 4)
+            except Exception:
+                self.parallelism = 4
 
     def run(
         self,

@@ -1,15 +1,9 @@
-"""What runs inside a Spark task: the per-partition functions of tracked steps, which
-Spark ships to executors. A record is ``(value, tag)``: its root's tag, or ``None`` for a
-record of several roots. A :class:`Ledger` collects one partition's failed roots (first
-reason) and notes and emits them as a carrier record (:class:`Carry`) that later steps
-pass on, untouched, to the sink. Sets, not counts: a retried task emits the same. What is
-under ``None`` is every root's. Executors send no request.
-
-Each step function takes the step's :class:`RunSpec`, name and user function first (bound
-with ``functools.partial``, so no closure captures a SparkContext or a client), then the
-partition index and its records, as ``mapPartitionsWithIndex`` wants. A user function
-that raises fails the record's root (every root of the job for a record of several
-roots); the partition goes on without the record.
+"""What runs inside a Spark task (docs/spark.md, "RDDs": failures and notes travel per
+partition in a carrier record, as sets). A record is ``(value, tag)``, ``None`` for a
+record of several roots; what a :class:`Ledger` holds under ``None`` is every root's.
+The step functions take their :class:`RunSpec`, name and user function first (bound with
+``functools.partial``: no closure captures a SparkContext or a client). Executors send
+no request.
 """
 
 from __future__ import annotations
@@ -120,11 +114,6 @@ class Ledger:
 
     def fail(self, tag: str | None, error: BaseException | str) -> None:
         self.failed.setdefault(tag, failure_reason(error))
-
-    def owe(self, failed: Mapping[str | None, str], notes: Mapping[str | None, str]) -> None:
-        """Take in an earlier step's carrier."""
-        keep_first(self.failed, failed)
-        keep_first(self.notes, notes)
 
     def flush(self) -> list[Record]:
         """The step's carrier, to emit after its records (none if it has nothing)."""
@@ -282,7 +271,8 @@ def sink_partition(
     cross = False
     for value, tag in records:
         if type(value) is Carry:
-            ledger.owe(value.failed, value.notes)
+            keep_first(ledger.failed, value.failed)
+            keep_first(ledger.notes, value.notes)
             continue
         values.append(value)
         if tag is None:
