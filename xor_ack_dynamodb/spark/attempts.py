@@ -32,12 +32,11 @@ from .chains import (
     settle,
     snapshot,
 )
-from .edges import EdgeKey, Group, group_for
 from .heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_tracker
 from .metrics import RunMetrics
 from .outcomes import Attempt, RootOutcome, RunObserver, RunReport, record_attempt
 from .progress import RunProgress
-from .tags import TagScheme, escape_key
+from .tags import EdgeKey, Group, TagScheme, escape_key, group_for
 
 if TYPE_CHECKING:
     from ..config import AckConfig

@@ -27,8 +27,8 @@ from ..errors import (
     XorAckError,
 )
 from ..interfaces import AckTracker
-from .edges import Group
 from .outcomes import CONFLICT, Attempt
+from .tags import Group
 
 if TYPE_CHECKING:
     from ..config import AckConfig

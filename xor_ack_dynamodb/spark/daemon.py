@@ -1,9 +1,5 @@
-"""A PySpark worker daemon that has this library imported before it forks workers.
-
-A worker whose task raised exits, and its replacement imports the library again: with
-many failing tasks that dominates. With
-``spark.python.daemon.module=xor_ack_dynamodb.spark.daemon`` PySpark's own daemon runs
-with the executor-side modules (and boto3) imported once, before it forks.
+"""A PySpark worker daemon that has this library's executor-side modules (and boto3)
+imported before it forks workers (docs/spark.md, "Executors and clients").
 """
 
 from __future__ import annotations

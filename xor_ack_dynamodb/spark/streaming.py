@@ -22,14 +22,13 @@ from ..errors import InvalidConfig, NotOwner, OpIdReused, XorAckError
 from ..stores.dynamodb.tracker import XorAckDynamoDB
 from .attempts import Plan
 from .chains import CHAIN_ENDED, Started, create_chains, refuse_delete_on_ack, snapshot
-from .edges import Group
 from .frame import FrameAttempt, FrameTracking, TrackedFrame
 from .frame.attempt import Commit
 from .frame.columns import with_tags
 from .frame.commit import SINK_FORMATS, STAGING
 from .outcomes import CONFLICT, Attempt
 from .output import Location
-from .tags import escape_key, escape_run
+from .tags import Group, escape_key, escape_run
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

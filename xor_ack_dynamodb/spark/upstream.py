@@ -17,12 +17,12 @@ from ..serverless.edges import op_id as edge_op_id
 from ..stamps import check_tag
 from .attempts import Plan
 from .chains import CHAIN_ENDED, Started, pool_map, split_refusals
-from .edges import Group
 from .frame import FrameAttempt, FrameTracking
 from .frame.attempt import Commit, FrameJob
 from .outcomes import CONFLICT, Attempt, RootOutcome, RunReport
 from .rdd import RDDTracking, TrackedRDD
 from .rdd.tracked import Pass
+from .tags import Group
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

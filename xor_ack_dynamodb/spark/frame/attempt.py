@@ -20,10 +20,10 @@ from ...errors import InvalidConfig, XorAckError
 from ..attempts import Driver, Plan
 from ..chains import Owners, Started
 from ..context import is_connect
-from ..edges import Group
 from ..heartbeat import HeartbeatPolicy
 from ..outcomes import Attempt, RunObserver, RunReport
 from ..output import Location
+from ..tags import Group
 from . import commit as protocol
 from .columns import Seen, with_tags
 from .driver_read import driver_read_limit

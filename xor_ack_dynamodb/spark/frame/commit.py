@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..chains import Owners, apply_acks
-from ..edges import Group
 from ..output import Location, OutputRefused
+from ..tags import Group
 from .columns import CHAIN, TRACKING, Seen, by_chain, local_table, with_tags
 from .tracked import Probes, observed
 
