@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidConfig, XorAckError
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
     from ..config import AckConfig
     from ..interfaces import AckTracker
 
-__all__ = ["Driver", "Plan", "DRIVER_THREADS", "new_run_id", "check_roots", "job_error"]
+__all__ = ["Driver", "Plan", "DRIVER_THREADS", "new_run_id", "job_error"]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
@@ -54,19 +53,6 @@ DRIVER_THREADS = 10
 def new_run_id() -> str:
     """A readable run id: UTC time and 32 random bits (tags carry a nonce besides)."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
-
-
-def check_roots(scheme: TagScheme, keys: Sequence[Any], max_attempts: int) -> list[str]:
-    """The roots' escaped keys, once checked before any write: no two alike, every tag
-    up to ``max_attempts`` valid (:class:`InvalidConfig`, ``InvalidTag``)."""
-    if max_attempts < 1:
-        raise InvalidConfig(f"max_attempts must be at least 1, got {max_attempts}")
-    escaped = [escape_key(k) for k in keys]
-    if len(set(escaped)) != len(escaped):
-        raise InvalidConfig("the key function gives two roots the same key")
-    for key in escaped:
-        check_tag(scheme.escaped(key, max_attempts))
-    return escaped
 
 
 #: The line of a Python traceback that names the exception: ``ValueError: bad value``.
@@ -170,30 +156,28 @@ class Driver:
         finally:
             self.counts[f"time_ms.{name}"] += round(1000 * (time.perf_counter() - clock))
 
-    def _create(self, edges: Mapping[str, int], attempt: int) -> Started:
-        """Create the attempt's chains ``tag -> root edge`` (op ids
-        ``<owner>.<attempt>/create/<tag>``, owned by the run)."""
-        with self._timed("creates"):
-            created, refused = create_chains(
-                self.tracker,
-                edges,
-                self.group,
-                f"{self.tags.owner}.{attempt}/create",
-                owner=self.tags.owner,
-                threads=self.threads,
-                transactions=self.transactions,
-            )
-        self.counts["chains_created"] += len(created)
-        self.counts["chains_refused"] += len(refused)
-        return created, refused
-
     def own_plan(
         self, number: int, edges: Mapping[str, int], job: Callable[..., object], **hooks: Any
     ) -> Plan:
         """Attempt ``number`` of the run's own chains ``tag -> root edge``, created while
-        ``job`` runs."""
-        start = partial(self._create, edges, number)
+        ``job`` runs (op ids ``<owner>.<attempt>/create/<tag>``, owned by the run)."""
         owner = self.tags.owner
+
+        def start() -> Started:
+            with self._timed("creates"):
+                created, refused = create_chains(
+                    self.tracker,
+                    edges,
+                    self.group,
+                    f"{owner}.{number}/create",
+                    owner=owner,
+                    threads=self.threads,
+                    transactions=self.transactions,
+                )
+            self.counts["chains_created"] += len(created)
+            self.counts["chains_refused"] += len(refused)
+            return created, refused
+
         return Plan(list(edges), job, f"attempt {number}", owner, start, beat_owner=owner, **hooks)
 
     def requests(self) -> Counter[str]:
@@ -254,9 +238,16 @@ class Driver:
         """Attempt after attempt (``plan(number, roots, keys, tags)`` of the roots left)
         until every root's chain is acked, failed permanently or refused, or
         ``max_attempts`` were made; progress shown if ``progress``, or if None without an
-        ``observer``."""
+        ``observer``. Before any request, raises :class:`InvalidConfig` for two roots of one
+        key or ``max_attempts`` below 1, ``InvalidTag`` for a key whose tag is invalid."""
+        if max_attempts < 1:
+            raise InvalidConfig(f"max_attempts must be at least 1, got {max_attempts}")
         raw_keys = [key(root) for root in roots]
-        keys = check_roots(self.tags, raw_keys, max_attempts)
+        keys = [escape_key(k) for k in raw_keys]
+        if len(set(keys)) != len(keys):
+            raise InvalidConfig("the key function gives two roots the same key")
+        for escaped in keys:
+            check_tag(self.tags.escaped(escaped, max_attempts))
         outcomes = [RootOutcome(root, k) for root, k in zip(roots, keys, strict=True)]
         errors: list[str] = []
         todo = list(range(len(roots)))

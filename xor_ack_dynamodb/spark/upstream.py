@@ -137,15 +137,15 @@ class _Part:
         return None if tag in self.done else self.reasons.get(tag, "this job did not complete its part")
 
 
-#: ``job(part, continued)``: runs either API's job over the continued roots, tells
-#: ``part`` what its sink committed.
-_Job = Callable[[_Part, list[Handed]], object]
-
-
 def _run(
-    tracking: FrameTracking | RDDTracking, handed: Sequence[Handed], job: _Job, **hooks: Any
+    tracking: FrameTracking | RDDTracking,
+    handed: Sequence[Handed],
+    job: Callable[[_Part, list[Handed]], object],
+    **hooks: Any,
 ) -> RunReport:
-    """The one attempt of handed roots (module doc): one outcome per handed root."""
+    """The one attempt of handed roots (module doc): one outcome per handed root;
+    ``job(part, continued)`` runs either API's job over the continued roots and tells
+    ``part`` what its sink committed."""
     if tracking.group.is_sum:
         raise InvalidConfig("handed chains are xor chains: continue them with an xor-mode tracker")
     part = _Part({h.tag: tracking.edges.root(f"handed/{h.tag}") for h in handed})

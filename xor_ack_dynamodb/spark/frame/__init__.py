@@ -1,7 +1,5 @@
-"""Tracked DataFrames (also under Spark Connect): the plain operators in the JVM with each
-row's root beside them, one stamp per root once the write committed. :mod:`.attempt`
-runs attempts whose rows come from :mod:`.sources` through the operators of
-:mod:`.tracked` to the commit of :mod:`.commit`.
+"""Tracked DataFrames (also under Spark Connect): :mod:`.attempt` runs attempts whose rows
+come from :mod:`.sources` through the operators of :mod:`.tracked` to :mod:`.commit`.
 """
 
 from ..context import is_connect

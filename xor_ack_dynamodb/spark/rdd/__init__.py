@@ -1,6 +1,5 @@
-"""Tracked RDDs: each record keeps its root; the driver creates each chain and, once the
-sink's job committed, stamps it once. :mod:`.tracked` runs jobs whose tasks
-(:mod:`.executor`) carry failures and notes to the sink.
+"""Tracked RDDs: :mod:`.tracked` runs jobs whose tasks (:mod:`.executor`) carry failures
+and notes to the sink.
 """
 
 from .tracked import PartitionWriter, RDDTracking, Stream, TrackedRDD, Tracking

@@ -34,7 +34,7 @@ __all__ = [
     "combine",
     "unpack_partition",
     "sink_partition",
-    "SinkResult",
+    "Sunk",
 ]
 
 Record = tuple[Any, str | None]
@@ -158,10 +158,35 @@ class DieOnFirstAttempt:
 
 #: A reduce value through the shuffle: (value or :class:`Raised`, tag).
 Combined = tuple[Any, str | None]
-#: What a sink partition returns: (values written, the roots with a written record,
-#: whether one stood for several roots, failure reason and note per root; ``None``:
-#: every root's).
-SinkResult = tuple[int, set[str], bool, dict[str | None, str], dict[str | None, str]]
+@dataclass
+class Sunk:
+    """What a sink partition returned (:func:`sink_partition`), or the driver's merge of
+    them (one per partition); ``failed`` and ``notes`` per root, under ``None``: every
+    root of the pass."""
+
+    partitions: int = 0
+    written: int = 0
+    tags: set[str] = field(default_factory=set)
+    cross: bool = False
+    failed: dict[str | None, str] = field(default_factory=dict)
+    notes: dict[str | None, str] = field(default_factory=dict)
+
+    def add(self, other: Sunk) -> None:
+        self.partitions += other.partitions
+        self.written += other.written
+        self.tags |= other.tags
+        self.cross = self.cross or other.cross
+        keep_first(self.failed, other.failed)
+        keep_first(self.notes, other.notes)
+
+    @staticmethod
+    def per_root(found: Mapping[str | None, str], roots: Iterable[str]) -> dict[str, str]:
+        """``found`` per root of ``roots``, what is under ``None`` to each without its own."""
+        out = {t: v for t, v in found.items() if t is not None}
+        if None in found:
+            for tag in roots:
+                out.setdefault(tag, found[None])
+        return out
 
 
 @dataclass(frozen=True)
@@ -261,10 +286,11 @@ def unpack_partition(
 
 def sink_partition(
     spec: RunSpec, step: str, writer: Callable[[int, list[Any]], None], index: int, records: Iterable[Record]
-) -> Iterator[SinkResult]:
+) -> Iterator[Sunk]:
     """Write the partition's values with ``writer`` (durably, replacing an earlier call's
-    for ``index``), then return :data:`SinkResult`; if it raises, the partition's roots
-    fail instead."""
+    for ``index``), then return a :class:`Sunk`: what it wrote, the roots with a written
+    record, whether one stood for several roots, the failed and noted roots; if the
+    writer raises, the partition's roots fail instead."""
     ledger = Ledger(spec, step, index)
     values: list[Any] = []
     tags: set[str] = set()
@@ -289,4 +315,4 @@ def sink_partition(
         values, tags, cross = [], set(), False
     if spec.after_flush is not None:
         spec.after_flush(step, index)
-    yield len(values), tags, cross, ledger.failed, ledger.notes
+    yield Sunk(1, len(values), tags, cross, ledger.failed, ledger.notes)

@@ -25,7 +25,7 @@ from ..chains import Owners, Started
 from ..heartbeat import HeartbeatPolicy
 from ..outcomes import Attempt, RunObserver, RunReport
 from . import executor
-from .executor import AfterFlush, Noted, RunSpec, keep_first
+from .executor import AfterFlush, Noted, RunSpec, Sunk, keep_first
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -58,37 +58,6 @@ class Stream(Protocol):
         self, fn: Callable[[Any, Any], Any], num_partitions: int | None = ..., name: str = ...
     ) -> Stream: ...
     def sink(self, writer: PartitionWriter, name: str = ...) -> int: ...
-
-
-@dataclass
-class Sunk:
-    """What a sink's job returned, merged over its partitions (one result each); key
-    ``None``: every root of the pass."""
-
-    partitions: int = 0
-    written: int = 0
-    tags: set[str] = field(default_factory=set)
-    cross: bool = False
-    failed: dict[str | None, str] = field(default_factory=dict)
-    notes: dict[str | None, str] = field(default_factory=dict)
-
-    def add(self, result: executor.SinkResult) -> None:
-        count, tags, cross, failed, notes = result
-        self.partitions += 1
-        self.written += count
-        self.tags |= tags
-        self.cross = self.cross or cross
-        keep_first(self.failed, failed)
-        keep_first(self.notes, notes)
-
-    @staticmethod
-    def per_root(found: Mapping[str | None, str], roots: Iterable[str]) -> dict[str, str]:
-        """``found`` per root of ``roots``, what is under ``None`` to each without its own."""
-        out = {t: v for t, v in found.items() if t is not None}
-        if None in found:
-            for tag in roots:
-                out.setdefault(tag, found[None])
-        return out
 
 
 @dataclass
