@@ -96,6 +96,8 @@ class EdgeKey:
     re-run streaming micro-batch sends what its first run sent), unrelated across runs,
     unpredictable without the key; 8 to 64 bytes wide, never zero."""
 
+    __slots__ = ("key", "size", "_keyed")
+
     def __init__(self, key: bytes, size: int = 8) -> None:
         if not isinstance(size, int) or size % 8 or not 8 <= size <= 64:
             raise InvalidConfig(f"edge size must be 8, 16, ... or 64 bytes, got {size!r}")
@@ -104,6 +106,12 @@ class EdgeKey:
         self.key = bytes(key[:64])
         self.size = size
         self._keyed = hashlib.blake2b(digest_size=size, key=self.key)
+
+    def __getstate__(self) -> tuple[bytes, int]:
+        return self.key, self.size
+
+    def __setstate__(self, state: tuple[bytes, int]) -> None:
+        self.__init__(*state)  # type: ignore[misc]
 
     def root(self, label: str) -> int:
         """The root edge named by ``label`` (a chain's tag)."""
