@@ -240,9 +240,9 @@ class Driver:
         ``max_attempts`` were made; progress shown if ``progress``, or if None without an
         ``observer``. Before any request, raises :class:`InvalidConfig` for two roots of one
         key or ``max_attempts`` below 1, ``InvalidTag`` for a key whose tag is invalid."""
+        raw_keys = [key(root) for root in roots]
         if max_attempts < 1:
             raise InvalidConfig(f"max_attempts must be at least 1, got {max_attempts}")
-        raw_keys = [key(root) for root in roots]
         keys = [escape_key(k) for k in raw_keys]
         if len(set(keys)) != len(keys):
             raise InvalidConfig("the key function gives two roots the same key")
