@@ -22,7 +22,7 @@ from typing import Any
 from xor_ack_dynamodb import AckConfig, StampSpec, XorAckDynamoDB
 from xor_ack_dynamodb.spark.attempts import DRIVER_THREADS
 from xor_ack_dynamodb.spark.chains import apply_acks, create_chains
-from xor_ack_dynamodb.spark.edges import group_for
+from xor_ack_dynamodb.spark.tags import group_for
 
 __all__ = ["measure"]
 

@@ -655,8 +655,8 @@ MUTANTS: list[Mutant] = [
         "spark-pending-not-failed",
         "expiry.md/spark.md: a chain still pending after its job is failed, so no late write can ack it",
         "spark/chains.py",
-        "        failed = tracker.fail(tag, reason=reason, owner=owner)\n",
-        "        failed = tracker.status(tag)\n",
+        "                failed = tracker.fail(tag, reason=reason, owner=owner_of(owner, tag))\n",
+        "                failed = tracker.status(tag)\n",
         ("tests/test_spark_wordcount.py::test_expired_chains_are_replayed",),
     ),
     Mutant(

@@ -160,7 +160,7 @@ def test_sum_create_refuses_a_negative_root_before_any_request(sum_ack: XorAckDy
 
 def test_spark_chain_creation_refuses_a_negative_root(sum_ack: XorAckDynamoDB) -> None:
     from xor_ack_dynamodb.spark.chains import create_chains
-    from xor_ack_dynamodb.spark.edges import Group
+    from xor_ack_dynamodb.spark.tags import Group
 
     before = sum_ack.stats.requests
     for transactions in (False, True):

@@ -21,8 +21,8 @@ from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.errors import InvalidConfig
 from xor_ack_dynamodb.jobs.wordcount.job import find_inputs, run_wordcount
 from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking, read_csv_parts
-from xor_ack_dynamodb.spark.edges import Group, group_for
 from xor_ack_dynamodb.spark.frame import FrameAttempt, FrameTracking
+from xor_ack_dynamodb.spark.tags import Group, group_for
 
 pytestmark = pytest.mark.spark
 

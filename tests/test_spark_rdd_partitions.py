@@ -29,8 +29,7 @@ from xor_ack_dynamodb import AckConfig, LocalDynamoDB, XorAckDynamoDB
 from xor_ack_dynamodb.jobs.wordcount.job import run_wordcount, tokenize
 from xor_ack_dynamodb.spark import CsvPartitionWriter, Tracking, read_csv_parts
 from xor_ack_dynamodb.spark.outcomes import Attempt
-from xor_ack_dynamodb.spark.rdd.executor import Carry, Ledger, RunSpec
-from xor_ack_dynamodb.spark.rdd.steps import Raised, combine
+from xor_ack_dynamodb.spark.rdd.executor import Carry, Ledger, Raised, RunSpec, combine
 from xor_ack_dynamodb.spark.rdd.tracked import MIXED, Pass, Sunk
 
 pytestmark = pytest.mark.spark

@@ -11,8 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from xor_ack_dynamodb.errors import InvalidConfig, InvalidTag
-from xor_ack_dynamodb.spark.edges import EdgeKey
-from xor_ack_dynamodb.spark.tags import TagScheme, escape_key, unescape_key
+from xor_ack_dynamodb.spark.tags import EdgeKey, TagScheme, escape_key, unescape_key
 from xor_ack_dynamodb.stamps import check_tag
 
 

@@ -1,14 +1,8 @@
 """Tracking records through PySpark jobs with ack chains (docs/spark.md; the ``spark``
-extra). One chain per root; the committed job that holds a root's output acks it.
-
-- **RDDs** (:mod:`.rdd`): :meth:`RDDTracking.run`, :class:`TrackedRDD` ending in ``sink``.
-- **DataFrames** (:mod:`.frame`, also under Spark Connect): :class:`FrameTracking`,
-  :class:`TrackedFrame` ending in ``write``.
-- **Structured Streaming**: :class:`StreamTracking`, a ``foreachBatch`` function.
-- **Chains started upstream**: :class:`Handed` roots, :func:`run_handed_frames`,
-  :func:`run_handed_rdd`.
-
-Every path runs the driver's attempt loop of :mod:`.attempts`.
+extra). One chain per root; the committed job that holds a root's output acks it. RDDs
+(:mod:`.rdd`), DataFrames (:mod:`.frame`, also under Spark Connect), Structured Streaming
+(:mod:`.streaming`) and chains started upstream (:mod:`.upstream`) all run the driver's
+attempt loop of :mod:`.attempts`.
 """
 
 from .frame import FrameAttempt, FrameTracking, TrackedFrame, UnknownRootKey, WriteResult

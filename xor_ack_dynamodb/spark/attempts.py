@@ -1,10 +1,8 @@
-"""The driver's attempt loop, one for every tracked run.
-
-:meth:`Driver.attempt` starts the attempt's chains, runs its job inside a heartbeat,
-settles how each chain ended (:func:`~.chains.settle`: one that can no longer complete is
-failed) and counts what it cost; :meth:`Driver.run_attempts` replays the roots whose
-chains did not end acked. A :class:`Plan` holds what differs between a run, handed chains
-and a streaming batch. Executors send no request.
+"""The driver's attempt loop, one for every tracked run: :meth:`Driver.attempt` starts
+the attempt's chains, runs its job inside a heartbeat and settles how each chain ended
+(:func:`~.chains.settle`: one that can no longer complete is failed);
+:meth:`Driver.run_attempts` replays the roots whose chains did not end acked. A
+:class:`Plan` holds what differs between a run, handed chains and a streaming batch.
 """
 
 from __future__ import annotations
@@ -14,11 +12,10 @@ import re
 import secrets
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidConfig, XorAckError
@@ -34,18 +31,17 @@ from .chains import (
     settle,
     snapshot,
 )
-from .edges import EdgeKey, Group, group_for
 from .heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_tracker
 from .metrics import RunMetrics
 from .outcomes import Attempt, RootOutcome, RunObserver, RunReport, record_attempt
 from .progress import RunProgress
-from .tags import TagScheme, escape_key
+from .tags import EdgeKey, Group, TagScheme, escape_key, group_for
 
 if TYPE_CHECKING:
     from ..config import AckConfig
     from ..interfaces import AckTracker
 
-__all__ = ["Driver", "Plan", "DRIVER_THREADS", "new_run_id", "check_roots", "job_error"]
+__all__ = ["Driver", "Plan", "DRIVER_THREADS", "new_run_id", "job_error"]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
@@ -57,19 +53,6 @@ DRIVER_THREADS = 10
 def new_run_id() -> str:
     """A readable run id: UTC time and 32 random bits (tags carry a nonce besides)."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
-
-
-def check_roots(scheme: TagScheme, keys: Sequence[Any], max_attempts: int) -> list[str]:
-    """The roots' escaped keys, once checked before any write: no two alike, every tag
-    up to ``max_attempts`` valid (:class:`InvalidConfig`, ``InvalidTag``)."""
-    if max_attempts < 1:
-        raise InvalidConfig(f"max_attempts must be at least 1, got {max_attempts}")
-    escaped = [escape_key(k) for k in keys]
-    if len(set(escaped)) != len(escaped):
-        raise InvalidConfig("the key function gives two roots the same key")
-    for key in escaped:
-        check_tag(scheme.escaped(key, max_attempts))
-    return escaped
 
 
 #: The line of a Python traceback that names the exception: ``ValueError: bad value``.
@@ -125,11 +108,6 @@ class Plan:
     settle_raised: bool = True
 
 
-def _job_failed(pending: Callable[[str], str | None], error: str, tag: str) -> str | None:
-    reason = pending(tag)
-    return f"the job failed: {error}" if reason == STILL_PENDING else reason
-
-
 class Driver:
     """The driver's side of a tracked run (the base of ``RDDTracking`` and
     ``FrameTracking``).
@@ -169,33 +147,37 @@ class Driver:
         self.transactions = transactions
         self.counts: Counter[str] = Counter()
 
-    def _create(self, edges: Mapping[str, int], attempt: int) -> Started:
-        """Create the attempt's chains ``tag -> root edge`` (op ids
-        ``<owner>.<attempt>/create/<tag>``, owned by the run)."""
+    @contextmanager
+    def _timed(self, name: str) -> Iterator[None]:
+        """Add the block's time to the count ``time_ms.<name>``."""
         clock = time.perf_counter()
         try:
-            created, refused = create_chains(
-                self.tracker,
-                edges,
-                self.group,
-                f"{self.tags.owner}.{attempt}/create",
-                owner=self.tags.owner,
-                threads=self.threads,
-                transactions=self.transactions,
-            )
+            yield
         finally:
-            self.counts["time_ms.creates"] += round(1000 * (time.perf_counter() - clock))
-        self.counts["chains_created"] += len(created)
-        self.counts["chains_refused"] += len(refused)
-        return created, refused
+            self.counts[f"time_ms.{name}"] += round(1000 * (time.perf_counter() - clock))
 
     def own_plan(
         self, number: int, edges: Mapping[str, int], job: Callable[..., object], **hooks: Any
     ) -> Plan:
         """Attempt ``number`` of the run's own chains ``tag -> root edge``, created while
-        ``job`` runs."""
-        start = partial(self._create, edges, number)
+        ``job`` runs (op ids ``<owner>.<attempt>/create/<tag>``, owned by the run)."""
         owner = self.tags.owner
+
+        def start() -> Started:
+            with self._timed("creates"):
+                created, refused = create_chains(
+                    self.tracker,
+                    edges,
+                    self.group,
+                    f"{owner}.{number}/create",
+                    owner=owner,
+                    threads=self.threads,
+                    transactions=self.transactions,
+                )
+            self.counts["chains_created"] += len(created)
+            self.counts["chains_refused"] += len(refused)
+            return created, refused
+
         return Plan(list(edges), job, f"attempt {number}", owner, start, beat_owner=owner, **hooks)
 
     def requests(self) -> Counter[str]:
@@ -221,27 +203,25 @@ class Driver:
         stamp each once, fail the failed ones (:func:`~.chains.apply_acks`), keep their
         notes in ``noted``. Returns the counts."""
         if starting is not None:
-            clock = time.perf_counter()
-            started = starting.result()[0]
-            self.counts["time_ms.create_wait"] += round(1000 * (time.perf_counter() - clock))
+            with self._timed("create_wait"):
+                started = starting.result()[0]
             stamps = {t: v for t, v in stamps.items() if t in started}
             failures = {t: r for t, r in failures.items() if t in started}
             notes = {t: n for t, n in notes.items() if t in started}
         for tag, text in notes.items():
             noted.setdefault(tag, text)
-        clock = time.perf_counter()
-        counts = apply_acks(
-            self.tracker,
-            stamps,
-            failures,
-            group or self.group,
-            op_prefix,
-            owner=owner or self.tags.owner,
-            threads=self.threads,
-            known=known,
-            transactions=self.transactions,
-        )
-        self.counts["time_ms.stamps"] += round(1000 * (time.perf_counter() - clock))
+        with self._timed("stamps"):
+            counts = apply_acks(
+                self.tracker,
+                stamps,
+                failures,
+                group or self.group,
+                op_prefix,
+                owner=owner or self.tags.owner,
+                threads=self.threads,
+                known=known,
+                transactions=self.transactions,
+            )
         self.counts.update(counts)
         return counts
 
@@ -258,9 +238,16 @@ class Driver:
         """Attempt after attempt (``plan(number, roots, keys, tags)`` of the roots left)
         until every root's chain is acked, failed permanently or refused, or
         ``max_attempts`` were made; progress shown if ``progress``, or if None without an
-        ``observer``."""
+        ``observer``. Before any request, raises :class:`InvalidConfig` for two roots of one
+        key or ``max_attempts`` below 1, ``InvalidTag`` for a key whose tag is invalid."""
         raw_keys = [key(root) for root in roots]
-        keys = check_roots(self.tags, raw_keys, max_attempts)
+        if max_attempts < 1:
+            raise InvalidConfig(f"max_attempts must be at least 1, got {max_attempts}")
+        keys = [escape_key(k) for k in raw_keys]
+        if len(set(keys)) != len(keys):
+            raise InvalidConfig("the key function gives two roots the same key")
+        for escaped in keys:
+            check_tag(self.tags.escaped(escaped, max_attempts))
         outcomes = [RootOutcome(root, k) for root, k in zip(roots, keys, strict=True)]
         errors: list[str] = []
         todo = list(range(len(roots)))
@@ -322,19 +309,21 @@ class Driver:
     def _settle(self, plan: Plan, starting: Future[Started], error: str | None = None) -> dict[str, Attempt]:
         """How the attempt's chains ended; a chain a failed job left pending is failed
         with the job's error as its reason."""
-        refused = dict(starting.result()[1])
-        clock = time.perf_counter()
-        try:
+        pending = plan.pending
+
+        def failed(tag: str) -> str | None:
+            reason = pending(tag)
+            return f"the job failed: {error}" if reason == STILL_PENDING else reason
+
+        with self._timed("settle"):
             return settle(
                 self.tracker,
                 plan.tags,
                 owner=plan.owner,
-                refused=refused,
+                refused=starting.result()[1],
                 notes=plan.notes(),
                 known=plan.known,
                 refused_state=plan.refused_state,
-                pending=plan.pending if error is None else partial(_job_failed, plan.pending, error),
+                pending=pending if error is None else failed,
                 missing=plan.missing,
             )
-        finally:
-            self.counts["time_ms.settle"] += round(1000 * (time.perf_counter() - clock))

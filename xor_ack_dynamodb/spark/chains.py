@@ -27,13 +27,12 @@ from ..errors import (
     XorAckError,
 )
 from ..interfaces import AckTracker
-from .edges import Group
 from .outcomes import CONFLICT, Attempt
+from .tags import Group
 
 if TYPE_CHECKING:
     from ..config import AckConfig
     from ..stamps import Stamp, Sum
-    from ..status import ChainStatus
 
 __all__ = ["create_chains", "apply_acks", "settle", "Started", "Owners", "STILL_PENDING", "CHAIN_ENDED"]
 
@@ -244,36 +243,23 @@ def settle(
             refused[tag] = CONFLICT
     out: dict[str, Attempt] = {}
     for tag in tags:
-        note = notes.get(tag)
+        note, read = notes.get(tag), found.get(tag)
         if tag in refused:
             out[tag] = Attempt(tag, refused_state, refused[tag], note)
         elif tag in known:
             out[tag] = Attempt(tag, known[tag].state, known[tag].reason, note)
+        elif read is None:
+            out[tag] = Attempt(tag, "missing", missing, note)
+        elif read.state != "pending":
+            out[tag] = Attempt(tag, read.state, read.reason, note)
+        elif (reason := pending(tag)) is None:
+            out[tag] = Attempt(tag, "pending", WAITING, note)
         else:
-            out[tag] = _settle_one(tracker, tag, found.get(tag), note, owner_of(owner, tag), pending, missing)
+            try:
+                failed = tracker.fail(tag, reason=reason, owner=owner_of(owner, tag))
+                out[tag] = Attempt(tag, failed.state, failed.reason, note)
+            except TagAcked:  # a straggler completed it just now
+                out[tag] = Attempt(tag, "acked", None, note)
+            except NotOwner:
+                out[tag] = Attempt(tag, "failed", CONFLICT, note)
     return out
-
-
-def _settle_one(
-    tracker: AckTracker,
-    tag: str,
-    status: ChainStatus | None,
-    note: str | None,
-    owner: str,
-    pending: Callable[[str], str | None],
-    missing: str,
-) -> Attempt:
-    if status is None:
-        return Attempt(tag, "missing", missing, note)
-    if status.state != "pending":
-        return Attempt(tag, status.state, status.reason, note)
-    reason = pending(tag)
-    if reason is None:
-        return Attempt(tag, "pending", WAITING, note)
-    try:
-        failed = tracker.fail(tag, reason=reason, owner=owner)
-    except TagAcked:  # a straggler completed it just now
-        return Attempt(tag, "acked", None, note)
-    except NotOwner:
-        return Attempt(tag, "failed", CONFLICT, note)
-    return Attempt(tag, failed.state, failed.reason, note)

@@ -1,9 +1,5 @@
-"""A PySpark worker daemon that has this library imported before it forks workers.
-
-A worker whose task raised exits, and its replacement imports the library again: with
-many failing tasks that dominates. With
-``spark.python.daemon.module=xor_ack_dynamodb.spark.daemon`` PySpark's own daemon runs
-with the executor-side modules (and boto3) imported once, before it forks.
+"""A PySpark worker daemon that has this library's executor-side modules (and boto3)
+imported before it forks workers (docs/spark.md, "Executors and clients").
 """
 
 from __future__ import annotations
@@ -11,7 +7,7 @@ from __future__ import annotations
 import boto3  # noqa: F401  (the executor's tracker builds a client on first use)
 from pyspark.daemon import manager
 
-from .rdd import executor, steps  # noqa: F401
+from .rdd import executor  # noqa: F401
 
 __all__ = ["manager"]
 

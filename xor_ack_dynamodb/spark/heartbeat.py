@@ -1,7 +1,5 @@
-"""The driver's heartbeat (docs/spark.md, "Long jobs: the heartbeat"): while an attempt's
-job runs, a thread touches its chains every ``ttl / 3`` (two beats may be lost); a chain
-that ended or is another owner's drops out. It never outlives the job: a chain whose
-driver died expires as before.
+"""The driver's heartbeat (docs/spark.md, "Long jobs: the heartbeat"): it touches an
+attempt's chains while, and only while, its job runs.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Structured Streaming (docs/spark.md, "Structured Streaming"): :class:`StreamTracking`,
-a ``foreachBatch`` function, gives each root (a key column's value) its chain, tagged
-``<stream id>/<escaped key>``, runs the job on a tracked frame, writes it into
-``<location>/batch-<b>`` and stamps each chain once. A re-run batch (same id, same input)
-is applied once: every op id and edge derives from the stream id, the batch id and the
-input. A chain is acked once its closing batch is written, failed if still pending then;
-a key whose chain ended, expired or is another owner's is refused, not created afresh.
+a ``foreachBatch`` function, tracks each root (a key column's value) with a chain tagged
+``<stream id>/<escaped key>``. A re-run batch is applied once (its op ids and edges derive
+from the stream id, the batch id and the input); a key whose chain ended, expired or is
+another owner's is refused, not created afresh.
 """
 
 from __future__ import annotations
@@ -24,14 +22,13 @@ from ..errors import InvalidConfig, NotOwner, OpIdReused, XorAckError
 from ..stores.dynamodb.tracker import XorAckDynamoDB
 from .attempts import Plan
 from .chains import CHAIN_ENDED, Started, create_chains, refuse_delete_on_ack, snapshot
-from .edges import Group
 from .frame import FrameAttempt, FrameTracking, TrackedFrame
 from .frame.attempt import Commit
 from .frame.columns import with_tags
 from .frame.commit import SINK_FORMATS, STAGING
 from .outcomes import CONFLICT, Attempt
 from .output import Location
-from .tags import escape_key, escape_run
+from .tags import Group, escape_key, escape_run
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,7 +37,7 @@ if TYPE_CHECKING:
     from ..interfaces import AckTracker
     from ..status import ChainStatus
 
-__all__ = ["StreamTracking", "BatchReport", "StreamJob", "stream_tag"]
+__all__ = ["StreamTracking", "BatchReport", "StreamJob"]
 
 log = logging.getLogger("xor_ack_dynamodb.spark")
 
@@ -56,10 +53,6 @@ ENDED = "the chain of this key already ended"
 #: Why a re-run batch's root was refused: its first run sent another value under the
 #: same op id (the source gave the batch other rows). Its chain is left to expire.
 DIFFERS = "the re-run batch differs from its first run for this key (a non-deterministic source?)"
-
-
-def stream_tag(stream_id: str, key: str) -> str:
-    return f"{escape_run(stream_id)}/{escape_key(key)}"
 
 
 @dataclass
@@ -153,7 +146,7 @@ class StreamTracking:
         return self._tracker
 
     def tag(self, key: str) -> str:
-        return stream_tag(self.stream_id, key)
+        return f"{escape_run(self.stream_id)}/{escape_key(key)}"
 
     @property
     def _reports(self) -> Location:

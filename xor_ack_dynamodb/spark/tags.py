@@ -1,23 +1,22 @@
-"""Chain tags of tracked runs: unique per :class:`TagScheme`, unambiguous, valid UTF-8.
-
-A tag is ``<run id>/<nonce>/<attempt>/<key>``: the run id with ``%`` and ``/``
-percent-escaped (it holds no ``/``); a random 64-bit nonce per tracking object (two runs
-never share a chain, whatever their run ids and keys); the attempt number; the root's
-key, escaped by :func:`escape_key` into valid UTF-8. Split on its first three ``/``, a
-tag gives its parts back: two different (run, nonce, attempt, key) never share a tag.
+"""What names a tracked run's chains and finishes them: tags (docs/spark.md, "Chains
+belong to their run"), ``<run id>/<nonce>/<attempt>/<key>``, valid UTF-8 (split on its
+first three ``/``, a tag gives its parts back: two different (run, nonce, attempt, key)
+never share a tag); and root edges keyed per run (:class:`EdgeKey`, :class:`Group`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from dataclasses import dataclass, field
+from typing import Literal
 from urllib.parse import unquote_to_bytes
 
 from ..errors import InvalidConfig, InvalidTag
 from ..stamps import check_tag
 
-__all__ = ["TagScheme", "escape_key", "escape_run", "unescape_key"]
+__all__ = ["TagScheme", "escape_key", "escape_run", "unescape_key", "EdgeKey", "Group", "group_for"]
 
 #: Lone surrogates U+DC80..U+DCFF, which ``surrogateescape`` decoding makes of
 #: undecodable bytes 0x80..0xFF, written back as ``%XX``.
@@ -88,3 +87,67 @@ class TagScheme:
     def escaped(self, escaped_key: str, attempt: int) -> str:
         """Like :meth:`tag` for a key already escaped with :func:`escape_key`."""
         return f"{self.prefix}{attempt}/{escaped_key}"
+
+
+class EdgeKey:
+    """Root edges of one run: ``key`` (16 to 64 bytes used) and the edge ``size``. A root
+    edge ``r`` is what the root's chain is created holding and finished by, one stamp
+    (:class:`Group`): a keyed BLAKE2b of the root's label, the same under the same key (a
+    re-run streaming micro-batch sends what its first run sent), unrelated across runs,
+    unpredictable without the key; 8 to 64 bytes wide, never zero."""
+
+    __slots__ = ("key", "size", "_keyed")
+
+    def __init__(self, key: bytes, size: int = 8) -> None:
+        if not isinstance(size, int) or size % 8 or not 8 <= size <= 64:
+            raise InvalidConfig(f"edge size must be 8, 16, ... or 64 bytes, got {size!r}")
+        if len(key) < 16:
+            raise InvalidConfig("an edge key needs at least 16 bytes")
+        self.key = bytes(key[:64])
+        self.size = size
+        self._keyed = hashlib.blake2b(digest_size=size, key=self.key)
+
+    def __getstate__(self) -> tuple[bytes, int]:
+        return self.key, self.size
+
+    def __setstate__(self, state: tuple[bytes, int]) -> None:
+        self.__init__(*state)  # type: ignore[misc]
+
+    def root(self, label: str) -> int:
+        """The root edge named by ``label`` (a chain's tag)."""
+        h = self._keyed.copy()
+        for part in (b"root", label.encode("utf-8", "surrogatepass")):
+            h.update(len(part).to_bytes(4, "big"))
+            h.update(part)
+        return int.from_bytes(h.digest(), "big") or 1
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """The group of one tracked run's chains: an edge ``r`` is ``r`` itself in xor mode
+    (``size`` big-endian bytes), an int in sum mode, finished by ``-r``."""
+
+    mode: Literal["xor", "sum"]
+    size: int = 8
+
+    @property
+    def is_sum(self) -> bool:
+        return self.mode == "sum"
+
+    def value(self, amount: int) -> bytes | int:
+        """What the tracker is sent for ``amount`` (module doc)."""
+        return amount if self.mode == "sum" else amount.to_bytes(self.size, "big")
+
+    def finished(self, committed: int) -> int:
+        """The stamp that finishes a chain created holding ``committed``."""
+        return -committed if self.mode == "sum" else committed
+
+
+def group_for(mode: object, edge_size: int) -> Group:
+    """The group for ``mode`` and ``edge_size``-byte edges (sum mode: 8, the core's
+    limit); :class:`InvalidConfig` otherwise."""
+    if mode not in ("xor", "sum"):
+        raise InvalidConfig(f"mode must be 'xor' or 'sum', got {mode!r}")
+    if mode == "sum" and edge_size != 8:
+        raise InvalidConfig(f"sum-mode chains take 64-bit edges: edge_size must be 8, got {edge_size}")
+    return Group(mode, edge_size)

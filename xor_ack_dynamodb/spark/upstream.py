@@ -1,10 +1,7 @@
 """Chains started upstream (docs/spark.md, "Chains started upstream"): a :class:`Handed`
-root arrives with its chain (tag, the edge ``e`` this job finishes, the owner). A chain is
-never adopted: one missing, not pending or another owner's is refused, nothing sent to it;
-the job creates none. The driver continues each chain with one stamp ``e ^ r`` under op
-id ``edge:<hex>`` (a copy of the hand-over is a duplicate; a second job handed the edge is
-refused), runs the job once over those roots and stamps ``r`` where the sink committed
-the root's part; the others are failed, for upstream to replay.
+root arrives with its chain, which is continued (one stamp ``e ^ r`` before the job, ``r``
+once its write committed) and never adopted: one missing, not pending or another owner's
+is refused, nothing sent to it.
 """
 
 from __future__ import annotations
@@ -20,17 +17,16 @@ from ..serverless.edges import op_id as edge_op_id
 from ..stamps import check_tag
 from .attempts import Plan
 from .chains import CHAIN_ENDED, Started, pool_map, split_refusals
-from .edges import Group
 from .frame import FrameAttempt, FrameTracking
 from .frame.attempt import Commit, FrameJob
 from .outcomes import CONFLICT, Attempt, RootOutcome, RunReport
 from .rdd import RDDTracking, TrackedRDD
 from .rdd.tracked import Pass
+from .tags import Group
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from ..interfaces import AckTracker
     from ..serverless.envelope import Envelope
 
 __all__ = ["Handed", "handed_from_rows", "check_handed", "run_handed_frames", "run_handed_rdd"]
@@ -118,41 +114,6 @@ def handed_from_rows(
     return out
 
 
-def refuse_unhanded(tracker: AckTracker, handed: Sequence[Handed]) -> dict[str, Attempt]:
-    """The handed chains that must not be continued (one read), tag -> a ``refused``
-    :class:`Attempt` saying why: missing, not pending, or of another owner."""
-    found = tracker.status_many([h.tag for h in handed]) if handed else {}
-    refused: dict[str, Attempt] = {}
-    for item in handed:
-        status = found.get(item.tag)
-        if status is None:
-            why = "not adopted: no such chain"
-        elif status.owner != item.owner:
-            why = f"not adopted: {CONFLICT} (another owner)"
-        elif status.state != "pending":
-            why = f"not adopted: the chain is already {status.state}"
-        else:
-            continue
-        refused[item.tag] = Attempt(item.tag, REFUSED, why)
-    return refused
-
-
-def stamp_handed(tracker: AckTracker, item: Handed, started: int) -> str | None:
-    """The stamp that continues a handed chain: finish ``item.edge``, start ``started``,
-    under the serverless side's op id for finishing an edge (module doc). Returns None
-    when applied, else why not (nothing written)."""
-    value = (int.from_bytes(item.edge, "big") ^ started).to_bytes(len(item.edge), "big")
-    try:
-        tracker.stamp(item.tag, value, op_id=edge_op_id(item.edge), owner=item.owner)
-    except NotOwner:
-        return f"not adopted: {CONFLICT} (another owner)"
-    except OpIdReused:
-        return "not adopted: this edge was already finished by another job"
-    except CHAIN_ENDED as exc:
-        return f"not adopted: the chain is already {exc.code}"
-    return None
-
-
 @dataclass
 class _Part:
     """Each handed chain's part: done (the chain may wait on other edges) or why not."""
@@ -176,24 +137,49 @@ class _Part:
         return None if tag in self.done else self.reasons.get(tag, "this job did not complete its part")
 
 
-#: ``job(part, continued)``: runs either API's job over the continued roots, tells
-#: ``part`` what its sink committed.
-_Job = Callable[[_Part, list[Handed]], object]
-
-
 def _run(
-    tracking: FrameTracking | RDDTracking, handed: Sequence[Handed], job: _Job, **hooks: Any
+    tracking: FrameTracking | RDDTracking,
+    handed: Sequence[Handed],
+    job: Callable[[_Part, list[Handed]], object],
+    **hooks: Any,
 ) -> RunReport:
-    """The one attempt of handed roots (module doc): one outcome per handed root."""
+    """The one attempt of handed roots (module doc): one outcome per handed root;
+    ``job(part, continued)`` runs either API's job over the continued roots and tells
+    ``part`` what its sink committed."""
     if tracking.group.is_sum:
         raise InvalidConfig("handed chains are xor chains: continue them with an xor-mode tracker")
     part = _Part({h.tag: tracking.edges.root(f"handed/{h.tag}") for h in handed})
-    results = refuse_unhanded(tracking.tracker, handed)
+    tracker = tracking.tracker
+    found = tracker.status_many([h.tag for h in handed]) if handed else {}
+    results: dict[str, Attempt] = {}
+    for item in handed:  # one read: a chain missing, of another owner or not pending is refused
+        status = found.get(item.tag)
+        if status is None:
+            why = "not adopted: no such chain"
+        elif status.owner != item.owner:
+            why = f"not adopted: {CONFLICT} (another owner)"
+        elif status.state != "pending":
+            why = f"not adopted: the chain is already {status.state}"
+        else:
+            continue
+        results[item.tag] = Attempt(item.tag, REFUSED, why)
     accepted = [h for h in handed if h.tag not in results]
 
     def start() -> Started:
         def one(item: Handed) -> tuple[str, str | None]:
-            return item.tag, stamp_handed(tracking.tracker, item, part.internal[item.tag])
+            """Continue the chain: finish the handed edge, start this job's, under the op id
+            the serverless side uses to finish an edge; None when applied, else why not."""
+            width = len(item.edge)
+            value = (int.from_bytes(item.edge, "big") ^ part.internal[item.tag]).to_bytes(width, "big")
+            try:
+                tracker.stamp(item.tag, value, op_id=edge_op_id(item.edge), owner=item.owner)
+            except NotOwner:
+                return item.tag, f"not adopted: {CONFLICT} (another owner)"
+            except OpIdReused:
+                return item.tag, "not adopted: this edge was already finished by another job"
+            except CHAIN_ENDED as exc:
+                return item.tag, f"not adopted: the chain is already {exc.code}"
+            return item.tag, None
 
         return split_refusals(pool_map(tracking.threads, one, accepted))
 

@@ -6,7 +6,7 @@ counts are summed per word across files through one shuffle (``reduce_by_key``, 
 plain job does); the sums are written durably and the driver then stamps each file's
 chain once. Two requests per file on the happy path, whatever its size. When files
 failed, the attempt's output (which holds their words) is discarded and the job runs
-again, in the same attempt, over the other files only (:meth:`RDDTracking.passes`).
+again, in the same attempt, over the other files only (:meth:`RDDTracking.run`).
 
 Both shuffles (``sum_counts`` and the final count) get as many partitions as the job's
 input (:func:`input_slices`: the files spread over twice Spark's default parallelism),

@@ -1,7 +1,9 @@
-"""One attempt of a tracked DataFrame run, as its job sees it: its roots, their sources,
-and the one tracked write whose commit acks them (:mod:`.commit`). When roots failed and
-the write holds rows of several roots (a ``group_by`` across roots), the write is
-discarded and the job run again over the other roots before any stamp.
+"""Tracked DataFrame runs: :class:`FrameTracking` runs a job attempt after attempt (the
+loop of :mod:`~xor_ack_dynamodb.spark.attempts`); the job gets a :class:`FrameAttempt`:
+its roots, their sources, and the one tracked write whose commit acks them
+(:mod:`.commit`). When roots failed and the write holds rows of several roots (a
+``group_by`` across roots), the write is discarded and the job run again over the other
+roots before any stamp.
 """
 
 from __future__ import annotations
@@ -12,40 +14,29 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidConfig
+from ..attempts import Driver, Plan
 from ..chains import Owners, Started
-from ..edges import EdgeKey, Group
-from ..outcomes import Attempt
+from ..context import is_connect
+from ..heartbeat import HeartbeatPolicy
+from ..outcomes import Attempt, RunObserver, RunReport
 from ..output import Location, RestagedApart
-from ..tags import TagScheme
+from ..tags import Group
 from . import commit as protocol
-from .columns import Seen
+from .columns import Seen, with_tags
+from .driver_read import driver_read_limit
 from .sources import TextRoot, read_text, start
 from .tracked import Probes, TrackedFrame, WriteResult
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from ...config import AckConfig
     from ...interfaces import AckTracker
 
-__all__ = ["FrameAttempt", "Commit", "FrameJob", "RestagedApart"]
-
-
-class FrameRun(Protocol):
-    """What an attempt needs of its run (:class:`~.tracking.FrameTracking`)."""
-
-    spark: SparkSession
-    edges: EdgeKey
-    parallelism: int
-    transactions: bool
-    tracker: AckTracker
-    tags: TagScheme
-    group: Group
-    counts: Counter[str]
-
-    def commit(self, *args: Any, **kwargs: Any) -> Counter[str]: ...
+__all__ = ["FrameAttempt", "FrameTracking", "Commit", "FrameJob", "RestagedApart"]
 
 
 @dataclass
@@ -69,24 +60,19 @@ class Commit:
     notes: dict[str, str] = field(default_factory=dict)
 
 
-#: ``rerun(tags, failed, acked)``: run the job again over ``tags`` (``failed`` are failed
-#: by its write; ``acked``: they are acked already, the write only publishes).
-Rerun = Callable[[list[str], dict[str, str], bool], WriteResult]
-
-
 class FrameAttempt:
     """One attempt of a tracked DataFrame run, handed to the job (module doc).
 
     :param starting: resolves to the chains started (only those are stamped).
-    :param rerun: runs the job again over some roots; None where roots may end at
-        different times (handed chains, streams): there ``group_by`` groups per root.
+    :param job: what :meth:`_again` runs again over some roots; None where roots may end
+        at different times (handed chains, streams): there ``group_by`` groups per root.
     :param failed: roots failed by an earlier run of the job in this attempt.
     :param acked: the roots are acked already: the write stages and publishes only.
     """
 
     def __init__(
         self,
-        tracking: FrameRun,
+        tracking: FrameTracking,
         number: int,
         roots: Sequence[Any],
         keys: Sequence[Any],
@@ -96,7 +82,7 @@ class FrameAttempt:
         commit: Commit | None = None,
         run_keys: Sequence[Any] | None = None,
         *,
-        rerun: Rerun | None = None,
+        job: FrameJob | None = None,
         failed: Mapping[str, str] | None = None,
         acked: bool = False,
     ) -> None:
@@ -110,8 +96,8 @@ class FrameAttempt:
         self._starting = starting
         self.commit = commit or Commit()
         self.run_keys = list(run_keys) if run_keys is not None else None
-        self.rerun = rerun
-        self.per_root = rerun is None
+        self.job = job
+        self.per_root = job is None
         self.failed = dict(failed or {})
         self.acked = acked
         self.write_result: WriteResult | None = None
@@ -239,14 +225,36 @@ class FrameAttempt:
         counts: Counter[str] | None = None,
     ) -> WriteResult:
         """Discard a write of rows of several roots and make it again: the job run over
-        ``tags`` (:data:`Rerun`)."""
+        ``tags`` (``failed`` are failed by this write; ``acked``: they are acked already,
+        the write only publishes)."""
         staged.staging.remove()
-        if self.rerun is None:
+        if self.job is None:
             raise InvalidConfig(
                 "rows of several roots (a group_by across roots) where roots may end at different "
                 "times: group per root (group_by(..., per_root=True))"
             )
-        result = self.rerun(tags, failed, acked)
+        of = dict(zip(self.tags, zip(self.roots, self.keys, strict=True), strict=True))
+        again = FrameAttempt(
+            self.tracking,
+            self.number,
+            [of[t][0] for t in tags],
+            [of[t][1] for t in tags],
+            tags,
+            self.root_edges,
+            self._starting,
+            self.commit,
+            self.run_keys,
+            job=self.job,
+            failed=failed,
+            acked=acked,
+        )
+        if tags:
+            self.job(again)
+        else:
+            again.fail_the_rest()
+        result = again.write_result
+        if result is None:
+            raise InvalidConfig("the job, run again over the roots that did not fail, did not write")
         result.runs += 1
         result.counts.update(counts or {})
         self.write_result = result
@@ -274,3 +282,119 @@ class FrameAttempt:
 
 
 FrameJob = Callable[[FrameAttempt], Any]
+
+
+class FrameTracking(Driver):
+    """Tracked DataFrame runs on one SparkSession (classic or Spark Connect), chains of
+    the tracker's mode in the table ``config`` names. Only this process (the driver, or
+    the Connect client) sends requests, so any tracker works. Parameters as for
+    :class:`~xor_ack_dynamodb.spark.attempts.Driver`, and ``edge_key``: the 32-byte key
+    root edges derive from (default: random per object; a stream's is its id's).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: AckConfig,
+        *,
+        run_id: str | None = None,
+        tracker: AckTracker | None = None,
+        nonce: str | None = None,
+        heartbeat: bool | HeartbeatPolicy = True,
+        edge_key: bytes | None = None,
+        transactions: bool = False,
+    ) -> None:
+        super().__init__(
+            config,
+            run_id=run_id,
+            nonce=nonce,
+            tracker=tracker,
+            heartbeat=heartbeat,
+            transactions=transactions,
+            edge_key=edge_key,
+        )
+        self.spark = spark
+        if not is_connect(spark):
+            driver_read_limit(spark)  # a bad spark.xorack.driverReadBytes fails here, before any request
+            self.parallelism = int(spark.sparkContext.defaultParallelism)
+        else:  # a Connect client cannot ask the cluster: spark.default.parallelism if set, else 4
+            try:
+                self.parallelism = int(spark.conf.get("spark.default.parallelism", "4") or 4)
+            except Exception:
+                self.parallelism = 4
+
+    def run(
+        self,
+        roots: Sequence[Any],
+        key: Callable[[Any], Any],
+        job: FrameJob,
+        *,
+        max_attempts: int = 3,
+        observer: RunObserver | None = None,
+        progress: bool | None = None,
+    ) -> RunReport:
+        """Run ``job(attempt)`` (a :class:`FrameAttempt`, ending in one
+        :meth:`TrackedFrame.write`) until every root's chain is acked, failed
+        permanently, or ``max_attempts`` attempts were made. A job that raises ends its
+        attempt: chains still pending are failed, so that no late write can ack them, and
+        replayed (a library error, :class:`~xor_ack_dynamodb.errors.XorAckError`,
+        propagates after). Progress is shown unless ``progress=False`` or an ``observer``
+        is given."""
+
+        run_keys = [key(root) for root in roots]
+
+        def plan(number: int, todo: list[Any], keys: list[Any], tags: list[str]) -> Plan:
+            edges = {tag: self.edges.root(tag) for tag in tags}
+            commit = Commit()
+
+            def run(starting: Future[Started]) -> None:
+                job(FrameAttempt(self, number, todo, keys, tags, edges, starting, commit, run_keys, job=job))
+
+            return self.own_plan(number, edges, run, notes=lambda: commit.notes, known=commit.known)
+
+        return self.run_attempts(
+            roots, key, plan, max_attempts=max_attempts, observer=observer, progress=progress
+        )
+
+    def run_rows(
+        self,
+        df: DataFrame,
+        key: str,
+        job: Callable[[TrackedFrame], Any],
+        *,
+        max_attempts: int = 3,
+        observer: RunObserver | None = None,
+        progress: bool | None = None,
+    ) -> RunReport:
+        """One root per distinct value of column ``key`` of ``df`` (as a string),
+        tracked through ``job(frame)``: the rows of the attempt's roots, ending in one
+        :meth:`TrackedFrame.write`. :class:`InvalidConfig` before any request if a row
+        has no key."""
+        from pyspark.sql import functions as F
+
+        found = df.select(F.col(key).cast("string").alias("k")).distinct().collect()
+        keys = sorted(row[0] for row in found if row[0] is not None)
+        if len(keys) != len(found):
+            raise InvalidConfig(f"rows without a key in column {key!r}: every row needs a root")
+        return self.run(
+            keys,
+            lambda k: k,
+            lambda attempt: job(attempt.start(df, key, others="skip")),
+            max_attempts=max_attempts,
+            observer=observer,
+            progress=progress,
+        )
+
+    def publish_pending(self, location: str | Location) -> int:
+        """:func:`.commit.recover` (which every tracked write runs first): finish what
+        earlier writes into ``location`` did not. Returns how many rounds it published."""
+        return protocol.recover(self.spark, Location.of(location), self.tracker)
+
+    def acked_rows(self, df: DataFrame, report: RunReport, tag_column: str = "xor_ack_tag") -> DataFrame:
+        """The rows of ``df`` (written by this run) whose root ended acked, and the rows
+        of several roots (their write stood only if all its roots acked): what stays
+        exact under replay, for rows read where they were staged."""
+        from pyspark.sql import functions as F
+
+        several = df.where(F.col(tag_column).isNull())
+        return with_tags(df, tag_column, sorted(report.acked_tags())).unionByName(several)

@@ -1,11 +1,6 @@
-"""The tracking column, and what a committed write saw (:class:`Seen`).
-
-Every row of a :class:`~xor_ack_dynamodb.spark.frame.TrackedFrame` carries one hidden
-column beside the user's: ``_xa_chain`` (int), the root the row belongs to (its index in
-the attempt's list of tags; an int keeps rows small through explode and shuffle, the
-sink writes the tag), or NULL for a row that several roots made (a group of a
-``group_by`` across roots). Nothing else is carried per row: failures and notes travel
-beside the rows, as sets observed by Spark (:mod:`.tracked`).
+"""The tracking column ``_xa_chain`` (docs/spark.md, "How the tracking works": the index
+of the row's root in the attempt's tags, NULL for a row of several roots), and what a
+committed write saw (:class:`Seen`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Tracked output (docs/spark.md, "Tracked output: the commit protocol"): Spark stages the
-rows under ``<location>/_xor_ack/<write id>/``; the ledger ``<write id>.json`` is written
-whole before any stamp; after the stamps the acked roots' rows are published under a
-claim (``<write id>.published``: of two publishers one wins), by renaming the staged
-files when every root acked (Parquet), else by writing those rows again. No file an ack
-counts on is replaced after the ack, a reader never sees rows of a root that did not ack,
-and a crash after the ledger loses nothing (:func:`recover`, before every tracked write).
+"""Tracked output (docs/spark.md, "Tracked output: the commit protocol", which gives the
+steps): stage, ledger, stamps, publish. No file an ack counts on is replaced after the
+ack, a reader never sees rows of a root that did not ack, and a crash after the ledger
+loses nothing (:func:`recover`, before every tracked write).
 """
 
 from __future__ import annotations
@@ -17,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..chains import Owners, apply_acks
-from ..edges import Group
 from ..output import Location, OutputRefused
+from ..tags import Group
 from .columns import CHAIN, TRACKING, Seen, by_chain, local_table, with_tags
 from .tracked import Probes, observed
 
@@ -168,17 +165,6 @@ def write_ledger(
     staged.meta.put(f"{staged.write_id}.json", json.dumps(ledger, ensure_ascii=False).encode("utf-8"))
 
 
-def _resend(tracker: AckTracker, ledger: Mapping[str, Any], states: Mapping[str, Any]) -> None:
-    """Send the stamps and fails of ``ledger`` to its chains still pending, under its
-    op ids: what its run sent changes nothing again, what a crash left unsent is sent."""
-    pending = {t for t, s in states.items() if s.state == "pending"}
-    stamps = {t: int(v, 16) for t, v in ledger["stamps"].items() if t in pending}
-    errors = {t: r for t, r in ledger["errors"].items() if t in pending}
-    if stamps or errors:
-        sender = Sender.from_json(ledger["sender"])
-        apply_acks(tracker, stamps, errors, sender.group, sender.op_prefix, owner=sender.owner)
-
-
 def _claims(staged: Staged) -> list[dict[str, Any]]:
     """The publish rounds claimed so far (``<write id>.published``, ``.published.2``...)."""
     meta = staged.meta
@@ -257,8 +243,14 @@ def recover(spark: SparkSession, location: Location, tracker: AckTracker) -> int
             continue
         published = {t for c in claims for t in c.get("tags", [])}
         states = tracker.status_many(ledger["tags"]) if ledger["tags"] else {}
-        if any(s.state == "pending" for s in states.values()) and not claims:
-            _resend(tracker, ledger, states)
+        waiting = {t for t, s in states.items() if s.state == "pending"}
+        if waiting and not claims:
+            # The ledger's stamps and fails, to its chains still pending, under its op ids:
+            # what its run sent changes nothing again, what a crash left unsent is sent.
+            stamps = {t: int(v, 16) for t, v in ledger["stamps"].items() if t in waiting}
+            errors = {t: r for t, r in ledger["errors"].items() if t in waiting}
+            sender = Sender.from_json(ledger["sender"])
+            apply_acks(tracker, stamps, errors, sender.group, sender.op_prefix, owner=sender.owner)
             states = tracker.status_many(ledger["tags"])
         pending = any(s.state == "pending" for s in states.values())
         if pending and not claims:

@@ -1,15 +1,7 @@
-"""How a row's key is matched to a root's key: by :func:`match_key`, one Spark SQL
-expression applied to both sides, so that a root given as a path matches the rows Spark
-keys by its URI of the same file, and the reverse.
-
-Spark names a file by a URI: ``file:///tmp/in/a%20b.csv`` (``F.input_file_name()``),
-``file:/tmp/in/a%20b.csv`` (``_metadata.file_path``); users name it
-``/tmp/in/a b.csv``. :func:`match_key` maps a ``file:`` URI (``file:/x``, ``file:///x``,
-``file://localhost/x``) to its path, percent-decodes a URI (a key starting ``file:/`` or
-holding ``://``) that holds a ``%`` escape (``+`` stays ``+``; a ``%`` that is no
-escape stays as it is), and leaves every other key (a plain path, an order id) as it
-is. A relative path is not made absolute (Spark's own names are absolute: give roots
-as absolute paths, or as the URIs Spark gives).
+"""How a row's key is matched to a root's key (docs/spark.md, "Roots and keys"): by
+:func:`match_key`, one Spark SQL expression applied to both sides, so that a root given
+as a path matches the rows Spark keys by its URI of the same file, and the reverse. A
+``%`` that is no escape stays as it is.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Tracked DataFrames (docs/spark.md, "How the tracking works"): each operation is its
-plain PySpark call with one hidden column carried along, each row's root (NULL for a row
-of several roots). Failures (``fail_when``) and the sources' notes are observed by Spark
-as *sets* of (root, text) pairs, right however often a task runs. A frame is a recipe
-built again for each write, so an earlier action cannot consume a write's observations.
+"""Tracked DataFrames (docs/spark.md, "How the tracking works"). Failures and notes are
+observed as *sets*, right however often a task runs; a frame is a recipe built again for
+each write, so an earlier action cannot consume a write's observations.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""Tracked RDDs: each record keeps its root; the driver creates each chain and, once the
-sink's job committed, stamps it once. :mod:`.tracking` runs jobs of :mod:`.tracked`,
-whose tasks (:mod:`.steps`, :mod:`.executor`) carry failures and notes to the sink.
+"""Tracked RDDs: :mod:`.tracked` runs jobs whose tasks (:mod:`.executor`) carry failures
+and notes to the sink.
 """
 
-from .tracked import PartitionWriter, Stream, TrackedRDD
-from .tracking import RDDTracking, Tracking
+from .tracked import PartitionWriter, RDDTracking, Stream, TrackedRDD, Tracking
 from .writers import CsvPartitionWriter, S3PartitionWriter, read_csv_parts, read_s3_parts
 
 __all__ = [

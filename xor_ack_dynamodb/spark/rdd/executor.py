@@ -1,8 +1,9 @@
-"""What runs inside a Spark task. A record is ``(value, tag)``: its root's tag, or
-``None`` for a record of several roots. A :class:`Ledger` collects one partition's
-failed roots (first reason) and notes and emits them as a carrier record (:class:`Carry`)
-that later steps pass on to the sink. Sets, not counts: a retried task emits the same.
-What is under ``None`` is every root's. Executors send no request.
+"""What runs inside a Spark task (docs/spark.md, "RDDs": failures and notes travel per
+partition in a carrier record, as sets). A record is ``(value, tag)``, ``None`` for a
+record of several roots; what a :class:`Ledger` holds under ``None`` is every root's.
+The step functions take their :class:`RunSpec`, name and user function first (bound with
+``functools.partial``: no closure captures a SparkContext or a client). Executors send
+no request.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,21 @@ if TYPE_CHECKING:
     from ...config import AckConfig
     from ...stores.dynamodb.tracker import XorAckDynamoDB
 
-__all__ = ["RunSpec", "Ledger", "executor_tracker", "Noted", "Carry", "DieOnFirstAttempt", "TaskKilled"]
+__all__ = [
+    "RunSpec",
+    "Ledger",
+    "executor_tracker",
+    "Noted",
+    "Carry",
+    "DieOnFirstAttempt",
+    "TaskKilled",
+    "map_partition",
+    "key_partition",
+    "combine",
+    "unpack_partition",
+    "sink_partition",
+    "Sunk",
+]
 
 Record = tuple[Any, str | None]
 
@@ -100,11 +115,6 @@ class Ledger:
     def fail(self, tag: str | None, error: BaseException | str) -> None:
         self.failed.setdefault(tag, failure_reason(error))
 
-    def owe(self, failed: Mapping[str | None, str], notes: Mapping[str | None, str]) -> None:
-        """Take in an earlier step's carrier."""
-        keep_first(self.failed, failed)
-        keep_first(self.notes, notes)
-
     def flush(self) -> list[Record]:
         """The step's carrier, to emit after its records (none if it has nothing)."""
         if self.spec.after_flush is not None:
@@ -144,3 +154,165 @@ class DieOnFirstAttempt:
         if self.exit_process:
             os._exit(17)
         raise TaskKilled(f"killed after flushing {step} in partition {partition} (first attempt)")
+
+
+#: A reduce value through the shuffle: (value or :class:`Raised`, tag).
+Combined = tuple[Any, str | None]
+@dataclass
+class Sunk:
+    """What a sink partition returned (:func:`sink_partition`), or the driver's merge of
+    them (one per partition); ``failed`` and ``notes`` per root, under ``None``: every
+    root of the pass."""
+
+    partitions: int = 0
+    written: int = 0
+    tags: set[str] = field(default_factory=set)
+    cross: bool = False
+    failed: dict[str | None, str] = field(default_factory=dict)
+    notes: dict[str | None, str] = field(default_factory=dict)
+
+    def add(self, other: Sunk) -> None:
+        self.partitions += other.partitions
+        self.written += other.written
+        self.tags |= other.tags
+        self.cross = self.cross or other.cross
+        keep_first(self.failed, other.failed)
+        keep_first(self.notes, other.notes)
+
+    @staticmethod
+    def per_root(found: Mapping[str | None, str], roots: Iterable[str]) -> dict[str, str]:
+        """``found`` per root of ``roots``, what is under ``None`` to each without its own."""
+        out = {t: v for t, v in found.items() if t is not None}
+        if None in found:
+            for tag in roots:
+                out.setdefault(tag, found[None])
+        return out
+
+
+@dataclass(frozen=True)
+class Raised:
+    """A reduced value whose ``fn`` raised: its root fails after the shuffle."""
+
+    reason: str
+
+
+def map_partition(
+    spec: RunSpec, step: str, fn: Callable[[Any], Any], index: int, records: Iterable[Record], *, kind: str
+) -> Iterator[Record]:
+    """Each record's ``fn(value)``, of the same root: the items it returns (``kind``
+    ``"fan_out"``; a :class:`Noted` notes the root), itself (``"map"``), or the record
+    if true (``"filter"``)."""
+    ledger = Ledger(spec, step, index)
+    fan, keep = kind == "fan_out", kind == "filter"
+    for value, tag in records:
+        if type(value) is Carry:
+            yield value, tag
+            continue
+        try:
+            result = fn(value)
+            if fan:
+                if isinstance(result, Noted):
+                    ledger.note(tag, result.note)
+                    result = result.items
+                result = list(result)
+        except Exception as exc:
+            ledger.fail(tag, exc)
+            continue
+        if fan:
+            for child in result:
+                yield child, tag
+        elif not keep:
+            yield result, tag
+        elif result:
+            yield value, tag
+    yield from ledger.flush()
+
+
+def key_partition(
+    spec: RunSpec, step: str, index: int, records: Iterable[Record]
+) -> Iterator[tuple[Any, Combined]]:
+    """``((k, v), tag)`` records as shuffle pairs ``(k, (v, tag))``; a value that is not
+    a pair fails its root."""
+    ledger = Ledger(spec, step, index)
+    for value, tag in records:
+        if type(value) is Carry:
+            # Its own key: it meets no user value in the shuffle.
+            yield value, (value, tag)
+            continue
+        try:
+            k, v = value
+        except (TypeError, ValueError) as exc:
+            ledger.fail(tag, exc)
+            continue
+        yield k, (v, tag)
+    for carry, tag in ledger.flush():
+        yield carry, (carry, tag)
+
+
+def combine(fn: Callable[[Any, Any], Any], a: Combined, b: Combined) -> Combined:
+    """``fn`` on two shuffle values, across roots; the result keeps a tag only when both
+    sides have it (else ``None``), and is :class:`Raised` if ``fn`` raised."""
+    value_a, tag_a = a
+    value_b, tag_b = b
+    tag = tag_a if tag_a == tag_b else None
+    if type(value_a) is Carry:  # never met (one carrier per key); merged if it were
+        failed = {**value_b.failed, **value_a.failed}
+        notes = {**value_b.notes, **value_a.notes}
+        return Carry(value_a.step, value_a.partition, failed, notes), None
+    if type(value_a) is Raised:
+        return value_a, tag
+    if type(value_b) is Raised:
+        return value_b, tag
+    try:
+        return fn(value_a, value_b), tag
+    except Exception as exc:
+        return Raised(failure_reason(exc)), tag
+
+
+def unpack_partition(
+    spec: RunSpec, step: str, index: int, pairs: Iterable[tuple[Any, Combined]]
+) -> Iterator[Record]:
+    """Back from the shuffle to ``((k, v), tag)`` records; a :class:`Raised` fails its root."""
+    ledger = Ledger(spec, step, index)
+    for k, (value, tag) in pairs:
+        if type(value) is Carry:
+            yield value, tag
+        elif type(value) is Raised:
+            ledger.fail(tag, value.reason)
+        else:
+            yield (k, value), tag
+    yield from ledger.flush()
+
+
+def sink_partition(
+    spec: RunSpec, step: str, writer: Callable[[int, list[Any]], None], index: int, records: Iterable[Record]
+) -> Iterator[Sunk]:
+    """Write the partition's values with ``writer`` (durably, replacing an earlier call's
+    for ``index``), then return a :class:`Sunk`: what it wrote, the roots with a written
+    record, whether one stood for several roots, the failed and noted roots; if the
+    writer raises, the partition's roots fail instead."""
+    ledger = Ledger(spec, step, index)
+    values: list[Any] = []
+    tags: set[str] = set()
+    cross = False
+    for value, tag in records:
+        if type(value) is Carry:
+            keep_first(ledger.failed, value.failed)
+            keep_first(ledger.notes, value.notes)
+            continue
+        values.append(value)
+        if tag is None:
+            cross = True
+        else:
+            tags.add(tag)
+    try:
+        writer(index, values)
+    except Exception as exc:
+        for tag in tags:
+            ledger.fail(tag, exc)
+        if cross:
+            ledger.fail(None, exc)
+        values, tags, cross = [], set(), False
+    if spec.after_flush is not None:
+        spec.after_flush(step, index)
+    yield Sunk(1, len(values), tags, cross, ledger.failed, ledger.notes)

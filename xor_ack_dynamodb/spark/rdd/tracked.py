@@ -1,31 +1,40 @@
 """Tracked RDDs: Spark transformations that keep each record's root.
 
-A :class:`TrackedRDD` of ``(value, tag)`` records mirrors ``flatMap`` (``fan_out``),
-``map``, ``filter`` and ``reduceByKey`` and ends in :meth:`TrackedRDD.sink`. A root is
-acked because the job that wrote its output committed (Spark hands the driver one result
-per partition, whatever was retried) and none of its records failed (:class:`Pass`).
+:class:`RDDTracking` runs a job attempt after attempt (the loop of
+:mod:`~xor_ack_dynamodb.spark.attempts`): chains created while the job runs, stamped or
+failed after its sink. A :class:`TrackedRDD` of ``(value, tag)`` records mirrors
+``flatMap`` (``fan_out``), ``map``, ``filter`` and ``reduceByKey`` and ends in
+:meth:`TrackedRDD.sink`. A root is acked because the job that wrote its output committed
+(Spark hands the driver one result per partition, whatever was retried) and none of its
+records failed (:class:`Pass`).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from . import steps
-from .executor import Noted, RunSpec, keep_first
+from ...errors import InvalidConfig
+from ..attempts import Driver, Plan
+from ..chains import Owners, Started
+from ..heartbeat import HeartbeatPolicy
+from ..outcomes import Attempt, RunObserver, RunReport
+from ..output import RestagedApart
+from . import executor
+from .executor import AfterFlush, Noted, RunSpec, Sunk, keep_first
 
 if TYPE_CHECKING:
-    from pyspark import RDD
+    from pyspark import RDD, SparkContext
 
-    from ..chains import Started
-    from ..outcomes import Attempt
+    from ...config import AckConfig
+    from ...interfaces import AckTracker
 
-__all__ = ["TrackedRDD", "Stream", "PartitionWriter", "Acker", "Pass", "Sunk", "MIXED"]
+__all__ = ["RDDTracking", "Tracking", "TrackedRDD", "Stream", "PartitionWriter", "Pass", "Sunk", "MIXED"]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -50,37 +59,6 @@ class Stream(Protocol):
         self, fn: Callable[[Any, Any], Any], num_partitions: int | None = ..., name: str = ...
     ) -> Stream: ...
     def sink(self, writer: PartitionWriter, name: str = ...) -> int: ...
-
-
-@dataclass
-class Sunk:
-    """What a sink's job returned, merged over its partitions (one result each); key
-    ``None``: every root of the pass."""
-
-    partitions: int = 0
-    written: int = 0
-    tags: set[str] = field(default_factory=set)
-    cross: bool = False
-    failed: dict[str | None, str] = field(default_factory=dict)
-    notes: dict[str | None, str] = field(default_factory=dict)
-
-    def add(self, result: steps.SinkResult) -> None:
-        count, tags, cross, failed, notes = result
-        self.partitions += 1
-        self.written += count
-        self.tags |= tags
-        self.cross = self.cross or cross
-        keep_first(self.failed, failed)
-        keep_first(self.notes, notes)
-
-    @staticmethod
-    def per_root(found: Mapping[str | None, str], roots: Iterable[str]) -> dict[str, str]:
-        """``found`` per root of ``roots``, what is under ``None`` to each without its own."""
-        out = {t: v for t, v in found.items() if t is not None}
-        if None in found:
-            for tag in roots:
-                out.setdefault(tag, found[None])
-        return out
 
 
 @dataclass
@@ -165,7 +143,7 @@ class TrackedRDD(Generic[T]):
         return TrackedRDD(rdd, self.spec, self._steps, self._pass)
 
     def _each(self, fn: Callable[[Any], Any], name: str, kind: str) -> TrackedRDD[Any]:
-        each = partial(steps.map_partition, self.spec, self._step(name), fn, kind=kind)
+        each = partial(executor.map_partition, self.spec, self._step(name), fn, kind=kind)
         return self._then(self.rdd.mapPartitionsWithIndex(each))
 
     def fan_out(self, fn: Callable[[T], Iterable[U] | Noted], name: str = "fan_out") -> TrackedRDD[U]:
@@ -186,10 +164,10 @@ class TrackedRDD(Generic[T]):
         record keeps its root only when all its values had it. A value that is not a
         pair, or a combination where ``fn`` raised, fails its root (or roots)."""
         step = self._step(name)
-        keyed = self.rdd.mapPartitionsWithIndex(partial(steps.key_partition, self.spec, f"{step}.key"))
-        reduced = keyed.reduceByKey(partial(steps.combine, fn), num_partitions)
+        keyed = self.rdd.mapPartitionsWithIndex(partial(executor.key_partition, self.spec, f"{step}.key"))
+        reduced = keyed.reduceByKey(partial(executor.combine, fn), num_partitions)
         return self._then(
-            reduced.mapPartitionsWithIndex(partial(steps.unpack_partition, self.spec, f"{step}.unpack"))
+            reduced.mapPartitionsWithIndex(partial(executor.unpack_partition, self.spec, f"{step}.unpack"))
         )
 
     def sink(self, writer: PartitionWriter, name: str = "sink") -> int:
@@ -198,10 +176,154 @@ class TrackedRDD(Generic[T]):
         whose writer raised fails the roots of its records."""
         step = self._step(name)
         results = self.rdd.mapPartitionsWithIndex(
-            partial(steps.sink_partition, self.spec, step, writer)
+            partial(executor.sink_partition, self.spec, step, writer)
         ).collect()
         sunk = Sunk()
         for result in results:
             sunk.add(result)
         self._pass(step, writer, sunk)
         return sunk.written
+
+
+class RDDTracking(Driver):
+    """Tracked RDD pipelines on one SparkContext. Parameters as for
+    :class:`~xor_ack_dynamodb.spark.attempts.Driver`, and ``edge_size`` (8, or for xor
+    chains a multiple of 8 up to 64) and ``after_flush`` (a test hook run on the
+    executors after each step's partition); the tracker's mode must be ``config.mode``.
+    """
+
+    def __init__(
+        self,
+        sc: SparkContext,
+        config: AckConfig,
+        *,
+        run_id: str | None = None,
+        edge_size: int = 8,
+        after_flush: AfterFlush | None = None,
+        tracker: AckTracker | None = None,
+        nonce: str | None = None,
+        heartbeat: bool | HeartbeatPolicy = True,
+        transactions: bool = False,
+    ) -> None:
+        super().__init__(
+            config,
+            run_id=run_id,
+            nonce=nonce,
+            tracker=tracker,
+            heartbeat=heartbeat,
+            transactions=transactions,
+            edge_size=edge_size,
+        )
+        if self.tracker.mode != config.mode:
+            raise InvalidConfig(
+                f"the driver's tracker is in {self.tracker.mode} mode and the config in {config.mode} mode"
+            )
+        self.sc = sc
+        self.after_flush = after_flush
+        self._steps = itertools.count()
+        # Outcomes the sink's stamps and fails decided (not read again).
+        self._known: dict[str, Attempt] = {}
+
+    def spec(self, attempt: int) -> RunSpec:
+        return RunSpec(attempt, self.after_flush)
+
+    def tag(self, key: Any, attempt: int = 1) -> str:
+        """The tag of root ``key``'s chain on ``attempt``."""
+        return self.tags.tag(key, attempt)
+
+    def acker(
+        self,
+        spec: RunSpec,
+        starting: Future[Started] | None = None,
+        *,
+        owner: Owners | None = None,
+        known: dict[str, Attempt] | None = None,
+        notes: dict[str, str] | None = None,
+    ) -> Acker:
+        """The driver's side of a sink: :meth:`commit`, op ids
+        ``<run>.<attempt>/<step>/driver/<tag>``."""
+        noted = notes if notes is not None else {}
+
+        def ack(step: str, stamps: dict[str, int], failures: dict[str, str], notes: dict[str, str]) -> Any:
+            op_prefix = f"{self.tags.owner}.{spec.attempt}/{step}/driver"
+            return self.commit(
+                stamps, failures, notes, op_prefix, starting=starting, noted=noted, owner=owner, known=known
+            )
+
+        return ack
+
+    def run(
+        self,
+        roots: Sequence[Any],
+        key: Callable[[Any], Any],
+        job: Callable[[TrackedRDD[Any], int], Any],
+        *,
+        max_attempts: int = 3,
+        num_slices: int | None = None,
+        observer: RunObserver | None = None,
+        progress: bool | None = None,
+    ) -> RunReport:
+        """Run ``job(started, attempt)`` (ending in one sink) over ``roots``, as
+        :meth:`~xor_ack_dynamodb.spark.frame.FrameTracking.run` runs its job."""
+
+        def plan(number: int, todo: list[Any], keys: list[Any], tags: list[str]) -> Plan:
+            slices = max(1, min(len(todo), num_slices or self.sc.defaultParallelism))
+            edges = {t: self.edges.root(t) for t in tags}
+            stamps = {t: self.group.finished(edge) for t, edge in edges.items()}
+            notes: dict[str, str] = {}
+            spec = self.spec(number)
+
+            def run(starting: Future[Started]) -> Any:
+                """Run the job and ack what its sink wrote (:class:`Pass`). While roots
+                failed and the output holds records of theirs, the output is discarded
+                (each partition written again, empty, by the same writer) and the job
+                runs again over the other roots, before any stamp; when a stamp did not
+                ack and the output holds records of several roots, the job runs again
+                over the roots that acked, and writes only. :class:`RestagedApart` when
+                an acked root fails in such a run (its output discarded; the acks
+                stand)."""
+                acker = self.acker(spec, starting, known=self._known, notes=notes)
+                failed: dict[str, str] = {}
+                seen: dict[str, str] = {}
+                going = list(zip(todo, tags, strict=True))
+                acked = False
+                while True:
+                    owed = {t: stamps[t] for _, t in going}
+                    sink = Pass(owed, acker, starting, failed, seen, known=self._known, acked=acked)
+                    rdd = self.sc.parallelize(going, slices)
+                    result = job(TrackedRDD(rdd, spec, self._steps, sink), number)
+                    if sink.again is None:
+                        if sink.sunk is None and failed and not acked:  # no sink: still fail the failed
+                            acker("rerun", {}, dict(failed), dict(seen))
+                        return result
+                    left_out, writer, partitions = sink.again
+                    if partitions:
+                        width = max(1, min(partitions, self.sc.defaultParallelism))
+                        self.sc.parallelize(range(partitions), width).foreach(partial(_write_empty, writer))
+                    if acked:
+                        raise RestagedApart(
+                            f"{len(left_out)} acked root(s) failed when their records were written again "
+                            f"without the roots that did not ack (their input changed during the run?), "
+                            f"e.g. {min(left_out)!r}: nothing of the write is kept"
+                        )
+                    self.counts["reruns"] += 1
+                    acked = sink.after_ack
+                    going = [(root, tag) for root, tag in going if tag not in left_out]
+                    if not going:
+                        if not acked:
+                            acker("rerun", {}, dict(failed), dict(seen))
+                        return result
+
+            return self.own_plan(number, edges, run, notes=lambda: notes, known=self._known, raises=())
+
+        return self.run_attempts(
+            roots, key, plan, max_attempts=max_attempts, observer=observer, progress=progress
+        )
+
+
+#: The name this class had before DataFrames came (kept: public).
+Tracking = RDDTracking
+
+
+def _write_empty(writer: PartitionWriter, index: int) -> None:
+    writer(index, [])
