@@ -10,7 +10,7 @@ import io
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +31,14 @@ class RestagedApart(XorAckError):
     """A write of records of several roots whose stamps did not all ack was made again
     over the roots that acked, and records of those failed there (their input changed):
     nothing of the write is kept; the acks stand."""
+
+    @classmethod
+    def of(cls, failed: Collection[str], what: str) -> RestagedApart:
+        return cls(
+            f"{len(failed)} acked root(s) failed when their {what} again without the roots that "
+            f"did not ack (their input changed during the run?), e.g. {min(failed)!r}: nothing of "
+            "the write is kept"
+        )
 
 
 @dataclass(frozen=True)

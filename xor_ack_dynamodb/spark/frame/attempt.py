@@ -174,11 +174,7 @@ class FrameAttempt:
             left = [t for t in self.tags if t not in seen.errors and t in started]
             if seen.cross and self.acked and seen.errors:
                 staged.staging.remove()
-                raise RestagedApart(
-                    f"{len(seen.errors)} acked root(s) failed when their rows were staged again without "
-                    f"the roots that did not ack (their input changed during the run?), e.g. "
-                    f"{min(seen.errors)!r}: nothing of the write is staged"
-                )
+                raise RestagedApart.of(seen.errors, "rows were staged")
             if seen.cross and len(left) < len(self.tags) and not self.acked:
                 return self._again(staged, left, seen.errors, False)
             stamps = {t: self.tracking.group.finished(self.root_edges[t]) for t in left}

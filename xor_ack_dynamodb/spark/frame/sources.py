@@ -1,20 +1,12 @@
-"""Where a tracked frame's rows come from: files (:func:`read_text`) or the rows of any
-DataFrame keyed by a column (:func:`start`), in the JVM, with no Python per row.
-
-Each source row gets its root (the chain column) and nothing else. Files are read by
-Spark's text reader; a root that is a directory (or an ``s3://`` prefix ending with
-``/``) is the files under it (:func:`~xor_ack_dynamodb.spark.files.files_under`); a line
-that matches no root aborts the job (never dropped); a local file already missing when
-the attempt starts fails its root (replayed); roots Spark cannot read or name go through
-an Arrow reader on the executors with the same line rule. Bad UTF-8 is replaced by
-U+FFFD and noted (``bad_bytes="replace"``, the default) or fails its root permanently
-(``"fail"``: a replay would read the same bytes); lines are normalized to NFC by
-default. Notes and failures are observed beside the rows (:class:`.tracked.Probes`).
-Columns of :func:`read_text`: ``path`` (the root's path as given; for a directory root,
-the path of the line's file) and ``line``. Rows of :func:`start` are matched to roots by
-:func:`.keys.match_key` (a path matches Spark's URI of the same file).
-
-See docs/spark.md, "How the tracking works" (sources, and the paragraph on files).
+"""Where a tracked frame's rows come from, in the JVM with no Python per row: files
+(:func:`read_text`: columns ``path``, the root's path as given or, for a directory
+root, its file's, and ``line``) or the rows of any DataFrame keyed by a column
+(:func:`start`, matched by :func:`.keys.match_key`). Each row gets its root and nothing
+else; a line that matches no root aborts the job (never dropped); a local file missing
+when the attempt starts fails its root; roots Spark cannot read or name go through an
+Arrow reader with the same rules; bad UTF-8 is replaced and noted, or fails its root
+permanently (``bad_bytes="fail"``); lines are in NFC by default. See docs/spark.md,
+"How the tracking works".
 """
 
 from __future__ import annotations
@@ -288,7 +280,6 @@ def read_text(
     local file already missing), with their reasons. :class:`InvalidConfig` for a bad
     option."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
     if bad_bytes not in ("replace", "fail"):
         raise InvalidConfig(f"bad_bytes must be 'replace' or 'fail', got {bad_bytes!r}")
@@ -352,14 +343,7 @@ def read_text(
             )
         )
     if not parts:
-        schema = StructType(
-            [
-                StructField("path", StringType()),
-                StructField("line", StringType()),
-                StructField(CHAIN, IntegerType()),
-            ]
-        )
-        empty = spark.createDataFrame([], schema)
+        empty = spark.createDataFrame([], f"path string, line string, {CHAIN} int")
         return (lambda probes: empty), missing
     strict = bad_bytes == "fail"
     lines = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])

@@ -67,12 +67,10 @@ class Pass:
     one's chain): once the sink committed, stamp the roots that did not fail and fail the
     others (with ``failed`` by earlier passes; a chain not started counts as failed).
     When the output holds records of failed roots, ask for a run without them
-    (:attr:`again`), or, without ``rerun``, fail every root (:data:`MIXED`). When it
-    holds records of several roots and a stamp did not ack (the chain failed or expired
-    behind the run's back; ``known`` holds what the stamps decided), ask for a run over
-    the roots that acked (:attr:`again`, :attr:`after_ack`): records of a root that did
-    not ack are in no kept output, so its replay counts them once. ``acked``: the roots
-    are acked already, the pass writes only (a root failing there: :attr:`again`).
+    (:attr:`again`), or, without ``rerun``, fail every root (:data:`MIXED`); when it
+    holds records of a root whose stamp did not ack (``known``: what the stamps decided),
+    ask for a run over the roots that acked, which writes only (:attr:`after_ack`, then
+    ``acked``), so that the replay counts that root's records once.
     """
 
     stamps: Mapping[str, int]
@@ -83,10 +81,8 @@ class Pass:
     rerun: bool = True
     known: Mapping[str, Attempt] = field(default_factory=dict)
     acked: bool = False
-    #: When the output holds records of roots that failed or did not ack: the roots to
-    #: leave out, the writer, the partitions written.
+    #: The roots to leave out, the writer, the partitions written.
     again: tuple[set[str], PartitionWriter, int] | None = None
-    #: Whether :attr:`again` comes after the stamps (the roots left are acked).
     after_ack: bool = False
     sunk: Sunk | None = None
 
@@ -274,14 +270,10 @@ class RDDTracking(Driver):
             spec = self.spec(number)
 
             def run(starting: Future[Started]) -> Any:
-                """Run the job and ack what its sink wrote (:class:`Pass`). While roots
-                failed and the output holds records of theirs, the output is discarded
-                (each partition written again, empty, by the same writer) and the job
-                runs again over the other roots, before any stamp; when a stamp did not
-                ack and the output holds records of several roots, the job runs again
-                over the roots that acked, and writes only. :class:`RestagedApart` when
-                an acked root fails in such a run (its output discarded; the acks
-                stand)."""
+                """Run the job and ack what its sink wrote (:class:`Pass`), running it
+                again (its output discarded: each partition written again, empty, by the
+                same writer) as the pass asks. :class:`RestagedApart` when an acked root
+                fails in a run after the stamps (its output discarded; the acks stand)."""
                 acker = self.acker(spec, starting, known=self._known, notes=notes)
                 failed: dict[str, str] = {}
                 seen: dict[str, str] = {}
@@ -301,11 +293,7 @@ class RDDTracking(Driver):
                         width = max(1, min(partitions, self.sc.defaultParallelism))
                         self.sc.parallelize(range(partitions), width).foreach(partial(_write_empty, writer))
                     if acked:
-                        raise RestagedApart(
-                            f"{len(left_out)} acked root(s) failed when their records were written again "
-                            f"without the roots that did not ack (their input changed during the run?), "
-                            f"e.g. {min(left_out)!r}: nothing of the write is kept"
-                        )
+                        raise RestagedApart.of(left_out, "records were written")
                     self.counts["reruns"] += 1
                     acked = sink.after_ack
                     going = [(root, tag) for root, tag in going if tag not in left_out]
