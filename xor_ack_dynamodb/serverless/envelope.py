@@ -1,16 +1,9 @@
-"""The envelope: how a chain's tag, a message's edge and the chain's owner travel
-(docs/lambda.md, "The envelope").
-
-One JSON object, version 1: ``v``, ``tag``, ``mode``, ``edge`` (decimal digits in sum
-mode, hex in xor mode), ``owner`` and ``after`` (added within version 1; fields a reader
-does not know are ignored). Carried as the SQS String attribute ``xor-ack``, as the JSON
-body form ``{"xor-ack": {...}, "body": ...}`` (an SQS or SNS body, an EventBridge
-``detail``), or as S3 user metadata ``x-amz-meta-xor-ack``.
-
-Decoding never guesses, and raises before any request: no envelope is
-:class:`MissingEnvelope`, an unreadable one :class:`MalformedEnvelope` (an edge of the
-other mode: :class:`EnvelopeModeMismatch`), any other ``v``
-:class:`UnsupportedEnvelopeVersion`.
+"""The envelope: how a chain's tag, a message's edge and the chain's owner travel, and
+where (docs/lambda.md, "The envelope"). Decoding never guesses, and raises before any
+request: no envelope is :class:`MissingEnvelope`, an unreadable one
+:class:`MalformedEnvelope` (an edge of the other mode: :class:`EnvelopeModeMismatch`),
+any other ``v`` :class:`UnsupportedEnvelopeVersion`; fields a reader does not know are
+ignored.
 """
 
 from __future__ import annotations
