@@ -16,9 +16,9 @@ from architecture import (
     build,
     circles,
     core_io,
-    pipeline_stores,
     layer_of,
     long_modules,
+    pipeline_stores,
     read_layers,
     root_modules,
     upward,
@@ -135,7 +135,8 @@ def test_a_pipeline_importing_a_store_beyond_its_trackers_and_clients(
             "stores/dynamodb/codec.py": "",
             "spark/job.py": "from ..stores.dynamodb import tracker, clients\nfrom ..stores import memory\n",
             "spark/late.py": "def f():\n    from ..stores.dynamodb.answers import x\n",
-            "serverless/send.py": "from ..stores.dynamodb import answers\nfrom ..stores.dynamodb.codec import y\n",
+            "serverless/send.py": "from ..stores.dynamodb import answers\n"
+            "from ..stores.dynamodb.codec import y\n",
         },
     )
     found = pipeline_stores(build(pkg), pkg)

@@ -20,7 +20,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 import tenacity
 
 from ..core.algebra import EdgeLike, Mode
-from ..core.batch import BatchResult
+from ..core.batch import TRANSACTION_SIZE, BatchResult, EndpointWatch, chunks
 from ..core.calls import (
     Call,
     CreateCall,
@@ -89,6 +89,77 @@ def raise_transient(exc: tenacity.RetryError) -> None:
     last = exc.last_attempt.exception()
     if isinstance(last, Transient):
         raise last.error from last.error.__cause__
+
+
+class DatedBase:
+    """The store as the driver's loops use it: a request whose condition tests a chain's
+    deadline (:data:`~xor_ack_dynamodb.core.messages.DATED`), each entry of a
+    transaction alike, is dated with the clock read just before it goes to the store,
+    and its rejection carries that reading (``Rejected.at``): a round that waited
+    seconds on reads still tests its write against the clock as it goes out. Every
+    other attribute is the store's (its ``client``)."""
+
+    store: Any
+
+    def __init__(self, store: Any, now: Callable[[], int]) -> None:
+        self.store = store
+        self.now = now
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "store":  # not set yet (a copy being made): never recurse
+            raise AttributeError(name)
+        return getattr(self.store, name)
+
+    def is_transient(self, error: BaseException) -> bool:
+        return bool(self.store.is_transient(error))
+
+
+def pool_limit(limit: int, client: Any) -> int:
+    """How many groups of a batch run at once: ``limit`` (checked), at most ``client``'s
+    ``max_pool_connections`` (more threads than connections would open connections the
+    pool discards). One by default: moto in process is not thread-safe, and a server
+    answering one request at a time only queues the others towards their read timeout."""
+    pool = getattr(getattr(getattr(client, "meta", None), "config", None), "max_pool_connections", None)
+    return min(limit, pool) if isinstance(pool, int) and pool >= 1 else limit
+
+
+class Groups(Generic[T]):
+    """A batch's calls (on distinct chains, else ``ValueError``) in groups of
+    :data:`TRANSACTION_SIZE`, each run in lockstep (:mod:`xor_ack_dynamodb.core.batch`),
+    and each call's outcome, in order: its result or the error it ended with (a typed
+    error of the rules, the store's exception when transient failures outlast the
+    group's budget, ``StaleLocalData`` when it is spent on lost races). A dead endpoint
+    ends the batch (:class:`~xor_ack_dynamodb.core.batch.EndpointWatch`): groups not
+    started are not sent."""
+
+    def __init__(self, calls: Sequence[Call[T]], stats: RequestStats) -> None:
+        if len({c.tag for c in calls}) != len(calls):
+            raise ValueError("run_many() takes calls on distinct chains")
+        self.groups = chunks(calls, TRANSACTION_SIZE)
+        self.settled: list[list[T | Exception]] = [[] for _ in self.groups]
+        self.watch, self.stats, self.skipped = EndpointWatch(), stats, 0
+
+    def unsent(self, n: int) -> bool:
+        """Whether group ``n`` is not to be sent, the endpoint being dead; then each of
+        its calls holds the endpoint's error (counted ``unsent``, logged once)."""
+        dead = self.watch.dead()
+        if dead is None:
+            return False
+        if not self.skipped:
+            text = "%d groups in a row found the endpoint unreachable: not sending the rest (%s)"
+            log.warning(text, self.watch.limit, dead)
+        group = self.groups[n]
+        self.settled[n] = [*self.watch.unsent([c.tag for c in group], dead)]
+        self.skipped += len(group)
+        self.stats.add("unsent", len(group))
+        return True
+
+    def settle(self, n: int, outcomes: list[T | Exception]) -> None:
+        self.settled[n] = outcomes
+        self.watch.record(outcomes)
+
+    def outcomes(self) -> list[T | Exception]:
+        return [outcome for group in self.settled for outcome in group]
 
 
 class Unprocessed(Exception):
@@ -310,18 +381,14 @@ class TrackerBase:
         DynamoDB, transactions of up to 100 conditional puts, one put each where the
         backend has no transactions. Each chain gets exactly what :meth:`create` would
         give it, its value or its error, in the returned :class:`BatchResult`; the others
-        are unaffected.
-
-        A batch runs in groups of 100 chains, each with the whole retry budget;
-        ``concurrency`` groups run at once (default 1, at most the client's
-        ``max_pool_connections``); ``progress(done, total)`` is called in the caller's
-        thread (or task) with 0, then after each group (an exception it raises stops the
-        batch: groups not started are not sent). Once 2 groups in a row have ended with
-        every chain ``EndpointUnreachable`` (or ``ConnectTimeout``), the groups not
-        started are not sent and each of their chains holds an error of that type
-        (nothing of it applied; counted in ``stats.events["unsent"]``).
-        ``transactions=False`` sends one conditional write per chain instead
-        (docs/concepts.md, "Many chains at once"). Bad input raises before any request,
+        are unaffected. Groups of 100 chains, each with the whole retry budget,
+        ``concurrency`` and ``progress``: docs/concepts.md, "Many chains at once"; an
+        exception ``progress`` raises stops the batch (groups not started are not sent).
+        Once 2 groups in a row have ended with every chain ``EndpointUnreachable`` (or
+        ``ConnectTimeout``), the groups not started are not sent and each of their chains
+        holds an error of that type (nothing of it applied; counted in
+        ``stats.events["unsent"]``). ``transactions=False`` sends one conditional write
+        per chain instead. Bad input raises before any request,
         and nothing is written: ``InvalidConfig`` for a tag named twice (naming it),
         ``chains`` that are neither a mapping nor pairs, a concurrency below 1, a progress
         that is not callable; each chain's own bad input as :meth:`create` raises it."""

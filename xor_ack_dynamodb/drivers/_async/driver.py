@@ -16,7 +16,6 @@ from ...core.batch import (
     BATCH_SIZE,
     TRANSACTION_SIZE,
     Answer,
-    EndpointWatch,
     Lockstep,
     StatusResult,
     chunks,
@@ -41,7 +40,16 @@ from ...errors import BatchIncomplete
 from ...retry import RetryPolicy
 from ...stats import RequestStats
 from ...status import ChainStatus
-from ..base import DriverBase, Unfinished, Unprocessed, log, raise_transient, tested_at
+from ..base import (
+    DatedBase,
+    DriverBase,
+    Groups,
+    Unfinished,
+    Unprocessed,
+    pool_limit,
+    raise_transient,
+    tested_at,
+)
 from ..fanout import AsyncFanOut, Progress, check_concurrency
 
 __all__ = ["AsyncChainStore", "AsyncDriver"]
@@ -70,25 +78,8 @@ class AsyncChainStore(Protocol):
     async def transact(self, requests: list[Request]) -> Committed | Cancelled: ...
 
 
-class _Dated:
-    """The store as the driver's loops use it: a request whose condition tests a chain's
-    deadline (:data:`~xor_ack_dynamodb.core.messages.DATED`), each entry of a
-    transaction alike, is dated with the clock read just before it goes to the store,
-    and its rejection carries that reading (``Rejected.at``): a round that waited
-    seconds on reads still tests its write against the clock as it goes out. Every
-    other attribute is the store's (its ``client``)."""
-
-    def __init__(self, store: AsyncChainStore, now: Callable[[], int]) -> None:
-        self.store = store
-        self.now = now
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "store":  # not set yet (a copy being made): never recurse
-            raise AttributeError(name)
-        return getattr(self.store, name)
-
-    def is_transient(self, error: BaseException) -> bool:
-        return self.store.is_transient(error)
+class _Dated(DatedBase):
+    store: AsyncChainStore
 
     async def execute(self, request: Request) -> Reply | Chain | HistoryRead | None:
         if not isinstance(request, DATED):
@@ -109,7 +100,8 @@ class _Dated:
 
 
 class AsyncDriver(DriverBase):
-    """Runs calls on ``store``, each write dated (:class:`_Dated`); see
+    """Runs calls on ``store``, each write dated
+    (:class:`~xor_ack_dynamodb.drivers.base.DatedBase`); see
     :class:`~xor_ack_dynamodb.drivers.base.DriverBase`."""
 
     def __init__(
@@ -212,45 +204,19 @@ class AsyncDriver(DriverBase):
         progress: Progress | None = None,
         transactions: bool = True,
     ) -> list[T | Exception]:
-        """Run ``calls`` (on distinct chains) to their results together, in groups of
-        :data:`TRANSACTION_SIZE`, each in lockstep (:mod:`xor_ack_dynamodb.core.batch`)
-        within the whole retry budget; see the tracker's ``create_many``. Returns each
-        call's result or the error it ended with, in order: a typed error of the rules,
-        the store's exception when transient failures outlast the group's budget, or
-        ``StaleLocalData`` when it is spent on lost races. A dead endpoint ends the batch
-        (:class:`~xor_ack_dynamodb.core.batch.EndpointWatch`)."""
-        tags = [c.tag for c in calls]
-        if len(set(tags)) != len(tags):
-            raise ValueError("run_many() takes calls on distinct chains")
-        outcomes: list[T | Exception] = []
-        groups = chunks(calls, TRANSACTION_SIZE)
-        settled: list[list[T | Exception]] = [[] for _ in groups]
-        watch = EndpointWatch()
-        unsent = 0
+        """Run ``calls`` (on distinct chains) to their results together, in
+        :class:`~xor_ack_dynamodb.drivers.base.Groups`, each within the whole retry
+        budget; see the tracker's ``create_many``."""
+        batch = Groups(calls, self.stats)
 
         async def run_group(n: int) -> int:
-            nonlocal unsent
-            dead = watch.dead()
-            if dead is None:
-                settled[n] = await self._run_group(groups[n], transactions)
-                watch.record(settled[n])
-                return len(groups[n])
-            if not unsent:
-                log.warning(
-                    "%d groups in a row found the endpoint unreachable: not sending the rest (%s)",
-                    watch.limit,
-                    dead,
-                )
-            settled[n] = [*watch.unsent([c.tag for c in groups[n]], dead)]
-            unsent += len(groups[n])
-            self.stats.add("unsent", len(groups[n]))
-            return len(groups[n])
+            if not batch.unsent(n):
+                batch.settle(n, await self._run_group(batch.groups[n], transactions))
+            return len(batch.groups[n])
 
-        jobs = [functools.partial(run_group, n) for n in range(len(groups))]
+        jobs = [functools.partial(run_group, n) for n in range(len(batch.groups))]
         await AsyncFanOut(await self.concurrency(concurrency)).run(jobs, len(calls), progress)
-        for group in settled:
-            outcomes += group
-        return outcomes
+        return batch.outcomes()
 
     async def _run_group(self, calls: Sequence[Call[T]], transactions: bool) -> list[T | Exception]:
         """One group of :meth:`run_many`, within one retry budget."""
@@ -272,21 +238,11 @@ class AsyncDriver(DriverBase):
         return batch.outcomes()
 
     async def concurrency(self, asked: int | None = None) -> int:
-        """How many groups of a batch run at once: ``asked`` (an int of at least 1, else
-        :class:`InvalidConfig`), at most the client's ``max_pool_connections`` (more
-        threads than connections would open connections the pool discards). One by
-        default: moto in process is not thread-safe, and a server answering one request
-        at a time only queues the others towards their read timeout."""
+        """How many groups of a batch run at once (:func:`~.base.pool_limit`)."""
         if asked is None:
             return 1
-        limit = check_concurrency(asked)
         client = getattr(self.store, "client", None)
-        if callable(client):
-            config = getattr(getattr(await client(), "meta", None), "config", None)
-            pool = getattr(config, "max_pool_connections", None)
-            if isinstance(pool, int) and pool >= 1:
-                limit = min(limit, pool)
-        return limit
+        return pool_limit(check_concurrency(asked), await client() if callable(client) else None)
 
     async def _attempt_many(self, batch: Lockstep[Any]) -> None:
         """New rounds for the calls that need one, then passes while any request is
