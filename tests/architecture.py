@@ -28,6 +28,12 @@ MAX_LINES = 600
 MAX_ROOT_MODULES = 10
 #: What core/ may import from the package besides core/ itself.
 CORE_MAY_IMPORT = ("errors", "stamps", "status")
+#: The pipelines, and what each may import from stores/: the trackers and the building of
+#: clients (and, for the serverless sends, the check of an AWS service's answer), never a
+#: store's requests, items or codecs.
+PIPELINES = ("serverless", "spark")
+PIPELINE_MAY_IMPORT = ("stores.dynamodb.tracker", "stores.memory", "stores.dynamodb.clients")
+SERVERLESS_MAY_IMPORT = ("stores.dynamodb.answers",)
 #: Libraries that sleep, read the clock or talk to the network: never in core/.
 IO_LIBRARIES = frozenset(
     {
@@ -184,6 +190,22 @@ def core_io(graph: grimp.ImportGraph, package: str = PACKAGE) -> list[str]:
     return found
 
 
+def pipeline_stores(graph: grimp.ImportGraph, package: str = PACKAGE) -> list[str]:
+    """Imports by a pipeline of a part of ``stores`` other than the trackers and clients."""
+    found = []
+    for pipeline in PIPELINES:
+        top = f"{package}.{pipeline}"
+        allowed = PIPELINE_MAY_IMPORT + (SERVERLESS_MAY_IMPORT if pipeline == "serverless" else ())
+        for module in sorted(m for m in _internal(graph, package) if m == top or m.startswith(top + ".")):
+            for imported in sorted(graph.find_modules_directly_imported_by(module)):
+                if not imported.startswith(f"{package}.stores.") or imported.endswith(".dynamodb"):
+                    continue  # outside stores, or a package on the way to an allowed module
+                if imported not in {f"{package}.{a}" for a in allowed}:
+                    rule = f"{pipeline} may import from stores only {', '.join(allowed)}"
+                    found.append(f"{pipeline} imports {imported} ({rule}): {_edge(graph, module, imported)}")
+    return found
+
+
 def layer_of(module: str, layers: Iterable[Layer], package: str = PACKAGE) -> Layer | None:
     """The layer whose longest entry holds ``module`` (``__init__``: the root only)."""
     best: tuple[int, Layer] | None = None
@@ -246,6 +268,7 @@ def violations(package: str = PACKAGE, layers: list[Layer] | None = None) -> dic
         "circles": circles(graph, package),
         "core": core_io(graph, package),
         "layers": upward(graph, read_layers() if layers is None else layers, package),
+        "pipelines": pipeline_stores(graph, package),
         "root": root_modules(source),
         "size": long_modules(source),
     }

@@ -18,6 +18,7 @@ from architecture import (
     core_io,
     layer_of,
     long_modules,
+    pipeline_stores,
     read_layers,
     root_modules,
     upward,
@@ -30,7 +31,7 @@ def found() -> dict[str, list[str]]:
     return violations()
 
 
-@pytest.mark.parametrize("rule", ["circles", "core", "layers", "root", "size"])
+@pytest.mark.parametrize("rule", ["circles", "core", "layers", "pipelines", "root", "size"])
 def test_the_package_keeps_the_rule(found: dict[str, list[str]], rule: str) -> None:
     assert not found[rule], "\n".join(found[rule])
 
@@ -117,6 +118,31 @@ def test_core_importing_io_or_a_module_outside_the_vocabulary(
         f"core imports {pkg}.retry (core may import core and errors, stamps, status)",
         "core imports time, which does I/O",
         "core imports urllib, which does I/O",
+    ]
+
+
+def test_a_pipeline_importing_a_store_beyond_its_trackers_and_clients(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pkg = plant(
+        tmp_path,
+        monkeypatch,
+        {
+            "stores/memory.py": "",
+            "stores/dynamodb/tracker.py": "",
+            "stores/dynamodb/clients.py": "",
+            "stores/dynamodb/answers.py": "",
+            "stores/dynamodb/codec.py": "",
+            "spark/job.py": "from ..stores.dynamodb import tracker, clients\nfrom ..stores import memory\n",
+            "spark/late.py": "def f():\n    from ..stores.dynamodb.answers import x\n",
+            "serverless/send.py": "from ..stores.dynamodb import answers\n"
+            "from ..stores.dynamodb.codec import y\n",
+        },
+    )
+    found = pipeline_stores(build(pkg), pkg)
+    assert [m.split(" (")[0] for m in found] == [
+        f"serverless imports {pkg}.stores.dynamodb.codec",
+        f"spark imports {pkg}.stores.dynamodb.answers",
     ]
 
 

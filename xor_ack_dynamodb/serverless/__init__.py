@@ -1,16 +1,9 @@
-"""Tracked serverless pipelines: SQS/Lambda fan-outs whose completion is one ack chain.
-
-A chain starts (:func:`start`, or an S3 upload through :func:`process_s3_event`) with the
-edges of its first messages; each SQS-triggered handler declares children with
-``ctx.emit(body)``; :func:`process_sqs_batch` stamps once per record and then sends the
-children; the chain table's stream fires the completion once, whoever stamped last
-(:meth:`Pipeline.process_chain_stream`). Redelivered messages, retried handlers, re-sent
-children and redelivered S3 events are applied once; a crash loses nothing and acks
-nothing early; a record that keeps failing fails its chain with the reason. The default
-mode is ``sum`` (one atomic ``UpdateItem`` a stamp, no races between functions).
-
-This namespace holds what a pipeline's code calls (docs/lambda.md); the pieces it is
-built of stay importable from their modules.
+"""Tracked serverless pipelines: SQS/Lambda fan-outs whose completion is one ack chain
+(docs/lambda.md). Redelivered messages, retried handlers, re-sent children and
+redelivered S3 events are applied once; a crash loses nothing and acks nothing early; a
+record that keeps failing fails its chain with the reason; the completion fires once,
+from the chain table's stream. This namespace holds what a pipeline's code calls; the
+pieces it is built of stay importable from their modules.
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
-"""Completion: one firing per chain, whoever completed it, guarded by a conditional claim
-on the chain's item (docs/lambda.md, "Completion, once").
-
-The trigger is the chain's transition to complete, read from the table's stream
-(:mod:`.stream`). Each firing is **claim** (made by the tracker:
-:mod:`~xor_ack_dynamodb.stores.dynamodb.claims`), **fire** the targets, **mark** fired
-(only if this claimant still holds the claim). A copy that finds ``fired`` does nothing;
-a live claim raises :class:`CompletionPending` (retried); a failed target releases the
-claim. A claim whose response was lost is known as this claimant's own (by its
-``cmpl_by``, or read back), so the call fires at once. Past the tracker's retry budget
-the last error is raised (the stream retries the record); a claim left on the item is
-taken over only after its lease and the skew margin.
-
-Guarantee: once, and at least once (never zero) when the claimant dies between firing
-and marking, its mark fails past the retry budget, or it runs past its lease. A claim is
-taken over only when ``cmpl_until < now - skew`` on the taker's clock, so it lasts at
-least ``lease`` real seconds while the functions' clocks disagree by at most the skew
-margin. Every firing carries the same :attr:`Completion.id` for deduplication
-downstream. After ``acked`` the tracker never writes the chain's item again (a create may
-overwrite it only after the retention), so keep the retention above the stream's 24
-hours; ``delete_on_ack`` trackers are refused.
+"""Completion: one firing per chain, whoever completed it: **claim** (a conditional write
+the tracker makes on the chain's item), **fire** the targets, **mark** fired. Once, and
+at least once when a claimant dies or its mark fails (then the claim is taken over
+after its lease and the skew margin); every firing carries the same
+:attr:`Completion.id`. The protocol, its bounds and why: docs/lambda.md, "Completion,
+once".
 """
 
 from __future__ import annotations
@@ -36,11 +21,10 @@ from ..core.algebra import Mode
 from ..errors import InvalidConfig
 from ..stats import RequestStats
 from ..stores.dynamodb.answers import checked
-from ..stores.dynamodb.claims import ClaimResult
 from .errors import CompletionPending, TargetFailed
 
 if TYPE_CHECKING:
-    from ..stores.dynamodb.tracker import XorAckDynamoDB
+    from ..stores.dynamodb.tracker import ClaimResult, XorAckDynamoDB
 
 __all__ = [
     "Completion",
@@ -97,7 +81,9 @@ Target = Callable[[Completion], None]
 
 
 class CompletionGuard(Protocol):
-    """The claim protocol (see the module doc)."""
+    """The claim: ``claim`` answers ``claimed`` (also when the claim is this claimant's
+    already), ``fired`` (marked before), ``held`` (another's claim, live) or ``gone`` (no
+    such complete chain); ``mark_fired`` is False when another took the claim over."""
 
     def claim(
         self, tag: str, claimant: str, now: float, lease: float, lineage: Lineage | None = None
@@ -109,10 +95,10 @@ class CompletionGuard(Protocol):
 
 
 class DynamoDBGuard:
-    """The claim on the chain's item in an :class:`~xor_ack_dynamodb.XorAckDynamoDB`'s
-    table, made by the tracker's ``claim_completion``, ``mark_completion_fired`` and
-    ``release_completion``. ``skew``: the clock-skew margin a takeover waits past a lease
-    (default: the tracker's)."""
+    """The claim on the chain's item, made by the
+    :class:`~xor_ack_dynamodb.XorAckDynamoDB`'s ``claim_completion``,
+    ``mark_completion_fired`` and ``release_completion``. ``skew``: the clock-skew margin
+    a takeover waits past a lease (default: the tracker's)."""
 
     def __init__(self, tracker: XorAckDynamoDB, skew: float | None = None) -> None:
         if tracker.delete_on_ack:

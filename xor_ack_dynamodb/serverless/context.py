@@ -1,10 +1,7 @@
-"""What a handler sees and does: the record's chain and body, and ``emit`` for children.
-
-A handler never stamps and never sends: it *declares* children with :meth:`Context.emit`
-(an SQS message) or :meth:`Context.emit_object` (an S3 object carrying the envelope in
-its metadata). Each child gets the next derived edge, so a handler run again emits the
-same edges in the same order. The caller stamps once when the handler returns, then
-sends; if the handler raises, nothing emitted is stamped or sent.
+"""What a handler sees and does: the record's chain and body, and ``emit`` to *declare*
+children (it never stamps or sends). Each child gets the next derived edge, so a handler
+run again emits the same edges in the same order; if it raises, nothing emitted is
+stamped or sent.
 """
 
 from __future__ import annotations

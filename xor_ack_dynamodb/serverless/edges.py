@@ -1,10 +1,7 @@
-"""Deterministic edges, op ids and owners: why a retry repeats itself exactly.
-
-A start's edges derive from the chain's tag, the start's incarnation and the child's
-position; a child's edge from its parent's edge and its position (keyed BLAKE2b: bytes
-as long as the parent in xor mode, an int in [1, 2**63) in sum mode). So a retried
-handler re-derives the very edges of its first attempt, and the op id finishing an edge
-is a function of that edge alone (:func:`op_id`): every kind of copy is applied once.
+"""Deterministic edges, op ids and owners (keyed BLAKE2b): a start's from the tag, its
+incarnation and the child's position, a child's from its parent's edge and its position.
+So a retried handler re-derives the very edges of its first attempt, and the op id
+finishing an edge is a function of that edge alone: every kind of copy is applied once.
 """
 
 from __future__ import annotations

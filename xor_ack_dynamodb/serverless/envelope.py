@@ -1,16 +1,9 @@
-"""The envelope: how a chain's tag, a message's edge and the chain's owner travel
-(docs/lambda.md, "The envelope").
-
-One JSON object, version 1: ``v``, ``tag``, ``mode``, ``edge`` (decimal digits in sum
-mode, hex in xor mode), ``owner`` and ``after`` (added within version 1; fields a reader
-does not know are ignored). Carried as the SQS String attribute ``xor-ack``, as the JSON
-body form ``{"xor-ack": {...}, "body": ...}`` (an SQS or SNS body, an EventBridge
-``detail``), or as S3 user metadata ``x-amz-meta-xor-ack``.
-
-Decoding never guesses, and raises before any request: no envelope is
-:class:`MissingEnvelope`, an unreadable one :class:`MalformedEnvelope` (an edge of the
-other mode: :class:`EnvelopeModeMismatch`), any other ``v``
-:class:`UnsupportedEnvelopeVersion`.
+"""The envelope: how a chain's tag, a message's edge and the chain's owner travel, and
+where (docs/lambda.md, "The envelope"). Decoding never guesses, and raises before any
+request: no envelope is :class:`MissingEnvelope`, an unreadable one
+:class:`MalformedEnvelope` (an edge of the other mode: :class:`EnvelopeModeMismatch`),
+any other ``v`` :class:`UnsupportedEnvelopeVersion`; fields a reader does not know are
+ignored.
 """
 
 from __future__ import annotations
@@ -210,6 +203,14 @@ def _attribute(attributes: object, *names: str) -> Any:
     raise MalformedEnvelope(f"the {ATTRIBUTE!r} attribute has no string value (use DataType String)")
 
 
+def _parsed(text: object) -> object:
+    """``text`` parsed as JSON; None when it is not a JSON string."""
+    try:
+        return json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
 def decode_record(record: Mapping[str, Any], mode: Mode | None = None) -> Message:
     """The envelope and body of one SQS record (from Lambda's event or boto3's
     ``receive_message``). Looked for, in order: the ``xor-ack`` message attribute; the
@@ -225,28 +226,18 @@ def decode_record(record: Mapping[str, Any], mode: Mode | None = None) -> Messag
     text = _attribute(attributes, "stringValue", "StringValue")
     if text is not None:
         return Message(from_json(text, mode), body)
-    try:
-        data = json.loads(body)
-    except ValueError:
-        data = None
+    data = _parsed(body)
     found = decode_body_form(data, mode)
-    if found is not None:
-        return found
-    if isinstance(data, dict) and data.get("Type") == "Notification" and "Message" in data:
+    if found is None and isinstance(data, dict) and data.get("Type") == "Notification" and "Message" in data:
         inner = data["Message"]
         text = _attribute(data.get("MessageAttributes"), "Value")
         if text is not None:
             return Message(from_json(text, mode), inner if isinstance(inner, str) else json.dumps(inner))
-        try:
-            found = decode_body_form(json.loads(inner), mode) if isinstance(inner, str) else None
-        except ValueError:
-            found = None
-        if found is not None:
-            return found
-    if isinstance(data, dict) and "detail-type" in data and "detail" in data:
+        found = decode_body_form(_parsed(inner), mode)
+    if found is None and isinstance(data, dict) and "detail-type" in data and "detail" in data:
         found = decode_body_form(data["detail"], mode)
-        if found is not None:
-            return found
+    if found is not None:
+        return found
     raise MissingEnvelope(
         f"the message carries no {ATTRIBUTE!r} envelope (message attribute, JSON body form, "
         "SNS or EventBridge wrapper)"

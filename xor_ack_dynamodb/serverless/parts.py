@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ..core.algebra import Mode
@@ -16,10 +16,10 @@ from .completion import Completion, FireOutcome, Lineage
 __all__ = ["PipelineParts", "ItemReader"]
 
 
-class ItemReader(Protocol):
-    """What reads an item's attributes into a :class:`Chain` (the tracker's item codec)."""
-
-    def parse(self, item: dict[str, Any], tag: str | None = None) -> Chain: ...
+#: What reads an item's attributes into a :class:`Chain` (the DynamoDB tracker's
+#: ``read_item``; raises :class:`~xor_ack_dynamodb.errors.CorruptItem` for an item that
+#: is not a chain's).
+ItemReader = Callable[[Mapping[str, Any]], Chain]
 
 
 class PipelineParts(Protocol):

@@ -1,9 +1,6 @@
 """The pipeline: one tracker, the AWS clients, and the settings every handler shares.
-
-Build it once per Lambda container (not at import time: importing must need no
-credentials), from the environment (:meth:`Pipeline.from_env`), from a picklable
-:class:`PipelineConfig` (worker processes), or from parts (tests). Clients not given are
-built on first use by :func:`~xor_ack_dynamodb.stores.dynamodb.clients.aws_client`.
+Build it once per Lambda container (importing needs no credentials): from the
+environment, a picklable :class:`PipelineConfig`, or parts (docs/lambda.md, "The pieces").
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import AckConfig, TrackerOptions
 from ..core.algebra import Mode
@@ -39,6 +36,9 @@ from .poller import StreamPoller
 from .records import Handler, process_record, process_sqs_batch
 from .starts import Started, process_s3_event, start
 from .stream import ChainFilter, owned_by_pipelines, process_chain_stream
+
+if TYPE_CHECKING:
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
 
 __all__ = ["Pipeline", "PipelineConfig"]
 
@@ -226,10 +226,10 @@ class Pipeline:
     :param skew: the clock-skew margin of the completion lease (default: the tracker's).
     :param clock: epoch seconds (tests move it).
 
-    Completions fire from the table's stream (:meth:`process_chain_stream`). With a
-    :class:`~xor_ack_dynamodb.MemoryAck`, which has no stream, its ``on_acked`` hook
-    stands in: the completion fires when any stamp on that tracker completes the chain;
-    a target that raises is logged and left for :meth:`retry_completions`.
+    Completions fire from the table's stream (:meth:`process_chain_stream`); with a
+    :class:`~xor_ack_dynamodb.MemoryAck`, from its ``on_acked`` hook, a target that
+    raises being left for :meth:`retry_completions`. Raises :class:`InvalidConfig` for a
+    value out of range.
 
     ``stats`` counts the requests made to SQS, S3 and EventBridge, and events: of records
     (``records.done``, ``.retried``, ``.dropped``, ``.failed_chain``, ``.poison``,
@@ -344,32 +344,33 @@ class Pipeline:
         self.stats.add(f"completions.{outcome}")
         return outcome
 
+    def _on_table(self, missing: str) -> XorAckDynamoDB:
+        """The tracker, if on a DynamoDB table; else :class:`InvalidConfig`: it ``missing``."""
+        from ..stores.dynamodb.tracker import XorAckDynamoDB
+
+        if not isinstance(self.tracker, XorAckDynamoDB):
+            raise InvalidConfig(f"a {type(self.tracker).__name__} has {missing}")
+        return self.tracker
+
     def item_reader(self) -> ItemReader:
         """How the tracker's items read (for stream images). Raises :class:`InvalidConfig`
         for a tracker not on DynamoDB (it has no stream)."""
-        codec: ItemReader | None = getattr(self.tracker, "codec", None)
-        if codec is None:
-            raise InvalidConfig(f"a {type(self.tracker).__name__} has no stream to read completions from")
-        return codec
+        return self._on_table("no stream to read completions from").read_item
 
     def create_table(self) -> bool:
         """Create the tracker's table with the stream completions need (see
         :meth:`XorAckDynamoDB.create_table`); True if it created it."""
-        create = getattr(self.tracker, "create_table", None)
-        if create is None:
-            raise InvalidConfig(f"a {type(self.tracker).__name__} has no table to create")
-        return bool(create(stream=True))
+        return self._on_table("no table to create").create_table(stream=True)
 
     def stream_poller(self, streams: Any = None, **options: Any) -> StreamPoller:
         """A :class:`StreamPoller` of the tracker's table feeding
         :meth:`process_chain_stream` (``streams``: a ``dynamodbstreams`` client, default
         :func:`~.poller.streams_client`'s; ``options``: the poller's)."""
-        table: str = getattr(self.tracker, "table", "")
-        client = getattr(self.tracker, "client", None)
-        if not table or client is None:
-            raise InvalidConfig(f"a {type(self.tracker).__name__} has no stream to poll")
+        tracker = self._on_table("no stream to poll")
         streams = streams if streams is not None else self._clients.get("dynamodbstreams")
-        return StreamPoller.for_table(client, streams, table, self.process_chain_stream, **options)
+        return StreamPoller.for_table(
+            tracker.client, streams, tracker.table, self.process_chain_stream, **options
+        )
 
     def publish_metrics(self) -> dict[str, int]:
         """Publish the counters gained since the last publication (:mod:`.metrics`);

@@ -1,9 +1,6 @@
-"""Lambda's DynamoDB stream event source, on this machine: :class:`StreamPoller` reads
-the chain table's stream through the DynamoDB Streams API and hands each batch, in
-Lambda's event format, to a handler (``Pipeline.process_chain_stream``), for
-``run_local.py``, tests, and deployments without Lambda (docs/lambda.md, "Completion,
-once"). It keeps Lambda's contract: records of a shard in order; a batch whose response
-names a failed record is read again from it; a shard after its parent.
+"""Lambda's DynamoDB stream event source, on this machine (docs/lambda.md, "Without
+Lambda"): records of a shard in order, a batch whose response names a failed record
+read again from it, a shard after its parent.
 """
 
 from __future__ import annotations

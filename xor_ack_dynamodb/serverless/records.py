@@ -1,19 +1,10 @@
 """Tracked SQS records: the batch loop (:func:`process_sqs_batch`) and the unit it runs
-per record (:func:`process_record`; Powertools' ``BatchProcessor`` runs it through
-``Pipeline.record_handler``).
-
-Decode the envelope (missing or malformed: the handler never sees it, no chain is
-touched, the record is retried until ``max_receives`` and then dropped); run
-``handler(ctx)``, which declares children; then one stamp, op id ``edge:<edge>``,
-finishes the record's edge and starts every child's, checked for an earlier copy of
-itself from its envelope's ``after``; then the children are sent, naming where this stamp
-landed. Stamp before send keeps the chain's value an upper bound of the work
-outstanding: a crash between them never acks early and loses nothing (the redelivery's
-stamp is a duplicate and sends the children again). A completing stamp fires nothing
-here (:mod:`.stream` does). A handler must emit the same number of children on every
-attempt, else ``OpIdReused`` fails the chain ("handler not deterministic"). What ends a
-record, and why this order: docs/lambda.md, "What ends a record" and "One record, one
-stamp, then the sends".
+per record (:func:`process_record`). Per record: decode the envelope, run
+``handler(ctx)``, one stamp (op id ``edge:<edge>``, checked from the envelope's
+``after``) finishing its edge and starting its children's, then the sends. Stamp before
+send: a crash between them never acks early and loses nothing. What ends a record, and
+why this order: docs/lambda.md, "What ends a record" and "One record, one stamp, then
+the sends".
 """
 
 from __future__ import annotations

@@ -1,27 +1,21 @@
-"""Finding the chains to replay: the ones that failed or expired (docs/lambda.md,
-"Finding chains to replay").
-
-A chain expires without any write, so no index can list them: :func:`unfinished` asks
-for known roots' tags, :func:`unfinished_objects` takes the roots from an S3 prefix, and
-:func:`scan_unfinished` reads (and bills) every item of the table.
-"""
+"""Finding the chains to replay, the ones that failed or expired: by known roots' tags,
+by an S3 prefix's objects, or by a Scan of the whole table (docs/lambda.md, "Finding
+chains to replay")."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..interfaces import AckTracker
 from ..status import ChainStatus
-from ..stores.dynamodb.answers import scan_pages
 from .context import S3Object
 
+if TYPE_CHECKING:
+    from ..stores.dynamodb.tracker import XorAckDynamoDB
+
 __all__ = ["Unfinished", "unfinished", "unfinished_objects", "scan_unfinished"]
-
-#: The states a replay is for.
-REPLAYABLE = ("failed", "expired")
-
 
 @dataclass
 class Unfinished:
@@ -73,37 +67,8 @@ def unfinished_objects(
 
 
 def scan_unfinished(
-    tracker: Any, *, prefix: str | None = None, page_size: int = 1000
+    tracker: XorAckDynamoDB, *, prefix: str | None = None, page_size: int = 1000
 ) -> Iterator[ChainStatus]:
     """Every failed or expired chain of an ``XorAckDynamoDB``'s table (of tags starting
-    with ``prefix``): a Scan filtered server-side to ``failed`` chains and pending ones
-    past their deadline, then decided by the tracker's rules (the skew margin included).
-    Raises :class:`~xor_ack_dynamodb.errors.BadResponse` for a page that is not
-    DynamoDB's answer, never reading it as a table with nothing to replay."""
-    now = tracker.driver.now()
-    names = {"#st": "state", "#dl": "deadline"}
-    values: dict[str, Any] = {
-        ":failed": {"S": "failed"},
-        ":pending": {"S": "pending"},
-        ":now": {"N": str(now)},
-    }
-    condition = "(#st = :failed OR (#st = :pending AND #dl < :now))"
-    if prefix:
-        names["#pk"] = tracker.partition_key
-        values[":p"] = {"S": prefix}
-        condition = f"begins_with(#pk, :p) AND {condition}"
-    pages = scan_pages(
-        tracker.client,
-        TableName=tracker.table,
-        FilterExpression=condition,
-        ExpressionAttributeNames=names,
-        ExpressionAttributeValues=values,
-        ConsistentRead=True,
-        Limit=page_size,
-    )
-    for page in pages:
-        tracker.stats.request("Scan")
-        for item in page["Items"]:
-            status = tracker.rules.status(tracker.codec.parse(item), now)
-            if status.state in REPLAYABLE:
-                yield status
+    with ``prefix``): its :meth:`~xor_ack_dynamodb.XorAckDynamoDB.scan_unfinished`."""
+    return tracker.scan_unfinished(prefix=prefix, page_size=page_size)

@@ -1,11 +1,8 @@
 """Sending the children a handler declared: SQS messages ten a request, S3 objects one
-a request. Every child carries its envelope, naming where the stamp that sent it landed
-(``after``); on a FIFO queue its edge is also the deduplication id.
-
-Any copy of a child is harmless by construction, however it was made (a resent request
-whose response was lost, a queue's duplicates, a redelivered parent, a DLQ redrive):
-every copy carries the same edge, so the same op id, and its stamp checks for earlier
-copies from ``after``. Nothing here needs to know whether a message was sent twice."""
+a request, each with its envelope naming where the stamp that sent it landed (``after``;
+on a FIFO queue its edge is also the deduplication id). Any copy of a child is harmless
+(same edge, same op id, checked from ``after``): nothing here needs to know whether a
+message was sent twice."""
 
 from __future__ import annotations
 

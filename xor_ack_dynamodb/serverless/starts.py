@@ -1,14 +1,9 @@
 """Starting chains: from any caller (:func:`start`) or from S3 uploads
-(:func:`process_s3_event`, one chain per object). docs/lambda.md, "Starting chains, and
-who owns them".
-
-A start is one ``create`` holding all its children's edges, then the sends; its
-incarnation (``start_id``) derives the owner, the children's edges and the create's op
-id ``start:<incarnation>``, so the same start run again is a duplicate (sending the
-children again while the chain is pending) and a new incarnation's owner refuses the
-old one's late messages (``NotOwner``). A crash between the create and the sends leaves
-a pending chain that the retried start completes, or that expires, never acked. A start
-with no children creates its chain on a root edge and finishes it at once.
+(:func:`process_s3_event`, one chain per object): one ``create`` holding all the
+children's edges, then the sends. The incarnation (``start_id``) derives the owner, the
+edges and the create's op id, so a start run again is a duplicate. docs/lambda.md,
+"Starting chains, and who owns them". A start with no children creates its chain on a
+root edge and finishes it at once.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""The chain table's DynamoDB stream: the one trigger of completions (docs/lambda.md,
-"Completion, once").
-
-:func:`process_chain_stream` reads a batch of ``NEW_AND_OLD_IMAGES`` records and fires a
-completion once (:mod:`.completion`) where a chain of this pipeline *became* complete,
-whoever wrote the transition: the new image is complete (stored ``acked``, or a sum of
-zero whose completer's ``acked`` write is still missing) and the old one was not, or
-belonged to another lineage of the tag (the claim's own writes are not transitions).
-Transitions to ``failed`` and pending chains removed by the TTL are counted. Chains the
-pipeline's filter refuses, and items that are not chains, are skipped.
+"""The chain table's DynamoDB stream, the one trigger of completions: a completion fires
+where a chain of the pipeline *became* complete, whoever wrote the transition (the claim's
+own writes are not transitions); transitions to ``failed`` and pending chains removed by
+the TTL are counted (docs/lambda.md, "Completion, once", "The transition").
 """
 
 from __future__ import annotations
@@ -91,7 +85,7 @@ def _image(reader: ItemReader, image: Any) -> Chain | None:
     if not isinstance(image, Mapping) or not image:
         return None
     try:
-        return reader.parse({k: _decoded(v) for k, v in image.items()})
+        return reader({k: _decoded(v) for k, v in image.items()})
     except CorruptItem:
         return None  # not a chain item (another writer's item, a helper item): not ours to read
 

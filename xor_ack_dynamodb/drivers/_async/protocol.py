@@ -1,31 +1,20 @@
 """The one interface every tracker of a flavour (sync or asyncio) implements, so pipeline
-code can take any of them. Its signatures are taken by :func:`same_signature` from
-:class:`~xor_ack_dynamodb.drivers.AsyncTracker`, where each is written once with its
-guarantees and errors; mypy checks callers and trackers on exactly those.
+code can take any of them. Its signatures and docstrings are
+:class:`~xor_ack_dynamodb.drivers.AsyncTracker`'s, taken by
+:func:`~xor_ack_dynamodb.drivers.base.same_signature`; mypy checks callers and trackers
+on exactly those.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ...core.algebra import Mode
 from ...stats import RequestStats
+from ..base import same_signature
 from .tracker import AsyncTracker
 
 __all__ = ["AsyncAckTracker"]
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def same_signature(
-    method: Callable[Concatenate[Any, P], R],
-) -> Callable[[Callable[..., Any]], Callable[Concatenate[Any, P], R]]:
-    """Give the decorated protocol member ``method``'s signature (its ``self`` any
-    class's) and docstring; ``inspect.signature`` shows it too (``__wrapped__``)."""
-    return lambda member: functools.update_wrapper(member, method, assigned=("__doc__",))
 
 
 @runtime_checkable

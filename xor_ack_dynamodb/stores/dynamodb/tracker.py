@@ -9,19 +9,23 @@ the other's, and the Node package's.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Self, Unpack
 
 from ...config import AckConfig, TrackerKeywords, TrackerOptions, check_client_settings, check_table_name
+from ...core.chain import Chain
 from ...core.rules import ChainRules
 from ...drivers import AsyncTracker, SyncTracker
 from ...errors import InvalidConfig
 from ...retry import RetryPolicy
 from ...stats import RequestStats
+from ...status import ChainStatus
 from ._async.store import AsyncDynamoDBStore
 from ._async.table import create_table as async_create_table
 from ._sync.store import DynamoDBStore
 from ._sync.table import create_table
+from .answers import scan_pages
 from .claims import ClaimResult, CompletionClaims
 from .clients import (
     ClientOptions,
@@ -35,7 +39,7 @@ from .clients import (
 from .codec import TRANSIENT_CODES, RequestCodec
 from .item import ItemCodec
 
-__all__ = ["XorAckDynamoDB", "AsyncXorAckDynamoDB", "TRANSIENT_CODES"]
+__all__ = ["XorAckDynamoDB", "AsyncXorAckDynamoDB", "ClaimResult", "TRANSIENT_CODES"]
 
 
 #: The constructor keywords of the DynamoDB trackers besides the tracker options.
@@ -127,6 +131,13 @@ class _OnTable:
     def delete_on_ack(self) -> bool:
         return self._limits.delete_on_ack
 
+    def read_item(self, item: Mapping[str, Any]) -> Chain:
+        """The chain an item of this table holds (a stream record's image, Binary as
+        bytes). Raises :class:`~xor_ack_dynamodb.errors.CorruptItem` for an item that
+        is not a chain's, :class:`~xor_ack_dynamodb.errors.UnmigratedItem` for one of
+        an older layout."""
+        return self.codec.parse(dict(item))
+
 
 class XorAckDynamoDB(_OnTable, SyncTracker):
     """Ack chains in one DynamoDB table. The chain methods (``create``, ``stamp``,
@@ -178,6 +189,41 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         :class:`~xor_ack_dynamodb.errors.TableSchemaMismatch` if it exists with another key."""
         key, ttl = self.partition_key, self.codec.ttl_attribute
         return create_table(self.client, self.table, key, ttl, wait=wait, stream=stream)
+
+    def scan_unfinished(self, *, prefix: str | None = None, page_size: int = 1000) -> Iterator[ChainStatus]:
+        """Every failed or expired chain of the table (of tags starting with ``prefix``),
+        as it iterates: a consistent Scan (billed for every item read) filtered
+        server-side to ``failed`` chains and pending ones past their deadline, then
+        decided by the rules (the skew margin included). Raises
+        :class:`~xor_ack_dynamodb.errors.BadResponse` for a page that is not DynamoDB's,
+        never reading it as a table with nothing to replay."""
+        now = self.driver.now()
+        names = {"#st": "state", "#dl": "deadline"}
+        values: dict[str, Any] = {
+            ":failed": {"S": "failed"},
+            ":pending": {"S": "pending"},
+            ":now": {"N": str(now)},
+        }
+        condition = "(#st = :failed OR (#st = :pending AND #dl < :now))"
+        if prefix:
+            names["#pk"] = self.partition_key
+            values[":p"] = {"S": prefix}
+            condition = f"begins_with(#pk, :p) AND {condition}"
+        pages = scan_pages(
+            self.client,
+            TableName=self.table,
+            FilterExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ConsistentRead=True,
+            Limit=page_size,
+        )
+        for page in pages:
+            self.stats.request("Scan")
+            for item in page["Items"]:
+                status = self.rules.status(self.codec.parse(item), now)
+                if status.state in ("failed", "expired"):
+                    yield status
 
     # -- the serverless completion's claim on a chain's item (stores/dynamodb/claims.py) --
 
