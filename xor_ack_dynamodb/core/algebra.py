@@ -19,8 +19,6 @@ from typing import Literal
 from ..errors import InvalidConfig, InvalidStamp, InvalidStampType, ZeroBufferNoOp
 from ..stamps import MAX_STAMP_BYTES, Stamp, as_bytes, new_stamp, xor_all
 
-__all__ = ["Mode", "Value", "EdgeLike", "Algebra", "XorAlgebra", "SumAlgebra", "algebra_for", "MAX_SUM"]
-
 Mode = Literal["xor", "sum"]
 #: A chain's stored value: bytes in xor mode, an int in sum mode.
 Value = bytes | int

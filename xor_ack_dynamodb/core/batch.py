@@ -35,19 +35,6 @@ from .messages import (
 )
 from .rules import ChainRules
 
-__all__ = [
-    "Lockstep",
-    "BatchResult",
-    "EndpointWatch",
-    "StatusResult",
-    "BATCH_SIZE",
-    "TRANSACTION_SIZE",
-    "UNREACHABLE_GROUPS",
-    "chunks",
-    "statuses",
-    "failure_type",
-]
-
 T = TypeVar("T")
 V = TypeVar("V")
 

@@ -43,20 +43,6 @@ from .messages import (
 from .rules import ChainRules
 from .verdicts import DEFERRED, Duplicate, Reject, StampPlan, Unchanged
 
-__all__ = [
-    "Again",
-    "Transient",
-    "Call",
-    "CreateCall",
-    "FailCall",
-    "TouchCall",
-    "StatusCall",
-    "DeleteCall",
-    "remove_tombstone",
-    "Round",
-    "Step",
-]
-
 log = logging.getLogger("xor_ack_dynamodb")
 
 T = TypeVar("T")

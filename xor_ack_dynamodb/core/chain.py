@@ -15,20 +15,6 @@ from ..errors import InvalidConfig
 from ..stamps import Position
 from .algebra import Mode, Value
 
-__all__ = [
-    "Chain",
-    "Op",
-    "StoredState",
-    "op_key",
-    "random_op",
-    "new_token",
-    "updated",
-    "new_lineage",
-    "OP_KEY_BYTES",
-    "DIGEST_BYTES",
-    "BLOCK",
-]
-
 #: What a chain's ``state`` attribute holds. ``expired`` is never stored: it is how a
 #: pending chain reads once its deadline (plus the skew margin) has passed.
 StoredState = Literal["pending", "acked", "failed"]

@@ -20,19 +20,6 @@ from .history import START, BlockCache
 from .rules import ChainRules
 from .stamping import AddCall, StampCall
 
-__all__ = [
-    "CallFactory",
-    "StampSpec",
-    "seconds",
-    "skew_seconds",
-    "chain_pairs",
-    "fit_reason",
-    "MAX_REASON",
-    "MAX_OWNER",
-    "MAX_DURATION",
-    "MAX_SKEW",
-]
-
 #: The longest failure reason accepted, in characters; a longer one is refused
 #: (:class:`InvalidConfig`), never cut silently: :func:`fit_reason` shortens one visibly.
 MAX_REASON = 1024

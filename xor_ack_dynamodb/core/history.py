@@ -24,20 +24,6 @@ from typing import Protocol
 from ..stamps import Position
 from .chain import BLOCK, Chain, Op
 
-__all__ = [
-    "Block",
-    "BlockCache",
-    "START",
-    "guard",
-    "Found",
-    "Lookup",
-    "Unknowable",
-    "Searched",
-    "check",
-    "due",
-    "responsible",
-]
-
 #: The start of whatever lineage a chain has: an ``after`` that searches it whole (and,
 #: as a write's guard, tests no lineage).
 START = Position(b"", 0)

@@ -19,33 +19,6 @@ from .algebra import Value
 from .chain import Chain, Op
 from .history import Block
 
-__all__ = [
-    "Read",
-    "Put",
-    "Remove",
-    "RemoveAny",
-    "Add",
-    "Extend",
-    "MarkFailed",
-    "Trim",
-    "WriteHistory",
-    "ReadHistory",
-    "HistoryRead",
-    "Request",
-    "Written",
-    "Rejected",
-    "Reply",
-    "DATED",
-    "dated",
-    "judged_at",
-    "TRANSACTABLE",
-    "Committed",
-    "Cancelled",
-    "TransactionsUnsupported",
-    "BatchRead",
-    "tag_of",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Read:

@@ -58,9 +58,6 @@ from .verdicts import (
     Verdict,
 )
 
-# The verdicts themselves live in :mod:`.verdicts`.
-__all__ = ["ChainRules", "BATCH_CAP"]
-
 #: The most stamps one combined write carries.
 BATCH_CAP = BLOCK - 1
 

@@ -37,8 +37,6 @@ from .messages import (
 from .rules import ChainRules
 from .verdicts import NEGATIVE, Duplicate, Reject, StampItem, StampPlan, Verdict
 
-__all__ = ["StampCall", "AddCall"]
-
 log = logging.getLogger("xor_ack_dynamodb")
 
 #: Trims of its own block a block's owner sends while an earlier block is still in the

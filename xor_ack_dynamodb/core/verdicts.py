@@ -14,20 +14,6 @@ from .algebra import Value
 from .chain import Chain, Op
 from .history import Block, Lookup
 
-__all__ = [
-    "Verdict",
-    "Apply",
-    "Duplicate",
-    "Reject",
-    "Unchanged",
-    "StampPlan",
-    "StampOutcome",
-    "APPLY",
-    "DEFERRED",
-    "NEGATIVE",
-    "StampItem",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Apply:

@@ -45,8 +45,6 @@ from ..errors import InvalidConfig
 from ..stamps import Stamp, Sum
 from ..stats import RequestStats
 
-__all__ = ["MemoryAck", "AsyncMemoryAck", "MemoryStore"]
-
 #: The reason a chain timed out by rotation carries.
 TIMEOUT = "timeout"
 #: The most rotation buckets a memory tracker takes (each is a set, made up front).

@@ -18,8 +18,6 @@ from typing import Any
 from ...errors import BadResponse
 from .failures import request_names
 
-__all__ = ["shape_problem", "checked", "bad_answer", "scan_pages"]
-
 #: The member each operation's answer must hold (besides the capacity asked for), and
 #: its type. ``Attributes`` of an ``UpdateItem`` is required only with ``ReturnValues``.
 _REQUIRED: dict[str, tuple[tuple[str, type], ...]] = {

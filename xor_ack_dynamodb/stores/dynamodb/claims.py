@@ -23,8 +23,6 @@ from ...retry import RetryPolicy
 from ._sync.store import DynamoDBStore
 from .codec import error_code, is_transient
 
-__all__ = ["ClaimResult", "CompletionClaims", "CLAIM", "CLAIM_BY", "CLAIM_UNTIL", "FIRED_AT"]
-
 ClaimResult = Literal["claimed", "fired", "held", "gone"]
 
 #: The claim's attributes on the chain's item.

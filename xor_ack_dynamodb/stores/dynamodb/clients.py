@@ -26,21 +26,6 @@ from ...errors import InvalidConfig
 from ...retry import RetryPolicy
 from .failures import check_region, install
 
-__all__ = [
-    "aws_client",
-    "dynamodb_client",
-    "typed_client",
-    "client_config",
-    "client_for",
-    "NO_REGION_MESSAGE",
-    "ClientOptions",
-    "ClientSettings",
-    "client_settings",
-    "settings_for",
-    "open_client",
-    "async_dynamodb_client",
-]
-
 #: What :class:`~xor_ack_dynamodb.errors.InvalidConfig` says when no region is set anywhere.
 NO_REGION_MESSAGE = (
     "no AWS region for the DynamoDB client: set AWS_REGION (for example "

@@ -48,18 +48,6 @@ from ...errors import (
 )
 from .item import Item, ItemCodec
 
-__all__ = [
-    "RequestCodec",
-    "Prepared",
-    "TRANSIENT_CODES",
-    "MISSING",
-    "is_transient",
-    "error_code",
-    "retry_attempts",
-    "table_key",
-    "missing_table_message",
-]
-
 #: Error codes after which a request may or may not have been applied, and which are
 #: worth another attempt once botocore's own retries are spent.
 TRANSIENT_CODES = frozenset(

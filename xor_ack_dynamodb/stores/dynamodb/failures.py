@@ -50,8 +50,6 @@ from ...errors import (
     XorAckError,
 )
 
-__all__ = ["install", "typed_failure", "request_names", "check_region", "known_regions", "HANDLER_ID"]
-
 #: The handlers' unique id: installing twice is a no-op.
 HANDLER_ID = "xor_ack_dynamodb.typed-failures"
 

@@ -21,8 +21,6 @@ from ...errors import CorruptItem, InvalidConfig, UnmigratedItem
 from ...stamps import RESERVED_PREFIX
 from ...status import readable_epoch
 
-__all__ = ["ItemCodec", "Item", "ATTRIBUTES"]
-
 AttributeValue = dict[str, Any]
 Item = dict[str, AttributeValue]
 

@@ -37,8 +37,6 @@ from .answers import checked, scan_pages
 from .codec import error_code
 from .item import Item, ItemCodec
 
-__all__ = ["Migration", "migrate_item", "migrate_table", "needs_migration", "unreadable"]
-
 #: Items that may be of an old layout: op ids without a lineage, positions without
 #: history, or a lineage started over another writer's item (``adp``: a pre-release of
 #: 0.2 started one over a first-layout item; :func:`needs_migration` tells them apart

@@ -29,8 +29,6 @@ from botocore.exceptions import ChecksumError, ClientError
 
 from .codec import TRANSIENT_CODES
 
-__all__ = ["NoResend", "AsyncNoResend", "no_resend", "HANDLER_ID", "EVENTS"]
-
 #: The events the handler answers: botocore asks them before every resend of a request
 #: of these operations (the conditional writes; a GetItem is resent freely).
 EVENTS = tuple(f"needs-retry.dynamodb.{op}" for op in ("UpdateItem", "PutItem", "TransactWriteItems"))

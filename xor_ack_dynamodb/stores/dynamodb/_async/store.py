@@ -45,8 +45,6 @@ from ..failures import typed_failure
 from ..resend import AsyncNoResend, no_resend
 from .table import describe
 
-__all__ = ["AsyncDynamoDBStore"]
-
 log = logging.getLogger("xor_ack_dynamodb")
 
 

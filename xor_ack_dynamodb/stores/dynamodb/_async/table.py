@@ -12,8 +12,6 @@ from ....errors import InvalidConfig, TableNotFound, TableSchemaMismatch
 from ..answers import checked
 from ..codec import error_code, missing_table_message, table_key
 
-__all__ = ["create_table", "describe", "ensure_ttl", "STREAM_VIEW"]
-
 #: The stream of ``create_table(stream=True)`` (what the serverless completion reads).
 STREAM_VIEW = "NEW_AND_OLD_IMAGES"
 

@@ -47,8 +47,6 @@ from ..failures import typed_failure
 from ..resend import NoResend, no_resend
 from .table import describe
 
-__all__ = ["DynamoDBStore"]
-
 log = logging.getLogger("xor_ack_dynamodb")
 
 
