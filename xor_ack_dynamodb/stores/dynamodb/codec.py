@@ -1,14 +1,11 @@
 """The DynamoDB request codec: each request of :mod:`xor_ack_dynamodb.core.messages` as
-the parameters of one DynamoDB request, and DynamoDB's answers as the replies the calls
-expect. Pure: the senders (:mod:`._async.store` and its generated sync twin) send, so
-both send byte-for-byte the same requests. The conditions are the rules' predicates
-(``ChainRules.add_allowed``, ``touch_allowed``, ``fail_allowed``; a stamp's ``PutItem``:
-the write token and ``before_deadline``) as ConditionExpressions; each ``:now`` is the
-one its request was dated with, and those requests are ``Prepared.once``.
+one DynamoDB request (its condition the rules' predicate as a ConditionExpression), and
+DynamoDB's answers as replies. Pure, so both senders send the same bytes.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -16,7 +13,7 @@ from typing import Any, cast
 from botocore.exceptions import ChecksumError, ClientError, ConnectionError, HTTPClientError
 
 from ...core.chain import Chain, new_token
-from ...core.history import Block, guard
+from ...core.history import START, Block
 from ...core.messages import (
     Add,
     BatchRead,
@@ -46,6 +43,7 @@ from ...errors import (
     TableSchemaMismatch,
     XorAckError,
 )
+from ...stamps import Position
 from .item import Item, ItemCodec
 
 #: Error codes after which a request may or may not have been applied, and which are
@@ -64,9 +62,8 @@ TRANSIENT_CODES = frozenset(
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether ``exc`` is a throttle, a 5xx, a lost connection or a response that did not
-    match its checksum: the request may or may not have been applied, and another
-    attempt is worth it."""
+    """Whether ``exc`` left the request maybe applied and worth another attempt (a
+    throttle, a 5xx, a lost connection, a checksum mismatch)."""
     if isinstance(exc, ClientError):
         return error_code(exc) in TRANSIENT_CODES
     return isinstance(
@@ -83,8 +80,7 @@ def retry_attempts(response: Mapping[str, Any]) -> int:
 
 
 def capacity_units(consumed: Any) -> float:
-    """Total CapacityUnits of a response's ConsumedCapacity: one entry for a single-item
-    request, a list (one per table) for a batch; 0.0 when the backend reports none."""
+    """Total CapacityUnits of a response's ConsumedCapacity (an entry or a list)."""
     entries = consumed if isinstance(consumed, list) else [consumed] if isinstance(consumed, dict) else []
     return float(sum(float(e.get("CapacityUnits") or 0) for e in entries if isinstance(e, dict)))
 
@@ -108,9 +104,8 @@ def missing_table_message(table: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """One DynamoDB request for a :class:`Request`. ``once``: it tests or dates the chain
-    with its ``:now``, so botocore must not resend its bytes (:func:`~.resend.no_resend`);
-    the library's own retry sends a new one, dated anew."""
+    """One DynamoDB request for a :class:`Request`. ``once``: botocore must not resend
+    its bytes (:mod:`.resend`)."""
 
     operation: str  # GetItem | PutItem | UpdateItem | DeleteItem
     kwargs: dict[str, Any]
@@ -123,8 +118,7 @@ MISSING = object()
 
 @dataclass(frozen=True)
 class RequestCodec:
-    """Requests on the chains of ``table`` (items laid out by ``items``, conditions
-    by ``rules``) and their answers."""
+    """Requests on the chains of ``table``, and their answers."""
 
     table: str
     items: ItemCodec
@@ -132,8 +126,7 @@ class RequestCodec:
 
     def transact_request(self, requests: list[Request]) -> dict[str, Any]:
         """The TransactWriteItems parameters for ``requests`` (at most 100, on distinct
-        chains, each one of :data:`~xor_ack_dynamodb.core.messages.TRANSACTABLE`): each
-        request's own conditional write, with the failed condition's item asked for."""
+        chains, each :data:`~xor_ack_dynamodb.core.messages.TRANSACTABLE`)."""
         entries = []
         for request in requests:
             prepared = self.prepare(request)
@@ -171,15 +164,13 @@ class RequestCodec:
 
     @staticmethod
     def rejection(exc: ClientError, current: Chain | None | object) -> Rejected:
-        """The reply to a request whose condition failed, given the chain as it is now
-        (from :meth:`old_item`, or a read when that was :data:`MISSING`)."""
+        """The reply to a request whose condition failed, given the chain as it is now."""
         return Rejected(cast("Chain | None", current), resent=retry_attempts(exc.response) > 0)
 
     @staticmethod
     def schema_message(exc: ClientError) -> bool:
         """Whether a ValidationException says it comes from the table's key schema
-        (DynamoDB's does; other backends' do not always, and then the sender asks
-        DescribeTable, on this error path only)."""
+        (other backends' may not: the sender then asks DescribeTable)."""
         message = str(exc).lower()
         return "key" in message and "schema" in message
 
@@ -200,11 +191,11 @@ class RequestCodec:
             return Prepared("GetItem", self._base(Key=codec.key(request.tag), ConsistentRead=True))
         if isinstance(request, (Put, Remove)):
             now = request.now if isinstance(request, Put) else None
+            values: dict[str, Any] = {}
             if request.expect is None:
-                values: dict[str, Any] = {}
-                condition, names = "attribute_not_exists(#pk)", codec.names("#pk")
+                condition = "attribute_not_exists(#pk)"
             else:
-                condition, names, values = self._guard(request.expect, now)
+                condition = self._guard(request.expect, now, values)
             if isinstance(request, Put):
                 operation, target = "PutItem", {"Item": codec.encode(request.new)}
             else:
@@ -214,7 +205,7 @@ class RequestCodec:
                 self._base(
                     **target,
                     ConditionExpression=condition,
-                    ExpressionAttributeNames=names,
+                    ExpressionAttributeNames=self._names(condition),
                     **({"ExpressionAttributeValues": values} if values else {}),
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 ),
@@ -229,49 +220,38 @@ class RequestCodec:
                 ":opl": {"L": [{"B": op.key}]},
                 ":ohl": {"L": [{"B": op.digest}]},
                 ":opk": {"B": op.key},
-                **_marks(request.now),
             }
             condition = (
                 "attribute_exists(#sum) AND #st = :pending AND #sum <> :zero "
                 "AND (attribute_not_exists(#dl) OR #dl >= :now) AND NOT contains(#ops, :opk)"
             )
-            names = codec.names("#sum", "#v", "#seq", "#ops", "#oph", "#tok", "#u", "#st", "#dl")
-            names.update(codec.names("#lin", "#hb"))
-            condition = self._owned(f"{condition} AND {_MIGRATED}", names, values, request.owner)
+            condition = self._owned(f"{condition} AND {_MIGRATED}", values, request.owner)
             if request.after is not None:
-                condition += self._covers(guard(request.after), names, values)
+                condition += self._covers(request.after, values)
             update = (
                 "ADD #sum :d, #v :one, #seq :one "
                 "SET #ops = list_append(#ops, :opl), #oph = list_append(#oph, :ohl), #tok = :tok, #u = :now"
             )
-            return self._update(request.tag, update, condition, names, values, once=True)
+            return self._update(request.tag, update, condition, values, request.now)
         if isinstance(request, Extend):
             assert request.ttl is not None, "DynamoDB chains always have a clock deadline"
             deadline = request.now + request.ttl
             values = {
                 ":dl": {"N": str(deadline)},
                 ":purge": {"N": str(deadline + rules.skew + rules.retention)},
-                **_marks(request.now),
             }
-            names = codec.names("#pk", "#st", "#sum", "#dl", "#e", "#tok", "#u", "#v", "#ops", "#lin", "#hb")
             live = _LIVE + " AND (attribute_not_exists(#dl) OR #dl >= :now)"
-            condition = self._owned(live, names, values, request.owner)
+            condition = self._owned(live, values, request.owner)
             update = "SET #dl = :dl, #e = :purge, #tok = :tok, #u = :now ADD #v :one"
-            return self._update(request.tag, update, condition, names, values, once=True)
+            return self._update(request.tag, update, condition, values, request.now)
         if isinstance(request, MarkFailed):
-            values = {
-                ":failed": {"S": "failed"},
-                ":purge": {"N": str(request.now + rules.retention)},
-                **_marks(request.now),
-            }
-            names = codec.names("#pk", "#st", "#sum", "#e", "#tok", "#u", "#v", "#ops", "#lin", "#hb")
+            values = {":failed": {"S": "failed"}, ":purge": {"N": str(request.now + rules.retention)}}
             update = "SET #st = :failed, #e = :purge, #tok = :tok, #u = :now"
             if request.reason:
                 update += ", #r = :reason"
                 values[":reason"] = {"S": request.reason}
-                names.update(codec.names("#r"))
-            condition = self._owned(_LIVE, names, values, request.owner)
-            return self._update(request.tag, update + " ADD #v :one", condition, names, values, once=True)
+            condition = self._owned(_LIVE, values, request.owner)
+            return self._update(request.tag, update + " ADD #v :one", condition, values, request.now)
         if isinstance(request, Trim):
             return self._trim(request)
         if isinstance(request, ReadHistory):
@@ -293,8 +273,8 @@ class RequestCodec:
         raise TypeError(f"not a store request: {request!r}")
 
     def history_put(self, request: WriteHistory, block: Block) -> Prepared:
-        """The PutItem of one block of ``request`` (unconditional: a block's content
-        never changes, so writers that race write the same item)."""
+        """The PutItem of one block of ``request`` (unconditional: racing writers write
+        the same item)."""
         item = self.items.encode_block(request.tag, request.lineage, block, request.purge_at)
         return Prepared("PutItem", self._base(Item=item))
 
@@ -309,14 +289,10 @@ class RequestCodec:
         return HistoryRead(blocks, tuple(self.items.history_index(cast("Item", k)) for k in left))
 
     def _trim(self, request: Trim) -> Prepared:
-        """Remove the block at positions ``cut + 1`` to ``cut + count``, if the list
-        still starts there on the trim's lineage."""
-        codec = self.items
         # Highest index first: DynamoDB resolves every index against the list as it was,
         # dynalite removes them one by one (shifting the rest); both then drop 0..count-1.
         indexes = range(request.count - 1, -1, -1)
         paths = [f"#ops[{i}]" for i in indexes] + [f"#oph[{i}]" for i in indexes]
-        names = codec.names("#ops", "#oph", "#cn", "#lin")
         values: dict[str, Any] = {
             ":n": {"N": str(request.count + request.window)},
             ":count": {"N": str(request.count)},
@@ -328,21 +304,18 @@ class RequestCodec:
             at = "(attribute_not_exists(#cn) OR #cn = :cut)"
         update = "REMOVE " + ", ".join(paths) + " ADD #cn :count"
         condition = f"#lin = :lineage AND {at} AND size(#ops) >= :n"
-        prepared = self._update(request.tag, update, condition, names, values)
+        prepared = self._update(request.tag, update, condition, values)
         del prepared.kwargs["ReturnValues"]  # its answer is Written(None): no item to return
         return prepared
 
-    def _covers(self, cut: tuple[int, bytes | None], names: dict[str, str], values: dict[str, Any]) -> str:
-        """``ChainRules.covers`` as a condition: the guard ``cut`` (``core.history.guard``
-        of the write's ``after``) holds."""
-        seq, lineage = cut
-        names.update(self.items.names("#cn"))
-        values[":after_seq"] = {"N": str(seq)}
+    @staticmethod
+    def _covers(after: Position, values: dict[str, Any]) -> str:
+        """``ChainRules.covers`` as a condition."""
+        values[":after_seq"] = {"N": str(after.seq)}
         out = " AND (attribute_not_exists(#cn) OR #cn <= :after_seq)"
-        if lineage is not None:
-            names.update(self.items.names("#lin"))
-            if lineage:
-                values[":after_lineage"] = {"B": lineage}
+        if after != START:
+            if after.lineage:
+                values[":after_lineage"] = {"B": after.lineage}
                 out += " AND #lin = :after_lineage"
             else:
                 out += " AND attribute_not_exists(#lin)"
@@ -365,10 +338,8 @@ class RequestCodec:
         return Written(self.items.parse(response["Attributes"], tag), resent)
 
     def old_item(self, exc: ClientError, request: Request) -> Chain | None | object:
-        """The item a failed condition saw (``ALL_OLD``, free), or :data:`MISSING`
-        when the backend did not return it (dynalite, older DynamoDB Local): the caller
-        then reads it (strongly consistent). A rejected Trim is not worth a read: None
-        when the backend did not return the item."""
+        """The item a failed condition saw (``ALL_OLD``), or :data:`MISSING` when the
+        backend did not return it (the caller then reads it; for a Trim, None)."""
         item = cast("Item | None", exc.response.get("Item"))
         if item is None:
             return None if isinstance(request, Trim) else MISSING
@@ -400,51 +371,48 @@ class RequestCodec:
     def _base(self, **kwargs: Any) -> dict[str, Any]:
         return {"TableName": self.table, "ReturnConsumedCapacity": "TOTAL", **kwargs}
 
+    def _names(self, *expressions: str) -> dict[str, str]:
+        """The attribute names of the placeholders ``expressions`` use (each exactly
+        once: DynamoDB refuses a name no expression uses)."""
+        return self.items.names(*sorted(set(re.findall(r"#\w+", " ".join(expressions)))))
+
     def _update(
-        self,
-        tag: str,
-        update: str,
-        condition: str,
-        names: dict[str, str],
-        values: dict[str, Any],
-        *,
-        once: bool = False,
+        self, tag: str, update: str, condition: str, values: dict[str, Any], now: int | None = None
     ) -> Prepared:
+        """An UpdateItem; with ``now``, a write dated ``now`` that botocore must not resend."""
+        if now is not None:
+            values.update(_marks(now))
         return Prepared(
             "UpdateItem",
             self._base(
                 Key=self.items.key(tag),
                 UpdateExpression=update,
                 ConditionExpression=condition,
-                ExpressionAttributeNames=names,
+                ExpressionAttributeNames=self._names(update, condition),
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             ),
-            once=once,
+            once=now is not None,
         )
 
-    def _owned(self, condition: str, names: dict[str, str], values: dict[str, Any], owner: str | None) -> str:
+    @staticmethod
+    def _owned(condition: str, values: dict[str, Any], owner: str | None) -> str:
         if owner is None:
             return condition
-        names.update(self.items.names("#own"))
         values[":owner"] = {"S": owner}
         return condition + " AND #own = :owner"
 
-    def _guard(self, chain: Chain, now: int | None = None) -> tuple[str, dict[str, str], dict[str, Any]]:
-        """The condition that the stored chain is still ``chain``: its write token (which
-        never repeats); for an item a foreign writer left without one, its value and
-        version (the best that writer leaves to check). With ``now`` (a stamp's write),
-        also that its deadline has not passed at ``now``
-        (``ChainRules.before_deadline``): a token alone would let a write based on a
-        read made before the deadline land after it."""
+    @staticmethod
+    def _guard(chain: Chain, now: int | None, values: dict[str, Any]) -> str:
+        """The condition that the stored chain is still ``chain`` (its token; a foreign
+        item's value and version), and with ``now`` ``ChainRules.before_deadline``."""
         if chain.token is not None:
-            condition, names = "#tok = :tok", self.items.names("#tok")
-            values: dict[str, Any] = {":tok": {"B": chain.token}}
+            condition = "#tok = :tok"
+            values[":tok"] = {"B": chain.token}
         else:
             assert isinstance(chain.value, bytes)
-            names = self.items.names("#tok", "#s", "#v")
-            values = {":old": {"B": chain.value}}
+            values[":old"] = {"B": chain.value}
             if chain.version:
                 values[":v"] = {"N": str(chain.version)}
                 version = "#v = :v"
@@ -452,10 +420,9 @@ class RequestCodec:
                 version = "attribute_not_exists(#v)"
             condition = f"attribute_not_exists(#tok) AND #s = :old AND {version}"
         if now is not None:
-            names.update(self.items.names("#dl"))
             values[":now"] = {"N": str(now)}
             condition += " AND (attribute_not_exists(#dl) OR #dl >= :now)"
-        return condition, names, values
+        return condition
 
 
 #: Not an item of the 0.1 layout (op ids without a lineage; ``hb``: positions without
