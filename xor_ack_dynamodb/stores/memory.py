@@ -1,10 +1,6 @@
-"""MemoryAck and AsyncMemoryAck: the same chains kept in memory, for one process and for
-tests.
-
-The ``ack`` package (events on ack and fail) with Storm's RotatingMap expiry, running the
-very calls, rules and drivers of :class:`~xor_ack_dynamodb.XorAckDynamoDB` on an
-in-memory store, so pipeline logic tested against it behaves the same against DynamoDB.
-``AsyncMemoryAck`` is the asyncio twin; its store never waits.
+"""MemoryAck and AsyncMemoryAck: the calls, rules and drivers of
+:class:`~xor_ack_dynamodb.XorAckDynamoDB` on chains kept in memory, with Storm's
+RotatingMap expiry, so pipeline logic tested against it behaves the same against DynamoDB.
 """
 
 from __future__ import annotations
@@ -55,14 +51,9 @@ FailedCallback = Callable[[str, str | None], None]
 
 
 class MemoryStore:
-    """Chains in a dict, each request applied atomically under one lock, with the
-    conditions of :mod:`.core.messages` evaluated by the rules' own predicates.
-
-    Expiry by rotation (Storm's RotatingMap): every write that starts a chain, touches it
-    or finishes it puts the chain in the newest of ``buckets`` buckets; :meth:`rotate`
-    drops the oldest bucket. History blocks (the ops that left a chain's window) are
-    kept by tag, lineage and index, and go when their chain is dropped.
-    """
+    """Chains in a dict, each request applied atomically under one lock, its condition
+    the rules' own predicate. Every write that starts, touches or finishes a chain puts
+    it in the newest of ``buckets`` buckets; :meth:`rotate` drops the oldest."""
 
     def __init__(
         self, rules: ChainRules, stats: RequestStats, buckets: int, share: MemoryStore | None = None
@@ -131,8 +122,8 @@ class MemoryStore:
             return Committed([apply() for _, apply in judged if apply is not None])
 
     def _judge(self, request: Request) -> tuple[Chain | None, Callable[[], Written] | None]:
-        """The chain ``request`` finds, and how to apply it, or None when its condition
-        (the rules' predicate, as DynamoDB's ConditionExpression) fails. Lock held."""
+        """The chain ``request`` finds, and how to apply it (None: its condition fails).
+        Lock held."""
         rules = self.rules
         current = self._chains.get(tag_of(request))
         if isinstance(request, RemoveAny):
@@ -171,7 +162,7 @@ class MemoryStore:
 
     def _keep(self, chain: Chain, old: Chain | None, *, nursery: bool = False) -> Chain:
         """Store ``chain``; a new chain, a state change or a touch puts it in the newest
-        bucket (a tombstone's retention starts when the chain finishes)."""
+        bucket."""
         self._chains[chain.tag] = chain
         if nursery or old is None or old.create_op != chain.create_op or old.state != chain.state:
             for bucket in self._buckets:
@@ -222,8 +213,7 @@ def _same(current: Chain | None, expect: Chain | None) -> bool:
 
 
 class _AsyncMemoryStore:
-    """A :class:`MemoryStore` for the asyncio driver: its primitives, awaited (they never
-    wait)."""
+    """A :class:`MemoryStore` for the asyncio driver (it never waits)."""
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store

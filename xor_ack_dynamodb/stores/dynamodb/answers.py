@@ -1,13 +1,7 @@
 """What DynamoDB's answer to each request the library sends must hold (and SQS's, S3's
-and EventBridge's to the serverless layer's sends), checked before anything is decided
-from it (docs/guarantees.md, "Errors").
-
-botocore parses whatever body an endpoint returns with HTTP 200 (a proxy's HTML page, a
-load balancer's ``{}``): left unchecked, such an answer reads as a write that landed.
-Every request asks for ``ReturnConsumedCapacity=TOTAL``, which every DynamoDB backend
-answers with the table's name, so an answer is told from one that is not DynamoDB's by
-its body alone. :func:`scan_pages` is a Scan whose every page is checked: the one scan
-of the operator's commands (``xor-ack list``, ``xor-ack migrate``, ``scan_unfinished``).
+and EventBridge's), checked before anything is decided from it (docs/guarantees.md,
+"Errors"): botocore parses whatever body an endpoint returns with HTTP 200, and left
+unchecked a proxy's page would read as a write that landed.
 """
 
 from __future__ import annotations
@@ -41,12 +35,9 @@ _PER_TABLE = frozenset({"BatchGetItem", "TransactWriteItems", "BatchWriteItem"})
 
 
 def shape_problem(operation: str, request: Mapping[str, Any], response: Any) -> str | None:
-    """What ``response``, parsed by botocore as the HTTP 200 answer to ``operation``
-    sent with the parameters ``request``, lacks to be DynamoDB's answer; None when it
-    has the shape DynamoDB gives. Checked: the operation's required members, the
-    consumed capacity the request asked for (naming the request's table), and the key
-    of every item returned (the key asked for: an answer about another item is not
-    this request's)."""
+    """What ``response``, the HTTP 200 answer to ``operation`` sent with ``request``,
+    lacks to be DynamoDB's answer (its required members, the consumed capacity naming
+    the request's table, the key of every item returned); None when it has the shape."""
     if not isinstance(response, Mapping):
         return f"the answer is {type(response).__name__}, not a JSON object"
     for member, kind in _REQUIRED.get(operation, ()):

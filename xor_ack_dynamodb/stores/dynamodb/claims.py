@@ -1,13 +1,8 @@
 """The completion claim on a chain's own item: the writes behind
 :meth:`XorAckDynamoDB.claim_completion`, ``mark_completion_fired`` and
 ``release_completion`` (the serverless layer's completion, once: docs/lambda.md).
-
-A claim is one ``UpdateItem`` on the chain's item, only if the chain is complete (stored
-``acked``, or pending with a zero sum), of the lineage named (owner, create op) and not
-claimed, or its claim's lease ran out ``skew`` seconds ago; it stores ``acked`` and a new
-token, which refuses a sum-mode completer's token-guarded ``acked`` write. Mark and
-release are conditioned on the claimant, so a copy that lands twice changes nothing.
-Transient errors are retried within the tracker's budget; past it the last is raised.
+Mark and release are conditioned on the claimant, so a copy that lands twice changes
+nothing. Transient errors are retried within the tracker's budget.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """The clients the library builds itself (boto3, and aiobotocore for the asyncio
-tracker): region and endpoint from the environment, timeouts and botocore retries sized
-to the retry budget; :func:`client_for` and :func:`settings_for` build them from an
-:class:`~xor_ack_dynamodb.AckConfig`.
-
-botocore ignores ``AWS_REGION`` (which AWS documents and Lambda sets), raises a bare
-``NoRegionError`` for a missing region, and by default waits minutes on an endpoint that
-never answers, past any retry budget: :func:`dynamodb_client` closes those gaps. An
-aiobotocore client can only be made inside a running event loop, while a tracker is
-built synchronously: :func:`client_settings` resolves and checks the settings then (a
-missing region is an :class:`~xor_ack_dynamodb.errors.InvalidConfig` at once) and
-:func:`open_client` makes the client on first use.
+tracker; docs/concepts.md, "Clients"). An aiobotocore client can only be made inside a
+running event loop: :func:`client_settings` checks its settings when the tracker is
+built, and :func:`open_client` makes it on first use.
 """
 
 from __future__ import annotations
@@ -191,11 +183,8 @@ class _Paths(list[str]):
 
 @functools.cache
 def _models(data_path: str | None) -> Any:
-    """botocore's loader of service models and endpoint rules for ``data_path``
-    (``AWS_DATA_PATH`` or the profile's ``data_path``, as botocore resolves it), shared by
-    the clients this module builds: it keeps what it has parsed (data nothing changes),
-    where a new session's own loader would parse the DynamoDB model and the endpoint
-    rules again for every client. One per ``data_path`` value."""
+    """botocore's loader for ``data_path``, shared by the clients this module builds so
+    that the service models are parsed once, not once per client."""
     from botocore.loaders import Loader
 
     paths = [os.path.expanduser(os.path.expandvars(p)) for p in (data_path or "").split(os.pathsep) if p]

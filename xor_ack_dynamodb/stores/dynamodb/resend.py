@@ -1,20 +1,9 @@
-"""Keeping botocore from resending a write whose bytes must not be sent again later.
-
-botocore resends a request after a lost connection, a timeout, a 5xx, a throttle or a
-checksum mismatch, with the first copy's bytes unchanged. Two kinds of write must not be
-sent that way:
-
-* A sum-mode ``ADD``: its ``NOT contains(ops, :op)`` only sees the op list's window, so
-  a copy that lands after the first copy's op moved to history is applied again.
-* Every write that tests a chain's deadline (a stamp's ``PutItem`` and ``ADD``, a
-  touch, a fail, a transaction of them): a late copy would be tested against its stale
-  ``:now``, and could land after the deadline on a chain a reader declared expired.
-
-So the store sends those inside :func:`no_resend` (``Prepared.once``), and a
-``needs-retry`` handler registered first on the client for :data:`EVENTS` raises *any*
-failure instead of resending: the call decides again with a fresh clock and sends a new
-request, dated anew, with the guard that makes it exact (``core/stamping.py``). Every
-other request is untouched.
+"""Keeping botocore from resending a write whose bytes must not be sent again: a sum
+``ADD`` (a late copy could land after its op left the window) and every write that tests
+the deadline (a late copy carries a stale ``:now``: docs/expiry.md, "Clocks and the skew
+margin"). The store sends those inside :func:`no_resend`, and a ``needs-retry`` handler
+registered first for :data:`EVENTS` raises any failure instead of resending: the call
+decides again and sends a new request, dated anew.
 """
 
 from __future__ import annotations
@@ -72,10 +61,8 @@ def no_resend() -> Iterator[None]:
 def _needs_retry(
     response: Any = None, caught_exception: Any = None, attempts: int = 1, operation: Any = None, **_: Any
 ) -> None:
-    """botocore's ``needs-retry`` question, for a request sent inside
-    :func:`no_resend`: raise what the caller should see instead of letting botocore
-    resend; None (botocore decides: it resends none of these) for an answer that is
-    final (a success whose checksum holds, a failed condition)."""
+    """botocore's ``needs-retry`` question, inside :func:`no_resend`: raise what the
+    caller should see instead of a resend; None for a final answer."""
     if _stop(response, caught_exception, attempts, operation):
         _check_body(response[0], response[0].content)
 
@@ -89,8 +76,7 @@ async def _async_needs_retry(
 
 
 def _stop(response: Any, caught_exception: Any, attempts: int, operation: Any) -> bool:
-    """Raise every failure botocore would resend after (a connection or timeout error,
-    a 5xx, a throttle: :data:`~.codec.TRANSIENT_CODES`); True when the answer is a
+    """Raise every failure botocore would resend after; True when the answer is a
     success whose body is still to be checked."""
     if not _ACTIVE.get():
         return False

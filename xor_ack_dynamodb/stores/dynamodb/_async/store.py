@@ -1,7 +1,5 @@
-"""The DynamoDB store: the requests of :class:`~..codec.RequestCodec`, sent, counted
-(with botocore's own resends, what DynamoDB bills), a missing table or a key-schema
-mismatch raised as typed errors. Written for aiobotocore; the boto3 twin is generated
-from it by ``scripts/unasync.py``.
+"""The DynamoDB store: the requests of :class:`~..codec.RequestCodec`, sent and counted
+(botocore's resends too: DynamoDB bills them). The boto3 twin is generated.
 """
 
 from __future__ import annotations
@@ -57,8 +55,7 @@ class AsyncDynamoDBStore:
         self.codec = codec
         self.stats = stats
 
-    def is_transient(self, error: BaseException) -> bool:
-        return is_transient(error)
+    is_transient = staticmethod(is_transient)
 
     async def execute(self, request: Request) -> Reply | Chain | HistoryRead | None:
         if isinstance(request, WriteHistory):
@@ -152,15 +149,13 @@ class AsyncDynamoDBStore:
         return response
 
     def _count_failed(self, operation: str, error: BaseException | None) -> None:
-        """Count a request that failed below DynamoDB's answers unless it was never sent
-        (``EndpointUnreachable``): a lost or late response, or an answer that was not
-        DynamoDB's, may stand for a request DynamoDB applied and bills."""
+        """Count a failed request unless it was never sent (``EndpointUnreachable``):
+        DynamoDB may have applied and billed it."""
         if not isinstance(error, EndpointUnreachable):
             self.stats.request(operation)
 
     async def _key_mismatch(self, exc: ClientError) -> bool:
-        """Whether a ValidationException comes from the table's key schema: the message
-        says so, or one DescribeTable (on this error path only) decides."""
+        """Whether a ValidationException comes from the table's key schema."""
         if self.codec.schema_message(exc):
             return True
         try:
