@@ -372,9 +372,7 @@ class RequestCodec:
         return {"TableName": self.table, "ReturnConsumedCapacity": "TOTAL", **kwargs}
 
     def _names(self, *expressions: str) -> dict[str, str]:
-        """The attribute names of the placeholders ``expressions`` use (each exactly
-        once: DynamoDB refuses a name no expression uses)."""
-        return self.items.names(*sorted(set(re.findall(r"#\w+", " ".join(expressions)))))
+        return self.items.names(*placeholders(*expressions))
 
     def _update(
         self, tag: str, update: str, condition: str, values: dict[str, Any], now: int | None = None
@@ -435,6 +433,12 @@ _LIVE = (
     f"attribute_exists(#pk) AND {_MIGRATED} AND (attribute_not_exists(#st) OR #st = :pending) "
     "AND (attribute_not_exists(#sum) OR #sum <> :zero)"
 )
+
+
+def placeholders(*expressions: str) -> list[str]:
+    """The attribute-name placeholders ``expressions`` use, each once (DynamoDB refuses
+    an ``ExpressionAttributeNames`` entry no expression uses)."""
+    return sorted(set(re.findall(r"#\w+", " ".join(expressions))))
 
 
 def _marks(now: int) -> dict[str, Any]:
