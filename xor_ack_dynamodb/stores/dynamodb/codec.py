@@ -38,6 +38,7 @@ from ...core.rules import ChainRules
 from ...errors import (
     CorruptItem,
     EndpointUnreachable,
+    InvalidConfig,
     ResponseLost,
     TableNotFound,
     TableSchemaMismatch,
@@ -93,6 +94,46 @@ def table_key(description: dict[str, Any]) -> tuple[str, str] | None:
     name = schema[0]["AttributeName"]
     types = {a["AttributeName"]: a["AttributeType"] for a in description.get("AttributeDefinitions", [])}
     return name, types.get(name, "?")
+
+
+#: The stream of ``create_table(stream=True)`` (what the serverless completion reads).
+STREAM_VIEW = "NEW_AND_OLD_IMAGES"
+STREAM = {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": STREAM_VIEW}}
+
+
+def table_request(table: str, partition_key: str, stream: bool) -> dict[str, Any]:
+    """CreateTable's parameters: on demand, keyed by a String ``partition_key``."""
+    return {
+        "TableName": table,
+        "AttributeDefinitions": [{"AttributeName": partition_key, "AttributeType": "S"}],
+        "KeySchema": [{"AttributeName": partition_key, "KeyType": "HASH"}],
+        "BillingMode": "PAY_PER_REQUEST",
+        **(STREAM if stream else {}),
+    }
+
+
+def check_key(description: dict[str, Any], table: str, partition_key: str) -> None:
+    """Raise :class:`TableSchemaMismatch` unless the table is keyed by a String ``partition_key``."""
+    key = table_key(description)
+    if key != (partition_key, "S"):
+        raise TableSchemaMismatch(
+            f"table {table!r} exists with key schema {key!r}, not a String partition key "
+            f"named {partition_key!r}"
+        )
+
+
+def stream_missing(description: dict[str, Any], table: str, created: bool) -> bool:
+    """Whether the stream ``create_table(stream=True)`` asked for is still to be enabled.
+    Raises :class:`InvalidConfig` for a stream of another view, or one the endpoint
+    ignored at creation (dynalite serves none)."""
+    found = description.get("StreamSpecification") or {}
+    if found.get("StreamEnabled") and found.get("StreamViewType") == STREAM_VIEW:
+        return False
+    if found.get("StreamEnabled"):
+        raise InvalidConfig(f"table {table!r} has a {found.get('StreamViewType')} stream, not {STREAM_VIEW}")
+    if created:  # asked for at creation and ignored: dynalite
+        raise InvalidConfig(f"this endpoint serves no DynamoDB Streams: {table!r} has no stream")
+    return True
 
 
 def missing_table_message(table: str) -> str:
