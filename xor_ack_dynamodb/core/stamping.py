@@ -135,7 +135,6 @@ class StampCall(_History[StampPlan]):
                 raise self._not_found()
             landed = yield from self._landed(chain)
             if landed is not None:
-                yield from self._finish_tombstone(chain)
                 return landed
             if self._unchanged_foreign(chain):
                 self.unknown = False  # the item is as the lost write found it: it did not land
@@ -182,7 +181,6 @@ class StampCall(_History[StampPlan]):
             raise self._not_found()
         landed = yield from self._landed(current)
         if landed is not None:
-            yield from self._finish_tombstone(current)
             return landed
         settled = self.rules.plan(current, self._items(current), now, None, self.searched)
         if settled.new is None and not settled.lookups:  # every stamp is a duplicate or refused
@@ -218,7 +216,7 @@ class StampCall(_History[StampPlan]):
 
     def _landed(self, chain: Chain) -> Generator[Request, Any, StampPlan | None]:
         """The plan of an earlier combined write of this call found in ``chain`` (its
-        window, or its history since the write's base)."""
+        window, or its history since the write's base), its tombstone finished."""
         for key, plan in self.sent.items():
             if chain.find(key) is not None or (
                 self.sent_at is not None
@@ -226,6 +224,7 @@ class StampCall(_History[StampPlan]):
                 and (yield from self._applied(chain, key, self.sent_at))
             ):
                 self.events["duplicates"] += plan.duplicates
+                yield from self._finish_tombstone(chain)
                 return plan
         return None
 

@@ -217,9 +217,7 @@ class _AsyncMemoryStore:
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
-
-    def is_transient(self, error: BaseException) -> bool:
-        return False
+        self.is_transient = store.is_transient
 
     async def execute(self, request: Request) -> Reply | Chain | HistoryRead | None:
         return self.store.execute(request)

@@ -297,19 +297,11 @@ class RequestCodec:
             return self._trim(request)
         if isinstance(request, ReadHistory):
             keys = [codec.history_key(request.tag, request.lineage, i) for i in request.indexes]
+            projection = "#pk, #hist"
+            names = self._names(projection)
             return Prepared(
                 "BatchGetItem",
-                {
-                    "RequestItems": {
-                        self.table: {
-                            "Keys": keys,
-                            "ConsistentRead": True,
-                            "ProjectionExpression": "#pk, #hist",
-                            "ExpressionAttributeNames": codec.names("#pk", "#hist"),
-                        }
-                    },
-                    "ReturnConsumedCapacity": "TOTAL",
-                },
+                self._batch_get(keys, ProjectionExpression=projection, ExpressionAttributeNames=names),
             )
         raise TypeError(f"not a store request: {request!r}")
 
@@ -321,13 +313,9 @@ class RequestCodec:
 
     def history_answer(self, request: ReadHistory, response: Mapping[str, Any]) -> HistoryRead:
         """The blocks a BatchGetItem of ``request`` found, and the indexes left over."""
-        blocks = {}
-        for item in response.get("Responses", {}).get(self.table, []):
-            parsed = self.items.parse_block(cast("Item", item))
-            if parsed is not None:
-                blocks[parsed[0]] = parsed[1]
-        left = response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
-        return HistoryRead(blocks, tuple(self.items.history_index(cast("Item", k)) for k in left))
+        found, left = self._batch_items(response)
+        blocks = dict(parsed for item in found if (parsed := self.items.parse_block(item)) is not None)
+        return HistoryRead(blocks, tuple(self.items.history_index(k) for k in left))
 
     def _trim(self, request: Trim) -> Prepared:
         # Highest index first: DynamoDB resolves every index against the list as it was,
@@ -387,15 +375,25 @@ class RequestCodec:
         return self.items.parse(item, tag_of(request))
 
     def batch_request(self, tags: list[str]) -> dict[str, Any]:
+        return self._batch_get([self.items.key(t) for t in tags])
+
+    def _batch_get(self, keys: list[Item], **options: Any) -> dict[str, Any]:
+        """A strongly consistent BatchGetItem of ``keys`` in the table."""
         return {
-            "RequestItems": {self.table: {"Keys": [self.items.key(t) for t in tags], "ConsistentRead": True}},
+            "RequestItems": {self.table: {"Keys": keys, "ConsistentRead": True, **options}},
             "ReturnConsumedCapacity": "TOTAL",
         }
+
+    def _batch_items(self, response: Mapping[str, Any]) -> tuple[list[Item], list[Item]]:
+        """The items a BatchGetItem ``response`` found in the table, and the keys left over."""
+        found = response.get("Responses", {}).get(self.table, [])
+        return found, response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
 
     def batch_answer(self, response: Mapping[str, Any]) -> BatchRead:
         """Chains, undecodable items and unprocessed keys of one BatchGetItem response."""
         out = BatchRead()
-        for item in response.get("Responses", {}).get(self.table, []):
+        found, left = self._batch_items(response)
+        for item in found:
             tag = item.get(self.items.partition_key, {}).get("S")
             try:
                 out.chains.append(self.items.parse(item, tag))
@@ -403,8 +401,7 @@ class RequestCodec:
                 if tag is None:
                     raise
                 out.corrupt[tag] = str(exc)
-        for key in response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", []):
-            out.unprocessed.append(key[self.items.partition_key]["S"])
+        out.unprocessed.extend(key[self.items.partition_key]["S"] for key in left)
         return out
 
     # -- request building ---------------------------------------------------------------

@@ -8,10 +8,10 @@ decides again and sends a new request, dated anew.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, ClassVar
 from zlib import crc32
 
 from botocore.exceptions import ChecksumError, ClientError
@@ -25,26 +25,6 @@ EVENTS = tuple(f"needs-retry.dynamodb.{op}" for op in ("UpdateItem", "PutItem", 
 HANDLER_ID = "xor_ack_dynamodb.no-resend"
 
 _ACTIVE: ContextVar[bool] = ContextVar("xor_ack_dynamodb_no_resend", default=False)
-
-
-class NoResend:
-    """The handler for botocore clients."""
-
-    @staticmethod
-    def install(client: Any) -> None:
-        """Register the handler first on ``client``'s events (idempotent)."""
-        for event in EVENTS:
-            client.meta.events.register_first(event, _needs_retry, unique_id=f"{HANDLER_ID}:{event}")
-
-
-class AsyncNoResend:
-    """The handler for aiobotocore clients (whose response bodies are awaited)."""
-
-    @staticmethod
-    def install(client: Any) -> None:
-        """Register the handler first on ``client``'s events (idempotent)."""
-        for event in EVENTS:
-            client.meta.events.register_first(event, _async_needs_retry, unique_id=f"{HANDLER_ID}:{event}")
 
 
 @contextmanager
@@ -105,3 +85,21 @@ def _check_body(http: Any, content: bytes) -> None:
     actual = str(crc32(content) & 0xFFFFFFFF)
     if actual != str(int(expected)):
         raise ChecksumError(checksum_type="crc32", expected_checksum=expected, actual_checksum=actual)
+
+
+class NoResend:
+    """The handler for botocore clients."""
+
+    handler: ClassVar[Callable[..., Any]] = _needs_retry
+
+    @classmethod
+    def install(cls, client: Any) -> None:
+        """Register the handler first on ``client``'s events (idempotent)."""
+        for event in EVENTS:
+            client.meta.events.register_first(event, cls.handler, unique_id=f"{HANDLER_ID}:{event}")
+
+
+class AsyncNoResend(NoResend):
+    """The handler for aiobotocore clients (whose response bodies are awaited)."""
+
+    handler = _async_needs_retry

@@ -111,9 +111,7 @@ async def ensure_ttl(client: Any, table: str, ttl_attribute: str) -> None:
     try:
         checked(client, "UpdateTimeToLive", request, await client.update_time_to_live(**request))
     except ClientError as exc:
-        # Some local backends (dynalite) have no UpdateTimeToLive. Expiry is decided on
-        # every read and in every condition, so chains still expire; only the garbage
-        # collection of old items is missing there.
+        # dynalite has none: expiry is decided on every read and condition all the same
         if error_code(exc) != "UnknownOperationException":
             raise
         log.warning("this endpoint does not support TTL: old chains of %s are never collected", table)
