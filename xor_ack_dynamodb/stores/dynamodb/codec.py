@@ -24,7 +24,6 @@ from ...core.messages import (
     Put,
     Read,
     ReadHistory,
-    Rejected,
     Remove,
     RemoveAny,
     Reply,
@@ -198,15 +197,6 @@ class RequestCodec:
             elif code not in _RETRY_CODES:
                 raise exc
         return failed
-
-    @staticmethod
-    def condition_failed(exc: ClientError) -> bool:
-        return error_code(exc) == "ConditionalCheckFailedException"
-
-    @staticmethod
-    def rejection(exc: ClientError, current: Chain | None | object) -> Rejected:
-        """The reply to a request whose condition failed, given the chain as it is now."""
-        return Rejected(cast("Chain | None", current), resent=retry_attempts(exc.response) > 0)
 
     @staticmethod
     def schema_message(exc: ClientError) -> bool:

@@ -74,8 +74,8 @@ def _ops(item: Item) -> list[Any]:
 
 
 def unreadable(item: Item) -> str | None:
-    """Why the op history of the old-layout ``item`` cannot be read exactly (see the
-    module doc), or None when it can. Raises
+    """Why the op history of the old-layout ``item`` cannot be read exactly (docs/cli.md,
+    "Upgrading"), or None when it can. Raises
     :class:`~xor_ack_dynamodb.errors.CorruptItem`, ``ValueError``, ``KeyError`` or
     ``TypeError`` for an item it cannot read."""
     ops = _ops(item)
@@ -96,8 +96,8 @@ def needs_migration(item: Item) -> bool:
 
 
 def migrate_item(codec: ItemCodec, item: Item, now: int) -> Chain:
-    """The chain an old-layout ``item`` becomes (see the module doc for what it keeps and
-    guarantees per layout). Raises :class:`~xor_ack_dynamodb.errors.CorruptItem` (or
+    """The chain an old-layout ``item`` becomes (what it keeps per layout: docs/cli.md,
+    "Upgrading"). Raises :class:`~xor_ack_dynamodb.errors.CorruptItem` (or
     ``ValueError``, ``KeyError``, ``TypeError``) for an item it cannot read."""
     why = unreadable(item)
     keys = [_key(op) for op in _ops(item)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError
@@ -72,13 +72,17 @@ class AsyncDynamoDBStore:
                 prepared.operation, prepared.kwargs, tag_of(request), once=prepared.once
             )
         except ClientError as exc:
-            if not self.codec.condition_failed(exc):
+            if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            current = self.codec.old_item(exc, request)
-            if current is MISSING:
-                current = await self.execute(Read(tag_of(request)))
-            return self.codec.rejection(exc, current)
+            return await self._rejected(exc, request, self.codec.old_item(exc, request))
         return self.codec.answer(request, response)
+
+    async def _rejected(self, exc: ClientError, request: Request, current: Chain | None | object) -> Rejected:
+        """The rejection of ``request``: the chain its failed condition saw, read when the
+        backend did not return it."""
+        if current is MISSING:
+            current = await self.execute(Read(tag_of(request)))
+        return Rejected(cast("Chain | None", current), resent=retry_attempts(exc.response) > 0)
 
     async def read_many(self, tags: list[str]) -> BatchRead:
         response = await self.call("BatchGetItem", self.codec.batch_request(tags), f"{len(tags)} keys")
@@ -99,12 +103,8 @@ class AsyncDynamoDBStore:
                 raise TransactionsUnsupported(str(exc)) from exc
             if error_code(exc) != "TransactionCanceledException":
                 raise
-            rejected: dict[int, Rejected] = {}
-            for i, current in self.codec.cancelled(exc, requests).items():
-                if current is MISSING:
-                    current = await self.execute(Read(tag_of(requests[i])))
-                rejected[i] = self.codec.rejection(exc, current)
-            return Cancelled(rejected)
+            failed = self.codec.cancelled(exc, requests)
+            return Cancelled({i: await self._rejected(exc, requests[i], c) for i, c in failed.items()})
         return self.codec.committed(requests, response)
 
     async def call(
