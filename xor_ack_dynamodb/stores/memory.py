@@ -129,7 +129,8 @@ class MemoryStore:
         if isinstance(request, RemoveAny):
             return current, lambda: Written(self._drop(request.tag))
         if isinstance(request, (Put, Remove)):
-            if not _same(current, request.expect):
+            old = request.expect  # still the chain it was based on (its token), or none
+            if (current is None) != (old is None) or (current and old and current.token != old.token):
                 return current, None
             if isinstance(request, Put):
                 if request.now is not None and not rules.before_deadline(current, request.now):
@@ -204,12 +205,6 @@ class MemoryStore:
                     del self._chains[tag]
                     self._history.pop(tag, None)
         return timed_out
-
-
-def _same(current: Chain | None, expect: Chain | None) -> bool:
-    if expect is None:
-        return current is None
-    return current is not None and current.token == expect.token
 
 
 class _AsyncMemoryStore:

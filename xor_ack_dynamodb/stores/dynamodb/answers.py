@@ -107,31 +107,24 @@ def _batch_problem(request: Mapping[str, Any], response: Mapping[str, Any]) -> s
     return None
 
 
-def bad_answer(client: Any, operation: str, problem: str) -> BadResponse:
-    """:class:`BadResponse` for an HTTP 200 answer of ``client``'s endpoint to
-    ``operation`` that is not DynamoDB's (``problem``: what it lacks)."""
+def checked(client: Any, operation: str, request: Mapping[str, Any], response: Any) -> Any:
+    """``response`` when it has the shape of DynamoDB's answer to ``operation`` sent
+    with ``request``; raises :class:`BadResponse` naming ``client``'s endpoint otherwise."""
+    problem = shape_problem(operation, request, response)
+    if problem is None:
+        return response
     where, names = request_names(client, operation)
     service = names["service"]
-    return BadResponse(
+    raise BadResponse(
         f"{where} answered {operation} with a body that is not {service}'s ({problem}): nothing "
         f"is decided from it; is this endpoint {service}, or a proxy in front of it?",
         **names,
     )
 
 
-def checked(client: Any, operation: str, request: Mapping[str, Any], response: Any) -> Any:
-    """``response`` when it has the shape of DynamoDB's answer to ``operation`` sent
-    with ``request``; raises :class:`BadResponse` naming ``client``'s endpoint otherwise."""
-    problem = shape_problem(operation, request, response)
-    if problem is not None:
-        raise bad_answer(client, operation, problem)
-    return response
-
-
 def scan_pages(client: Any, **request: Any) -> Iterator[dict[str, Any]]:
-    """The pages of a Scan of ``request`` (boto3 ``client``), each checked as
-    :func:`checked` does. Raises :class:`BadResponse` on the first page that is not
-    DynamoDB's: an answer that is not DynamoDB's never reads as an empty table."""
+    """The pages of a Scan of ``request``, each :func:`checked`: a page that is not
+    DynamoDB's raises :class:`BadResponse`, never reads as an empty table."""
     request = {"ReturnConsumedCapacity": "TOTAL", **request}
     for page in client.get_paginator("scan").paginate(**request):
         yield checked(client, "Scan", request, page)

@@ -63,12 +63,9 @@ def _translated(message: str = NO_REGION_MESSAGE, variable: str = _ENDPOINT_VARI
 
 def client_config(retry: RetryPolicy | None = None) -> Any:
     """The botocore ``Config`` the library's clients use for ``retry`` (default
-    ``RetryPolicy()``): its connect and read timeouts (:meth:`RetryPolicy.timeouts`) and
-    botocore's ``standard`` retry mode with ``retry.http_attempts`` attempts per request.
-    Set explicitly, so ``AWS_MAX_ATTEMPTS``, ``AWS_RETRY_MODE`` or a profile's
-    ``max_attempts`` cannot stretch a call past its budget. botocore's own check of each
-    request's parameters is off (a cost measured in docs/performance.md): the library
-    checks its input before it builds a request, and DynamoDB checks every request."""
+    ``RetryPolicy()``): its timeouts and ``http_attempts``, set explicitly so that no
+    environment variable or profile stretches a call past its budget (docs/concepts.md,
+    "Clients"). botocore's own parameter check is off (its cost: docs/performance.md)."""
     from botocore.config import Config
 
     policy = retry if retry is not None else RetryPolicy()
@@ -104,11 +101,8 @@ def _options(config: AckConfig) -> ClientOptions:
 
 def dynamodb_client(**options: Unpack[ClientOptions]) -> Any:
     """A new low-level DynamoDB client, in a new boto3 session (sessions are not
-    thread-safe; the client is). Region: ``region``, ``AWS_REGION``, then botocore's own
-    order; endpoint: ``endpoint_url``, else botocore's own order; credentials: the two
-    keys when given, else botocore's chain; timeouts and botocore's retries from
-    ``retry`` (:func:`client_config`), ``config`` merged over them (docs/concepts.md,
-    "Clients").
+    thread-safe; the client is): region, endpoint, credentials, timeouts and retries as
+    docs/concepts.md, "Clients" says, ``config`` merged over them.
 
     Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig`, before any request is sent,
     when no region is set anywhere, the region or endpoint is not valid, the profile

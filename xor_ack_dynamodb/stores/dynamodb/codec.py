@@ -353,7 +353,10 @@ class RequestCodec:
             return Written(None, resent)
         if isinstance(request, RemoveAny):
             old = response.get("Attributes")
-            return Written(None if old is None else _parse_loosely(self.items, old, tag), resent)
+            try:
+                return Written(None if old is None else self.items.parse(old, tag), resent)
+            except CorruptItem:  # deleted all the same: for the record
+                return Written(Chain(tag=tag, mode="xor", value=b"\x00"), resent)
         return Written(self.items.parse(response["Attributes"], tag), resent)
 
     def old_item(self, exc: ClientError, request: Request) -> Chain | None | object:
@@ -407,7 +410,7 @@ class RequestCodec:
     ) -> Prepared:
         """An UpdateItem; with ``now``, a write dated ``now`` that botocore must not resend."""
         if now is not None:
-            values.update(_marks(now))
+            values.update({**_CONSTANTS, ":tok": {"B": new_token()}, ":now": {"N": str(now)}})
         return Prepared(
             "UpdateItem",
             self._base(
@@ -469,25 +472,8 @@ def placeholders(*expressions: str) -> list[str]:
     return sorted(set(re.findall(r"#\w+", " ".join(expressions))))
 
 
-def _marks(now: int) -> dict[str, Any]:
-    """The values every update writes or checks: a new write token, now, the constants."""
-    return {
-        ":tok": {"B": new_token()},
-        ":now": {"N": str(now)},
-        ":one": {"N": "1"},
-        ":pending": {"S": "pending"},
-        ":zero": {"N": "0"},
-    }
-
-
-def _parse_loosely(codec: ItemCodec, item: Item, tag: str) -> Chain | None:
-    """A deleted item, for the record: an undecodable one was deleted all the same."""
-    try:
-        return codec.parse(item, tag)
-    except CorruptItem:
-        return Chain(tag=tag, mode="xor", value=b"\x00")
-
-
+#: The constants of the dated updates' expressions.
+_CONSTANTS = {":one": {"N": "1"}, ":pending": {"S": "pending"}, ":zero": {"N": "0"}}
 #: The TransactWriteItems entry of each single-item operation.
 _TRANSACT_ENTRY = {"PutItem": "Put", "UpdateItem": "Update", "DeleteItem": "Delete"}
 #: Cancellation codes after which an entry may simply be sent again (the transaction

@@ -66,16 +66,11 @@ def _stop(response: Any, caught_exception: Any, attempts: int, operation: Any) -
         return False
     http, parsed = response
     status = int(getattr(http, "status_code", 0) or 0)
-    if status >= 500 or (status >= 300 and _transient(parsed)):
+    code = str(parsed.get("Error", {}).get("Code", "")) if isinstance(parsed, dict) else ""
+    if status >= 500 or (status >= 300 and code in TRANSIENT_CODES):  # a throttle: resent too
         parsed.setdefault("ResponseMetadata", {})["RetryAttempts"] = attempts - 1
         raise ClientError(parsed, getattr(operation, "name", "UpdateItem"))
     return status < 300 and getattr(http, "headers", {}).get("x-amz-crc32") is not None
-
-
-def _transient(parsed: Any) -> bool:
-    """Whether a parsed error answer is a throttle (or another code the library
-    retries), which botocore would resend."""
-    return isinstance(parsed, dict) and str(parsed.get("Error", {}).get("Code", "")) in TRANSIENT_CODES
 
 
 def _check_body(http: Any, content: bytes) -> None:

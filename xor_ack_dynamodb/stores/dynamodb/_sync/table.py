@@ -35,8 +35,7 @@ def describe(client: Any, table: str) -> dict[str, Any]:
 
 
 def _until_active(client: Any, table: str) -> dict[str, Any]:
-    """The table's description once it is ACTIVE (polled, each answer checked). Raises
-    :class:`TableNotFound` when it is still not ACTIVE after :data:`ACTIVE_WITHIN`."""
+    """Its description once ACTIVE; :class:`TableNotFound` if not after :data:`ACTIVE_WITHIN`."""
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_result(lambda d: d.get("TableStatus") != "ACTIVE")
         | tenacity.retry_if_exception_type(TableNotFound),
