@@ -1,12 +1,6 @@
-"""The two groups a chain can count in (docs/concepts.md, "xor or sum: which mode").
-
-* ``xor``: byte strings under XOR; an edge is its own inverse. The default, and the Node
-  package's layout.
-* ``sum``: integers under addition; an edge is added when started and subtracted when
-  finished, so a stamp is one atomic DynamoDB ``ADD``.
-
-Each algebra validates values (before any request is sent), computes a stamp's delta and
-turns values into the canonical bytes an op id's payload hash covers.
+"""The two groups a chain can count in, xor and sum (docs/concepts.md, "xor or sum:
+which mode"): each validates values before any request is sent, computes a stamp's delta
+and the canonical bytes an op id's payload hash covers.
 """
 
 from __future__ import annotations
@@ -18,8 +12,6 @@ from typing import Literal
 
 from ..errors import InvalidConfig, InvalidStamp, InvalidStampType, ZeroBufferNoOp
 from ..stamps import MAX_STAMP_BYTES, Stamp, as_bytes, new_stamp, xor_all
-
-__all__ = ["Mode", "Value", "EdgeLike", "Algebra", "XorAlgebra", "SumAlgebra", "algebra_for", "MAX_SUM"]
 
 Mode = Literal["xor", "sum"]
 #: A chain's stored value: bytes in xor mode, an int in sum mode.

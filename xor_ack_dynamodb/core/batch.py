@@ -1,15 +1,6 @@
-"""Many calls on distinct chains, stepped together: the planning half of ``run_many``
-(docs/concepts.md, "Many chains at once").
-
-A driver's ``run_many`` runs the very same sans-IO calls (:mod:`.calls`) side by side, in
-lockstep: the reads they ask for in a pass go out as BatchGetItem, their conditional
-writes as TransactWriteItems (applied all or none), and each call gets its own reply, so
-every rule (duplicates, owners, states, lost responses) applies exactly as when the call
-runs alone. :class:`Lockstep` never sends, waits or reads the clock, so the sync and
-asyncio drivers share it. A transaction cancelled because some entries' own conditions
-failed applied nothing: those calls get their rejection (with the chain as it stands),
-the others are sent again at once. A store without transactions (dynalite) gets the
-writes one by one. :class:`EndpointWatch` ends a batch promptly when its endpoint is dead.
+"""Many calls on distinct chains, stepped together: the planning half of a driver's
+``run_many`` (docs/concepts.md, "Many chains at once"). Each call gets its own reply,
+so every rule applies exactly as when it runs alone.
 """
 
 from __future__ import annotations
@@ -34,19 +25,6 @@ from .messages import (
     tag_of,
 )
 from .rules import ChainRules
-
-__all__ = [
-    "Lockstep",
-    "BatchResult",
-    "EndpointWatch",
-    "StatusResult",
-    "BATCH_SIZE",
-    "TRANSACTION_SIZE",
-    "UNREACHABLE_GROUPS",
-    "chunks",
-    "statuses",
-    "failure_type",
-]
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -90,9 +68,8 @@ def _counts(groups: dict[str, int]) -> str:
 
 class BatchResult(dict[str, V | Exception]):
     """Each chain's outcome of a batch call, by tag, in the order given: its value, or
-    the typed error (``TagExists``, ``TagAcked``...) or the store's exception (when
-    transient failures outlasted a group's retry budget) it ended with: a plain dict,
-    with :attr:`ok`, :attr:`failed`, :meth:`failures_by_type` and :meth:`summary`."""
+    the typed error or the store's exception (transient failures past a group's retry
+    budget) it ended with."""
 
     @property
     def ok(self) -> dict[str, V]:
@@ -114,10 +91,9 @@ class BatchResult(dict[str, V | Exception]):
 
 
 class StatusResult(dict[str, ChainStatus]):
-    """The statuses ``status_many`` read, by tag, in the order asked: a plain dict of the
-    chains found (an item that cannot be decoded as ``corrupt``), plus :attr:`missing`,
-    the tags asked for that have no chain. A read that fails is never a missing tag:
-    ``status_many`` raises instead."""
+    """The statuses ``status_many`` read, by tag, in the order asked (an undecodable
+    item as ``corrupt``), plus :attr:`missing`, the tags that have no chain (a failed
+    read is never a missing tag: ``status_many`` raises)."""
 
     def __init__(self, found: Iterable[tuple[str, ChainStatus]] = (), missing: Iterable[str] = ()) -> None:
         super().__init__(found)
@@ -135,22 +111,11 @@ class StatusResult(dict[str, ChainStatus]):
 
 
 class EndpointWatch:
-    """Whether a batch's endpoint is dead, from the groups it has finished.
-
-    A group is *unreachable* when every one of its calls ended, after the group's whole
-    retry budget, with :class:`~xor_ack_dynamodb.errors.EndpointUnreachable` (or its
-    subclass ``ConnectTimeout``): its last attempts never reached the service. After
-    ``limit`` unreachable groups in a row (in the order they finished), :meth:`dead` names
-    the last one's error, and while it does a driver starts no more groups: :meth:`unsent`
-    gives each of their calls an error of the same type, naming its tag, the last
-    group's error as its ``__cause__``. Those calls sent nothing, so nothing of theirs
-    was applied. A group already running runs to its end and keeps its own outcomes (a
-    write in flight at the death stays one that may have been applied).
-
-    Any other ending (a value, a rule's error, a throttle or a read timeout that
-    outlasted the budget) breaks the run: a slow or throttling endpoint never trips it.
-    Groups of one batch may finish in several threads at once: :meth:`record` only
-    appends to a list (atomic), so no update is lost.
+    """Whether a batch's endpoint is dead (docs/performance.md, "A dead endpoint"): after
+    ``limit`` groups in a row whose every call ended :class:`EndpointUnreachable`
+    through the group's retry budget, a driver starts no more groups, and :meth:`unsent`
+    gives their calls (which sent nothing) an error of that type. Any other ending breaks
+    the run. :meth:`record` only appends to a list, so threads may share it.
     """
 
     def __init__(self, limit: int = UNREACHABLE_GROUPS) -> None:
@@ -172,9 +137,8 @@ class EndpointWatch:
         return last[-1]
 
     def unsent(self, tags: Sequence[str], cause: EndpointUnreachable) -> list[Exception]:
-        """The error of each of ``tags``, whose calls are not sent since the endpoint is
-        dead (``cause``, what :meth:`dead` returned): of ``cause``'s type, with its
-        service, operation, region and endpoint, ``cause`` as its ``__cause__``."""
+        """The error of each of ``tags``, not sent since the endpoint is dead: of
+        ``cause``'s type and names, ``cause`` as its ``__cause__``."""
         errors: list[Exception] = []
         for tag in tags:
             error = type(cause)(
@@ -202,14 +166,11 @@ def statuses(batch: BatchRead, rules: ChainRules, now: int) -> dict[str, ChainSt
 
 
 class Lockstep(Generic[T]):
-    """The calls of one ``run_many`` (on distinct chains) and where each stands: a
-    :class:`~.calls.Step` waiting on a request, a round that ended in :class:`Again` or
-    :class:`Transient` (to run again after a backoff), or a result.
-
-    A driver's attempt: :meth:`start` the rounds at its now, then passes while they
-    progress (send the requests :meth:`sort` groups, hand the answers to :meth:`feed`);
-    while :attr:`unfinished`, it backs off and attempts again; when its budget is spent,
-    :meth:`give_up`. :meth:`outcomes` then holds each call's result or error."""
+    """The calls of one ``run_many`` (on distinct chains) and where each stands: a step
+    waiting on a request, a round to run again after a backoff, or a result. A driver's
+    attempt: :meth:`start`, then passes (send what :meth:`sort` groups, :meth:`feed` the
+    answers); back off while :attr:`unfinished`; :meth:`give_up` when the budget is
+    spent; then :meth:`outcomes`."""
 
     def __init__(
         self,
@@ -264,9 +225,7 @@ class Lockstep(Generic[T]):
 
     def cancelled(self, chunk: list[int], answer: Cancelled, answers: dict[int, Answer]) -> list[int]:
         """Record the rejections of a cancelled transaction; return the entries to send
-        again at once (they were only held back by those). A transaction cancelled for
-        no entry's own condition (a conflict with another, a throttle) leaves its
-        entries unanswered."""
+        again at once (none when no entry's own condition failed)."""
         for position, rejection in answer.rejected.items():
             answers[chunk[position]] = (rejection, None)
         if not answer.rejected:
@@ -282,8 +241,7 @@ class Lockstep(Generic[T]):
         self, chunk: list[int], answer: Committed, read: BatchRead | Exception, answers: dict[int, Answer]
     ) -> None:
         """Record a committed transaction's replies, with the chains of its updates as
-        ``read`` after it (``later``), or, when that read failed, its error (keys left
-        unprocessed through the budget count as transient: the calls read again)."""
+        ``read`` after it (``later``), or that read's error."""
         chains: dict[str, Chain] = {} if isinstance(read, Exception) else {c.tag: c for c in read.chains}
         for i, written in zip(chunk, answer.replies, strict=True):
             if not self._unread(i, written):

@@ -1,18 +1,10 @@
-"""The tracker operations as sans-IO state machines.
+"""The tracker operations as sans-IO state machines (the stamps: :mod:`.stamping`).
 
-Each call is an object whose :meth:`Call.round` is a generator: it yields the requests
-of :mod:`.messages`, receives the store's replies, and returns the call's result, or
-raises its error. A driver (:mod:`xor_ack_dynamodb.drivers`, in threads or in an event
-loop) steps rounds with :class:`Step`: a round that raises :class:`Again` lost a race
-and runs again after a backoff; a store failure is thrown into the round as
-:class:`Transient`, after which the round ends and runs again. The call object keeps
-what it learned between rounds (the chain it last saw, whether an earlier write's
-outcome is unknown), so no decision is ever made twice in two places.
-
-The stamps (:class:`~.stamping.StampCall`, :class:`~.stamping.AddCall`) are in
-:mod:`.stamping`. The hard cases, as timelines (a lost response, ABA, a history reset
-under an unknown outcome, sum mode's one ``acked``), are in docs/concepts.md,
-"Concurrency".
+A call's :meth:`Call.round` is a generator: it yields the requests of :mod:`.messages`,
+is sent the store's replies, and returns the call's result or raises its error. A round
+that raises :class:`Again` lost a race; a store failure is thrown into it as
+:class:`Transient`; either way the driver runs another round after a backoff, and the
+call object keeps what it learned. The hard cases: docs/concepts.md, "Concurrency".
 """
 
 from __future__ import annotations
@@ -43,20 +35,6 @@ from .messages import (
 from .rules import ChainRules
 from .verdicts import DEFERRED, Duplicate, Reject, StampPlan, Unchanged
 
-__all__ = [
-    "Again",
-    "Transient",
-    "Call",
-    "CreateCall",
-    "FailCall",
-    "TouchCall",
-    "StatusCall",
-    "DeleteCall",
-    "remove_tombstone",
-    "Round",
-    "Step",
-]
-
 log = logging.getLogger("xor_ack_dynamodb")
 
 T = TypeVar("T")
@@ -78,11 +56,9 @@ class Transient(Exception):
 
 
 class Step(Generic[T]):
-    """One round of a call, stepped by a driver: send :attr:`request` to the store, then
-    hand back its :meth:`reply` or the exception it raised (:meth:`failed`), until
-    :attr:`done`; then :attr:`result` is the round's result. The round's own errors
-    (:class:`Again`, :class:`Transient`, the call's typed errors) propagate from
-    :meth:`reply` / :meth:`failed`. The step never waits: the driver does."""
+    """One round of a call, stepped by a driver: send :attr:`request`, hand back its
+    :meth:`reply` or error (:meth:`failed`), until :attr:`done`; then :attr:`result`.
+    The round's own errors propagate from :meth:`reply` / :meth:`failed`."""
 
     def __init__(self, round_: Round[T], is_transient: Callable[[BaseException], bool]) -> None:
         self._round = round_
@@ -113,9 +89,8 @@ _WRITES = (Put, Remove, RemoveAny, Add, Extend, MarkFailed)
 
 
 class Call(Generic[T]):
-    """State shared by every call: the tag, the chain last seen (``known``, which the
-    driver caches), whether that value is a fresh read, and counters for the tracker's
-    stats (``conflicts``, ``duplicates``, ``trims``...)."""
+    """State shared by every call: the tag, the chain last seen (``known``), whether an
+    earlier write's outcome is ``unknown``, and counters for the tracker's stats."""
 
     def __init__(self, rules: ChainRules, tag: str, known: Chain | None = None) -> None:
         self.rules = rules
@@ -130,8 +105,7 @@ class Call(Generic[T]):
         raise NotImplementedError
 
     def _io(self, request: Request) -> Generator[Request, Any, Any]:
-        """Yield ``request`` and return the reply, noting an unknown outcome for a write
-        that failed transiently or was resent."""
+        """Yield ``request`` and return the reply, noting an unknown outcome for a write."""
         try:
             reply = yield request
         except Transient:
@@ -151,8 +125,7 @@ class Call(Generic[T]):
         self.known, self.fresh, self.gone = chain, True, chain is None
 
     def _after(self, reply: Written) -> Chain:
-        """The chain a write left; :class:`TagNotFound` when it was read back after a
-        transaction and found deleted since."""
+        """The chain a write left; :class:`TagNotFound` when it was deleted since."""
         if reply.chain is None:
             raise self._not_found()
         self._saw(reply.chain)
@@ -170,10 +143,8 @@ class Call(Generic[T]):
 
 
 class CreateCall(Call[Stamp | Sum]):
-    """``create()``: a blind conditional Put (one request on the happy path); on a
-    chain already there, the rules decide duplicate / overwrite / TagExists, and an
-    overwrite is a Put conditioned on the chain it replaces (so a chain that expires
-    between a check and the write is judged as it is when the write is made)."""
+    """``create()``: a blind conditional Put; on a chain already there, the rules
+    decide, and an overwrite is a Put conditioned on the chain it replaces."""
 
     def __init__(
         self,
@@ -213,8 +184,8 @@ class CreateCall(Call[Stamp | Sum]):
 
 
 def remove_tombstone(call: Call[Any], chain: Chain) -> Generator[Request, Any, None]:
-    """``delete_on_ack``: delete the acked tombstone just written. Best effort: if this
-    fails, the tombstone stays until its retention ends (TTL), which is harmless."""
+    """``delete_on_ack``: delete the acked tombstone just written (best effort: one left
+    behind is purged by TTL)."""
     try:
         reply = yield Remove(chain)
     except Transient:
@@ -225,8 +196,8 @@ def remove_tombstone(call: Call[Any], chain: Chain) -> Generator[Request, Any, N
 
 
 class FailCall(Call[tuple[ChainStatus, bool]]):
-    """``fail()``: one conditional write (no read). Returns the status and whether this
-    call failed the chain (False when it had already failed)."""
+    """``fail()``: one conditional write. Returns the status and whether this call
+    failed the chain."""
 
     def __init__(self, rules: ChainRules, tag: str, reason: str | None, owner: str | None) -> None:
         super().__init__(rules, tag)
@@ -280,8 +251,7 @@ class StatusCall(Call[ChainStatus]):
 
 class DeleteCall(Call[None]):
     """``delete()``: an unconditional delete. Finding nothing is :class:`TagNotFound`,
-    unless the request had been sent before (by botocore or an earlier round), since
-    that earlier copy may be the one that deleted it."""
+    unless an earlier copy of the request may be the one that deleted it."""
 
     def round(self, now: int) -> Round[None]:
         reply = yield from self._io(RemoveAny(self.tag))

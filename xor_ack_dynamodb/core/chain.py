@@ -1,8 +1,4 @@
-"""A chain's value as the rules see it: immutable, storage-neutral.
-
-Stores turn their records into :class:`Chain` values (the DynamoDB item codec, the
-in-memory dict) and back; the rules only ever compute new ``Chain`` values from old ones.
-"""
+"""A chain's value as the rules see it: immutable, storage-neutral."""
 
 from __future__ import annotations
 
@@ -14,20 +10,6 @@ from typing import Any, Literal
 from ..errors import InvalidConfig
 from ..stamps import Position
 from .algebra import Mode, Value
-
-__all__ = [
-    "Chain",
-    "Op",
-    "StoredState",
-    "op_key",
-    "random_op",
-    "new_token",
-    "updated",
-    "new_lineage",
-    "OP_KEY_BYTES",
-    "DIGEST_BYTES",
-    "BLOCK",
-]
 
 #: What a chain's ``state`` attribute holds. ``expired`` is never stored: it is how a
 #: pending chain reads once its deadline (plus the skew margin) has passed.
@@ -42,9 +24,7 @@ OP_KEY_BYTES = 8
 DIGEST_BYTES = 4
 TOKEN_BYTES = 8
 LINEAGE_BYTES = 8
-#: Ops per history block: block ``b`` of a chain holds positions ``b * BLOCK + 1`` to
-#: ``(b + 1) * BLOCK``, so every writer of a chain agrees where each position is kept. 40
-#: keeps a stamp within one write unit (why 40: docs/concepts.md, "Exactly once for a
+#: Ops per history block, at fixed places (why 40: docs/concepts.md, "Exactly once for a
 #: chain's whole life"; ``tests/test_item_budget.py``).
 BLOCK = 40
 #: The hash stored for an op whose payload is not known (a batch marker): it matches
@@ -76,8 +56,7 @@ def op_key(op_id: str, namespace: str) -> bytes:
 
 
 def payload_digest(kind: str, payload: bytes) -> bytes:
-    """The hash an op is remembered with: ``kind`` (stamp/create) and the canonical
-    bytes of its value."""
+    """The hash an op's ``kind`` (stamp/create) and canonical payload are kept with."""
     return hashlib.blake2b(kind.encode() + b"\x00" + payload, digest_size=DIGEST_BYTES).digest()
 
 
@@ -94,16 +73,14 @@ def random_op() -> Op:
 
 
 def new_lineage() -> bytes:
-    """A fresh lineage: drawn by every create, so that a chain created again under the
-    same tag (after it expired, or was deleted) never shares positions or history with
-    the one before."""
+    """A fresh lineage, drawn by every create: a chain created again under a tag never
+    shares positions or history with the one before."""
     return secrets.token_bytes(LINEAGE_BYTES)
 
 
 def new_token() -> bytes:
-    """A fresh write token: every write of this library stores a new one, and every
-    read-modify-write is conditioned on the one it read. Unlike a version number, a
-    random token never repeats, whoever else writes the item in between."""
+    """A fresh write token, stored by every write: unlike a version number, it never
+    repeats, whoever else writes the item in between (no ABA)."""
     return secrets.token_bytes(TOKEN_BYTES)
 
 
@@ -120,9 +97,7 @@ class Chain:
     are in the chain's history items, in blocks of :data:`BLOCK` (see :mod:`.history`).
     ``lineage`` is drawn by the create (None: an item a foreign writer reset);
     ``adopted`` marks a lineage a Python write started over such an item, whose earlier
-    ops are unknown. ``purge_at`` is the TTL attribute: when DynamoDB may
-    delete the item (a pending chain's deadline plus the retention, so a timed-out
-    chain stays readable as ``expired`` that long).
+    ops are unknown. ``purge_at`` is the TTL attribute.
     """
 
     tag: str

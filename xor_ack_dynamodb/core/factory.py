@@ -1,7 +1,6 @@
-"""Turning a tracker method's arguments into a call, after checking every one of them.
-
-Every tracker (``XorAckDynamoDB``, ``MemoryAck``, the asyncio tracker) builds its calls
-here, so bad input gets the same typed error everywhere, before any request is sent.
+"""Turning a tracker method's arguments into a call, after checking every one of them:
+every tracker builds its calls here, so bad input gets the same typed error everywhere,
+before any request is sent.
 """
 
 from __future__ import annotations
@@ -20,29 +19,13 @@ from .history import START, BlockCache
 from .rules import ChainRules
 from .stamping import AddCall, StampCall
 
-__all__ = [
-    "CallFactory",
-    "StampSpec",
-    "seconds",
-    "skew_seconds",
-    "chain_pairs",
-    "fit_reason",
-    "MAX_REASON",
-    "MAX_OWNER",
-    "MAX_DURATION",
-    "MAX_SKEW",
-]
-
 #: The longest failure reason accepted, in characters; a longer one is refused
 #: (:class:`InvalidConfig`), never cut silently: :func:`fit_reason` shortens one visibly.
 MAX_REASON = 1024
 #: The longest owner name accepted.
 MAX_OWNER = 256
-#: The longest ``ttl`` or ``retention`` accepted: 100 years (36,525 days), in seconds. A
-#: chain's TTL value is its deadline plus the skew plus the retention, and its history
-#: blocks' one more retention: with both at most this, every value the library writes
-#: stays within ``datetime``'s year 9999 (what ``ChainStatus.expires_at`` must hold) for
-#: any clock before the year 9699.
+#: The longest ``ttl`` or ``retention`` accepted: 100 years, in seconds. Every epoch the
+#: library writes then stays within ``datetime``'s year 9999 for any clock before 9699.
 MAX_DURATION = 36_525 * 86_400
 #: The largest clock-skew margin accepted, in seconds.
 MAX_SKEW = 3600
@@ -142,9 +125,8 @@ def _reason(reason: object, tag: str) -> str | None:
 
 
 def _after(op_id: str | None, after: object) -> Position | None:
-    """The position after which earlier copies of a stamp's op can have landed (see
-    ``stamp()``), checked: ``after``, else the lineage's :data:`~.history.START`; None
-    when the library draws the op id (no ``op_id``): no earlier copy exists."""
+    """``after`` checked, else :data:`~.history.START`; None when the library draws the
+    op id (no earlier copy exists)."""
     if after is not None and not isinstance(after, Position):
         raise InvalidConfig(f"after must be a Position (a result's .position), got {type(after).__name__}")
     return None if op_id is None else after or START
@@ -216,9 +198,8 @@ class CallFactory:
         return StampCall(self.rules, tag, [(delta, op, checked_owner, checked_after)], known, self.history)
 
     def batch_stamp(self, spec: StampSpec, known: Chain | None = None) -> StampCall:
-        """A stamp of a batch: a read-modify-write in either mode (written in a
-        transaction with the batch's others, where the sum mode's blind ADD could not
-        be, since a transaction returns no values)."""
+        """A stamp of a batch: a read-modify-write in either mode (a transaction returns
+        no values, so a blind ADD could not be in one)."""
         if not isinstance(spec, StampSpec):
             raise InvalidConfig(f"stamp_many() takes StampSpec values, got {type(spec).__name__}")
         tag = check_tag(spec.tag)

@@ -1,19 +1,10 @@
-"""A chain's op history, and the one value a duplicate check moves: a :class:`Position`
-(docs/concepts.md, "Exactly once for a chain's whole life").
+"""A chain's op history in blocks, and the one value a duplicate check moves: a
+:class:`Position` (docs/concepts.md, "Exactly once for a chain's whole life").
 
-Ops older than a chain's window move to history items in blocks of
-:data:`~.chain.BLOCK` consecutive positions at fixed places, so a move is idempotent and
-a lookup of positions ``(a, b]`` is one batch read of known keys. A block never changes
-once written: a tracker keeps the blocks it saw (:class:`Searched` over a
-:class:`BlockCache`).
-
-The one rule: an op is checked for earlier copies from the earliest position where one
-could exist, ``after`` (the caller's, else :data:`START`; None only for an op id the
-library drew itself in this call, until that call's own write has an unknown outcome).
-:func:`check` moves ``after`` on: once the op is known absent up to a chain's position,
-that position is the next write's ``after`` and its guard (:func:`guard`). A position
-not kept (a missing block, a lineage a foreign writer reset) is unknowable:
-``OutcomeUnknown``. Pure: the calls (:mod:`.stamping`) ask the store for the blocks.
+An op is checked for earlier copies from ``after``, the earliest position one could
+have landed at (None: an op id the library drew, no copy exists); :func:`check` moves it
+on, and it is the next write's guard (``ChainRules.covers``). A position not kept is unknowable
+(``OutcomeUnknown``).
 """
 
 from __future__ import annotations
@@ -24,31 +15,9 @@ from typing import Protocol
 from ..stamps import Position
 from .chain import BLOCK, Chain, Op
 
-__all__ = [
-    "Block",
-    "BlockCache",
-    "START",
-    "guard",
-    "Found",
-    "Lookup",
-    "Unknowable",
-    "Searched",
-    "check",
-    "due",
-    "responsible",
-]
-
 #: The start of whatever lineage a chain has: an ``after`` that searches it whole (and,
 #: as a write's guard, tests no lineage).
 START = Position(b"", 0)
-
-
-def guard(after: Position) -> tuple[int, bytes | None]:
-    """The guard of a write whose op is known absent up to ``after``, built once for
-    every store: no op after position ``seq`` has left the chain's window (``cut_seq <=
-    seq``), on ``lineage`` (``b""``: a chain without one; None, for :data:`START`:
-    whichever the chain has). An op not in the window then did not land."""
-    return after.seq, None if after == START else after.lineage
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +38,8 @@ class Found:
 
 @dataclass(frozen=True, slots=True)
 class Lookup:
-    """Read blocks ``indexes`` of lineage ``lineage``: they cover every position not in
-    the window since ``after``, so an op found in none of them was not applied (a
-    missing block is unknowable)."""
+    """Read blocks ``indexes`` of lineage ``lineage``: every position not in the window
+    since ``after``."""
 
     lineage: bytes
     indexes: tuple[int, ...]
@@ -87,11 +55,9 @@ class Unknowable:
 def check(
     chain: Chain, key: bytes, after: Position | None, searched: Searched | None
 ) -> Position | Found | Lookup | Unknowable:
-    """Where the op ``key``, whose earlier copies can only have landed after ``after``
-    (None: none exists), stands on ``chain``: :class:`Found`; else the position up to
-    which it is known absent (``chain``'s last, or ``after`` if later on its lineage),
-    the ``after`` a write on ``chain`` is then guarded by; or the blocks to read first
-    (those not yet ``searched``); or :class:`Unknowable`."""
+    """Where the op ``key`` stands on ``chain``: :class:`Found`; else the position up to
+    which it is known absent (the ``after`` a write on ``chain`` is then guarded by); or
+    the blocks to read first (those not yet ``searched``); or :class:`Unknowable`."""
     here = chain.position
     at = chain.position_of(key)
     if at is not None:
@@ -116,8 +82,8 @@ def check(
 
 
 class BlockCache(Protocol):
-    """History blocks shared by a tracker's calls (thread-safe; keys name a lineage and
-    an index). Blocks never change once written, so an entry is never stale."""
+    """History blocks shared by a tracker's calls (thread-safe). Blocks never change
+    once written, so an entry is never stale."""
 
     def get(self, key: str) -> tuple[Op, ...] | None: ...
 
@@ -167,10 +133,8 @@ class Searched:
 
 
 def due(chain: Chain, window: int, committed: int, upto: int | None = None, most: int = 4) -> list[Block]:
-    """The blocks of ``chain`` to move out of its window, oldest first: whole blocks
-    from ``cut_seq``, of positions already stored (up to ``committed``) and, with
-    ``upto``, within the first ``upto`` positions, while at least ``window`` ops stay;
-    at most ``most``."""
+    """Up to ``most`` whole blocks of ``chain`` to move out of its window, oldest first:
+    of positions up to ``committed`` (and ``upto``), while ``window`` ops stay."""
     out: list[Block] = []
     cut = chain.cut_seq
     while (
@@ -187,8 +151,6 @@ def due(chain: Chain, window: int, committed: int, upto: int | None = None, most
 
 def responsible(position: int, window: int) -> int | None:
     """The last position whose block the writer of the op at ``position`` must move
-    out (sum mode, after its ``ADD``): exactly one writer is responsible for each
-    block, the one whose op took the list :data:`BLOCK` + ``window`` past the block's
-    start. None when it is responsible for none."""
+    out (sum mode; one writer per block: docs/concepts.md, "Moving a block"), or None."""
     beyond = position - window
     return beyond if beyond > 0 and beyond % BLOCK == 0 else None

@@ -1,13 +1,7 @@
-"""The I/O the calls ask of a store, and what a store answers.
-
-A call (:mod:`.calls`) yields one of these requests; the driver hands it to the store and
-sends back a :class:`Written` or :class:`Rejected` (or a chain, for :class:`Read`), or
-throws the store's exception into the call. Every conditional request is atomic in the
-store, as DynamoDB makes one item's; the conditions of :class:`Add`, :class:`Extend`,
-:class:`MarkFailed` and a dated :class:`Put` are the ``ChainRules`` predicates
-``add_allowed``, ``touch_allowed``, ``fail_allowed`` and ``before_deadline``, and a store
-must implement exactly those. Every deadline test uses the clock as the request is sent
-(:func:`dated`), never the reading its round began with.
+"""The requests the calls ask of a store, and its replies. Every conditional request is
+atomic in the store; its condition is the ``ChainRules`` predicate its docstring names,
+and a store must implement exactly that. Every deadline test uses the clock as the
+request is sent (:func:`dated`).
 """
 
 from __future__ import annotations
@@ -19,33 +13,6 @@ from .algebra import Value
 from .chain import Chain, Op
 from .history import Block
 
-__all__ = [
-    "Read",
-    "Put",
-    "Remove",
-    "RemoveAny",
-    "Add",
-    "Extend",
-    "MarkFailed",
-    "Trim",
-    "WriteHistory",
-    "ReadHistory",
-    "HistoryRead",
-    "Request",
-    "Written",
-    "Rejected",
-    "Reply",
-    "DATED",
-    "dated",
-    "judged_at",
-    "TRANSACTABLE",
-    "Committed",
-    "Cancelled",
-    "TransactionsUnsupported",
-    "BatchRead",
-    "tag_of",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Read:
@@ -56,12 +23,9 @@ class Read:
 
 @dataclass(frozen=True, slots=True)
 class Put:
-    """Write ``new`` whole, only if the stored chain is still ``expect`` (its write
-    token; for a foreign item, its value and version), or, with ``expect`` None, only if
-    there is no chain. With ``now`` (a stamp's write), also only if the stored chain's
-    deadline has not passed at ``now`` (``ChainRules.before_deadline``); None: no
-    deadline test (a create's, a completion's). Answered with ``Written(new)`` or
-    ``Rejected``."""
+    """Write ``new`` whole, only if the stored chain is still ``expect`` (its token;
+    for a foreign item, its value and version; None: no chain), and with ``now`` (a
+    stamp's write) ``ChainRules.before_deadline``."""
 
     new: Chain
     expect: Chain | None
@@ -86,13 +50,8 @@ class RemoveAny:
 @dataclass(frozen=True, slots=True)
 class Add:
     """Sum mode's stamp: ``ADD`` ``delta`` to the sum and append ``op``, if
-    ``ChainRules.add_allowed``. Answered with ``Written(the chain after)``.
-
-    ``NOT contains(ops, :op)`` only sees the window: a write whose op may have an
-    earlier copy carries ``after``, the position after which that copy can have landed
-    and up to which the op is known absent, and then lands only if no op after it has
-    left the window, on its lineage (``ChainRules.covers``). None: no earlier copy
-    exists (an op id the library drew, first sent)."""
+    ``ChainRules.add_allowed``, guarded by ``after`` (``ChainRules.covers``; None: no
+    earlier copy exists). Answered with ``Written(the chain after)``."""
 
     tag: str
     delta: Value
@@ -125,10 +84,8 @@ class MarkFailed:
 
 @dataclass(frozen=True, slots=True)
 class Trim:
-    """Remove the ``count`` oldest ops (positions ``cut + 1`` to ``cut + count``, whose
-    history block is already written) if the chain still starts its list there, on
-    ``lineage``, and keeps ``window`` ops after them (``ChainRules.trim_allowed``).
-    Answered with ``Written(None)``."""
+    """Remove the ``count`` oldest ops (positions ``cut + 1`` on) if
+    ``ChainRules.trim_allowed``. Answered with ``Written(None)``."""
 
     tag: str
     count: int
@@ -140,8 +97,8 @@ class Trim:
 
 @dataclass(frozen=True, slots=True)
 class WriteHistory:
-    """Store ``blocks`` of lineage ``lineage``'s history (idempotent: a block's content
-    never changes), kept until ``purge_at``. Answered with ``Written(None)``."""
+    """Store ``blocks`` of lineage ``lineage``'s history (idempotent), kept until
+    ``purge_at``. Answered with ``Written(None)``."""
 
     tag: str
     lineage: bytes
@@ -151,8 +108,7 @@ class WriteHistory:
 
 @dataclass(frozen=True, slots=True)
 class ReadHistory:
-    """Read blocks ``indexes`` of lineage ``lineage``'s history (strongly consistent).
-    Answered with :class:`HistoryRead`."""
+    """Read blocks ``indexes`` of lineage ``lineage``'s history (strongly consistent)."""
 
     tag: str
     lineage: bytes
@@ -182,11 +138,9 @@ def tag_of(request: Request) -> str:
 @dataclass(frozen=True, slots=True)
 class Written:
     """The request was applied; ``chain`` is the chain after it (None after a delete;
-    for :class:`RemoveAny`, the chain it deleted, or None if there was none).
-    ``resent`` is True when the transport sent the request more than once (botocore's
-    own retries), so an earlier copy may be the one that was applied. ``later`` is True
-    when ``chain`` was read after the write rather than returned by it (an update in a
-    transaction): writes that landed after this one may show in it."""
+    for :class:`RemoveAny`, the chain it deleted). ``resent``: the transport sent it more
+    than once, so an earlier copy may be the one applied. ``later``: ``chain`` was read
+    after the write (an update in a transaction), so later writes may show in it."""
 
     chain: Chain | None
     resent: bool = False
@@ -195,12 +149,9 @@ class Written:
 
 @dataclass(frozen=True, slots=True)
 class Rejected:
-    """The condition failed; ``current`` is the chain as the store holds it now (None if
-    there is none). ``resent`` as for :class:`Written`: an earlier copy of the same
-    request may have been applied, and be why this one was rejected. ``at``: the clock
-    reading the request's deadline test was sent with, when the driver dated it
-    (:func:`dated`) later than the call's round began: the call judges the rejection at
-    that time (:func:`judged_at`)."""
+    """The condition failed; ``current`` is the chain as the store holds it now.
+    ``resent`` as for :class:`Written`. ``at``: the clock reading the driver dated the
+    request with (:func:`dated`), when later than the round's (:func:`judged_at`)."""
 
     current: Chain | None
     resent: bool = False
@@ -209,20 +160,14 @@ class Rejected:
 
 Reply = Written | Rejected
 
-#: The requests whose condition tests the chain's deadline against the writer's clock
-#: (a :class:`Put` only with its ``now``), and :class:`MarkFailed`, whose ``now`` dates
-#: the tombstone: the driver dates them as they are sent (:func:`dated`).
+#: The requests the driver dates as they are sent (:func:`dated`).
 DATED = (Put, Add, Extend, MarkFailed)
 
 
 def dated(request: Request, now: int) -> Request:
-    """``request`` as sent at the clock reading ``now``: the ``now`` of a request in
-    :data:`DATED` (a :class:`Put` only when it has one) becomes ``now``, never earlier
-    than the one the call gave it (a clock stepped back does not weaken a test the call
-    already passed). The driver calls this just before it hands the request to the
-    store, so that a deadline test is made with the writer's clock as the request goes
-    out, not as its round began (a round may wait seconds on reads first). Every other
-    request is returned as it is."""
+    """``request`` as sent at the clock reading ``now`` (called by the driver just
+    before it hands the request to the store): the ``now`` of a request in
+    :data:`DATED` becomes ``now``, never earlier than the call's own."""
     if isinstance(request, Put):
         if request.now is None or request.now >= now:
             return request
@@ -244,19 +189,16 @@ TRANSACTABLE = (Put, Remove, Add, Extend, MarkFailed)
 
 @dataclass(frozen=True, slots=True)
 class Committed:
-    """A transaction of requests (``ChainStore.transact``) was applied as a whole;
-    ``replies`` are in the requests' order. A ``Written`` of an update (``Add``,
-    ``Extend``, ``MarkFailed``) carries no chain: DynamoDB returns none from a
-    transaction."""
+    """A transaction was applied as a whole; ``replies`` in the requests' order (an
+    update's carries no chain: DynamoDB returns none from a transaction)."""
 
     replies: list[Written]
 
 
 @dataclass(frozen=True, slots=True)
 class Cancelled:
-    """A transaction was applied not at all. ``rejected`` maps the positions of the
-    requests whose condition failed to their rejection (with the chain as it stands);
-    every other request may simply be sent again."""
+    """A transaction was applied not at all. ``rejected``: the positions of the
+    requests whose condition failed; every other may simply be sent again."""
 
     rejected: dict[int, Rejected]
 
@@ -268,8 +210,8 @@ class TransactionsUnsupported(Exception):
 
 @dataclass
 class BatchRead:
-    """What one batch read returned: the chains found, the items that could not be
-    decoded (tag -> why), and the tags the store did not get to (to ask again)."""
+    """One batch read: the chains found, undecodable items (tag -> why), and the tags
+    the store did not get to."""
 
     chains: list[Chain] = field(default_factory=list)
     corrupt: dict[str, str] = field(default_factory=dict)

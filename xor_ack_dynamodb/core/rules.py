@@ -1,26 +1,12 @@
-"""The chain rules: pure decisions over an immutable :class:`Chain` and "now".
+"""The chain rules: pure decisions over an immutable :class:`Chain` and "now", once for
+every store and driver, and the conditions a store evaluates for its blind writes.
 
-Everything a tracker decides lives here, once, for every store and driver: whether a
-create, stamp, fail or touch may be written on a chain as it stands, is a duplicate of an
-op already applied, or is refused with which error; what the chain looks like after it;
-which chains read as expired; the conditions a store evaluates for its blind writes. No
-I/O, no clock, no randomness except the fresh write token each new value carries.
-
-States (docs/concepts.md, "States"; docs/expiry.md): a chain is stored ``pending``,
-``acked`` or ``failed``. A stamp or touch is refused once the deadline has passed on the
-writer's clock, and its write carries the same test (``before_deadline``) dated as it is
-sent; a reader declares the chain ``expired`` (and a create may overwrite it) only once
-the deadline plus ``skew`` has passed on its clock. So no write lands on a chain some
-reader has declared expired while the clocks' disagreement plus a write's time in flight
-stays below ``skew``. A sum-mode chain whose sum is zero reads ``acked`` even if the
-write that stores the state was lost.
-
-Op ids: a create's op is kept for the chain's life (``create_op``), a stamp's in ``ops``
-(at least the chain's own ``window``), then in its history (:mod:`.history`). An op found
-in either is a duplicate (the caller gets the chain's current value, or
-:class:`OpIdReused` if the payload differs): a stamp is applied at most once per op id
-for the chain's lineage; where the history that would tell is gone,
-:class:`OutcomeUnknown` instead of a guess.
+States: docs/concepts.md, "States". A writer refuses a stamp or touch once the deadline
+has passed on its clock, and its write carries that test (``before_deadline``); a
+reader declares ``expired`` only past the deadline plus ``skew`` (docs/expiry.md,
+"Clocks and the skew margin"). A sum-mode chain whose sum is zero reads ``acked`` even
+if the write that stores the state was lost. Op ids: docs/concepts.md, "Op ids" and
+"Exactly once for a chain's whole life".
 """
 
 from __future__ import annotations
@@ -44,7 +30,7 @@ from ..stamps import Position, result
 from ..status import ChainStatus, State, epoch_to_datetime
 from .algebra import Algebra, Mode, Value, XorAlgebra, is_negative, is_zero
 from .chain import BLOCK, Chain, Op, StoredState, check_window, new_lineage, new_token, random_op, updated
-from .history import Block, Found, Lookup, Searched, Unknowable, check, due, guard
+from .history import START, Block, Found, Lookup, Searched, Unknowable, check, due
 from .messages import Trim
 from .verdicts import (
     APPLY,
@@ -58,9 +44,6 @@ from .verdicts import (
     Verdict,
 )
 
-# The verdicts themselves live in :mod:`.verdicts`.
-__all__ = ["ChainRules", "BATCH_CAP"]
-
 #: The most stamps one combined write carries.
 BATCH_CAP = BLOCK - 1
 
@@ -71,21 +54,9 @@ def _failed(tag: str, reason: str | None) -> TagFailed:
 
 @dataclass(frozen=True, slots=True)
 class ChainRules:
-    """The rule parameters of one tracker. Picklable.
-
-    :param algebra: xor or sum (:mod:`.algebra`).
-    :param ttl: seconds a new or touched chain may stay pending; None for chains that
-        never time out by the clock (``MemoryAck``'s default: it expires by rotation).
-    :param retention: seconds an ``acked``/``failed`` tombstone, or an expired chain,
-        stays readable before its item may be purged (the TTL attribute).
-    :param skew: the clock-skew margin in seconds (see the module doc).
-    :param window: op ids the items of chains this tracker creates keep at least (and
-        those of chains that carry no window of their own, such as the Node package's);
-        they hold up to ``window + BLOCK`` before a block moves to history.
-    :param delete_on_ack: delete a chain once it completes (the Node package's habit),
-        after first storing it as an ``acked`` tombstone so that the completing stamp's
-        outcome is never lost.
-    """
+    """The rule parameters of one tracker (``TrackerOptions`` documents each; ``ttl``
+    None: chains that time out by rotation only). Picklable. ``window``: op ids an item
+    keeps at least, up to ``window + BLOCK`` before a block moves to history."""
 
     algebra: Algebra = field(default_factory=XorAlgebra)
     ttl: int | None = 3600
@@ -102,13 +73,11 @@ class ChainRules:
         return self.algebra.mode
 
     def history_purge(self, chain: Chain) -> int | None:
-        """When a history block written for ``chain`` may be purged: a retention after
-        the chain's own purge time (a touch may push that later)."""
+        """When a history block written for ``chain`` may be purged."""
         return None if chain.purge_at is None else chain.purge_at + self.retention
 
     def _purge(self, now: int) -> int | None:
-        """When a chain finishing now may be purged (None without a clock ttl: such
-        chains, ``MemoryAck``'s, are purged by rotation)."""
+        """When a chain finishing now may be purged (None: by rotation only)."""
         return None if self.ttl is None else now + self.retention
 
     # -- reading ------------------------------------------------------------------------
@@ -191,15 +160,10 @@ class ChainRules:
         return False
 
     def judge_create(self, chain: Chain, op: Op, now: int, replace_expired: bool = True) -> Verdict:
-        """A create that found ``chain`` under its tag.
-
-        The create's own op is checked first, for the chain's whole life: a create that
-        is delivered again (botocore's resend, a retried task, a redelivered message)
-        returns the chain as it is, even when it has expired since, rather than
-        reviving it as a new pending chain with an empty history. Without
-        ``replace_expired``, a chain that timed out is not overwritten either
-        (``TagExists``), while a tombstone past its retention still is.
-        """
+        """A create that found ``chain`` under its tag. Its own op is checked first, for
+        the chain's whole life: a redelivered create returns the chain as it is, even
+        expired, never revives it. Without ``replace_expired``, a chain that timed out
+        is not overwritten either (``TagExists``)."""
         if chain.create_op is not None and chain.create_op.key == op.key:
             if not chain.create_op.same_payload(op):
                 return Reject(
@@ -234,17 +198,13 @@ class ChainRules:
         after: Position | None = None,
         searched: Searched | None = None,
     ) -> Verdict:
-        """A stamp on ``chain`` as it stands: duplicate, refused, to be applied, or not
-        to be judged before the history blocks of a :class:`~.history.Lookup` are read.
+        """A stamp on ``chain`` as it stands: duplicate, refused, to be applied, or a
+        :class:`~.history.Lookup` of the history blocks to read first.
 
-        Order matters: a known op is a duplicate whatever has happened to the chain
-        since (a redelivery after completion is not an error), so the op is looked for
-        in the window, then in the chain's history since ``after``, the earliest
-        position an earlier copy could have landed (None: no earlier copy exists), before
-        the chain's state may refuse it; where that history is gone the stamp is refused
-        with :class:`OutcomeUnknown`. A duplicate's ``acked`` is True only for the op
-        that completed the chain (the last op of a completed chain), so that exactly one
-        caller ever sees ``acked``.
+        A known op (in the window, then in the history since ``after``) is a duplicate
+        whatever happened to the chain since, so it is looked for before the state may
+        refuse the stamp; where that history is gone, :class:`OutcomeUnknown`. Only the
+        op that completed the chain gets a duplicate with ``acked`` True.
         """
         if chain is None:
             return Reject(TagNotFound(f"chain {tag!r} does not exist", tag=tag))
@@ -309,10 +269,9 @@ class ChainRules:
         return replace(chain, lineage=new_lineage(), adopted=True, create_op=random_op())
 
     def stamped(self, chain: Chain, delta: Value, ops: tuple[Op, ...], now: int) -> tuple[Chain, list[Block]]:
-        """``chain`` after a read-modify-write that applies ``delta`` with ``ops``, and
-        the history blocks that write moves out (to be written first): whole blocks of
-        ops already stored, while ``window`` ops stay. An ``acked`` tombstone if the
-        value reached zero; a ``failed`` one if a sum went negative (:data:`NEGATIVE`)."""
+        """``chain`` after a read-modify-write that applies ``delta`` with ``ops`` (an
+        ``acked`` tombstone at zero, a ``failed`` one below), and the history blocks
+        that write moves out (to be written first)."""
         value = self.algebra.combine(chain.value, delta)
         window = self.window_of(chain)
         done = is_zero(value)
@@ -342,17 +301,13 @@ class ChainRules:
         marker: Op | None = None,
         searched: Searched | None = None,
     ) -> StampPlan:
-        """Replay ``stamps`` (delta, op, owner, after) in order on ``chain``, as one
-        ``stamp()`` after another would: each applied stamp's outcome is the value after
-        it; a duplicate (in the chain, its history, or twice in the batch) returns the
-        value at its turn; a stamp after the batch completed the chain gets
-        :class:`TagAcked`. When a stamp needs history blocks not yet ``searched``, the
-        plan only lists them (``lookups``).
-
-        ``marker`` (a random op) goes first in the written op list when given, so that a
-        writer that lost the response of a combined write can tell it landed, whatever
-        other writers did. At most :data:`BATCH_CAP` stamps are applied in one write (the
-        rest are :data:`DEFERRED`).
+        """Replay ``stamps`` in order on ``chain``, as one ``stamp()`` after another
+        would (a duplicate, also twice in the batch, returns the value at its turn; a
+        stamp after the batch completed the chain gets :class:`TagAcked`), or list the
+        history blocks to read first (``lookups``). ``marker`` goes first in the written
+        op list, so a writer that lost a combined write's response can tell it landed.
+        At most :data:`BATCH_CAP` stamps are applied in one write (the rest
+        :data:`DEFERRED`).
         """
         out = StampPlan(new=None)
         chain = current = self.adopt(chain)  # a foreign writer's item: this write starts a lineage
@@ -397,8 +352,8 @@ class ChainRules:
     # -- fail, touch ----------------------------------------------------------------------
 
     def judge_fail(self, tag: str, chain: Chain | None, owner: str | None, now: int) -> Verdict:
-        """``fail()`` on ``chain``: a pending or expired chain fails; a failed one is
-        left as it is (its first reason stays); an acked one refuses."""
+        """A pending or expired chain fails; a failed one keeps its first reason; an
+        acked one refuses."""
         if chain is None:
             return Reject(TagNotFound(f"chain {tag!r} does not exist", tag=tag))
         refusal = self._owner_refusal(chain, owner)
@@ -416,22 +371,20 @@ class ChainRules:
         return updated(chain, now, state="failed", reason=reason, purge_at=self._purge(now))
 
     def judge_touch(self, tag: str, chain: Chain | None, owner: str | None, now: int) -> Verdict:
-        """``touch()`` on ``chain``: only a pending chain whose deadline has not passed
-        is extended; an expired one is not revived (replay it)."""
+        """Only a pending chain whose deadline has not passed is extended."""
         if chain is None:
             return Reject(TagNotFound(f"chain {tag!r} does not exist", tag=tag))
         refusal = self._owner_refusal(chain, owner) or self._refusal(chain, now)
         return Reject(refusal) if refusal is not None else APPLY
 
     def touched(self, chain: Chain, ttl: int | None, now: int) -> Chain:
-        """``chain`` with its deadline ``ttl`` from now (unchanged for None: a chain
-        that expires by rotation only)."""
+        """``chain`` with its deadline ``ttl`` from now (None: unchanged)."""
         deadline = chain.deadline if ttl is None else now + ttl
         purge_at = chain.purge_at if deadline is None else deadline + self.skew + self.retention
         return updated(chain, now, deadline=deadline, purge_at=purge_at)
 
-    # -- blind writes: the conditions a store evaluates as a write's condition (a DynamoDB
-    # ConditionExpression; the memory store calls them), and the chains they leave -------
+    # -- blind writes: each predicate is a write's condition (the codec's
+    # ConditionExpression; the memory store calls it), and the chains they leave ----------
 
     def add_allowed(
         self,
@@ -441,11 +394,7 @@ class ChainRules:
         now: int,
         after: Position | None = None,
     ) -> bool:
-        """The condition of a sum-mode stamp (one atomic ``ADD``, no read). As a
-        DynamoDB ConditionExpression: ``attribute_exists(sum) AND state = pending AND
-        sum <> 0 AND (attribute_not_exists(deadline) OR deadline >= :now) AND NOT
-        contains(ops, :op) [AND owner = :owner]``, and with ``after`` the guard
-        :meth:`covers`."""
+        """The condition of a sum-mode stamp (one atomic ``ADD``, no read)."""
         return (
             self.touch_allowed(chain, owner, now)
             and chain is not None
@@ -455,9 +404,6 @@ class ChainRules:
         )
 
     def fail_allowed(self, chain: Chain | None, owner: str | None) -> bool:
-        """A blind fail's condition: ``attribute_exists(pk) AND (attribute_not_exists(state)
-        OR state = pending) AND (attribute_not_exists(sum) OR sum <> 0) [AND owner =
-        :owner]``."""
         return (
             chain is not None
             and chain.state == "pending"
@@ -466,33 +412,27 @@ class ChainRules:
         )
 
     def touch_allowed(self, chain: Chain | None, owner: str | None, now: int) -> bool:
-        """A blind touch's condition: ``attribute_exists(pk) AND (attribute_not_exists(state)
-        OR state = pending) AND (attribute_not_exists(sum) OR sum <> 0) AND
-        (attribute_not_exists(deadline) OR deadline >= :now) [AND owner = :owner]``."""
         return self.fail_allowed(chain, owner) and self.before_deadline(chain, now)
 
     @staticmethod
     def before_deadline(chain: Chain | None, now: int) -> bool:
         """The deadline test of every write that keeps a chain going (a stamp's ``Put``
-        and ``ADD``, a touch): ``attribute_not_exists(deadline) OR deadline >= :now``,
-        ``now`` being the writer's clock as the request is sent. A missing chain passes
-        it (the rest of the condition decides)."""
+        and ``ADD``, a touch), ``now`` being the writer's clock as it is sent."""
         return chain is None or chain.deadline is None or chain.deadline >= now
 
     @staticmethod
     def covers(chain: Chain | None, after: Position | None) -> bool:
         """Whether ``chain`` passes the guard of a write whose op is known absent up to
-        ``after`` (:func:`~.history.guard`; None: no guard). As a ConditionExpression:
-        ``(attribute_not_exists(cutn) OR cutn <= :after_seq)`` and ``lin =
-        :after_lineage`` (``attribute_not_exists(lin)`` for an empty lineage)."""
+        ``after`` (None: no guard): no op after ``after.seq`` has left the window, on
+        ``after``'s lineage (any, for :data:`~.history.START`). An op not in the window
+        then did not land."""
         if chain is None or after is None:
             return True
-        seq, lineage = guard(after)
-        return (lineage is None or chain.position.lineage == lineage) and chain.cut_seq <= seq
+        same_lineage = after == START or chain.position.lineage == after.lineage
+        return same_lineage and chain.cut_seq <= after.seq
 
     def added(self, chain: Chain, delta: Value, op: Op, now: int) -> Chain:
-        """``chain`` after a sum-mode stamp: ``ADD sum :delta``, the op appended (not
-        trimmed), a new token. The state is left pending: the writer that sees zero
+        """``chain`` after a sum-mode stamp, still pending: the writer that sees zero
         stores ``acked`` next (:meth:`completed`)."""
         value = self.algebra.combine(chain.value, delta)
         return updated(chain, now, value=value, ops=chain.ops + (op,), seq=chain.seq + 1)
@@ -502,16 +442,13 @@ class ChainRules:
         return updated(chain, now, state="acked", purge_at=self._purge(now))
 
     def trim_allowed(self, chain: Chain | None, trim: Trim) -> bool:
-        """A trim's condition: the list still starts at position ``trim.cut + 1`` on the
-        trim's lineage (``cutn = :cut AND lin = :lineage``), and holds ``count`` ops beyond
-        the window (``size(ops) >= :n``). Each block has one place, so trims that race
-        (or a resend) apply once."""
+        """A trim's condition: the list still starts at ``trim.cut + 1`` on its lineage
+        and keeps the window after it, so trims that race (or a resend) apply once."""
         if chain is None or chain.cut_seq != trim.cut or len(chain.ops) < trim.count + trim.window:
             return False
         return chain.position.lineage == trim.lineage
 
     def trimmed(self, chain: Chain, trim: Trim) -> Chain:
-        """``chain`` without its ``count`` oldest ops. The token is kept: a trim changes
-        no value or state, and a read-modify-write that was based on the untrimmed list
-        may still write it back (its ops are then in the window and the history both)."""
+        """``chain`` without its ``count`` oldest ops, its token kept (a write based on
+        the untrimmed list may still land: its ops are then in both places)."""
         return replace(chain, ops=chain.ops[trim.count :], cut_seq=chain.cut_seq + trim.count)

@@ -1,11 +1,7 @@
-"""The stamp calls: :class:`StampCall` (a read-modify-write, xor mode and the batch
-calls) and :class:`AddCall` (sum mode's one blind ``ADD``), as sans-IO state machines.
-
-Both apply a stamp at most once per op id for the chain's lineage, however many ops
-landed since an earlier copy: each carries one :class:`~xor_ack_dynamodb.stamps.Position`,
-``after``, moved on by :func:`~.history.check` only. The timelines (the guard instead
-of a read, siblings, a block's move, a negative sum, botocore's resends, lineages) are
-in docs/concepts.md, "Exactly once for a chain's whole life".
+"""The stamp calls: :class:`StampCall` (a read-modify-write: xor mode, combined stamps
+and the batch calls) and :class:`AddCall` (sum mode's one blind ``ADD``). Both apply a
+stamp at most once per op id for the chain's lineage; the timelines are in
+docs/concepts.md, "Exactly once for a chain's whole life".
 """
 
 from __future__ import annotations
@@ -36,8 +32,6 @@ from .messages import (
 )
 from .rules import ChainRules
 from .verdicts import NEGATIVE, Duplicate, Reject, StampItem, StampPlan, Verdict
-
-__all__ = ["StampCall", "AddCall"]
 
 log = logging.getLogger("xor_ack_dynamodb")
 
@@ -88,8 +82,8 @@ class _History(Call[T]):
         return isinstance(found, Found)
 
     def _keep_window(self, chain: Chain) -> None:
-        """Keep the history blocks whole in ``chain``'s window (a block is the ops at its
-        positions, wherever they were seen): a later check need not read them."""
+        """Keep the history blocks whole in ``chain``'s window: a later check need not
+        read them."""
         whole = due(chain, 0, chain.seq, most=len(chain.ops) // BLOCK)
         self._seen(chain.position.lineage, whole)
 
@@ -105,18 +99,11 @@ class _History(Call[T]):
 
 
 class StampCall(_History[StampPlan]):
-    """An xor-mode stamp, or several combined into one write (``CombiningTracker``), or
-    a stamp of a batch call in either mode: read (or take the last known value), plan
-    with the rules (reading the history blocks a stamp's duplicate check needs), write
-    the blocks the write moves out of the window, then write conditioned on the chain's
-    token. Returns the :class:`StampPlan`, whose outcomes are in the stamps' order.
-
-    A last known value may be stale: it is only ever used to decide to *write* (the
-    token condition rejects a stale base); deciding not to write (duplicate, refusal)
-    takes a fresh read. After a write whose outcome is unknown, the next round reads
-    and looks for the write's marker (a combined write) or op (a single stamp) in the
-    window and the history since the chain the write was based on, and refuses with
-    :class:`OutcomeUnknown` only where neither can tell (a foreign writer reset it).
+    """A read-modify-write conditioned on the chain's token, returning the
+    :class:`StampPlan` (outcomes in the stamps' order). A last known value is only ever
+    used to decide to *write*; deciding not to write takes a fresh read. After a write
+    whose outcome is unknown, the next round looks for its marker or op since the chain
+    it was based on, and raises :class:`OutcomeUnknown` only where that cannot tell.
     """
 
     def __init__(
@@ -148,7 +135,6 @@ class StampCall(_History[StampPlan]):
                 raise self._not_found()
             landed = yield from self._landed(chain)
             if landed is not None:
-                yield from self._finish_tombstone(chain)
                 return landed
             if self._unchanged_foreign(chain):
                 self.unknown = False  # the item is as the lost write found it: it did not land
@@ -195,7 +181,6 @@ class StampCall(_History[StampPlan]):
             raise self._not_found()
         landed = yield from self._landed(current)
         if landed is not None:
-            yield from self._finish_tombstone(current)
             return landed
         settled = self.rules.plan(current, self._items(current), now, None, self.searched)
         if settled.new is None and not settled.lookups:  # every stamp is a duplicate or refused
@@ -206,8 +191,7 @@ class StampCall(_History[StampPlan]):
         raise Again
 
     def _items(self, chain: Chain) -> list[StampItem]:
-        """The stamps with what is known of their earlier copies: after a lost single
-        stamp, its own copy too (it would have landed after :attr:`sent_at`)."""
+        """The stamps; after a lost single stamp, bounded by its own copy too."""
         if not self.unknown or self.combined:
             return self.stamps
         delta, op, owner, after = self.stamps[0]
@@ -219,9 +203,8 @@ class StampCall(_History[StampPlan]):
         return [(delta, op, owner, after)]
 
     def _unchanged_foreign(self, chain: Chain) -> bool:
-        """After a lost write over an item without history (the Node package's): the
-        item is exactly as that write found it, so the write did not land (had it, the
-        item would carry its token)."""
+        """After a lost write over a foreign item: it is exactly as that write found it,
+        so the write did not land."""
         base = self.base
         return (
             self.unknown
@@ -233,7 +216,7 @@ class StampCall(_History[StampPlan]):
 
     def _landed(self, chain: Chain) -> Generator[Request, Any, StampPlan | None]:
         """The plan of an earlier combined write of this call found in ``chain`` (its
-        window, or its history since the write's base)."""
+        window, or its history since the write's base), its tombstone finished."""
         for key, plan in self.sent.items():
             if chain.find(key) is not None or (
                 self.sent_at is not None
@@ -241,31 +224,23 @@ class StampCall(_History[StampPlan]):
                 and (yield from self._applied(chain, key, self.sent_at))
             ):
                 self.events["duplicates"] += plan.duplicates
+                yield from self._finish_tombstone(chain)
                 return plan
         return None
 
     def _finish_tombstone(self, chain: Chain) -> Generator[Request, Any, None]:
-        """``delete_on_ack``: a duplicate of the completing stamp (ours, whose response
-        was lost) finds the acked tombstone still there; delete it as the first attempt
-        would have."""
+        """``delete_on_ack``: delete a tombstone our lost completing write left."""
         if self.rules.delete_on_ack and chain.state == "acked":
             yield from remove_tombstone(self, chain)
 
 
 class AddCall(_History[Stamp | Sum]):
-    """A sum-mode stamp: one conditional ``ADD`` that never loses a race. The writer
-    whose ADD returns zero completed the chain and stores it as ``acked``; a writer
-    that sees the chain pending below zero fails it (:data:`~.verdicts.NEGATIVE`), the
-    fail-write retried until it lands or the chain is found acked; the writer that owns
-    a history block moves it. A rejected ADD is judged on the chain the rejection
-    returned: a duplicate, an error, or (a guard that found history moved on) a history
-    read and the ADD again, guarded by what was read.
-
-    Its progress is one :class:`Position`, :attr:`after`: the op is known absent up to
-    it, and every ADD is guarded by it (:func:`~.history.check` moves it on). Once its
-    op has landed (:attr:`landed`), a later round only finishes what follows the ADD
-    (the completion or the fail-write) and returns the op's own result, never a
-    duplicate of itself."""
+    """A sum-mode stamp: one conditional ``ADD`` guarded by :attr:`after` (the op is
+    known absent up to it). The writer whose ADD returns zero stores ``acked``; one that
+    sees the chain pending below zero fails it (:data:`~.verdicts.NEGATIVE`), retried
+    until it lands or the chain is found acked; the owner of a history block moves it.
+    Once its op has landed (:attr:`landed`), a later round only finishes the completion
+    or the fail-write and returns the op's own result, never a duplicate of itself."""
 
     def __init__(
         self,
@@ -296,10 +271,8 @@ class AddCall(_History[Stamp | Sum]):
                 self.after = self.sent
 
     def _preread(self) -> Generator[Request, Any, None]:
-        """Check the op against the chain as last seen, its window and its history since
-        ``after`` (the blocks mostly in the tracker's cache: siblings share them), so
-        that the ADD is guarded by that view's last position and lands at once unless a
-        trim has passed it since (``max_ops`` stamps later at least)."""
+        """Check the op against the chain as last seen (its history mostly in the
+        tracker's cache), so that the ADD is guarded by that view's last position."""
         chain = self.known
         if self.after is None or chain is None or chain.find(self.op.key):
             return
@@ -379,13 +352,10 @@ class AddCall(_History[Stamp | Sum]):
         return result(chain.value, acked=False, position=where)
 
     def _fail_negative(self, now: int) -> Generator[Request, Any, Stamp | Sum]:
-        """Our op landed on a chain that is pending below zero: some stamp was applied
-        twice, or a finish overtook its start. Fail the chain; a transient error ends the
-        round and the next one sends the fail-write again (:attr:`failing`). The caller
-        learns the chain's outcome: :class:`TagFailed`, or, when the fail-write is
-        refused because the start landed meanwhile and the chain acked, the stamp's
-        result (applied, not the completing one). A copy of an op applied earlier gets
-        its duplicate result, as on a chain that failed before it came."""
+        """Our op landed on a chain pending below zero: fail it (sent again each round
+        while :attr:`failing`). Raises :class:`TagFailed`; returns the stamp's result
+        (not the completing one) when the start landed meanwhile and the chain acked,
+        and a copy's duplicate result for a copy."""
         self.events["negative"] += 1
         reply = yield from self._io(MarkFailed(self.tag, NEGATIVE, None, now))
         if isinstance(reply, Rejected):
@@ -409,8 +379,7 @@ class AddCall(_History[Stamp | Sum]):
         raise TagFailed(f"chain {self.tag!r} has failed: {reason}", tag=self.tag, reason=reason)
 
     def _complete(self, chain: Chain, now: int) -> Generator[Request, Any, None]:
-        """Store the zero-sum chain as ``acked``. Reads decide ``acked`` from a zero sum
-        anyway; this write makes the tombstone's retention start now."""
+        """Store the zero-sum chain as ``acked`` (its retention starts now)."""
         done = self.rules.completed(chain, now)
         reply = yield from self._io(Put(done, chain))
         if isinstance(reply, Rejected):
@@ -425,12 +394,8 @@ class AddCall(_History[Stamp | Sum]):
                 yield from remove_tombstone(self, done)
 
     def _move(self, chain: Chain, upto: int | None, now: int) -> Generator[Request, Any, None]:
-        """Move the blocks this writer owns (up to position ``upto``) out of the window:
-        their history first, then one trim per block, each conditioned on the list
-        still starting at that block. Housekeeping after an applied stamp: whatever
-        happens to it, the stamp's outcome stands, and the next block's writer moves
-        what is left. Own block first, the earlier blocks only after :data:`OWN_TRIMS`
-        refusals (docs/concepts.md, "Moving a block")."""
+        """Move the blocks this writer owns (up to position ``upto``) to history
+        (docs/concepts.md, "Moving a block"). Never fails the applied stamp."""
         window = self.rules.window_of(chain)
         blocks = due(chain, window, committed=chain.seq, upto=upto)
         if not blocks:
@@ -462,10 +427,9 @@ class AddCall(_History[Stamp | Sum]):
     def _trim_blocks(
         self, view: Chain, blocks: list[Block], window: int, now: int, written: set[int]
     ) -> Generator[Request, Any, Rejected | None]:
-        """Write the history of ``blocks`` (consecutive; those not in ``written``), then
-        trim them in order. None when every trim was applied, or was refused only
-        because another writer had just removed exactly that block; else the refusal
-        that stopped it (its ``current`` None when the backend returned no item)."""
+        """Write the history of ``blocks`` (those not in ``written``), then trim them in
+        order. None when every trim was applied, or refused only because another writer
+        had just removed exactly that block; else the refusal that stopped it."""
         unwritten = [b for b in blocks if b.index not in written]
         if unwritten:
             yield from self._write_history(view, unwritten)

@@ -1,8 +1,4 @@
-"""What the chain rules answer: verdicts on one call, and plans of several stamps.
-
-Shared by :mod:`.rules` (which decides them) and :mod:`.calls` / :mod:`.stamping` (which
-act on them). Pure data.
-"""
+"""What the chain rules answer: verdicts on one call, and plans of several stamps."""
 
 from __future__ import annotations
 
@@ -13,20 +9,6 @@ from ..stamps import Position, Stamp, Sum
 from .algebra import Value
 from .chain import Chain, Op
 from .history import Block, Lookup
-
-__all__ = [
-    "Verdict",
-    "Apply",
-    "Duplicate",
-    "Reject",
-    "Unchanged",
-    "StampPlan",
-    "StampOutcome",
-    "APPLY",
-    "DEFERRED",
-    "NEGATIVE",
-    "StampItem",
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +63,10 @@ StampOutcome = Stamp | Sum | XorAckError | _Deferred
 
 @dataclass(slots=True)
 class StampPlan:
-    """Stamps replayed in order on one value of a chain, as one ``stamp()`` after
-    another would decide each: ``new`` is the chain to write (None when nothing
-    applies), ``outcomes`` what each stamp returns or raises, ``moved`` the history
-    blocks to write before it (the ops ``new`` no longer holds), ``lookups`` the
-    history blocks to read before the plan can be made (then ``new`` is None)."""
+    """Stamps replayed in order on one value of a chain (``ChainRules.plan``): ``new``
+    is the chain to write (None: nothing applies), ``outcomes`` what each stamp returns
+    or raises, ``moved`` the history blocks to write first, ``lookups`` those to read
+    before the plan can be made."""
 
     new: Chain | None
     outcomes: list[StampOutcome] = field(default_factory=list)

@@ -1,10 +1,6 @@
-"""MemoryAck and AsyncMemoryAck: the same chains kept in memory, for one process and for
-tests.
-
-The ``ack`` package (events on ack and fail) with Storm's RotatingMap expiry, running the
-very calls, rules and drivers of :class:`~xor_ack_dynamodb.XorAckDynamoDB` on an
-in-memory store, so pipeline logic tested against it behaves the same against DynamoDB.
-``AsyncMemoryAck`` is the asyncio twin; its store never waits.
+"""MemoryAck and AsyncMemoryAck: the calls, rules and drivers of
+:class:`~xor_ack_dynamodb.XorAckDynamoDB` on chains kept in memory, with Storm's
+RotatingMap expiry, so pipeline logic tested against it behaves the same against DynamoDB.
 """
 
 from __future__ import annotations
@@ -45,8 +41,6 @@ from ..errors import InvalidConfig
 from ..stamps import Stamp, Sum
 from ..stats import RequestStats
 
-__all__ = ["MemoryAck", "AsyncMemoryAck", "MemoryStore"]
-
 #: The reason a chain timed out by rotation carries.
 TIMEOUT = "timeout"
 #: The most rotation buckets a memory tracker takes (each is a set, made up front).
@@ -57,14 +51,9 @@ FailedCallback = Callable[[str, str | None], None]
 
 
 class MemoryStore:
-    """Chains in a dict, each request applied atomically under one lock, with the
-    conditions of :mod:`.core.messages` evaluated by the rules' own predicates.
-
-    Expiry by rotation (Storm's RotatingMap): every write that starts a chain, touches it
-    or finishes it puts the chain in the newest of ``buckets`` buckets; :meth:`rotate`
-    drops the oldest bucket. History blocks (the ops that left a chain's window) are
-    kept by tag, lineage and index, and go when their chain is dropped.
-    """
+    """Chains in a dict, each request applied atomically under one lock, its condition
+    the rules' own predicate. Every write that starts, touches or finishes a chain puts
+    it in the newest of ``buckets`` buckets; :meth:`rotate` drops the oldest."""
 
     def __init__(
         self, rules: ChainRules, stats: RequestStats, buckets: int, share: MemoryStore | None = None
@@ -133,14 +122,15 @@ class MemoryStore:
             return Committed([apply() for _, apply in judged if apply is not None])
 
     def _judge(self, request: Request) -> tuple[Chain | None, Callable[[], Written] | None]:
-        """The chain ``request`` finds, and how to apply it, or None when its condition
-        (the rules' predicate, as DynamoDB's ConditionExpression) fails. Lock held."""
+        """The chain ``request`` finds, and how to apply it (None: its condition fails).
+        Lock held."""
         rules = self.rules
         current = self._chains.get(tag_of(request))
         if isinstance(request, RemoveAny):
             return current, lambda: Written(self._drop(request.tag))
         if isinstance(request, (Put, Remove)):
-            if not _same(current, request.expect):
+            old = request.expect  # still the chain it was based on (its token), or none
+            if (current is None) != (old is None) or (current and old and current.token != old.token):
                 return current, None
             if isinstance(request, Put):
                 if request.now is not None and not rules.before_deadline(current, request.now):
@@ -173,7 +163,7 @@ class MemoryStore:
 
     def _keep(self, chain: Chain, old: Chain | None, *, nursery: bool = False) -> Chain:
         """Store ``chain``; a new chain, a state change or a touch puts it in the newest
-        bucket (a tombstone's retention starts when the chain finishes)."""
+        bucket."""
         self._chains[chain.tag] = chain
         if nursery or old is None or old.create_op != chain.create_op or old.state != chain.state:
             for bucket in self._buckets:
@@ -217,21 +207,12 @@ class MemoryStore:
         return timed_out
 
 
-def _same(current: Chain | None, expect: Chain | None) -> bool:
-    if expect is None:
-        return current is None
-    return current is not None and current.token == expect.token
-
-
 class _AsyncMemoryStore:
-    """A :class:`MemoryStore` for the asyncio driver: its primitives, awaited (they never
-    wait)."""
+    """A :class:`MemoryStore` for the asyncio driver (it never waits)."""
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
-
-    def is_transient(self, error: BaseException) -> bool:
-        return False
+        self.is_transient = store.is_transient
 
     async def execute(self, request: Request) -> Reply | Chain | HistoryRead | None:
         return self.store.execute(request)

@@ -1,13 +1,7 @@
 """What DynamoDB's answer to each request the library sends must hold (and SQS's, S3's
-and EventBridge's to the serverless layer's sends), checked before anything is decided
-from it (docs/guarantees.md, "Errors").
-
-botocore parses whatever body an endpoint returns with HTTP 200 (a proxy's HTML page, a
-load balancer's ``{}``): left unchecked, such an answer reads as a write that landed.
-Every request asks for ``ReturnConsumedCapacity=TOTAL``, which every DynamoDB backend
-answers with the table's name, so an answer is told from one that is not DynamoDB's by
-its body alone. :func:`scan_pages` is a Scan whose every page is checked: the one scan
-of the operator's commands (``xor-ack list``, ``xor-ack migrate``, ``scan_unfinished``).
+and EventBridge's), checked before anything is decided from it (docs/guarantees.md,
+"Errors"): botocore parses whatever body an endpoint returns with HTTP 200, and left
+unchecked a proxy's page would read as a write that landed.
 """
 
 from __future__ import annotations
@@ -17,8 +11,6 @@ from typing import Any
 
 from ...errors import BadResponse
 from .failures import request_names
-
-__all__ = ["shape_problem", "checked", "bad_answer", "scan_pages"]
 
 #: The member each operation's answer must hold (besides the capacity asked for), and
 #: its type. ``Attributes`` of an ``UpdateItem`` is required only with ``ReturnValues``.
@@ -43,12 +35,9 @@ _PER_TABLE = frozenset({"BatchGetItem", "TransactWriteItems", "BatchWriteItem"})
 
 
 def shape_problem(operation: str, request: Mapping[str, Any], response: Any) -> str | None:
-    """What ``response``, parsed by botocore as the HTTP 200 answer to ``operation``
-    sent with the parameters ``request``, lacks to be DynamoDB's answer; None when it
-    has the shape DynamoDB gives. Checked: the operation's required members, the
-    consumed capacity the request asked for (naming the request's table), and the key
-    of every item returned (the key asked for: an answer about another item is not
-    this request's)."""
+    """What ``response``, the HTTP 200 answer to ``operation`` sent with ``request``,
+    lacks to be DynamoDB's answer (its required members, the consumed capacity naming
+    the request's table, the key of every item returned); None when it has the shape."""
     if not isinstance(response, Mapping):
         return f"the answer is {type(response).__name__}, not a JSON object"
     for member, kind in _REQUIRED.get(operation, ()):
@@ -118,31 +107,24 @@ def _batch_problem(request: Mapping[str, Any], response: Mapping[str, Any]) -> s
     return None
 
 
-def bad_answer(client: Any, operation: str, problem: str) -> BadResponse:
-    """:class:`BadResponse` for an HTTP 200 answer of ``client``'s endpoint to
-    ``operation`` that is not DynamoDB's (``problem``: what it lacks)."""
+def checked(client: Any, operation: str, request: Mapping[str, Any], response: Any) -> Any:
+    """``response`` when it has the shape of DynamoDB's answer to ``operation`` sent
+    with ``request``; raises :class:`BadResponse` naming ``client``'s endpoint otherwise."""
+    problem = shape_problem(operation, request, response)
+    if problem is None:
+        return response
     where, names = request_names(client, operation)
     service = names["service"]
-    return BadResponse(
+    raise BadResponse(
         f"{where} answered {operation} with a body that is not {service}'s ({problem}): nothing "
         f"is decided from it; is this endpoint {service}, or a proxy in front of it?",
         **names,
     )
 
 
-def checked(client: Any, operation: str, request: Mapping[str, Any], response: Any) -> Any:
-    """``response`` when it has the shape of DynamoDB's answer to ``operation`` sent
-    with ``request``; raises :class:`BadResponse` naming ``client``'s endpoint otherwise."""
-    problem = shape_problem(operation, request, response)
-    if problem is not None:
-        raise bad_answer(client, operation, problem)
-    return response
-
-
 def scan_pages(client: Any, **request: Any) -> Iterator[dict[str, Any]]:
-    """The pages of a Scan of ``request`` (boto3 ``client``), each checked as
-    :func:`checked` does. Raises :class:`BadResponse` on the first page that is not
-    DynamoDB's: an answer that is not DynamoDB's never reads as an empty table."""
+    """The pages of a Scan of ``request``, each :func:`checked`: a page that is not
+    DynamoDB's raises :class:`BadResponse`, never reads as an empty table."""
     request = {"ReturnConsumedCapacity": "TOTAL", **request}
     for page in client.get_paginator("scan").paginate(**request):
         yield checked(client, "Scan", request, page)

@@ -1,13 +1,8 @@
 """The completion claim on a chain's own item: the writes behind
 :meth:`XorAckDynamoDB.claim_completion`, ``mark_completion_fired`` and
 ``release_completion`` (the serverless layer's completion, once: docs/lambda.md).
-
-A claim is one ``UpdateItem`` on the chain's item, only if the chain is complete (stored
-``acked``, or pending with a zero sum), of the lineage named (owner, create op) and not
-claimed, or its claim's lease ran out ``skew`` seconds ago; it stores ``acked`` and a new
-token, which refuses a sum-mode completer's token-guarded ``acked`` write. Mark and
-release are conditioned on the claimant, so a copy that lands twice changes nothing.
-Transient errors are retried within the tracker's budget; past it the last is raised.
+Mark and release are conditioned on the claimant, so a copy that lands twice changes
+nothing. Transient errors are retried within the tracker's budget.
 """
 
 from __future__ import annotations
@@ -21,14 +16,15 @@ from ...core.chain import new_token
 from ...errors import RequestFailed
 from ...retry import RetryPolicy
 from ._sync.store import DynamoDBStore
-from .codec import error_code, is_transient
-
-__all__ = ["ClaimResult", "CompletionClaims", "CLAIM", "CLAIM_BY", "CLAIM_UNTIL", "FIRED_AT"]
+from .codec import error_code, is_transient, placeholders
+from .item import ATTRIBUTES
 
 ClaimResult = Literal["claimed", "fired", "held", "gone"]
 
 #: The claim's attributes on the chain's item.
 CLAIM, CLAIM_BY, CLAIM_UNTIL, FIRED_AT = "cmpl", "cmpl_by", "cmpl_until", "cmpl_at"
+#: Placeholder -> attribute name in the claim's requests (besides the chain's own).
+_NAMES = {**ATTRIBUTES, "#cl": CLAIM, "#by": CLAIM_BY, "#until": CLAIM_UNTIL, "#at": FIRED_AT}
 
 
 def _number(value: float) -> dict[str, str]:
@@ -56,9 +52,18 @@ class CompletionClaims:
             assert error is not None
             raise error from error.__cause__
 
-    def _update(self, tag: str, **kwargs: Any) -> dict[str, Any] | None:
+    def _update(
+        self, tag: str, update: str, condition: str, values: dict[str, Any], **kwargs: Any
+    ) -> dict[str, Any] | None:
         """A conditional ``UpdateItem``: None when it was applied, the error's response
         when its condition failed; any other error raises."""
+        names = {**_NAMES, "#pk": self.partition_key}
+        kwargs.update(
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames={p: names[p] for p in placeholders(update, condition)},
+            ExpressionAttributeValues=values,
+        )
         try:
             self._call("UpdateItem", tag, **kwargs)
             return None
@@ -80,15 +85,6 @@ class CompletionClaims:
         owner: str | None = None,
         create_op: bytes | None = None,
     ) -> ClaimResult:
-        names = {
-            "#pk": self.partition_key,
-            "#c": CLAIM,
-            "#by": CLAIM_BY,
-            "#until": CLAIM_UNTIL,
-            "#st": "state",
-            "#sum": "sum",
-            "#tok": "tok",
-        }
         values: dict[str, Any] = {
             ":claimed": {"S": "claimed"},
             ":me": {"S": claimant},
@@ -101,22 +97,18 @@ class CompletionClaims:
         }
         condition = (
             "attribute_exists(#pk) AND (#st = :acked OR (#st = :pending AND #sum = :zero)) "
-            "AND (attribute_not_exists(#c) OR (#c = :claimed AND #until < :stale))"
+            "AND (attribute_not_exists(#cl) OR (#cl = :claimed AND #until < :stale))"
         )
         if owner is not None:
             condition += " AND #own = :own"
-            names["#own"], values[":own"] = "owner", {"S": owner}
+            values[":own"] = {"S": owner}
         if create_op is not None:
             condition += " AND #cop = :cop"
-            names["#cop"], values[":cop"] = "cop", {"B": create_op}
+            values[":cop"] = {"B": create_op}
+        update = "SET #st = :acked, #tok = :tok, #cl = :claimed, #by = :me, #until = :until"
         try:
             refused = self._update(
-                tag,
-                UpdateExpression="SET #st = :acked, #tok = :tok, #c = :claimed, #by = :me, #until = :until",
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                tag, update, condition, values, ReturnValuesOnConditionCheckFailure="ALL_OLD"
             )
         except (RequestFailed, ClientError) as unknown:
             # Past the retry budget, after an error that may hide an applied attempt (a
@@ -148,27 +140,12 @@ class CompletionClaims:
         return "held"
 
     def mark_fired(self, tag: str, claimant: str, now: float) -> bool:
-        refused = self._update(
-            tag,
-            UpdateExpression="SET #c = :fired, #at = :now",
-            ConditionExpression="#by = :me",
-            ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#at": FIRED_AT},
-            ExpressionAttributeValues={
-                ":fired": {"S": "fired"},
-                ":me": {"S": claimant},
-                ":now": {"N": str(int(now))},
-            },
-        )
-        return refused is None
+        values = {":fired": {"S": "fired"}, ":me": {"S": claimant}, ":now": {"N": str(int(now))}}
+        return self._update(tag, "SET #cl = :fired, #at = :now", "#by = :me", values) is None
 
     def release(self, tag: str, claimant: str) -> None:
-        self._update(
-            tag,
-            UpdateExpression="REMOVE #c, #by, #until",
-            ConditionExpression="#by = :me AND #c = :claimed",
-            ExpressionAttributeNames={"#c": CLAIM, "#by": CLAIM_BY, "#until": CLAIM_UNTIL},
-            ExpressionAttributeValues={":me": {"S": claimant}, ":claimed": {"S": "claimed"}},
-        )
+        values = {":me": {"S": claimant}, ":claimed": {"S": "claimed"}}
+        self._update(tag, "REMOVE #cl, #by, #until", "#by = :me AND #cl = :claimed", values)
 
 
 def _claimed_by(item: dict[str, Any], claimant: str) -> bool:

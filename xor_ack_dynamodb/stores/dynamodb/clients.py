@@ -1,15 +1,7 @@
 """The clients the library builds itself (boto3, and aiobotocore for the asyncio
-tracker): region and endpoint from the environment, timeouts and botocore retries sized
-to the retry budget; :func:`client_for` and :func:`settings_for` build them from an
-:class:`~xor_ack_dynamodb.AckConfig`.
-
-botocore ignores ``AWS_REGION`` (which AWS documents and Lambda sets), raises a bare
-``NoRegionError`` for a missing region, and by default waits minutes on an endpoint that
-never answers, past any retry budget: :func:`dynamodb_client` closes those gaps. An
-aiobotocore client can only be made inside a running event loop, while a tracker is
-built synchronously: :func:`client_settings` resolves and checks the settings then (a
-missing region is an :class:`~xor_ack_dynamodb.errors.InvalidConfig` at once) and
-:func:`open_client` makes the client on first use.
+tracker; docs/concepts.md, "Clients"). An aiobotocore client can only be made inside a
+running event loop: :func:`client_settings` checks its settings when the tracker is
+built, and :func:`open_client` makes it on first use.
 """
 
 from __future__ import annotations
@@ -25,21 +17,6 @@ from ...config import AckConfig
 from ...errors import InvalidConfig
 from ...retry import RetryPolicy
 from .failures import check_region, install
-
-__all__ = [
-    "aws_client",
-    "dynamodb_client",
-    "typed_client",
-    "client_config",
-    "client_for",
-    "NO_REGION_MESSAGE",
-    "ClientOptions",
-    "ClientSettings",
-    "client_settings",
-    "settings_for",
-    "open_client",
-    "async_dynamodb_client",
-]
 
 #: What :class:`~xor_ack_dynamodb.errors.InvalidConfig` says when no region is set anywhere.
 NO_REGION_MESSAGE = (
@@ -86,12 +63,9 @@ def _translated(message: str = NO_REGION_MESSAGE, variable: str = _ENDPOINT_VARI
 
 def client_config(retry: RetryPolicy | None = None) -> Any:
     """The botocore ``Config`` the library's clients use for ``retry`` (default
-    ``RetryPolicy()``): its connect and read timeouts (:meth:`RetryPolicy.timeouts`) and
-    botocore's ``standard`` retry mode with ``retry.http_attempts`` attempts per request.
-    Set explicitly, so ``AWS_MAX_ATTEMPTS``, ``AWS_RETRY_MODE`` or a profile's
-    ``max_attempts`` cannot stretch a call past its budget. botocore's own check of each
-    request's parameters is off (a cost measured in docs/performance.md): the library
-    checks its input before it builds a request, and DynamoDB checks every request."""
+    ``RetryPolicy()``): its timeouts and ``http_attempts``, set explicitly so that no
+    environment variable or profile stretches a call past its budget (docs/concepts.md,
+    "Clients"). botocore's own parameter check is off (its cost: docs/performance.md)."""
     from botocore.config import Config
 
     policy = retry if retry is not None else RetryPolicy()
@@ -127,11 +101,8 @@ def _options(config: AckConfig) -> ClientOptions:
 
 def dynamodb_client(**options: Unpack[ClientOptions]) -> Any:
     """A new low-level DynamoDB client, in a new boto3 session (sessions are not
-    thread-safe; the client is). Region: ``region``, ``AWS_REGION``, then botocore's own
-    order; endpoint: ``endpoint_url``, else botocore's own order; credentials: the two
-    keys when given, else botocore's chain; timeouts and botocore's retries from
-    ``retry`` (:func:`client_config`), ``config`` merged over them (docs/concepts.md,
-    "Clients").
+    thread-safe; the client is): region, endpoint, credentials, timeouts and retries as
+    docs/concepts.md, "Clients" says, ``config`` merged over them.
 
     Raises :class:`~xor_ack_dynamodb.errors.InvalidConfig`, before any request is sent,
     when no region is set anywhere, the region or endpoint is not valid, the profile
@@ -206,11 +177,8 @@ class _Paths(list[str]):
 
 @functools.cache
 def _models(data_path: str | None) -> Any:
-    """botocore's loader of service models and endpoint rules for ``data_path``
-    (``AWS_DATA_PATH`` or the profile's ``data_path``, as botocore resolves it), shared by
-    the clients this module builds: it keeps what it has parsed (data nothing changes),
-    where a new session's own loader would parse the DynamoDB model and the endpoint
-    rules again for every client. One per ``data_path`` value."""
+    """botocore's loader for ``data_path``, shared by the clients this module builds so
+    that the service models are parsed once, not once per client."""
     from botocore.loaders import Loader
 
     paths = [os.path.expanduser(os.path.expandvars(p)) for p in (data_path or "").split(os.pathsep) if p]

@@ -1,14 +1,11 @@
 """The DynamoDB request codec: each request of :mod:`xor_ack_dynamodb.core.messages` as
-the parameters of one DynamoDB request, and DynamoDB's answers as the replies the calls
-expect. Pure: the senders (:mod:`._async.store` and its generated sync twin) send, so
-both send byte-for-byte the same requests. The conditions are the rules' predicates
-(``ChainRules.add_allowed``, ``touch_allowed``, ``fail_allowed``; a stamp's ``PutItem``:
-the write token and ``before_deadline``) as ConditionExpressions; each ``:now`` is the
-one its request was dated with, and those requests are ``Prepared.once``.
+one DynamoDB request (its condition the rules' predicate as a ConditionExpression), and
+DynamoDB's answers as replies. Pure, so both senders send the same bytes.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -16,7 +13,7 @@ from typing import Any, cast
 from botocore.exceptions import ChecksumError, ClientError, ConnectionError, HTTPClientError
 
 from ...core.chain import Chain, new_token
-from ...core.history import Block, guard
+from ...core.history import START, Block
 from ...core.messages import (
     Add,
     BatchRead,
@@ -27,7 +24,6 @@ from ...core.messages import (
     Put,
     Read,
     ReadHistory,
-    Rejected,
     Remove,
     RemoveAny,
     Reply,
@@ -41,24 +37,14 @@ from ...core.rules import ChainRules
 from ...errors import (
     CorruptItem,
     EndpointUnreachable,
+    InvalidConfig,
     ResponseLost,
     TableNotFound,
     TableSchemaMismatch,
     XorAckError,
 )
+from ...stamps import Position
 from .item import Item, ItemCodec
-
-__all__ = [
-    "RequestCodec",
-    "Prepared",
-    "TRANSIENT_CODES",
-    "MISSING",
-    "is_transient",
-    "error_code",
-    "retry_attempts",
-    "table_key",
-    "missing_table_message",
-]
 
 #: Error codes after which a request may or may not have been applied, and which are
 #: worth another attempt once botocore's own retries are spent.
@@ -76,9 +62,8 @@ TRANSIENT_CODES = frozenset(
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether ``exc`` is a throttle, a 5xx, a lost connection or a response that did not
-    match its checksum: the request may or may not have been applied, and another
-    attempt is worth it."""
+    """Whether ``exc`` left the request maybe applied and worth another attempt (a
+    throttle, a 5xx, a lost connection, a checksum mismatch)."""
     if isinstance(exc, ClientError):
         return error_code(exc) in TRANSIENT_CODES
     return isinstance(
@@ -95,8 +80,7 @@ def retry_attempts(response: Mapping[str, Any]) -> int:
 
 
 def capacity_units(consumed: Any) -> float:
-    """Total CapacityUnits of a response's ConsumedCapacity: one entry for a single-item
-    request, a list (one per table) for a batch; 0.0 when the backend reports none."""
+    """Total CapacityUnits of a response's ConsumedCapacity (an entry or a list)."""
     entries = consumed if isinstance(consumed, list) else [consumed] if isinstance(consumed, dict) else []
     return float(sum(float(e.get("CapacityUnits") or 0) for e in entries if isinstance(e, dict)))
 
@@ -111,6 +95,46 @@ def table_key(description: dict[str, Any]) -> tuple[str, str] | None:
     return name, types.get(name, "?")
 
 
+#: The stream of ``create_table(stream=True)`` (what the serverless completion reads).
+STREAM_VIEW = "NEW_AND_OLD_IMAGES"
+STREAM = {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": STREAM_VIEW}}
+
+
+def table_request(table: str, partition_key: str, stream: bool) -> dict[str, Any]:
+    """CreateTable's parameters: on demand, keyed by a String ``partition_key``."""
+    return {
+        "TableName": table,
+        "AttributeDefinitions": [{"AttributeName": partition_key, "AttributeType": "S"}],
+        "KeySchema": [{"AttributeName": partition_key, "KeyType": "HASH"}],
+        "BillingMode": "PAY_PER_REQUEST",
+        **(STREAM if stream else {}),
+    }
+
+
+def check_key(description: dict[str, Any], table: str, partition_key: str) -> None:
+    """Raise :class:`TableSchemaMismatch` unless the table is keyed by a String ``partition_key``."""
+    key = table_key(description)
+    if key != (partition_key, "S"):
+        raise TableSchemaMismatch(
+            f"table {table!r} exists with key schema {key!r}, not a String partition key "
+            f"named {partition_key!r}"
+        )
+
+
+def stream_missing(description: dict[str, Any], table: str, created: bool) -> bool:
+    """Whether the stream ``create_table(stream=True)`` asked for is still to be enabled.
+    Raises :class:`InvalidConfig` for a stream of another view, or one the endpoint
+    ignored at creation (dynalite serves none)."""
+    found = description.get("StreamSpecification") or {}
+    if found.get("StreamEnabled") and found.get("StreamViewType") == STREAM_VIEW:
+        return False
+    if found.get("StreamEnabled"):
+        raise InvalidConfig(f"table {table!r} has a {found.get('StreamViewType')} stream, not {STREAM_VIEW}")
+    if created:  # asked for at creation and ignored: dynalite
+        raise InvalidConfig(f"this endpoint serves no DynamoDB Streams: {table!r} has no stream")
+    return True
+
+
 def missing_table_message(table: str) -> str:
     return (
         f"DynamoDB table {table!r} does not exist at this endpoint and region: create it "
@@ -120,9 +144,8 @@ def missing_table_message(table: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """One DynamoDB request for a :class:`Request`. ``once``: it tests or dates the chain
-    with its ``:now``, so botocore must not resend its bytes (:func:`~.resend.no_resend`);
-    the library's own retry sends a new one, dated anew."""
+    """One DynamoDB request for a :class:`Request`. ``once``: botocore must not resend
+    its bytes (:mod:`.resend`)."""
 
     operation: str  # GetItem | PutItem | UpdateItem | DeleteItem
     kwargs: dict[str, Any]
@@ -135,8 +158,7 @@ MISSING = object()
 
 @dataclass(frozen=True)
 class RequestCodec:
-    """Requests on the chains of ``table`` (items laid out by ``items``, conditions
-    by ``rules``) and their answers."""
+    """Requests on the chains of ``table``, and their answers."""
 
     table: str
     items: ItemCodec
@@ -144,8 +166,7 @@ class RequestCodec:
 
     def transact_request(self, requests: list[Request]) -> dict[str, Any]:
         """The TransactWriteItems parameters for ``requests`` (at most 100, on distinct
-        chains, each one of :data:`~xor_ack_dynamodb.core.messages.TRANSACTABLE`): each
-        request's own conditional write, with the failed condition's item asked for."""
+        chains, each :data:`~xor_ack_dynamodb.core.messages.TRANSACTABLE`)."""
         entries = []
         for request in requests:
             prepared = self.prepare(request)
@@ -178,20 +199,9 @@ class RequestCodec:
         return failed
 
     @staticmethod
-    def condition_failed(exc: ClientError) -> bool:
-        return error_code(exc) == "ConditionalCheckFailedException"
-
-    @staticmethod
-    def rejection(exc: ClientError, current: Chain | None | object) -> Rejected:
-        """The reply to a request whose condition failed, given the chain as it is now
-        (from :meth:`old_item`, or a read when that was :data:`MISSING`)."""
-        return Rejected(cast("Chain | None", current), resent=retry_attempts(exc.response) > 0)
-
-    @staticmethod
     def schema_message(exc: ClientError) -> bool:
         """Whether a ValidationException says it comes from the table's key schema
-        (DynamoDB's does; other backends' do not always, and then the sender asks
-        DescribeTable, on this error path only)."""
+        (other backends' may not: the sender then asks DescribeTable)."""
         message = str(exc).lower()
         return "key" in message and "schema" in message
 
@@ -212,11 +222,11 @@ class RequestCodec:
             return Prepared("GetItem", self._base(Key=codec.key(request.tag), ConsistentRead=True))
         if isinstance(request, (Put, Remove)):
             now = request.now if isinstance(request, Put) else None
+            values: dict[str, Any] = {}
             if request.expect is None:
-                values: dict[str, Any] = {}
-                condition, names = "attribute_not_exists(#pk)", codec.names("#pk")
+                condition = "attribute_not_exists(#pk)"
             else:
-                condition, names, values = self._guard(request.expect, now)
+                condition = self._guard(request.expect, now, values)
             if isinstance(request, Put):
                 operation, target = "PutItem", {"Item": codec.encode(request.new)}
             else:
@@ -226,7 +236,7 @@ class RequestCodec:
                 self._base(
                     **target,
                     ConditionExpression=condition,
-                    ExpressionAttributeNames=names,
+                    ExpressionAttributeNames=self._names(condition),
                     **({"ExpressionAttributeValues": values} if values else {}),
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 ),
@@ -241,94 +251,67 @@ class RequestCodec:
                 ":opl": {"L": [{"B": op.key}]},
                 ":ohl": {"L": [{"B": op.digest}]},
                 ":opk": {"B": op.key},
-                **_marks(request.now),
             }
             condition = (
                 "attribute_exists(#sum) AND #st = :pending AND #sum <> :zero "
                 "AND (attribute_not_exists(#dl) OR #dl >= :now) AND NOT contains(#ops, :opk)"
             )
-            names = codec.names("#sum", "#v", "#seq", "#ops", "#oph", "#tok", "#u", "#st", "#dl")
-            names.update(codec.names("#lin", "#hb"))
-            condition = self._owned(f"{condition} AND {_MIGRATED}", names, values, request.owner)
+            condition = self._owned(f"{condition} AND {_MIGRATED}", values, request.owner)
             if request.after is not None:
-                condition += self._covers(guard(request.after), names, values)
+                condition += self._covers(request.after, values)
             update = (
                 "ADD #sum :d, #v :one, #seq :one "
                 "SET #ops = list_append(#ops, :opl), #oph = list_append(#oph, :ohl), #tok = :tok, #u = :now"
             )
-            return self._update(request.tag, update, condition, names, values, once=True)
+            return self._update(request.tag, update, condition, values, request.now)
         if isinstance(request, Extend):
             assert request.ttl is not None, "DynamoDB chains always have a clock deadline"
             deadline = request.now + request.ttl
             values = {
                 ":dl": {"N": str(deadline)},
                 ":purge": {"N": str(deadline + rules.skew + rules.retention)},
-                **_marks(request.now),
             }
-            names = codec.names("#pk", "#st", "#sum", "#dl", "#e", "#tok", "#u", "#v", "#ops", "#lin", "#hb")
             live = _LIVE + " AND (attribute_not_exists(#dl) OR #dl >= :now)"
-            condition = self._owned(live, names, values, request.owner)
+            condition = self._owned(live, values, request.owner)
             update = "SET #dl = :dl, #e = :purge, #tok = :tok, #u = :now ADD #v :one"
-            return self._update(request.tag, update, condition, names, values, once=True)
+            return self._update(request.tag, update, condition, values, request.now)
         if isinstance(request, MarkFailed):
-            values = {
-                ":failed": {"S": "failed"},
-                ":purge": {"N": str(request.now + rules.retention)},
-                **_marks(request.now),
-            }
-            names = codec.names("#pk", "#st", "#sum", "#e", "#tok", "#u", "#v", "#ops", "#lin", "#hb")
+            values = {":failed": {"S": "failed"}, ":purge": {"N": str(request.now + rules.retention)}}
             update = "SET #st = :failed, #e = :purge, #tok = :tok, #u = :now"
             if request.reason:
                 update += ", #r = :reason"
                 values[":reason"] = {"S": request.reason}
-                names.update(codec.names("#r"))
-            condition = self._owned(_LIVE, names, values, request.owner)
-            return self._update(request.tag, update + " ADD #v :one", condition, names, values, once=True)
+            condition = self._owned(_LIVE, values, request.owner)
+            return self._update(request.tag, update + " ADD #v :one", condition, values, request.now)
         if isinstance(request, Trim):
             return self._trim(request)
         if isinstance(request, ReadHistory):
             keys = [codec.history_key(request.tag, request.lineage, i) for i in request.indexes]
+            projection = "#pk, #hist"
+            names = self._names(projection)
             return Prepared(
                 "BatchGetItem",
-                {
-                    "RequestItems": {
-                        self.table: {
-                            "Keys": keys,
-                            "ConsistentRead": True,
-                            "ProjectionExpression": "#pk, #hist",
-                            "ExpressionAttributeNames": codec.names("#pk", "#hist"),
-                        }
-                    },
-                    "ReturnConsumedCapacity": "TOTAL",
-                },
+                self._batch_get(keys, ProjectionExpression=projection, ExpressionAttributeNames=names),
             )
         raise TypeError(f"not a store request: {request!r}")
 
     def history_put(self, request: WriteHistory, block: Block) -> Prepared:
-        """The PutItem of one block of ``request`` (unconditional: a block's content
-        never changes, so writers that race write the same item)."""
+        """The PutItem of one block of ``request`` (unconditional: racing writers write
+        the same item)."""
         item = self.items.encode_block(request.tag, request.lineage, block, request.purge_at)
         return Prepared("PutItem", self._base(Item=item))
 
     def history_answer(self, request: ReadHistory, response: Mapping[str, Any]) -> HistoryRead:
         """The blocks a BatchGetItem of ``request`` found, and the indexes left over."""
-        blocks = {}
-        for item in response.get("Responses", {}).get(self.table, []):
-            parsed = self.items.parse_block(cast("Item", item))
-            if parsed is not None:
-                blocks[parsed[0]] = parsed[1]
-        left = response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
-        return HistoryRead(blocks, tuple(self.items.history_index(cast("Item", k)) for k in left))
+        found, left = self._batch_items(response)
+        blocks = dict(parsed for item in found if (parsed := self.items.parse_block(item)) is not None)
+        return HistoryRead(blocks, tuple(self.items.history_index(k) for k in left))
 
     def _trim(self, request: Trim) -> Prepared:
-        """Remove the block at positions ``cut + 1`` to ``cut + count``, if the list
-        still starts there on the trim's lineage."""
-        codec = self.items
         # Highest index first: DynamoDB resolves every index against the list as it was,
         # dynalite removes them one by one (shifting the rest); both then drop 0..count-1.
         indexes = range(request.count - 1, -1, -1)
         paths = [f"#ops[{i}]" for i in indexes] + [f"#oph[{i}]" for i in indexes]
-        names = codec.names("#ops", "#oph", "#cn", "#lin")
         values: dict[str, Any] = {
             ":n": {"N": str(request.count + request.window)},
             ":count": {"N": str(request.count)},
@@ -340,21 +323,18 @@ class RequestCodec:
             at = "(attribute_not_exists(#cn) OR #cn = :cut)"
         update = "REMOVE " + ", ".join(paths) + " ADD #cn :count"
         condition = f"#lin = :lineage AND {at} AND size(#ops) >= :n"
-        prepared = self._update(request.tag, update, condition, names, values)
+        prepared = self._update(request.tag, update, condition, values)
         del prepared.kwargs["ReturnValues"]  # its answer is Written(None): no item to return
         return prepared
 
-    def _covers(self, cut: tuple[int, bytes | None], names: dict[str, str], values: dict[str, Any]) -> str:
-        """``ChainRules.covers`` as a condition: the guard ``cut`` (``core.history.guard``
-        of the write's ``after``) holds."""
-        seq, lineage = cut
-        names.update(self.items.names("#cn"))
-        values[":after_seq"] = {"N": str(seq)}
+    @staticmethod
+    def _covers(after: Position, values: dict[str, Any]) -> str:
+        """``ChainRules.covers`` as a condition."""
+        values[":after_seq"] = {"N": str(after.seq)}
         out = " AND (attribute_not_exists(#cn) OR #cn <= :after_seq)"
-        if lineage is not None:
-            names.update(self.items.names("#lin"))
-            if lineage:
-                values[":after_lineage"] = {"B": lineage}
+        if after != START:
+            if after.lineage:
+                values[":after_lineage"] = {"B": after.lineage}
                 out += " AND #lin = :after_lineage"
             else:
                 out += " AND attribute_not_exists(#lin)"
@@ -373,29 +353,40 @@ class RequestCodec:
             return Written(None, resent)
         if isinstance(request, RemoveAny):
             old = response.get("Attributes")
-            return Written(None if old is None else _parse_loosely(self.items, old, tag), resent)
+            try:
+                return Written(None if old is None else self.items.parse(old, tag), resent)
+            except CorruptItem:  # deleted all the same: for the record
+                return Written(Chain(tag=tag, mode="xor", value=b"\x00"), resent)
         return Written(self.items.parse(response["Attributes"], tag), resent)
 
     def old_item(self, exc: ClientError, request: Request) -> Chain | None | object:
-        """The item a failed condition saw (``ALL_OLD``, free), or :data:`MISSING`
-        when the backend did not return it (dynalite, older DynamoDB Local): the caller
-        then reads it (strongly consistent). A rejected Trim is not worth a read: None
-        when the backend did not return the item."""
+        """The item a failed condition saw (``ALL_OLD``), or :data:`MISSING` when the
+        backend did not return it (the caller then reads it; for a Trim, None)."""
         item = cast("Item | None", exc.response.get("Item"))
         if item is None:
             return None if isinstance(request, Trim) else MISSING
         return self.items.parse(item, tag_of(request))
 
     def batch_request(self, tags: list[str]) -> dict[str, Any]:
+        return self._batch_get([self.items.key(t) for t in tags])
+
+    def _batch_get(self, keys: list[Item], **options: Any) -> dict[str, Any]:
+        """A strongly consistent BatchGetItem of ``keys`` in the table."""
         return {
-            "RequestItems": {self.table: {"Keys": [self.items.key(t) for t in tags], "ConsistentRead": True}},
+            "RequestItems": {self.table: {"Keys": keys, "ConsistentRead": True, **options}},
             "ReturnConsumedCapacity": "TOTAL",
         }
+
+    def _batch_items(self, response: Mapping[str, Any]) -> tuple[list[Item], list[Item]]:
+        """The items a BatchGetItem ``response`` found in the table, and the keys left over."""
+        found = response.get("Responses", {}).get(self.table, [])
+        return found, response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
 
     def batch_answer(self, response: Mapping[str, Any]) -> BatchRead:
         """Chains, undecodable items and unprocessed keys of one BatchGetItem response."""
         out = BatchRead()
-        for item in response.get("Responses", {}).get(self.table, []):
+        found, left = self._batch_items(response)
+        for item in found:
             tag = item.get(self.items.partition_key, {}).get("S")
             try:
                 out.chains.append(self.items.parse(item, tag))
@@ -403,8 +394,7 @@ class RequestCodec:
                 if tag is None:
                     raise
                 out.corrupt[tag] = str(exc)
-        for key in response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", []):
-            out.unprocessed.append(key[self.items.partition_key]["S"])
+        out.unprocessed.extend(key[self.items.partition_key]["S"] for key in left)
         return out
 
     # -- request building ---------------------------------------------------------------
@@ -412,51 +402,46 @@ class RequestCodec:
     def _base(self, **kwargs: Any) -> dict[str, Any]:
         return {"TableName": self.table, "ReturnConsumedCapacity": "TOTAL", **kwargs}
 
+    def _names(self, *expressions: str) -> dict[str, str]:
+        return self.items.names(*placeholders(*expressions))
+
     def _update(
-        self,
-        tag: str,
-        update: str,
-        condition: str,
-        names: dict[str, str],
-        values: dict[str, Any],
-        *,
-        once: bool = False,
+        self, tag: str, update: str, condition: str, values: dict[str, Any], now: int | None = None
     ) -> Prepared:
+        """An UpdateItem; with ``now``, a write dated ``now`` that botocore must not resend."""
+        if now is not None:
+            values.update({**_CONSTANTS, ":tok": {"B": new_token()}, ":now": {"N": str(now)}})
         return Prepared(
             "UpdateItem",
             self._base(
                 Key=self.items.key(tag),
                 UpdateExpression=update,
                 ConditionExpression=condition,
-                ExpressionAttributeNames=names,
+                ExpressionAttributeNames=self._names(update, condition),
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             ),
-            once=once,
+            once=now is not None,
         )
 
-    def _owned(self, condition: str, names: dict[str, str], values: dict[str, Any], owner: str | None) -> str:
+    @staticmethod
+    def _owned(condition: str, values: dict[str, Any], owner: str | None) -> str:
         if owner is None:
             return condition
-        names.update(self.items.names("#own"))
         values[":owner"] = {"S": owner}
         return condition + " AND #own = :owner"
 
-    def _guard(self, chain: Chain, now: int | None = None) -> tuple[str, dict[str, str], dict[str, Any]]:
-        """The condition that the stored chain is still ``chain``: its write token (which
-        never repeats); for an item a foreign writer left without one, its value and
-        version (the best that writer leaves to check). With ``now`` (a stamp's write),
-        also that its deadline has not passed at ``now``
-        (``ChainRules.before_deadline``): a token alone would let a write based on a
-        read made before the deadline land after it."""
+    @staticmethod
+    def _guard(chain: Chain, now: int | None, values: dict[str, Any]) -> str:
+        """The condition that the stored chain is still ``chain`` (its token; a foreign
+        item's value and version), and with ``now`` ``ChainRules.before_deadline``."""
         if chain.token is not None:
-            condition, names = "#tok = :tok", self.items.names("#tok")
-            values: dict[str, Any] = {":tok": {"B": chain.token}}
+            condition = "#tok = :tok"
+            values[":tok"] = {"B": chain.token}
         else:
             assert isinstance(chain.value, bytes)
-            names = self.items.names("#tok", "#s", "#v")
-            values = {":old": {"B": chain.value}}
+            values[":old"] = {"B": chain.value}
             if chain.version:
                 values[":v"] = {"N": str(chain.version)}
                 version = "#v = :v"
@@ -464,10 +449,9 @@ class RequestCodec:
                 version = "attribute_not_exists(#v)"
             condition = f"attribute_not_exists(#tok) AND #s = :old AND {version}"
         if now is not None:
-            names.update(self.items.names("#dl"))
             values[":now"] = {"N": str(now)}
             condition += " AND (attribute_not_exists(#dl) OR #dl >= :now)"
-        return condition, names, values
+        return condition
 
 
 #: Not an item of the 0.1 layout (op ids without a lineage; ``hb``: positions without
@@ -482,25 +466,14 @@ _LIVE = (
 )
 
 
-def _marks(now: int) -> dict[str, Any]:
-    """The values every update writes or checks: a new write token, now, the constants."""
-    return {
-        ":tok": {"B": new_token()},
-        ":now": {"N": str(now)},
-        ":one": {"N": "1"},
-        ":pending": {"S": "pending"},
-        ":zero": {"N": "0"},
-    }
+def placeholders(*expressions: str) -> list[str]:
+    """The attribute-name placeholders ``expressions`` use, each once (DynamoDB refuses
+    an ``ExpressionAttributeNames`` entry no expression uses)."""
+    return sorted(set(re.findall(r"#\w+", " ".join(expressions))))
 
 
-def _parse_loosely(codec: ItemCodec, item: Item, tag: str) -> Chain | None:
-    """A deleted item, for the record: an undecodable one was deleted all the same."""
-    try:
-        return codec.parse(item, tag)
-    except CorruptItem:
-        return Chain(tag=tag, mode="xor", value=b"\x00")
-
-
+#: The constants of the dated updates' expressions.
+_CONSTANTS = {":one": {"N": "1"}, ":pending": {"S": "pending"}, ":zero": {"N": "0"}}
 #: The TransactWriteItems entry of each single-item operation.
 _TRANSACT_ENTRY = {"PutItem": "Put", "UpdateItem": "Update", "DeleteItem": "Delete"}
 #: Cancellation codes after which an entry may simply be sent again (the transaction

@@ -1,19 +1,8 @@
-"""botocore's failures below the service's answers, as the library's typed errors.
-
-A request that never reached the service, lost its response or got an answer that is
-not an AWS error surfaces from botocore as one of a dozen exception classes, none an
-:class:`~xor_ack_dynamodb.errors.XorAckError` and none naming the region. Here each
-becomes a :class:`~xor_ack_dynamodb.errors.RequestFailed` subclass that says whether the
-request may have been applied, naming the service, operation, region and endpoint, with
-botocore's exception as ``__cause__`` (the mapping: docs/guarantees.md, "Errors"). Every
-other ``ClientError`` (a failed condition, a throttle) is left to the store; an HTTP 200
-answer that is not DynamoDB's is judged where its request is known (:mod:`.answers`).
-
-The translation runs once botocore's own resends are spent, in handlers of the client's
-``after-call-error`` and ``after-call`` events (:func:`install`, on every client the
-library builds), so every request of such a client is covered. A client you pass in is
-left alone; the tracker's requests on it are translated where they are sent
-(:func:`typed_failure`).
+"""botocore's failures below the service's answers (no connection, a lost response, an
+answer that is not an AWS error), as :class:`~xor_ack_dynamodb.errors.RequestFailed`
+subclasses that say whether the request may have been applied (docs/guarantees.md,
+"Errors"). :func:`install` makes a client the library builds raise them once botocore's
+resends are spent; on a client passed in, the store calls :func:`typed_failure`.
 """
 
 from __future__ import annotations
@@ -49,8 +38,6 @@ from ...errors import (
     UnknownRegion,
     XorAckError,
 )
-
-__all__ = ["install", "typed_failure", "request_names", "check_region", "known_regions", "HANDLER_ID"]
 
 #: The handlers' unique id: installing twice is a no-op.
 HANDLER_ID = "xor_ack_dynamodb.typed-failures"
@@ -149,11 +136,9 @@ def request_names(client: Any, operation: str, endpoint: str | None = None) -> t
 
 
 def _bad_response(exc: ClientError, where: str, names: dict[str, Any], prefix: str) -> RequestFailed | None:
-    """:class:`AccessDenied` for IAM's refusal (``prefix``: the service's IAM action
-    prefix, ``dynamodb`` for the streams too); :class:`BadResponse` for any other
-    status of 300 and up whose body held no AWS error (an HTML page, an empty body, a
-    proxy's text): botocore then gives the HTTP status as the error code. None for the
-    service's own errors, which the store reads."""
+    """:class:`AccessDenied` for IAM's refusal (``prefix``: the IAM action prefix);
+    :class:`BadResponse` for a status of 300 and up whose body held no AWS error
+    (botocore then gives the status as the code); None for the service's own errors."""
     meta = exc.response.get("ResponseMetadata", {})
     status = int(meta.get("HTTPStatusCode") or 0)
     error = exc.response.get("Error", {})
@@ -182,12 +167,9 @@ def _bad_response(exc: ClientError, where: str, names: dict[str, Any], prefix: s
 
 def check_region(region: str | None, endpoint: str) -> UnknownRegion | None:
     """:class:`UnknownRegion` for a region botocore does not know that is a typo, else
-    None. A region botocore knows is never looked up. One it does not know is a typo
-    when it is close to a known one without being a region of a known area with another
-    number (``eu-wst-1``, ``useast1``, ``us-east-1a``; not ``eu-west-9``), endpoint or
-    not, decided with no lookup; any other (newer than this botocore, or a local
-    emulator's) is accepted when the host name of ``endpoint`` resolves, or when the
-    resolver fails for a reason other than "no such name"."""
+    None: one close to a known region and not a new number of a known area
+    (``eu-wst-1``, not ``eu-west-9``), or any other unknown one whose ``endpoint``'s host
+    name does not exist."""
     if not region or region in known_regions():
         return None
     known = sorted(known_regions())

@@ -1,9 +1,6 @@
-"""One chain, one DynamoDB item: the layout and its reading.
-
-The layout (chain items and history items, attribute by attribute) is docs/guarantees.md's
-"Item layout and the Node package". The first two attributes (the key and ``stamp``) are
-the Node package's, so both can share a table: an item it wrote reads as a pending xor
-chain with no history that never expires.
+"""One chain, one DynamoDB item (the layout: docs/guarantees.md, "Item layout and the
+Node package"). An item the Node package wrote reads as a pending xor chain with no
+history that never expires.
 """
 
 from __future__ import annotations
@@ -21,15 +18,12 @@ from ...errors import CorruptItem, InvalidConfig, UnmigratedItem
 from ...stamps import RESERVED_PREFIX
 from ...status import readable_epoch
 
-__all__ = ["ItemCodec", "Item", "ATTRIBUTES"]
-
 AttributeValue = dict[str, Any]
 Item = dict[str, AttributeValue]
 
 _deserializer = TypeDeserializer()
 
-#: Placeholder -> attribute name for every attribute a request may name (several are
-#: DynamoDB reserved words, so requests always go through placeholders).
+#: Placeholder -> attribute name for every attribute a request may name.
 ATTRIBUTES = {
     "#s": "stamp",
     "#sum": "sum",

@@ -1,27 +1,10 @@
-"""The one-time migration of chain items this library wrote before lineages.
+"""The one-time migration of chain items this library wrote before lineages (what each
+layout keeps, and why: docs/cli.md, "Upgrading: ``xor-ack migrate``").
 
-Every call refuses an item of an old layout (:class:`~xor_ack_dynamodb.errors.UnmigratedItem`)
-until :func:`migrate_table` (``xor-ack migrate``) has rewritten it in the current layout.
-A rewrite keeps the value, state, deadline (the first layout's ``expires_at``), owner and
-reason, draws a new lineage, and never turns an op it cannot check into one it takes as
-not applied. What each layout keeps, and why, is docs/cli.md's "Upgrading: ``xor-ack
-migrate``":
-
-- **Read exactly** (0.1, and a pre-release of 0.2's ``hb`` item): the create op, window
-  and op ids are kept; the ops 0.1 dropped without history become positions whose block
-  is missing (positions move up to the next multiple of
-  :data:`~xor_ack_dynamodb.core.chain.BLOCK`), so a named op id not in the window raises
-  :class:`~xor_ack_dynamodb.errors.OutcomeUnknown` and writes nothing.
-- **Not read exactly** (the first layout, op keys without their namespace, also once a
-  later version stamped it: ``cutn`` plus the list's length exceed ``seq``): only the ops
-  a later version appended stay in the window, the lineage is marked ``adp``, and every
-  named op id not in the window raises ``OutcomeUnknown``: never a second application.
-  The oldest first-layout op, while kept, becomes the create op (its key is today's).
-
-A pending chain left with positions that have no history is listed in
-:attr:`Migration.replay`, with why. Each rewrite is a ``PutItem`` conditioned on the item
-being as it was read (its token, or its stamp without one); an item that changed
-meanwhile is read again and rewritten. Running it twice is harmless.
+A rewrite never turns an op it cannot check into one it takes as not applied: where an
+item's history cannot be read exactly, a named op id not in the window raises
+:class:`~xor_ack_dynamodb.errors.OutcomeUnknown`, and a pending chain so left is listed
+in :attr:`Migration.replay`. Running it twice is harmless.
 """
 
 from __future__ import annotations
@@ -36,8 +19,6 @@ from ...errors import CorruptItem
 from .answers import checked, scan_pages
 from .codec import error_code
 from .item import Item, ItemCodec
-
-__all__ = ["Migration", "migrate_item", "migrate_table", "needs_migration", "unreadable"]
 
 #: Items that may be of an old layout: op ids without a lineage, positions without
 #: history, or a lineage started over another writer's item (``adp``: a pre-release of
@@ -57,11 +38,9 @@ DROPPED = f"0.1 dropped ops without history: {UNKNOWN}"
 
 @dataclass
 class Migration:
-    """What :func:`migrate_table` did: items read by the scan, items rewritten, the tags
-    it could not rewrite (changed on every attempt, or unreadable) with why, and the
-    pending chains it rewrote that are to be replayed (``replay``), with why: their
-    history before the migration is not known whole, so a stamp with a named op id not
-    in the window raises ``OutcomeUnknown`` (see the module doc)."""
+    """What :func:`migrate_table` did: items scanned and rewritten, the tags it could not
+    rewrite with why, and the pending chains to replay (``replay``, see the module doc)
+    with why."""
 
     scanned: int = 0
     migrated: int = 0
@@ -95,8 +74,8 @@ def _ops(item: Item) -> list[Any]:
 
 
 def unreadable(item: Item) -> str | None:
-    """Why the op history of the old-layout ``item`` cannot be read exactly (see the
-    module doc), or None when it can. Raises
+    """Why the op history of the old-layout ``item`` cannot be read exactly (docs/cli.md,
+    "Upgrading"), or None when it can. Raises
     :class:`~xor_ack_dynamodb.errors.CorruptItem`, ``ValueError``, ``KeyError`` or
     ``TypeError`` for an item it cannot read."""
     ops = _ops(item)
@@ -117,8 +96,8 @@ def needs_migration(item: Item) -> bool:
 
 
 def migrate_item(codec: ItemCodec, item: Item, now: int) -> Chain:
-    """The chain an old-layout ``item`` becomes (see the module doc for what it keeps and
-    guarantees per layout). Raises :class:`~xor_ack_dynamodb.errors.CorruptItem` (or
+    """The chain an old-layout ``item`` becomes (what it keeps per layout: docs/cli.md,
+    "Upgrading"). Raises :class:`~xor_ack_dynamodb.errors.CorruptItem` (or
     ``ValueError``, ``KeyError``, ``TypeError``) for an item it cannot read."""
     why = unreadable(item)
     keys = [_key(op) for op in _ops(item)]
@@ -156,12 +135,10 @@ def _condition(item: Item) -> tuple[str, dict[str, str], dict[str, Any]]:
 
 
 def migrate_table(client: Any, table: str, codec: ItemCodec, now: int, page_size: int = 1000) -> Migration:
-    """Rewrite every old-layout chain item of ``table`` in the current layout (a Scan of
-    the whole table, filtered server-side; one conditional ``PutItem`` per item found),
-    and list the pending chains to replay (see the module doc). ``now`` is the epoch
-    second the rewrites record as ``updated_at``. An item it cannot rewrite is in
-    ``failed``, the others go on; an error of the scan itself or a request error other
-    than a refused condition propagates (botocore's ``ClientError``)."""
+    """Rewrite every old-layout chain item of ``table`` (one Scan, one conditional
+    ``PutItem`` per item found, dated ``now``). An item it cannot rewrite is in
+    ``failed``, the others go on; an error of the scan or a request error other than a
+    refused condition propagates."""
     out = Migration()
     names = codec.names("#ops", "#lin", "#hb", "#adp")
     pages = scan_pages(

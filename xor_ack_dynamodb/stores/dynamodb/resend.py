@@ -1,35 +1,22 @@
-"""Keeping botocore from resending a write whose bytes must not be sent again later.
-
-botocore resends a request after a lost connection, a timeout, a 5xx, a throttle or a
-checksum mismatch, with the first copy's bytes unchanged. Two kinds of write must not be
-sent that way:
-
-* A sum-mode ``ADD``: its ``NOT contains(ops, :op)`` only sees the op list's window, so
-  a copy that lands after the first copy's op moved to history is applied again.
-* Every write that tests a chain's deadline (a stamp's ``PutItem`` and ``ADD``, a
-  touch, a fail, a transaction of them): a late copy would be tested against its stale
-  ``:now``, and could land after the deadline on a chain a reader declared expired.
-
-So the store sends those inside :func:`no_resend` (``Prepared.once``), and a
-``needs-retry`` handler registered first on the client for :data:`EVENTS` raises *any*
-failure instead of resending: the call decides again with a fresh clock and sends a new
-request, dated anew, with the guard that makes it exact (``core/stamping.py``). Every
-other request is untouched.
+"""Keeping botocore from resending a write whose bytes must not be sent again: a sum
+``ADD`` (a late copy could land after its op left the window) and every write that tests
+the deadline (a late copy carries a stale ``:now``: docs/expiry.md, "Clocks and the skew
+margin"). The store sends those inside :func:`no_resend`, and a ``needs-retry`` handler
+registered first for :data:`EVENTS` raises any failure instead of resending: the call
+decides again and sends a new request, dated anew.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, ClassVar
 from zlib import crc32
 
 from botocore.exceptions import ChecksumError, ClientError
 
 from .codec import TRANSIENT_CODES
-
-__all__ = ["NoResend", "AsyncNoResend", "no_resend", "HANDLER_ID", "EVENTS"]
 
 #: The events the handler answers: botocore asks them before every resend of a request
 #: of these operations (the conditional writes; a GetItem is resent freely).
@@ -38,26 +25,6 @@ EVENTS = tuple(f"needs-retry.dynamodb.{op}" for op in ("UpdateItem", "PutItem", 
 HANDLER_ID = "xor_ack_dynamodb.no-resend"
 
 _ACTIVE: ContextVar[bool] = ContextVar("xor_ack_dynamodb_no_resend", default=False)
-
-
-class NoResend:
-    """The handler for botocore clients."""
-
-    @staticmethod
-    def install(client: Any) -> None:
-        """Register the handler first on ``client``'s events (idempotent)."""
-        for event in EVENTS:
-            client.meta.events.register_first(event, _needs_retry, unique_id=f"{HANDLER_ID}:{event}")
-
-
-class AsyncNoResend:
-    """The handler for aiobotocore clients (whose response bodies are awaited)."""
-
-    @staticmethod
-    def install(client: Any) -> None:
-        """Register the handler first on ``client``'s events (idempotent)."""
-        for event in EVENTS:
-            client.meta.events.register_first(event, _async_needs_retry, unique_id=f"{HANDLER_ID}:{event}")
 
 
 @contextmanager
@@ -74,10 +41,8 @@ def no_resend() -> Iterator[None]:
 def _needs_retry(
     response: Any = None, caught_exception: Any = None, attempts: int = 1, operation: Any = None, **_: Any
 ) -> None:
-    """botocore's ``needs-retry`` question, for a request sent inside
-    :func:`no_resend`: raise what the caller should see instead of letting botocore
-    resend; None (botocore decides: it resends none of these) for an answer that is
-    final (a success whose checksum holds, a failed condition)."""
+    """botocore's ``needs-retry`` question, inside :func:`no_resend`: raise what the
+    caller should see instead of a resend; None for a final answer."""
     if _stop(response, caught_exception, attempts, operation):
         _check_body(response[0], response[0].content)
 
@@ -91,8 +56,7 @@ async def _async_needs_retry(
 
 
 def _stop(response: Any, caught_exception: Any, attempts: int, operation: Any) -> bool:
-    """Raise every failure botocore would resend after (a connection or timeout error,
-    a 5xx, a throttle: :data:`~.codec.TRANSIENT_CODES`); True when the answer is a
+    """Raise every failure botocore would resend after; True when the answer is a
     success whose body is still to be checked."""
     if not _ACTIVE.get():
         return False
@@ -102,16 +66,11 @@ def _stop(response: Any, caught_exception: Any, attempts: int, operation: Any) -
         return False
     http, parsed = response
     status = int(getattr(http, "status_code", 0) or 0)
-    if status >= 500 or (status >= 300 and _transient(parsed)):
+    code = str(parsed.get("Error", {}).get("Code", "")) if isinstance(parsed, dict) else ""
+    if status >= 500 or (status >= 300 and code in TRANSIENT_CODES):  # a throttle: resent too
         parsed.setdefault("ResponseMetadata", {})["RetryAttempts"] = attempts - 1
         raise ClientError(parsed, getattr(operation, "name", "UpdateItem"))
     return status < 300 and getattr(http, "headers", {}).get("x-amz-crc32") is not None
-
-
-def _transient(parsed: Any) -> bool:
-    """Whether a parsed error answer is a throttle (or another code the library
-    retries), which botocore would resend."""
-    return isinstance(parsed, dict) and str(parsed.get("Error", {}).get("Code", "")) in TRANSIENT_CODES
 
 
 def _check_body(http: Any, content: bytes) -> None:
@@ -121,3 +80,21 @@ def _check_body(http: Any, content: bytes) -> None:
     actual = str(crc32(content) & 0xFFFFFFFF)
     if actual != str(int(expected)):
         raise ChecksumError(checksum_type="crc32", expected_checksum=expected, actual_checksum=actual)
+
+
+class NoResend:
+    """The handler for botocore clients."""
+
+    handler: ClassVar[Callable[..., Any]] = _needs_retry
+
+    @classmethod
+    def install(cls, client: Any) -> None:
+        """Register the handler first on ``client``'s events (idempotent)."""
+        for event in EVENTS:
+            client.meta.events.register_first(event, cls.handler, unique_id=f"{HANDLER_ID}:{event}")
+
+
+class AsyncNoResend(NoResend):
+    """The handler for aiobotocore clients (whose response bodies are awaited)."""
+
+    handler = _async_needs_retry

@@ -1,14 +1,12 @@
-"""The DynamoDB store: the requests of :class:`~..codec.RequestCodec`, sent, counted
-(with botocore's own resends, what DynamoDB bills), a missing table or a key-schema
-mismatch raised as typed errors. Written for aiobotocore; the boto3 twin is generated
-from it by ``scripts/unasync.py``.
+"""The DynamoDB store: the requests of :class:`~..codec.RequestCodec`, sent and counted
+(botocore's resends too: DynamoDB bills them). The boto3 twin is generated.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError
@@ -45,8 +43,6 @@ from ..failures import typed_failure
 from ..resend import AsyncNoResend, no_resend
 from .table import describe
 
-__all__ = ["AsyncDynamoDBStore"]
-
 log = logging.getLogger("xor_ack_dynamodb")
 
 
@@ -59,8 +55,7 @@ class AsyncDynamoDBStore:
         self.codec = codec
         self.stats = stats
 
-    def is_transient(self, error: BaseException) -> bool:
-        return is_transient(error)
+    is_transient = staticmethod(is_transient)
 
     async def execute(self, request: Request) -> Reply | Chain | HistoryRead | None:
         if isinstance(request, WriteHistory):
@@ -77,13 +72,17 @@ class AsyncDynamoDBStore:
                 prepared.operation, prepared.kwargs, tag_of(request), once=prepared.once
             )
         except ClientError as exc:
-            if not self.codec.condition_failed(exc):
+            if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            current = self.codec.old_item(exc, request)
-            if current is MISSING:
-                current = await self.execute(Read(tag_of(request)))
-            return self.codec.rejection(exc, current)
+            return await self._rejected(exc, request, self.codec.old_item(exc, request))
         return self.codec.answer(request, response)
+
+    async def _rejected(self, exc: ClientError, request: Request, current: Chain | None | object) -> Rejected:
+        """The rejection of ``request``: the chain its failed condition saw, read when the
+        backend did not return it."""
+        if current is MISSING:
+            current = await self.execute(Read(tag_of(request)))
+        return Rejected(cast("Chain | None", current), resent=retry_attempts(exc.response) > 0)
 
     async def read_many(self, tags: list[str]) -> BatchRead:
         response = await self.call("BatchGetItem", self.codec.batch_request(tags), f"{len(tags)} keys")
@@ -104,12 +103,8 @@ class AsyncDynamoDBStore:
                 raise TransactionsUnsupported(str(exc)) from exc
             if error_code(exc) != "TransactionCanceledException":
                 raise
-            rejected: dict[int, Rejected] = {}
-            for i, current in self.codec.cancelled(exc, requests).items():
-                if current is MISSING:
-                    current = await self.execute(Read(tag_of(requests[i])))
-                rejected[i] = self.codec.rejection(exc, current)
-            return Cancelled(rejected)
+            failed = self.codec.cancelled(exc, requests)
+            return Cancelled({i: await self._rejected(exc, requests[i], c) for i, c in failed.items()})
         return self.codec.committed(requests, response)
 
     async def call(
@@ -154,15 +149,13 @@ class AsyncDynamoDBStore:
         return response
 
     def _count_failed(self, operation: str, error: BaseException | None) -> None:
-        """Count a request that failed below DynamoDB's answers unless it was never sent
-        (``EndpointUnreachable``): a lost or late response, or an answer that was not
-        DynamoDB's, may stand for a request DynamoDB applied and bills."""
+        """Count a failed request unless it was never sent (``EndpointUnreachable``):
+        DynamoDB may have applied and billed it."""
         if not isinstance(error, EndpointUnreachable):
             self.stats.request(operation)
 
     async def _key_mismatch(self, exc: ClientError) -> bool:
-        """Whether a ValidationException comes from the table's key schema: the message
-        says so, or one DescribeTable (on this error path only) decides."""
+        """Whether a ValidationException comes from the table's key schema."""
         if self.codec.schema_message(exc):
             return True
         try:

@@ -10,14 +10,9 @@ from typing import Any
 import tenacity
 from botocore.exceptions import ClientError
 
-from ....errors import InvalidConfig, TableNotFound, TableSchemaMismatch
+from ....errors import InvalidConfig, TableNotFound
 from ..answers import checked
-from ..codec import error_code, missing_table_message, table_key
-
-__all__ = ["create_table", "describe", "ensure_ttl", "STREAM_VIEW"]
-
-#: The stream of ``create_table(stream=True)`` (what the serverless completion reads).
-STREAM_VIEW = "NEW_AND_OLD_IMAGES"
+from ..codec import STREAM, check_key, error_code, missing_table_message, stream_missing, table_request
 
 log = logging.getLogger("xor_ack_dynamodb")
 
@@ -40,8 +35,7 @@ def describe(client: Any, table: str) -> dict[str, Any]:
 
 
 def _until_active(client: Any, table: str) -> dict[str, Any]:
-    """The table's description once it is ACTIVE (polled, each answer checked). Raises
-    :class:`TableNotFound` when it is still not ACTIVE after :data:`ACTIVE_WITHIN`."""
+    """Its description once ACTIVE; :class:`TableNotFound` if not after :data:`ACTIVE_WITHIN`."""
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_result(lambda d: d.get("TableStatus") != "ACTIVE")
         | tenacity.retry_if_exception_type(TableNotFound),
@@ -77,14 +71,7 @@ def create_table(
     stream of another view type, or the endpoint serves no streams (dynalite).
     """
     created = True
-    spec = {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": STREAM_VIEW}} if stream else {}
-    request = {
-        "TableName": table,
-        "AttributeDefinitions": [{"AttributeName": partition_key, "AttributeType": "S"}],
-        "KeySchema": [{"AttributeName": partition_key, "KeyType": "HASH"}],
-        "BillingMode": "PAY_PER_REQUEST",
-        **spec,
-    }
+    request = table_request(table, partition_key, stream)
     try:
         checked(client, "CreateTable", request, client.create_table(**request))
         log.info("created table %s", table)
@@ -93,25 +80,12 @@ def create_table(
             raise
         created = False
     description = _until_active(client, table) if wait else describe(client, table)
-    key = table_key(description)
-    if key != (partition_key, "S"):
-        raise TableSchemaMismatch(
-            f"table {table!r} exists with key schema {key!r}, not a String partition key "
-            f"named {partition_key!r}"
-        )
+    check_key(description, table, partition_key)
     ensure_ttl(client, table, ttl_attribute)
-    if stream:
-        found = description.get("StreamSpecification") or {}
-        if not found.get("StreamEnabled"):
-            if created:  # asked for at creation and ignored: dynalite
-                raise InvalidConfig(f"this endpoint serves no DynamoDB Streams: {table!r} has no stream")
-            request = {"TableName": table, **spec}
-            checked(client, "UpdateTable", request, client.update_table(**request))
-            log.info("enabled the stream of %s", table)
-        elif found.get("StreamViewType") != STREAM_VIEW:
-            raise InvalidConfig(
-                f"table {table!r} has a {found.get('StreamViewType')} stream, not {STREAM_VIEW}"
-            )
+    if stream and stream_missing(description, table, created):
+        request = {"TableName": table, **STREAM}
+        checked(client, "UpdateTable", request, client.update_table(**request))
+        log.info("enabled the stream of %s", table)
     return created
 
 
@@ -138,9 +112,7 @@ def ensure_ttl(client: Any, table: str, ttl_attribute: str) -> None:
     try:
         checked(client, "UpdateTimeToLive", request, client.update_time_to_live(**request))
     except ClientError as exc:
-        # Some local backends (dynalite) have no UpdateTimeToLive. Expiry is decided on
-        # every read and in every condition, so chains still expire; only the garbage
-        # collection of old items is missing there.
+        # dynalite has none: expiry is decided on every read and condition all the same
         if error_code(exc) != "UnknownOperationException":
             raise
         log.warning("this endpoint does not support TTL: old chains of %s are never collected", table)
