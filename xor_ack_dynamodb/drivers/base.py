@@ -79,9 +79,11 @@ def signed(
     builder: Callable[Concatenate[Any, P], object],
 ) -> Callable[[Callable[..., R]], Callable[Concatenate[Any, P], R]]:
     """Give the decorated tracker method ``builder``'s parameters and docstring, keeping
-    its own result (a coroutine's, for the asyncio tracker)."""
+    its own result (a coroutine's, for the asyncio tracker). ``builder`` binds the
+    arguments, so a wrong one raises its ``TypeError``: named after the method."""
 
     def sign(method: Callable[..., R]) -> Callable[Concatenate[Any, P], R]:
+        builder.__qualname__ = method.__name__
         result = inspect.signature(method).return_annotation
         method.__signature__ = inspect.signature(builder).replace(return_annotation=result)  # type: ignore[attr-defined]
         method.__doc__ = builder.__doc__

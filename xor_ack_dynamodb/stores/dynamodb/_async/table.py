@@ -60,7 +60,8 @@ async def create_table(
     stream: bool = False,
 ) -> bool:
     """Create an on-demand table keyed by a String ``partition_key`` with TTL on
-    ``ttl_attribute`` and, with ``stream``, a DynamoDB stream of :data:`STREAM_VIEW`.
+    ``ttl_attribute`` and, with ``stream``, a DynamoDB stream of
+    :data:`~xor_ack_dynamodb.stores.dynamodb.codec.STREAM_VIEW`.
     Returns True if it created the table, False if it already existed with that key (TTL
     is then enabled if it was not, and so is the stream with ``stream``).
 
