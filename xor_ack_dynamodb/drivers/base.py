@@ -45,21 +45,6 @@ from ..status import ChainStatus
 from .cache import HISTORY_BLOCKS, LastKnown
 from .fanout import Progress, check_batch_options
 
-__all__ = [
-    "Batch",
-    "DatedBase",
-    "DriverBase",
-    "Groups",
-    "TrackerBase",
-    "Unfinished",
-    "Unprocessed",
-    "pool_limit",
-    "raise_transient",
-    "same_signature",
-    "signed",
-    "tested_at",
-]
-
 log = logging.getLogger("xor_ack_dynamodb")
 
 P = ParamSpec("P")

@@ -26,19 +26,6 @@ from .errors import CompletionPending, TargetFailed
 if TYPE_CHECKING:
     from ..stores.dynamodb.tracker import ClaimResult, XorAckDynamoDB
 
-__all__ = [
-    "Completion",
-    "CompletionGuard",
-    "DynamoDBGuard",
-    "Lineage",
-    "MemoryGuard",
-    "SqsTarget",
-    "EventBridgeTarget",
-    "Target",
-    "FireOutcome",
-    "fire_once",
-    "guard_for",
-]
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 

@@ -40,7 +40,6 @@ from .stream import ChainFilter, owned_by_pipelines, process_chain_stream
 if TYPE_CHECKING:
     from ..stores.dynamodb.tracker import XorAckDynamoDB
 
-__all__ = ["Pipeline", "PipelineConfig"]
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 

@@ -18,8 +18,6 @@ from .context import Child
 from .edges import edge_text
 from .parts import PipelineParts
 
-__all__ = ["ChildrenNotSent", "send_children", "message_attributes"]
-
 #: SendMessageBatch's limit.
 BATCH = 10
 

@@ -52,8 +52,6 @@ from ..base import (
 )
 from ..fanout import AsyncFanOut, Progress, check_concurrency
 
-__all__ = ["AsyncChainStore", "AsyncDriver"]
-
 T = TypeVar("T")
 
 

@@ -54,8 +54,6 @@ from ..base import (
 )
 from ..fanout import FanOut, Progress, check_concurrency
 
-__all__ = ["ChainStore", "Driver"]
-
 T = TypeVar("T")
 
 
