@@ -178,7 +178,9 @@ def test_poison_message_fails_its_chain_and_the_rest_completes(world: World) -> 
     assert world.pipeline.stats.events["records.failed_chain"] == 1
 
 
-def library_pipeline(mode: str, clock: Any = None, **options: Any) -> tuple[Pipeline, str]:
+def library_pipeline(
+    mode: str, clock: Any = None, on_complete: Any = (), **settings: Any
+) -> tuple[Pipeline, str]:
     """A pipeline built from parts (no example), on a fresh queue and table."""
     sqs = boto3.client("sqs", region_name=REGION)
     queue = sqs.create_queue(QueueName=f"q-{mode}", Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
@@ -188,7 +190,8 @@ def library_pipeline(mode: str, clock: Any = None, **options: Any) -> tuple[Pipe
     )
     tracker.create_table(stream=True)
     s3 = boto3.client("s3", region_name=REGION)
-    return Pipeline(tracker, queue_url=queue, sqs=sqs, s3=s3, clock=clock, **options), queue
+    config = PipelineConfig(queue_url=queue, **settings)
+    return Pipeline(tracker, config, sqs=sqs, s3=s3, on_complete=on_complete, clock=clock), queue
 
 
 def receive(pipeline: Pipeline, queue: str) -> list[dict[str, Any]]:
@@ -296,7 +299,7 @@ def test_a_live_claim_defers_and_a_failed_target_is_retried(mode: str) -> None:
         if len(calls) == 1:
             raise ConnectionError("target down")
 
-    pipeline, queue = library_pipeline(mode, on_complete=[flaky], completion_lease=60, clock=clock)
+    pipeline, queue = library_pipeline(mode, on_complete=[flaky], completion_lease_seconds=60, clock=clock)
     pipeline.start("job-4", children=["x"])
     example("run_local").poll(
         pipeline.sqs, queue, lambda e, c: pipeline.process_sqs_batch(e, lambda ctx: None)
@@ -328,14 +331,8 @@ def test_sqs_and_eventbridge_completion_targets() -> None:
     events.put_rule(Name="done", EventBusName="chains", EventPattern=json.dumps({"source": ["xor-ack"]}))
     events.put_targets(Rule="done", EventBusName="chains", Targets=[{"Id": "q", "Arn": arn}])
     pipeline, queue = library_pipeline("sum")
-    pipeline = Pipeline(
-        pipeline.tracker,
-        queue_url=queue,
-        sqs=sqs,
-        events=events,
-        completion_queue_url=done,
-        completion_bus="chains",
-    )
+    config = PipelineConfig(queue_url=queue, completion_queue_url=done, completion_bus="chains")
+    pipeline = Pipeline(pipeline.tracker, config, sqs=sqs, events=events)
     for tag in ("a", "b"):
         pipeline.start(tag, children=[1, 2, 3])
     drain(pipeline, queue, lambda ctx: None)
@@ -479,7 +476,34 @@ def test_config_from_the_environment() -> None:
         with pytest.raises(InvalidConfig, match="delete_on_ack"):
             Pipeline(tracker)
         with pytest.raises(InvalidConfig, match="max_receives"):
-            Pipeline(XorAckDynamoDB("ttt", client=tracker.client), max_receives=0)
+            PipelineConfig(max_receives=0)
+
+
+def test_a_pipeline_takes_its_settings_as_one_config() -> None:
+    """``Pipeline(tracker, config)``: the settings are a ``PipelineConfig``, whose table is
+    needed only to build a tracker; the completion lease's skew margin is the tracker's."""
+    from xor_ack_dynamodb import MemoryAck
+    from xor_ack_dynamodb.serverless.completion import DynamoDBGuard
+
+    config = PipelineConfig(queue_url="https://q", max_receives=2, edge_size=32, metrics_namespace=None)
+    pipeline = Pipeline(MemoryAck(mode="xor"), config)
+    assert (pipeline.mode, pipeline.queue_url, pipeline.max_receives, pipeline.edge_size) == (
+        "xor",
+        "https://q",
+        2,
+        32,
+    )
+    assert pipeline.config is config and not pipeline.metrics.enabled
+    assert Pipeline(MemoryAck()).config == PipelineConfig()  # every default
+    for build in (config.tracker, config.ack_config, config.build):
+        with pytest.raises(InvalidConfig, match="names no table"):
+            build()
+    with pytest.raises(InvalidConfig, match="config must be a PipelineConfig"):
+        Pipeline(MemoryAck(), {"queue_url": "https://q"})  # type: ignore[arg-type]
+    with mock_aws():
+        tracker = XorAckDynamoDB("ttt", client=boto3.client("dynamodb", region_name=REGION), skew=9)
+        guard = Pipeline(tracker, PipelineConfig("ttt", skew_seconds=5)).guard
+        assert isinstance(guard, DynamoDBGuard) and guard.skew == 9
 
 
 def test_a_memory_tracker_pipeline_fires_once() -> None:

@@ -93,13 +93,12 @@ def aws(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
         yield Aws("ddblocal", server.client(), streams, sqs, s3, server.endpoint_url)
 
 
-def pipeline_on(aws: Aws, mode: str, fired: list[Completion], **options: Any) -> tuple[Pipeline, str]:
+def pipeline_on(aws: Aws, mode: str, fired: list[Completion], **settings: Any) -> tuple[Pipeline, str]:
     table = unique_table("cmpl")
     tracker = aws.tracker(table, mode=mode)
     queue = aws.sqs.create_queue(QueueName=f"work-{table}", Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
-    pipeline = Pipeline(
-        tracker, queue_url=queue, sqs=aws.sqs, s3=aws.s3, on_complete=[fired.append], **options
-    )
+    config = PipelineConfig(queue_url=queue, **settings)
+    pipeline = Pipeline(tracker, config, sqs=aws.sqs, s3=aws.s3, on_complete=[fired.append])
     assert pipeline.create_table()
     return pipeline, queue
 

@@ -84,17 +84,14 @@ class CompletionGuard(Protocol):
 class DynamoDBGuard:
     """The claim on the chain's item, made by the
     :class:`~xor_ack_dynamodb.XorAckDynamoDB`'s ``claim_completion``,
-    ``mark_completion_fired`` and ``release_completion``. ``skew``: the clock-skew margin
-    a takeover waits past a lease (default: the tracker's)."""
+    ``mark_completion_fired`` and ``release_completion``; a takeover waits the tracker's
+    clock-skew margin (``skew``) past a lease. Raises :class:`InvalidConfig` for a
+    tracker with ``delete_on_ack``."""
 
-    def __init__(self, tracker: XorAckDynamoDB, skew: float | None = None) -> None:
+    def __init__(self, tracker: XorAckDynamoDB) -> None:
         if tracker.delete_on_ack:
             raise InvalidConfig("completion needs the acked tombstone: use a tracker without delete_on_ack")
-        self.tracker = tracker
-        skew = tracker.rules.skew if skew is None else skew
-        if isinstance(skew, bool) or not isinstance(skew, (int, float)) or not 0 <= skew <= 3600:
-            raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {skew!r}")
-        self.skew = float(skew)
+        self.tracker, self.skew = tracker, tracker.rules.skew
 
     def claim(
         self, tag: str, claimant: str, now: float, lease: float, lineage: Lineage | None = None
@@ -149,14 +146,14 @@ class MemoryGuard:
                 del self._claims[tag]
 
 
-def guard_for(tracker: Any, skew: float | None = None) -> CompletionGuard:
+def guard_for(tracker: Any) -> CompletionGuard:
     """The guard for ``tracker``: on its DynamoDB table, or in memory for a
     ``MemoryAck``. Raises :class:`InvalidConfig` for any other tracker (pass a guard)."""
     from ..stores.dynamodb.tracker import XorAckDynamoDB
     from ..stores.memory import MemoryAck
 
     if isinstance(tracker, XorAckDynamoDB):
-        return DynamoDBGuard(tracker, skew)
+        return DynamoDBGuard(tracker)
     if isinstance(tracker, MemoryAck):
         return MemoryGuard(tracker)
     raise InvalidConfig(f"no completion guard for a {type(tracker).__name__}: pass guard=")
