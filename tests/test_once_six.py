@@ -39,7 +39,7 @@ from conftest import unique_table
 
 from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, RetryPolicy, XorAckDynamoDB, errors
 from xor_ack_dynamodb.serverless import Completion, Pipeline, PipelineConfig
-from xor_ack_dynamodb.serverless.completion import DynamoDBGuard, fire_once
+from xor_ack_dynamodb.serverless.completion import fire_once
 from xor_ack_dynamodb.serverless.errors import CompletionPending, TargetFailed
 from xor_ack_dynamodb.serverless.stream import read_change
 from xor_ack_dynamodb.stores.dynamodb.clients import dynamodb_client
@@ -304,7 +304,7 @@ def _completed(client: Any, tag: str) -> tuple[XorAckDynamoDB, Completion]:
 
 def _fire(tracker: XorAckDynamoDB, fired: list[Completion], completion: Completion, now: float = 1e9) -> str:
     """One stream delivery's firing of ``completion`` (a new claimant, a 300 s lease)."""
-    return fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=now, lease=300)
+    return fire_once(tracker, [fired.append], completion, now=now, lease=300)
 
 
 def test_3_a_resent_completion_claim_is_its_own(dynamodb: Callable[[], Any]) -> None:

@@ -307,7 +307,9 @@ def test_a_live_claim_defers_and_a_failed_target_is_retried(mode: str) -> None:
     poller, events = pipeline.stream_poller(), pipeline.stats.events
     assert poller.poll() > 0  # the stream: the completion's target fails, the claim is released
     assert calls == ["job-4"] and pipeline.stats.events["completions.retried"] == 1
-    assert pipeline.guard.claim("job-4", "someone-else", clock(), 60) == "claimed"  # released, so claimable
+    assert (
+        pipeline.guard.claim_completion("job-4", "someone-else", clock(), 60) == "claimed"
+    )  # released, so claimable
     assert poller.poll() > 0  # Lambda retries from the failed record: held, retry later
     clock.advance(60 + 5)  # the lease and the skew margin: not yet
     assert poller.poll() > 0
@@ -483,7 +485,6 @@ def test_a_pipeline_takes_its_settings_as_one_config() -> None:
     """``Pipeline(tracker, config)``: the settings are a ``PipelineConfig``, whose table is
     needed only to build a tracker; the completion lease's skew margin is the tracker's."""
     from xor_ack_dynamodb import MemoryAck
-    from xor_ack_dynamodb.serverless.completion import DynamoDBGuard
 
     config = PipelineConfig(queue_url="https://q", max_receives=2, edge_size=32, metrics_namespace=None)
     pipeline = Pipeline(MemoryAck(mode="xor"), config)
@@ -502,8 +503,7 @@ def test_a_pipeline_takes_its_settings_as_one_config() -> None:
         Pipeline(MemoryAck(), {"queue_url": "https://q"})  # type: ignore[arg-type]
     with mock_aws():
         tracker = XorAckDynamoDB("ttt", client=boto3.client("dynamodb", region_name=REGION), skew=9)
-        guard = Pipeline(tracker, PipelineConfig("ttt", skew_seconds=5)).guard
-        assert isinstance(guard, DynamoDBGuard) and guard.skew == 9
+        assert Pipeline(tracker, PipelineConfig("ttt", skew_seconds=5)).guard is tracker
 
 
 def test_a_memory_tracker_pipeline_fires_once() -> None:
@@ -555,21 +555,21 @@ def test_the_completion_claim_on_every_backend(client: Any) -> None:
     item on a failed condition: the guard reads it instead)."""
     from conftest import unique_table
 
-    from xor_ack_dynamodb.serverless.completion import DynamoDBGuard
-
     tracker = XorAckDynamoDB(unique_table("claims"), client=client, mode="sum")
     tracker.create_table()
-    guard = DynamoDBGuard(tracker)
+    guard = tracker  # the claim on the chain's item (the pipeline's guard)
     tracker.create("c", 5)
-    assert guard.claim("c", "a", 1000, 60) == "gone"  # pending: nothing to claim
+    assert guard.claim_completion("c", "a", 1000, 60) == "gone"  # pending: nothing to claim
     tracker.stamp("c", finished=[5])
-    assert guard.claim("c", "a", 1000, 60) == "claimed"
-    assert guard.claim("c", "b", 1030, 60) == "held"
-    assert guard.claim("c", "b", 1065, 60) == "held"  # the lease (to 1060) plus the skew margin (5)
-    assert guard.claim("c", "b", 1066, 60) == "claimed"  # a's lease ran out
-    assert not guard.mark_fired("c", "a", 1067)  # a was overtaken
-    guard.release("c", "a")  # not a's to release: nothing happens
-    assert guard.mark_fired("c", "b", 1067)
-    assert guard.claim("c", "d", 9999, 60) == "fired"
+    assert guard.claim_completion("c", "a", 1000, 60) == "claimed"
+    assert guard.claim_completion("c", "b", 1030, 60) == "held"
+    assert (
+        guard.claim_completion("c", "b", 1065, 60) == "held"
+    )  # the lease (to 1060) plus the skew margin (5)
+    assert guard.claim_completion("c", "b", 1066, 60) == "claimed"  # a's lease ran out
+    assert not guard.mark_completion_fired("c", "a", 1067)  # a was overtaken
+    guard.release_completion("c", "a")  # not a's to release: nothing happens
+    assert guard.mark_completion_fired("c", "b", 1067)
+    assert guard.claim_completion("c", "d", 9999, 60) == "fired"
     status = tracker.status("c")
     assert (status.state, status.value) == ("acked", 0)  # the chain itself is as it was

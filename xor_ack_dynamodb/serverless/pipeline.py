@@ -213,8 +213,8 @@ class Pipeline:
     :param on_complete: targets called with each :class:`Completion`, once per chain
         (callbacks, :class:`SqsTarget`, :class:`EventBridgeTarget`), in order, before the
         config's completion queue and bus.
-    :param guard: the completion guard (default: on the tracker's table; required for a
-        tracker that is neither an ``XorAckDynamoDB`` nor a ``MemoryAck``).
+    :param guard: the completion claim (default: an ``XorAckDynamoDB`` tracker's own, on
+        the chain's item; in memory for a ``MemoryAck``; required for another tracker).
     :param chains: which chains of the table are this pipeline's to complete, called
         with a tag and its owner (default: chains started by a serverless pipeline).
     :param clock: epoch seconds (tests move it).
