@@ -86,9 +86,6 @@ class _Dated(DatedBase):
         reply = await self.store.execute(dated(request, now))
         return tested_at(reply, now) if isinstance(reply, Rejected) else reply
 
-    async def read_many(self, tags: list[str]) -> BatchRead:
-        return await self.store.read_many(tags)
-
     async def transact(self, requests: list[Request]) -> Committed | Cancelled:
         now = self.now()
         answer = await self.store.transact([dated(r, now) for r in requests])

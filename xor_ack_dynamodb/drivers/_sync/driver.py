@@ -88,9 +88,6 @@ class _Dated(DatedBase):
         reply = self.store.execute(dated(request, now))
         return tested_at(reply, now) if isinstance(reply, Rejected) else reply
 
-    def read_many(self, tags: list[str]) -> BatchRead:
-        return self.store.read_many(tags)
-
     def transact(self, requests: list[Request]) -> Committed | Cancelled:
         now = self.now()
         answer = self.store.transact([dated(r, now) for r in requests])
