@@ -499,6 +499,8 @@ def test_a_pipeline_takes_its_settings_as_one_config() -> None:
     for build in (config.tracker, config.ack_config, config.build):
         with pytest.raises(InvalidConfig, match="names no table"):
             build()
+    with pytest.raises(InvalidConfig, match="table"):
+        PipelineConfig("")  # a table's name, when given, is checked as before
     with pytest.raises(InvalidConfig, match="config must be a PipelineConfig"):
         Pipeline(MemoryAck(), {"queue_url": "https://q"})  # type: ignore[arg-type]
     with mock_aws():

@@ -111,7 +111,8 @@ class PipelineConfig:
             raise InvalidConfig(f"max_receives must be an int of at least 1, got {receives!r}")
         if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0:
             raise InvalidConfig(f"completion_lease_seconds must be a positive number, got {lease!r}")
-        self._ack_config(self.table or "unnamed")  # every tracker and client setting checked now
+        # every tracker and client setting checked now, and the table's name if it has one
+        self._ack_config("unnamed" if self.table is None else self.table)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> PipelineConfig:
