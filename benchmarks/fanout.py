@@ -130,7 +130,7 @@ def run(
     """One run (see the module doc) on ``dynamodb`` (and its ``streams``) with ``sqs``
     (moto's). Returns its figures; the chains are left in a fresh table."""
     from xor_ack_dynamodb import XorAckDynamoDB
-    from xor_ack_dynamodb.serverless import Completion, Pipeline
+    from xor_ack_dynamodb.serverless import Completion, Pipeline, PipelineConfig
     from xor_ack_dynamodb.testing import records_from_messages
 
     if delivery not in DELIVERIES:
@@ -140,7 +140,9 @@ def run(
     queue = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
     fired: list[Completion] = []
     tracker = XorAckDynamoDB(name, client=dynamodb, mode=mode)
-    pipeline = Pipeline(tracker, queue_url=queue, sqs=sqs, on_complete=[fired.append], metrics_namespace=None)
+    pipeline = Pipeline(
+        tracker, PipelineConfig(queue_url=queue, metrics_namespace=None), sqs=sqs, on_complete=[fired.append]
+    )
     pipeline.create_table()
     meter = Meter(dynamodb)
     out = Result(mode, delivery, objects, children, late if delivery == "twice+late" else 0.0)

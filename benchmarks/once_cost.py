@@ -357,7 +357,7 @@ def run(
     import boto3
 
     from xor_ack_dynamodb import XorAckDynamoDB
-    from xor_ack_dynamodb.serverless import Completion, Pipeline
+    from xor_ack_dynamodb.serverless import Completion, Pipeline, PipelineConfig
 
     if cache not in CACHES:
         raise ValueError(f"cache must be one of {CACHES}")
@@ -378,7 +378,8 @@ def run(
     )
     fired: list[Completion] = []
     admin = XorAckDynamoDB(table, client=backend.dynamodb(), mode=mode)  # type: ignore[arg-type]
-    completer = Pipeline(admin, queue_url=queue, sqs=sqs, on_complete=[fired.append], metrics_namespace=None)
+    config = PipelineConfig(queue_url=queue, metrics_namespace=None)
+    completer = Pipeline(admin, config, sqs=sqs, on_complete=[fired.append])
     completer.create_table()
     out.window = admin.max_ops
 
@@ -396,7 +397,7 @@ def run(
         sender = Resends(own_sqs, sqs, faults, resend)
         sender.remember(own_sqs)
         senders.append(sender)
-        pipeline = Pipeline(tracker, queue_url=queue, sqs=own_sqs, metrics_namespace=None)
+        pipeline = Pipeline(tracker, config, sqs=own_sqs)
         pipelines.append(pipeline)
         return pipeline
 

@@ -35,7 +35,7 @@ from xor_ack_dynamodb import CombiningTracker, LocalDynamoDB, MemoryAck, XorAckD
 from xor_ack_dynamodb.core.chain import random_op
 from xor_ack_dynamodb.core.messages import Add, Written
 from xor_ack_dynamodb.retry import RetryPolicy
-from xor_ack_dynamodb.serverless import Context, Pipeline, process_sqs_batch
+from xor_ack_dynamodb.serverless import Context, Pipeline, PipelineConfig, process_sqs_batch
 
 TAG = "database/file23"
 REGION = "us-east-1"
@@ -58,7 +58,7 @@ class _Pipeline:
         tracker = XorAckDynamoDB("guards", client=self.ddb, mode="sum", retry=retry)
         tracker.create_table()
         s3 = boto3.client("s3", region_name=REGION)
-        self.pipeline = Pipeline(tracker, queue_url=self.queue, sqs=self.sqs, s3=s3)
+        self.pipeline = Pipeline(tracker, PipelineConfig(queue_url=self.queue), sqs=self.sqs, s3=s3)
         self.started = self.pipeline.start("job-1", children=[{"n": 0}])
         got = self.sqs.receive_message(
             QueueUrl=self.queue, MaxNumberOfMessages=1, AttributeNames=["All"], MessageAttributeNames=["All"]

@@ -114,7 +114,7 @@ from reliability.sizes import record_figures
 from xor_ack_dynamodb import XorAckDynamoDB
 from xor_ack_dynamodb.core.chain import BLOCK
 from xor_ack_dynamodb.errors import TagNotFound, XorAckError
-from xor_ack_dynamodb.serverless import Completion, Context, Pipeline, start
+from xor_ack_dynamodb.serverless import Completion, Context, Pipeline, PipelineConfig, start
 from xor_ack_dynamodb.serverless.edges import child_edge
 from xor_ack_dynamodb.serverless.envelope import Envelope
 from xor_ack_dynamodb.testing import records_from_messages, sqs_record
@@ -321,22 +321,21 @@ class ServerlessModel(RuleBasedStateMachine):
         ]["QueueArn"]
         self.now = time.time()  # the pipeline's clock: never reaches a claim's lease
         self.fired: list[Completion] = []
+        config = PipelineConfig(queue_url=self.queue, metrics_namespace=None)
         self.pipeline = Pipeline(
             self.tracker,
-            queue_url=self.queue,
+            config,
             sqs=world.sqs,
             on_complete=[self.fired.append],
-            metrics_namespace=None,
             clock=lambda: self.now,
         )
         assert self.pipeline.create_table()
         #: Another Lambda container of the same function (its own tracker and caches).
         self.other = Pipeline(
             XorAckDynamoDB(self.table, client=world.dynamodb2, mode=self.mode, max_ops=1, retry=POLICY),
-            queue_url=self.queue,
+            config,
             sqs=world.sqs2,
             on_complete=[self.fired.append],
-            metrics_namespace=None,
             clock=lambda: self.now,
         )
         self.poller = self.pipeline.stream_poller(world.streams, batch_size=1000)

@@ -38,8 +38,8 @@ from botocore.httpsession import URLLib3Session
 from conftest import unique_table
 
 from xor_ack_dynamodb import LocalDynamoDB, MemoryAck, RetryPolicy, XorAckDynamoDB, errors
-from xor_ack_dynamodb.serverless import Completion, Pipeline
-from xor_ack_dynamodb.serverless.completion import DynamoDBGuard, fire_once
+from xor_ack_dynamodb.serverless import Completion, Pipeline, PipelineConfig
+from xor_ack_dynamodb.serverless.completion import fire_once
 from xor_ack_dynamodb.serverless.errors import CompletionPending, TargetFailed
 from xor_ack_dynamodb.serverless.stream import read_change
 from xor_ack_dynamodb.stores.dynamodb.clients import dynamodb_client
@@ -227,7 +227,7 @@ def test_1_a_child_sent_twice_by_botocore_is_applied_once(
     other stamps (their originals in history), are duplicates; the chain acks once."""
     tracker = _tracker(dynamodb(), mode)
     queue = _queue(sqs)
-    pipeline = Pipeline(tracker, queue_url=queue, sqs=sqs, metrics_namespace=None)
+    pipeline = Pipeline(tracker, PipelineConfig(queue_url=queue, metrics_namespace=None), sqs=sqs)
     Faults(sqs).lose("SendMessageBatch")
     pipeline.start("object-1", [{"i": i} for i in range(61)], start_id="upload-1")
     messages = _receive(sqs, queue)
@@ -269,7 +269,7 @@ def test_2_a_throttled_copy_keeps_its_bound(dynamodb: Callable[[], Any], sqs: An
     client = dynamodb()
     tracker = _tracker(client, "sum")
     queue = _queue(sqs)
-    pipeline = Pipeline(tracker, queue_url=queue, sqs=sqs, metrics_namespace=None)
+    pipeline = Pipeline(tracker, PipelineConfig(queue_url=queue, metrics_namespace=None), sqs=sqs)
     bodies = [{"parent": True}] + [{"i": i} for i in range(51)]
     pipeline.start("object-2", bodies, start_id="upload-2")
     messages = _receive(sqs, queue)
@@ -304,7 +304,7 @@ def _completed(client: Any, tag: str) -> tuple[XorAckDynamoDB, Completion]:
 
 def _fire(tracker: XorAckDynamoDB, fired: list[Completion], completion: Completion, now: float = 1e9) -> str:
     """One stream delivery's firing of ``completion`` (a new claimant, a 300 s lease)."""
-    return fire_once(DynamoDBGuard(tracker), [fired.append], completion, now=now, lease=300)
+    return fire_once(tracker, [fired.append], completion, now=now, lease=300)
 
 
 def test_3_a_resent_completion_claim_is_its_own(dynamodb: Callable[[], Any]) -> None:
@@ -435,12 +435,10 @@ def stream(request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture) -> 
     tracker = XorAckDynamoDB(unique_table("six"), client=client, mode="sum", retry=SHORT)
     tracker.create_table()
     clock, fired = [T0], []
-    pipeline = Pipeline(
+    pipeline = Pipeline(  # the completion lease's skew margin: the tracker's (SKEW)
         tracker,
+        PipelineConfig(completion_lease_seconds=LEASE, metrics_namespace=None),
         on_complete=[fired.append],
-        completion_lease=LEASE,
-        skew=SKEW,
-        metrics_namespace=None,
         clock=lambda: clock[0],
     )
     started = pipeline.start("done-3e", start_id="upload-3e")  # no children: complete at once

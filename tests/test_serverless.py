@@ -178,7 +178,9 @@ def test_poison_message_fails_its_chain_and_the_rest_completes(world: World) -> 
     assert world.pipeline.stats.events["records.failed_chain"] == 1
 
 
-def library_pipeline(mode: str, clock: Any = None, **options: Any) -> tuple[Pipeline, str]:
+def library_pipeline(
+    mode: str, clock: Any = None, on_complete: Any = (), **settings: Any
+) -> tuple[Pipeline, str]:
     """A pipeline built from parts (no example), on a fresh queue and table."""
     sqs = boto3.client("sqs", region_name=REGION)
     queue = sqs.create_queue(QueueName=f"q-{mode}", Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
@@ -188,7 +190,8 @@ def library_pipeline(mode: str, clock: Any = None, **options: Any) -> tuple[Pipe
     )
     tracker.create_table(stream=True)
     s3 = boto3.client("s3", region_name=REGION)
-    return Pipeline(tracker, queue_url=queue, sqs=sqs, s3=s3, clock=clock, **options), queue
+    config = PipelineConfig(queue_url=queue, **settings)
+    return Pipeline(tracker, config, sqs=sqs, s3=s3, on_complete=on_complete, clock=clock), queue
 
 
 def receive(pipeline: Pipeline, queue: str) -> list[dict[str, Any]]:
@@ -296,7 +299,7 @@ def test_a_live_claim_defers_and_a_failed_target_is_retried(mode: str) -> None:
         if len(calls) == 1:
             raise ConnectionError("target down")
 
-    pipeline, queue = library_pipeline(mode, on_complete=[flaky], completion_lease=60, clock=clock)
+    pipeline, queue = library_pipeline(mode, on_complete=[flaky], completion_lease_seconds=60, clock=clock)
     pipeline.start("job-4", children=["x"])
     example("run_local").poll(
         pipeline.sqs, queue, lambda e, c: pipeline.process_sqs_batch(e, lambda ctx: None)
@@ -304,7 +307,9 @@ def test_a_live_claim_defers_and_a_failed_target_is_retried(mode: str) -> None:
     poller, events = pipeline.stream_poller(), pipeline.stats.events
     assert poller.poll() > 0  # the stream: the completion's target fails, the claim is released
     assert calls == ["job-4"] and pipeline.stats.events["completions.retried"] == 1
-    assert pipeline.guard.claim("job-4", "someone-else", clock(), 60) == "claimed"  # released, so claimable
+    assert (
+        pipeline.guard.claim_completion("job-4", "someone-else", clock(), 60) == "claimed"
+    )  # released, so claimable
     assert poller.poll() > 0  # Lambda retries from the failed record: held, retry later
     clock.advance(60 + 5)  # the lease and the skew margin: not yet
     assert poller.poll() > 0
@@ -328,14 +333,8 @@ def test_sqs_and_eventbridge_completion_targets() -> None:
     events.put_rule(Name="done", EventBusName="chains", EventPattern=json.dumps({"source": ["xor-ack"]}))
     events.put_targets(Rule="done", EventBusName="chains", Targets=[{"Id": "q", "Arn": arn}])
     pipeline, queue = library_pipeline("sum")
-    pipeline = Pipeline(
-        pipeline.tracker,
-        queue_url=queue,
-        sqs=sqs,
-        events=events,
-        completion_queue_url=done,
-        completion_bus="chains",
-    )
+    config = PipelineConfig(queue_url=queue, completion_queue_url=done, completion_bus="chains")
+    pipeline = Pipeline(pipeline.tracker, config, sqs=sqs, events=events)
     for tag in ("a", "b"):
         pipeline.start(tag, children=[1, 2, 3])
     drain(pipeline, queue, lambda ctx: None)
@@ -479,7 +478,34 @@ def test_config_from_the_environment() -> None:
         with pytest.raises(InvalidConfig, match="delete_on_ack"):
             Pipeline(tracker)
         with pytest.raises(InvalidConfig, match="max_receives"):
-            Pipeline(XorAckDynamoDB("ttt", client=tracker.client), max_receives=0)
+            PipelineConfig(max_receives=0)
+
+
+def test_a_pipeline_takes_its_settings_as_one_config() -> None:
+    """``Pipeline(tracker, config)``: the settings are a ``PipelineConfig``, whose table is
+    needed only to build a tracker; the completion lease's skew margin is the tracker's."""
+    from xor_ack_dynamodb import MemoryAck
+
+    config = PipelineConfig(queue_url="https://q", max_receives=2, edge_size=32, metrics_namespace=None)
+    pipeline = Pipeline(MemoryAck(mode="xor"), config)
+    assert (pipeline.mode, pipeline.queue_url, pipeline.max_receives, pipeline.edge_size) == (
+        "xor",
+        "https://q",
+        2,
+        32,
+    )
+    assert pipeline.config is config and not pipeline.metrics.enabled
+    assert Pipeline(MemoryAck()).config == PipelineConfig()  # every default
+    for build in (config.tracker, config.ack_config, config.build):
+        with pytest.raises(InvalidConfig, match="names no table"):
+            build()
+    with pytest.raises(InvalidConfig, match="table"):
+        PipelineConfig("")  # a table's name, when given, is checked as before
+    with pytest.raises(InvalidConfig, match="config must be a PipelineConfig"):
+        Pipeline(MemoryAck(), {"queue_url": "https://q"})  # type: ignore[arg-type]
+    with mock_aws():
+        tracker = XorAckDynamoDB("ttt", client=boto3.client("dynamodb", region_name=REGION), skew=9)
+        assert Pipeline(tracker, PipelineConfig("ttt", skew_seconds=5)).guard is tracker
 
 
 def test_a_memory_tracker_pipeline_fires_once() -> None:
@@ -531,21 +557,21 @@ def test_the_completion_claim_on_every_backend(client: Any) -> None:
     item on a failed condition: the guard reads it instead)."""
     from conftest import unique_table
 
-    from xor_ack_dynamodb.serverless.completion import DynamoDBGuard
-
     tracker = XorAckDynamoDB(unique_table("claims"), client=client, mode="sum")
     tracker.create_table()
-    guard = DynamoDBGuard(tracker)
+    guard = tracker  # the claim on the chain's item (the pipeline's guard)
     tracker.create("c", 5)
-    assert guard.claim("c", "a", 1000, 60) == "gone"  # pending: nothing to claim
+    assert guard.claim_completion("c", "a", 1000, 60) == "gone"  # pending: nothing to claim
     tracker.stamp("c", finished=[5])
-    assert guard.claim("c", "a", 1000, 60) == "claimed"
-    assert guard.claim("c", "b", 1030, 60) == "held"
-    assert guard.claim("c", "b", 1065, 60) == "held"  # the lease (to 1060) plus the skew margin (5)
-    assert guard.claim("c", "b", 1066, 60) == "claimed"  # a's lease ran out
-    assert not guard.mark_fired("c", "a", 1067)  # a was overtaken
-    guard.release("c", "a")  # not a's to release: nothing happens
-    assert guard.mark_fired("c", "b", 1067)
-    assert guard.claim("c", "d", 9999, 60) == "fired"
+    assert guard.claim_completion("c", "a", 1000, 60) == "claimed"
+    assert guard.claim_completion("c", "b", 1030, 60) == "held"
+    assert (
+        guard.claim_completion("c", "b", 1065, 60) == "held"
+    )  # the lease (to 1060) plus the skew margin (5)
+    assert guard.claim_completion("c", "b", 1066, 60) == "claimed"  # a's lease ran out
+    assert not guard.mark_completion_fired("c", "a", 1067)  # a was overtaken
+    guard.release_completion("c", "a")  # not a's to release: nothing happens
+    assert guard.mark_completion_fired("c", "b", 1067)
+    assert guard.claim_completion("c", "d", 9999, 60) == "fired"
     status = tracker.status("c")
     assert (status.state, status.value) == ("acked", 0)  # the chain itself is as it was

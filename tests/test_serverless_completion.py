@@ -29,7 +29,6 @@ from xor_ack_dynamodb import AckConfig, MemoryAck, XorAckDynamoDB, xor
 from xor_ack_dynamodb.cli import main as cli
 from xor_ack_dynamodb.errors import InvalidConfig, InvalidStamp, TagNotFound, ZeroBufferNoOp
 from xor_ack_dynamodb.serverless import Completion, Envelope, Pipeline, PipelineConfig, StreamPoller
-from xor_ack_dynamodb.serverless.completion import DynamoDBGuard
 from xor_ack_dynamodb.serverless.edges import child_edge, op_id, owner_for
 from xor_ack_dynamodb.serverless.envelope import MalformedEnvelope, decode_record, from_json
 from xor_ack_dynamodb.serverless.poller import streams_client
@@ -93,13 +92,12 @@ def aws(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
         yield Aws("ddblocal", server.client(), streams, sqs, s3, server.endpoint_url)
 
 
-def pipeline_on(aws: Aws, mode: str, fired: list[Completion], **options: Any) -> tuple[Pipeline, str]:
+def pipeline_on(aws: Aws, mode: str, fired: list[Completion], **settings: Any) -> tuple[Pipeline, str]:
     table = unique_table("cmpl")
     tracker = aws.tracker(table, mode=mode)
     queue = aws.sqs.create_queue(QueueName=f"work-{table}", Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
-    pipeline = Pipeline(
-        tracker, queue_url=queue, sqs=aws.sqs, s3=aws.s3, on_complete=[fired.append], **options
-    )
+    config = PipelineConfig(queue_url=queue, **settings)
+    pipeline = Pipeline(tracker, config, sqs=aws.sqs, s3=aws.s3, on_complete=[fired.append])
     assert pipeline.create_table()
     return pipeline, queue
 
@@ -202,16 +200,17 @@ def test_the_claim_lease_holds_while_clocks_disagree_by_at_most_the_skew_margin(
     still be firing: the bound the documentation states."""
     tracker = aws.tracker(unique_table("lease"), mode="sum")
     tracker.create_table()
-    guard = DynamoDBGuard(tracker)
-    assert guard.skew == 5
+    assert tracker.rules.skew == 5  # the claim's skew margin: the tracker's
     for tag in ("within", "past"):
         tracker.create(tag, 7)
         tracker.stamp(tag, finished=[7])
-        assert guard.claim(tag, "a", 1000.0, 60) == "claimed"
+        assert tracker.claim_completion(tag, "a", 1000.0, 60) == "claimed"
     real = 1059.9  # A is still within its lease
-    assert guard.claim("within", "b", real + 5.0, 60) == "held"
-    assert guard.claim("within", "b", 1060.1 + 5.0, 60) == "claimed"  # once the lease ran out
-    assert guard.claim("past", "b", real + 5.5, 60) == "claimed"  # past the bound: overtaken early
+    assert tracker.claim_completion("within", "b", real + 5.0, 60) == "held"
+    assert tracker.claim_completion("within", "b", 1060.1 + 5.0, 60) == "claimed"  # once the lease ran out
+    assert (
+        tracker.claim_completion("past", "b", real + 5.5, 60) == "claimed"
+    )  # past the bound: overtaken early
 
 
 def test_a_stale_record_of_a_tag_created_again_fires_nothing(
@@ -428,7 +427,7 @@ def test_the_environment_sets_the_trackers_options(aws: Aws) -> None:
     pipeline = config.build(tracker=config.tracker(aws.dynamodb), sqs=aws.sqs)
     tracker = pipeline.tracker
     assert (tracker.max_ops, tracker.retention_seconds, tracker.rules.skew) == (100, 172800, 2)  # type: ignore[attr-defined]
-    assert isinstance(pipeline.guard, DynamoDBGuard) and pipeline.guard.skew == 2
+    assert pipeline.guard is tracker  # its claim, with its skew margin (2)
     pipeline.create_table()
     pipeline.start("wide", children=["a"])
     item = aws.dynamodb.get_item(TableName=table, Key={"tagID": {"S": "wide"}})["Item"]

@@ -33,7 +33,7 @@ from moto import mock_aws
 from serverless_helpers import example
 
 from xor_ack_dynamodb import XorAckDynamoDB
-from xor_ack_dynamodb.serverless import Context, Pipeline
+from xor_ack_dynamodb.serverless import Context, Pipeline, PipelineConfig
 from xor_ack_dynamodb.serverless.envelope import decode_record
 from xor_ack_dynamodb.serverless.poller import streams_client
 from xor_ack_dynamodb.serverless.starts import start
@@ -102,7 +102,8 @@ class Flow:
         self.pipeline = self.with_sqs(self.sqs)
 
     def with_sqs(self, sqs: Any) -> Pipeline:
-        return Pipeline(self.tracker, queue_url=self.queue, sqs=sqs, s3=self.s3, metrics_namespace=None)
+        config = PipelineConfig(queue_url=self.queue, metrics_namespace=None)
+        return Pipeline(self.tracker, config, sqs=sqs, s3=self.s3)
 
     @staticmethod
     def handler(ctx: Context) -> None:

@@ -17,7 +17,7 @@ from conftest import unique_table
 from moto import mock_aws
 
 from xor_ack_dynamodb import AckConfig, XorAckDynamoDB
-from xor_ack_dynamodb.serverless import Completion, Pipeline
+from xor_ack_dynamodb.serverless import Completion, Pipeline, PipelineConfig
 from xor_ack_dynamodb.serverless.envelope import decode_record
 from xor_ack_dynamodb.spark import (
     CsvPartitionWriter,
@@ -49,7 +49,7 @@ def started(config: AckConfig, text: str) -> tuple[Pipeline, Handed, list[Comple
     sqs = boto3.client("sqs", region_name=REGION)
     queue = sqs.create_queue(QueueName=config.table)["QueueUrl"]
     tracker = XorAckDynamoDB.from_config(config)
-    pipeline = Pipeline(tracker, queue_url=queue, sqs=sqs, on_complete=[fired.append])
+    pipeline = Pipeline(tracker, PipelineConfig(queue_url=queue), sqs=sqs, on_complete=[fired.append])
     pipeline.create_table()
     pipeline.start("doc-1", children=[text], start_id="upload-1")
     got = sqs.receive_message(QueueUrl=queue, MessageAttributeNames=["All"])["Messages"]

@@ -25,7 +25,7 @@ from conftest import unique_table
 from moto import mock_aws
 
 from xor_ack_dynamodb import DynamoDBLocal, LocalDynamoDB, XorAckDynamoDB
-from xor_ack_dynamodb.serverless import Completion, Pipeline, StreamPoller
+from xor_ack_dynamodb.serverless import Completion, Pipeline, PipelineConfig, StreamPoller
 from xor_ack_dynamodb.serverless.poller import streams_client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,9 +104,8 @@ def _complete_one(dynamodb: Any, sqs: Any, poller: Any = None) -> list[Completio
     fired: list[Completion] = []
     tracker = XorAckDynamoDB(unique_table("streams"), client=dynamodb, mode="sum")
     queue = sqs.create_queue(QueueName=f"q-{tracker.table}")["QueueUrl"]
-    pipeline = Pipeline(
-        tracker, queue_url=queue, sqs=sqs, on_complete=[fired.append], chains=lambda tag, owner: True
-    )
+    config = PipelineConfig(queue_url=queue)
+    pipeline = Pipeline(tracker, config, sqs=sqs, on_complete=[fired.append], chains=lambda tag, owner: True)
     pipeline.create_table()
     root = tracker.new_edge()
     tracker.create("root-1", root)

@@ -45,21 +45,6 @@ from ..status import ChainStatus
 from .cache import HISTORY_BLOCKS, LastKnown
 from .fanout import Progress, check_batch_options
 
-__all__ = [
-    "Batch",
-    "DatedBase",
-    "DriverBase",
-    "Groups",
-    "TrackerBase",
-    "Unfinished",
-    "Unprocessed",
-    "pool_limit",
-    "raise_transient",
-    "same_signature",
-    "signed",
-    "tested_at",
-]
-
 log = logging.getLogger("xor_ack_dynamodb")
 
 P = ParamSpec("P")
@@ -112,7 +97,7 @@ class DatedBase:
     transaction alike, is dated with the clock read just before it goes to the store,
     and its rejection carries that reading (``Rejected.at``): a round that waited
     seconds on reads still tests its write against the clock as it goes out. Every
-    other attribute is the store's (its ``client``)."""
+    other attribute is the store's (``is_transient``, ``read_many``, its ``client``)."""
 
     store: Any
 
@@ -124,9 +109,6 @@ class DatedBase:
         if name == "store":  # not set yet (a copy being made): never recurse
             raise AttributeError(name)
         return getattr(self.store, name)
-
-    def is_transient(self, error: BaseException) -> bool:
-        return bool(self.store.is_transient(error))
 
 
 def pool_limit(limit: int, client: Any) -> int:

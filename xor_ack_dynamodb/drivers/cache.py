@@ -8,8 +8,6 @@ from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
-__all__ = ["LastKnown", "HISTORY_BLOCKS"]
-
 #: History blocks a tracker keeps (40 op ids each, about 5 KB in memory).
 HISTORY_BLOCKS = 2048
 

@@ -18,8 +18,6 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from ..errors import InvalidConfig
 
-__all__ = ["AsyncFanOut", "FanOut", "Progress", "check_batch_options", "check_concurrency"]
-
 #: ``progress(done, total)``: how many of a batch's chains are settled, of how many.
 Progress = Callable[[int, int], None]
 

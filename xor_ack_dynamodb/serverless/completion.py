@@ -24,21 +24,8 @@ from ..stores.dynamodb.answers import checked
 from .errors import CompletionPending, TargetFailed
 
 if TYPE_CHECKING:
-    from ..stores.dynamodb.tracker import ClaimResult, XorAckDynamoDB
+    from ..stores.dynamodb.tracker import ClaimResult
 
-__all__ = [
-    "Completion",
-    "CompletionGuard",
-    "DynamoDBGuard",
-    "Lineage",
-    "MemoryGuard",
-    "SqsTarget",
-    "EventBridgeTarget",
-    "Target",
-    "FireOutcome",
-    "fire_once",
-    "guard_for",
-]
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
@@ -81,63 +68,50 @@ Target = Callable[[Completion], None]
 
 
 class CompletionGuard(Protocol):
-    """The claim: ``claim`` answers ``claimed`` (also when the claim is this claimant's
-    already), ``fired`` (marked before), ``held`` (another's claim, live) or ``gone`` (no
-    such complete chain); ``mark_fired`` is False when another took the claim over."""
+    """The claim, as an :class:`~xor_ack_dynamodb.XorAckDynamoDB` makes it on the chain's
+    item: ``claim_completion`` answers ``claimed`` (also when the claim is this
+    claimant's already), ``fired`` (marked before), ``held`` (another's claim, live: not
+    past its lease and the tracker's skew margin) or ``gone`` (no such complete chain, of
+    ``owner`` and ``create_op`` where given); ``mark_completion_fired`` is False when
+    another took the claim over."""
 
-    def claim(
-        self, tag: str, claimant: str, now: float, lease: float, lineage: Lineage | None = None
+    def claim_completion(
+        self,
+        tag: str,
+        claimant: str,
+        now: float,
+        lease: float,
+        *,
+        owner: str | None = None,
+        create_op: bytes | None = None,
     ) -> ClaimResult: ...
 
-    def mark_fired(self, tag: str, claimant: str, now: float) -> bool: ...
+    def mark_completion_fired(self, tag: str, claimant: str, now: float) -> bool: ...
 
-    def release(self, tag: str, claimant: str) -> None: ...
-
-
-class DynamoDBGuard:
-    """The claim on the chain's item, made by the
-    :class:`~xor_ack_dynamodb.XorAckDynamoDB`'s ``claim_completion``,
-    ``mark_completion_fired`` and ``release_completion``. ``skew``: the clock-skew margin
-    a takeover waits past a lease (default: the tracker's)."""
-
-    def __init__(self, tracker: XorAckDynamoDB, skew: float | None = None) -> None:
-        if tracker.delete_on_ack:
-            raise InvalidConfig("completion needs the acked tombstone: use a tracker without delete_on_ack")
-        self.tracker = tracker
-        skew = tracker.rules.skew if skew is None else skew
-        if isinstance(skew, bool) or not isinstance(skew, (int, float)) or not 0 <= skew <= 3600:
-            raise InvalidConfig(f"skew must be 0 to 3600 seconds, got {skew!r}")
-        self.skew = float(skew)
-
-    def claim(
-        self, tag: str, claimant: str, now: float, lease: float, lineage: Lineage | None = None
-    ) -> ClaimResult:
-        owner, create_op = (None, None) if lineage is None else (lineage.owner, lineage.create_op)
-        return self.tracker.claim_completion(
-            tag, claimant, now, lease, owner=owner, create_op=create_op, skew=self.skew
-        )
-
-    def mark_fired(self, tag: str, claimant: str, now: float) -> bool:
-        return self.tracker.mark_completion_fired(tag, claimant, now)
-
-    def release(self, tag: str, claimant: str) -> None:
-        self.tracker.release_completion(tag, claimant)
+    def release_completion(self, tag: str, claimant: str) -> None: ...
 
 
 class MemoryGuard:
     """The same claim for a :class:`~xor_ack_dynamodb.MemoryAck` (one process, one
-    clock, tests)."""
+    clock, tests; the owner checked, not the create op)."""
 
     def __init__(self, tracker: Any) -> None:
         self.tracker = tracker
         self._lock = threading.Lock()
         self._claims: dict[str, tuple[str, str, float]] = {}  # tag -> (state, claimant, until)
 
-    def claim(
-        self, tag: str, claimant: str, now: float, lease: float, lineage: Lineage | None = None
+    def claim_completion(
+        self,
+        tag: str,
+        claimant: str,
+        now: float,
+        lease: float,
+        *,
+        owner: str | None = None,
+        create_op: bytes | None = None,
     ) -> ClaimResult:
         status = self.tracker.status(tag)
-        if status.state != "acked" or (lineage is not None and lineage.owner not in (None, status.owner)):
+        if status.state != "acked" or owner not in (None, status.owner):
             return "gone"
         with self._lock:
             state, _, until = self._claims.get(tag, ("", "", 0.0))
@@ -148,28 +122,32 @@ class MemoryGuard:
             self._claims[tag] = ("claimed", claimant, now + lease)
             return "claimed"
 
-    def mark_fired(self, tag: str, claimant: str, now: float) -> bool:
+    def mark_completion_fired(self, tag: str, claimant: str, now: float) -> bool:
         with self._lock:
             if self._claims.get(tag, ("", "", 0.0))[1] != claimant:
                 return False
             self._claims[tag] = ("fired", claimant, now)
             return True
 
-    def release(self, tag: str, claimant: str) -> None:
+    def release_completion(self, tag: str, claimant: str) -> None:
         with self._lock:
             state, by, _ = self._claims.get(tag, ("", "", 0.0))
             if state == "claimed" and by == claimant:
                 del self._claims[tag]
 
 
-def guard_for(tracker: Any, skew: float | None = None) -> CompletionGuard:
-    """The guard for ``tracker``: on its DynamoDB table, or in memory for a
-    ``MemoryAck``. Raises :class:`InvalidConfig` for any other tracker (pass a guard)."""
+def guard_for(tracker: Any) -> CompletionGuard:
+    """The guard for ``tracker``: an ``XorAckDynamoDB`` itself (its claim on the chain's
+    item), or in memory for a ``MemoryAck``. Raises :class:`InvalidConfig` for a tracker
+    with ``delete_on_ack`` (completion needs the tombstone) and for any other tracker
+    (pass a guard)."""
     from ..stores.dynamodb.tracker import XorAckDynamoDB
     from ..stores.memory import MemoryAck
 
     if isinstance(tracker, XorAckDynamoDB):
-        return DynamoDBGuard(tracker, skew)
+        if tracker.delete_on_ack:
+            raise InvalidConfig("completion needs the acked tombstone: use a tracker without delete_on_ack")
+        return tracker
     if isinstance(tracker, MemoryAck):
         return MemoryGuard(tracker)
     raise InvalidConfig(f"no completion guard for a {type(tracker).__name__}: pass guard=")
@@ -188,20 +166,19 @@ def fire_once(
     it did (:data:`FireOutcome`; ``missed`` is logged as an error). Raises
     :class:`CompletionPending` when another claim is live, and re-raises a target's error
     after releasing the claim."""
-    claimant = secrets.token_hex(8)
-    outcome = guard.claim(completion.tag, claimant, now, lease, lineage)
+    claimant, tag = secrets.token_hex(8), completion.tag
+    owner, create_op = (None, None) if lineage is None else (lineage.owner, lineage.create_op)
+    outcome = guard.claim_completion(tag, claimant, now, lease, owner=owner, create_op=create_op)
     if outcome == "fired":
-        log.info("%s: completion already fired; this copy does nothing", completion.tag)
+        log.info("%s: completion already fired; this copy does nothing", tag)
         return "repeated"
     if outcome == "held":
-        raise CompletionPending(
-            f"chain {completion.tag!r}: another delivery is firing its completion", tag=completion.tag
-        )
+        raise CompletionPending(f"chain {tag!r}: another delivery is firing its completion", tag=tag)
     if outcome == "gone":
         log.error(
             "%s: completion of owner %s NOT fired: the chain was purged or created again before "
             "its stream record was handled (keep the retention above the stream's 24 hours)",
-            completion.tag,
+            tag,
             completion.owner,
         )
         return "missed"
@@ -209,13 +186,11 @@ def fire_once(
         for target in targets:
             target(completion)
     except BaseException:
-        guard.release(completion.tag, claimant)
+        guard.release_completion(tag, claimant)
         raise
-    if not guard.mark_fired(completion.tag, claimant, now):
-        log.warning(
-            "%s: completion fired, but another delivery took the claim over meanwhile", completion.tag
-        )
-    log.info("%s: complete; completion fired", completion.tag)
+    if not guard.mark_completion_fired(tag, claimant, now):
+        log.warning("%s: completion fired, but another delivery took the claim over meanwhile", tag)
+    log.info("%s: complete; completion fired", tag)
     return "fired"
 
 

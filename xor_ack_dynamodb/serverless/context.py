@@ -16,8 +16,6 @@ from ..stamps import Position
 from .edges import Edge, edge_text
 from .envelope import Envelope
 
-__all__ = ["Child", "Context", "S3Object"]
-
 
 @dataclass(frozen=True, slots=True)
 class S3Object:

@@ -11,19 +11,6 @@ import hashlib
 from ..core.algebra import Mode
 from ..stamps import Stamp, derive_edge, xor_all
 
-__all__ = [
-    "Edge",
-    "EDGE_KEY",
-    "child_edge",
-    "start_edge",
-    "root_edge",
-    "combine",
-    "op_id",
-    "owner_for",
-    "edge_text",
-    "OWNER_PREFIX",
-]
-
 #: An edge as the serverless layer handles it: bytes (xor mode) or an int (sum mode).
 Edge = bytes | int
 

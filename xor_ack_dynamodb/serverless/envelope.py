@@ -20,17 +20,6 @@ from ..stamps import Position, check_tag
 from .edges import Edge, edge_text
 from .errors import EnvelopeModeMismatch, MalformedEnvelope, MissingEnvelope, UnsupportedEnvelopeVersion
 
-__all__ = [
-    "Envelope",
-    "Message",
-    "ATTRIBUTE",
-    "VERSION",
-    "decode_record",
-    "decode_body_form",
-    "decode_s3_metadata",
-    "from_json",
-]
-
 #: The name of the SQS message attribute, the SNS message attribute, the body form's key
 #: and the S3 user-metadata key.
 ATTRIBUTE = "xor-ack"

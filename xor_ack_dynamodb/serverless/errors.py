@@ -7,18 +7,6 @@ from __future__ import annotations
 
 from ..errors import XorAckError
 
-__all__ = [
-    "EnvelopeError",
-    "MissingEnvelope",
-    "MalformedEnvelope",
-    "UnsupportedEnvelopeVersion",
-    "EnvelopeModeMismatch",
-    "RetryRecord",
-    "FailChain",
-    "CompletionPending",
-    "TargetFailed",
-]
-
 
 class EnvelopeError(XorAckError, ValueError):
     """A message does not carry a usable envelope (the chain's tag, the message's edge

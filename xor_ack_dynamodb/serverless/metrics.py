@@ -13,8 +13,6 @@ from typing import Any
 
 from ..stats import RequestStats
 
-__all__ = ["METRICS", "MetricsPublisher"]
-
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
 #: Pipeline stats event -> CloudWatch metric name.

@@ -13,9 +13,6 @@ from ..interfaces import AckTracker
 from ..stats import RequestStats
 from .completion import Completion, FireOutcome, Lineage
 
-__all__ = ["PipelineParts", "ItemReader"]
-
-
 #: What reads an item's attributes into a :class:`Chain` (the DynamoDB tracker's
 #: ``read_item``; raises :class:`~xor_ack_dynamodb.errors.CorruptItem` for an item that
 #: is not a chain's).

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from ..config import AckConfig, TrackerOptions
+from ..config import AckConfig
 from ..core.algebra import Mode
 from ..errors import InvalidConfig
 from ..interfaces import AckTracker
@@ -40,7 +40,6 @@ from .stream import ChainFilter, owned_by_pipelines, process_chain_stream
 if TYPE_CHECKING:
     from ..stores.dynamodb.tracker import XorAckDynamoDB
 
-__all__ = ["Pipeline", "PipelineConfig"]
 
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
@@ -58,24 +57,14 @@ _ENV_VARIABLES = {
 } | {"metrics_namespace": "POWERTOOLS_METRICS_NAMESPACE"}
 
 
-def _positive(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InvalidConfig(f"{name} must be a positive number, got {value!r}")
-    return float(value)
-
-
-def _receives(value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidConfig(f"max_receives must be an int of at least 1, got {value!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class PipelineConfig:
-    """Everything a worker (a Lambda function, a process) needs to build its
-    :class:`Pipeline`. Picklable; keys never shown by ``repr``.
+    """A pipeline's settings (``Pipeline(tracker, config)``) and, with its ``table``,
+    everything a worker (a Lambda function, a process) needs to build its
+    :class:`Pipeline` (:meth:`build`). Picklable; keys never shown by ``repr``.
 
-    :param table: the chains table.
+    :param table: the chains table (needed to build the tracker: :meth:`tracker`,
+        :meth:`ack_config`).
     :param queue_url: where :meth:`Context.emit` sends children by default.
     :param mode: ``"sum"`` (default: contention-free fan-outs) or ``"xor"``.
     :param ttl_seconds: how long a chain may stay pending: above the longest path
@@ -88,13 +77,15 @@ class PipelineConfig:
         function's timeout.
     :param max_ops, retention_seconds, skew_seconds, edge_size: the tracker's options
         (:class:`~xor_ack_dynamodb.AckConfig`); keep the retention above the stream's 24
-        hours.
+        hours. ``edge_size`` also sizes the edges a start derives.
     :param metrics_namespace: the CloudWatch namespace of the EMF metrics (None: none).
+    :param region, endpoint_url, retry, aws_access_key_id, aws_secret_access_key: the
+        AWS clients' settings.
 
     Raises :class:`InvalidConfig` for a value out of range, before anything is built.
     """
 
-    table: str
+    table: str | None = None
     queue_url: str | None = None
     mode: Mode = DEFAULT_MODE
     partition_key: str = "tagID"
@@ -115,9 +106,13 @@ class PipelineConfig:
     aws_secret_access_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        _receives(self.max_receives)
-        _positive(self.completion_lease_seconds, "completion_lease_seconds")
-        TrackerOptions(**self.ack_config().options()).rules(deadline=True)  # every tracker option checked now
+        receives, lease = self.max_receives, self.completion_lease_seconds
+        if isinstance(receives, bool) or not isinstance(receives, int) or receives < 1:
+            raise InvalidConfig(f"max_receives must be an int of at least 1, got {receives!r}")
+        if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0:
+            raise InvalidConfig(f"completion_lease_seconds must be a positive number, got {lease!r}")
+        # every tracker and client setting checked now, and the table's name if it has one
+        self._ack_config("unnamed" if self.table is None else self.table)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> PipelineConfig:
@@ -153,9 +148,15 @@ class PipelineConfig:
 
     def ack_config(self) -> AckConfig:
         """The tracker's half of this config, as an :class:`~xor_ack_dynamodb.AckConfig`
-        (for a Spark job or any other process that continues the pipeline's chains)."""
-        shared = {f.name for f in fields(self)} & {f.name for f in fields(AckConfig)}
-        return AckConfig(**{name: getattr(self, name) for name in shared})
+        (for a Spark job or any other process that continues the pipeline's chains).
+        Raises :class:`InvalidConfig` when the config names no table."""
+        if self.table is None:
+            raise InvalidConfig("this PipelineConfig names no table (set table=, or XOR_ACK_TABLE)")
+        return self._ack_config(self.table)
+
+    def _ack_config(self, table: str) -> AckConfig:
+        shared = {f.name for f in fields(self)} & {f.name for f in fields(AckConfig)} - {"table"}
+        return AckConfig(table, **{name: getattr(self, name) for name in shared})
 
     def client(self, service: str) -> Any:
         """A new client for ``service`` with this config's region, endpoint and keys."""
@@ -172,11 +173,12 @@ class PipelineConfig:
 
     def tracker(self, client: Any = None) -> AckTracker:
         """The chains tracker (an :class:`~xor_ack_dynamodb.XorAckDynamoDB` with this
-        config's options)."""
+        config's options). Raises :class:`InvalidConfig` when the config names no table."""
         from ..stores.dynamodb.tracker import XorAckDynamoDB
 
+        config = self.ack_config()  # no table: raise before building a client
         client = client if client is not None else self.client("dynamodb")
-        return XorAckDynamoDB.from_config(self.ack_config(), client=client)
+        return XorAckDynamoDB.from_config(config, client=client)
 
     def build(
         self,
@@ -186,25 +188,14 @@ class PipelineConfig:
         s3: Any = None,
         events: Any = None,
         on_complete: Sequence[Target] = (),
+        chains: ChainFilter = owned_by_pipelines,
         clock: Callable[[], float] = time.time,
     ) -> Pipeline:
-        """The pipeline for this config; given parts are used, the rest built lazily."""
+        """The pipeline for this config (:class:`Pipeline`'s parts as keywords, the
+        tracker built from this config when not given; the clients are built lazily)."""
+        tracker = tracker if tracker is not None else self.tracker()
         return Pipeline(
-            tracker if tracker is not None else self.tracker(),
-            queue_url=self.queue_url,
-            sqs=sqs,
-            s3=s3,
-            events=events,
-            max_receives=self.max_receives,
-            on_complete=on_complete,
-            completion_queue_url=self.completion_queue_url,
-            completion_bus=self.completion_bus,
-            completion_lease=self.completion_lease_seconds,
-            edge_size=self.edge_size,
-            skew=self.skew_seconds,
-            metrics_namespace=self.metrics_namespace,
-            config=self,
-            clock=clock,
+            tracker, self, sqs=sqs, s3=s3, events=events, on_complete=on_complete, chains=chains, clock=clock
         )
 
 
@@ -212,24 +203,27 @@ class Pipeline:
     """A tracked serverless pipeline (see :mod:`xor_ack_dynamodb.serverless`).
 
     :param tracker: any tracker (``XorAckDynamoDB`` in production, ``MemoryAck`` in unit
-        tests); its ``mode`` is the pipeline's. ``delete_on_ack`` is refused: completion
-        and redelivered starts need the tombstone.
-    :param sqs, s3, events: boto3 clients; built on first use when omitted.
-    :param queue_url, max_receives, completion_queue_url, completion_bus, edge_size,
-        metrics_namespace: see :class:`PipelineConfig`.
+        tests); its ``mode`` is the pipeline's, and its ``skew`` the completion lease's
+        margin. ``delete_on_ack`` is refused: completion and redelivered starts need the
+        tombstone.
+    :param config: the settings (:class:`PipelineConfig`: ``queue_url``,
+        ``max_receives``, ``completion_queue_url``, ``completion_bus``,
+        ``completion_lease_seconds``, ``edge_size``, ``metrics_namespace``, and the
+        clients' region, endpoint, keys and retry policy); default ``PipelineConfig()``.
+    :param sqs, s3, events: boto3 clients; built from ``config`` on first use when omitted.
     :param on_complete: targets called with each :class:`Completion`, once per chain
-        (callbacks, :class:`SqsTarget`, :class:`EventBridgeTarget`), in order.
-    :param completion_lease: seconds a completion claim is held.
-    :param guard: the completion guard (default: on the tracker's table).
+        (callbacks, :class:`SqsTarget`, :class:`EventBridgeTarget`), in order, before the
+        config's completion queue and bus.
+    :param guard: the completion claim (default: an ``XorAckDynamoDB`` tracker's own, on
+        the chain's item; in memory for a ``MemoryAck``; required for another tracker).
     :param chains: which chains of the table are this pipeline's to complete, called
         with a tag and its owner (default: chains started by a serverless pipeline).
-    :param skew: the clock-skew margin of the completion lease (default: the tracker's).
     :param clock: epoch seconds (tests move it).
 
     Completions fire from the table's stream (:meth:`process_chain_stream`); with a
     :class:`~xor_ack_dynamodb.MemoryAck`, from its ``on_acked`` hook, a target that
     raises being left for :meth:`retry_completions`. Raises :class:`InvalidConfig` for a
-    value out of range.
+    tracker that is not one, or with no guard.
 
     ``stats`` counts the requests made to SQS, S3 and EventBridge, and events: of records
     (``records.done``, ``.retried``, ``.dropped``, ``.failed_chain``, ``.poison``,
@@ -242,46 +236,38 @@ class Pipeline:
     def __init__(
         self,
         tracker: AckTracker,
+        config: PipelineConfig | None = None,
         *,
-        queue_url: str | None = None,
         sqs: Any = None,
         s3: Any = None,
         events: Any = None,
-        max_receives: int = 5,
         on_complete: Sequence[Target] = (),
-        completion_queue_url: str | None = None,
-        completion_bus: str | None = None,
-        completion_lease: float = 300.0,
         guard: CompletionGuard | None = None,
         chains: ChainFilter = owned_by_pipelines,
-        edge_size: int = 16,
-        skew: float | None = None,
-        metrics_namespace: str | None = "xor-ack",
-        config: PipelineConfig | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        _receives(max_receives)
         if not isinstance(tracker, AckTracker):
             raise InvalidConfig(f"tracker must be an AckTracker, not {type(tracker).__name__}")
-        self.tracker = tracker
+        if config is not None and not isinstance(config, PipelineConfig):
+            raise InvalidConfig(f"config must be a PipelineConfig, not {type(config).__name__}")
+        self.tracker, self.config = tracker, config if config is not None else PipelineConfig()
         self.mode: Mode = tracker.mode
-        self.queue_url = queue_url
-        self.max_receives = max_receives
-        self.completion_lease = _positive(completion_lease, "completion_lease")
-        self.guard = guard if guard is not None else guard_for(tracker, skew)
+        self.queue_url, self.max_receives = self.config.queue_url, self.config.max_receives
+        self.edge_size = self.config.edge_size
+        self.guard = guard if guard is not None else guard_for(tracker)
         self.chains = chains
-        self.edge_size = edge_size
-        self.config = config
         self.clock = clock
         self.stats = RequestStats()
-        self.metrics = MetricsPublisher(metrics_namespace)
+        self.metrics = MetricsPublisher(self.config.metrics_namespace)
         self.unfired: list[str] = []
         self._clients: dict[str, Any] = {"sqs": sqs, "s3": s3, "events": events}
         self.targets: list[Target] = list(on_complete)
-        if completion_queue_url:
-            self.targets.append(SqsTarget(_Lazy(self, "sqs"), completion_queue_url, self.stats))
-        if completion_bus:
-            self.targets.append(EventBridgeTarget(_Lazy(self, "events"), completion_bus, stats=self.stats))
+        if self.config.completion_queue_url:
+            self.targets.append(SqsTarget(_Lazy(self, "sqs"), self.config.completion_queue_url, self.stats))
+        if self.config.completion_bus:
+            self.targets.append(
+                EventBridgeTarget(_Lazy(self, "events"), self.config.completion_bus, stats=self.stats)
+            )
         self._hook_memory_tracker()
 
     @classmethod
@@ -291,12 +277,9 @@ class Pipeline:
         return PipelineConfig.from_env(env).build(**parts)
 
     def client(self, service: str) -> Any:
-        """The pipeline's client for ``service`` (built on first use)."""
-        from ..stores.dynamodb.clients import aws_client
-
+        """The pipeline's client for ``service`` (built from the config on first use)."""
         if self._clients.get(service) is None:
-            config = self.config
-            self._clients[service] = config.client(service) if config is not None else aws_client(service)
+            self._clients[service] = self.config.client(service)
         return self._clients[service]
 
     @property
@@ -339,7 +322,7 @@ class Pipeline:
     def fire_completion(self, completion: Completion, lineage: Lineage | None = None) -> FireOutcome:
         """:func:`~.completion.fire_once` with this pipeline's guard, targets and lease
         (raising as it does), then its outcome counted (``completions.fired``...)."""
-        now, lease = self.clock(), self.completion_lease
+        now, lease = self.clock(), self.config.completion_lease_seconds
         outcome = fire_once(self.guard, self.targets, completion, now=now, lease=lease, lineage=lineage)
         self.stats.add(f"completions.{outcome}")
         return outcome

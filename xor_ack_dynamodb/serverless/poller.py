@@ -14,8 +14,6 @@ from urllib.parse import urlsplit
 from ..errors import InvalidConfig
 from ..stats import RequestStats
 
-__all__ = ["StreamPoller", "lambda_record", "streams_client"]
-
 #: The host suffixes of AWS's own endpoints (the standard, China and dual-stack partitions).
 _AWS_HOSTS = (".amazonaws.com", ".amazonaws.com.cn", ".api.aws")
 

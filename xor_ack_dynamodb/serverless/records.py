@@ -35,16 +35,6 @@ from .errors import EnvelopeError, FailChain
 from .parts import PipelineParts
 from .sending import send_children
 
-__all__ = [
-    "CHAIN_OVER",
-    "PERMANENT",
-    "Handler",
-    "Outcome",
-    "process_message",
-    "process_record",
-    "process_sqs_batch",
-]
-
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
 #: A handler: does the record's work, declares children with ``ctx.emit``.

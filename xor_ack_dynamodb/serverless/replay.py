@@ -15,7 +15,6 @@ from .context import S3Object
 if TYPE_CHECKING:
     from ..stores.dynamodb.tracker import XorAckDynamoDB
 
-__all__ = ["Unfinished", "unfinished", "unfinished_objects", "scan_unfinished"]
 
 @dataclass
 class Unfinished:

@@ -18,8 +18,6 @@ from .context import Child
 from .edges import edge_text
 from .parts import PipelineParts
 
-__all__ = ["ChildrenNotSent", "send_children", "message_attributes"]
-
 #: SendMessageBatch's limit.
 BATCH = 10
 
@@ -30,21 +28,17 @@ class ChildrenNotSent(XorAckError):
     sent again."""
 
 
-def message_attributes(child: Child) -> dict[str, Any]:
-    """The child's SQS message attributes: the envelope and the handler's extras (a
-    ``str`` value becomes a String attribute; a mapping is passed as boto3 takes it)."""
-    out: dict[str, Any] = {}
-    for name, value in child.attributes.items():
-        out[name] = {"DataType": "String", "StringValue": value} if isinstance(value, str) else dict(value)
-    out.update(child.envelope.sqs_attributes())
-    return out
-
-
 def _entry(index: int, child: Child) -> dict[str, Any]:
+    """The child's ``SendMessageBatch`` entry; its attributes the handler's extras (a
+    ``str`` value a String attribute, a mapping passed as boto3 takes it) and the envelope."""
+    attributes = {
+        name: {"DataType": "String", "StringValue": value} if isinstance(value, str) else dict(value)
+        for name, value in child.attributes.items()
+    }
     entry: dict[str, Any] = {
         "Id": str(index),
         "MessageBody": child.body,
-        "MessageAttributes": message_attributes(child),
+        "MessageAttributes": {**attributes, **child.envelope.sqs_attributes()},
     }
     if child.delay_seconds is not None:
         entry["DelaySeconds"] = child.delay_seconds

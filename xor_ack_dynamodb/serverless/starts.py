@@ -25,8 +25,6 @@ from .parts import PipelineParts
 from .records import CHAIN_OVER, Handler, process_message
 from .sending import send_children
 
-__all__ = ["Started", "start", "process_s3_event", "s3_objects"]
-
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
 

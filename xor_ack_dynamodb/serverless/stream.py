@@ -19,14 +19,6 @@ from .completion import Completion, Lineage
 from .edges import OWNER_PREFIX
 from .parts import ItemReader, PipelineParts
 
-__all__ = [
-    "Change",
-    "ChainFilter",
-    "process_chain_stream",
-    "read_change",
-    "owned_by_pipelines",
-]
-
 log = logging.getLogger("xor_ack_dynamodb.serverless")
 
 #: Which chains a pipeline completes: called with a chain's tag and owner.

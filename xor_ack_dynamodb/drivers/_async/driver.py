@@ -52,8 +52,6 @@ from ..base import (
 )
 from ..fanout import AsyncFanOut, Progress, check_concurrency
 
-__all__ = ["AsyncChainStore", "AsyncDriver"]
-
 T = TypeVar("T")
 
 
@@ -87,9 +85,6 @@ class _Dated(DatedBase):
         now = self.now()
         reply = await self.store.execute(dated(request, now))
         return tested_at(reply, now) if isinstance(reply, Rejected) else reply
-
-    async def read_many(self, tags: list[str]) -> BatchRead:
-        return await self.store.read_many(tags)
 
     async def transact(self, requests: list[Request]) -> Committed | Cancelled:
         now = self.now()

@@ -14,8 +14,6 @@ from ...stats import RequestStats
 from ..base import same_signature
 from .tracker import AsyncTracker
 
-__all__ = ["AsyncAckTracker"]
-
 
 @runtime_checkable
 class AsyncAckTracker(Protocol):

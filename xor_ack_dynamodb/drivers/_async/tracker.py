@@ -21,8 +21,6 @@ from ...status import ChainStatus
 from ..base import Batch, TrackerBase, signed
 from .driver import AsyncChainStore, AsyncDriver
 
-__all__ = ["AsyncTracker"]
-
 
 class AsyncTracker(TrackerBase):
     """Chains on ``driver``'s store, under ``driver``'s rules. Safe to share between

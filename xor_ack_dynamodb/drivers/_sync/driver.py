@@ -54,8 +54,6 @@ from ..base import (
 )
 from ..fanout import FanOut, Progress, check_concurrency
 
-__all__ = ["ChainStore", "Driver"]
-
 T = TypeVar("T")
 
 
@@ -89,9 +87,6 @@ class _Dated(DatedBase):
         now = self.now()
         reply = self.store.execute(dated(request, now))
         return tested_at(reply, now) if isinstance(reply, Rejected) else reply
-
-    def read_many(self, tags: list[str]) -> BatchRead:
-        return self.store.read_many(tags)
 
     def transact(self, requests: list[Request]) -> Committed | Cancelled:
         now = self.now()

@@ -16,8 +16,6 @@ from ...stats import RequestStats
 from ..base import same_signature
 from .tracker import SyncTracker
 
-__all__ = ["AckTracker"]
-
 
 @runtime_checkable
 class AckTracker(Protocol):

@@ -23,8 +23,6 @@ from ...status import ChainStatus
 from ..base import Batch, TrackerBase, signed
 from .driver import ChainStore, Driver
 
-__all__ = ["SyncTracker"]
-
 
 class SyncTracker(TrackerBase):
     """Chains on ``driver``'s store, under ``driver``'s rules. Safe to share between
