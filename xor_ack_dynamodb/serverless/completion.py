@@ -12,7 +12,6 @@ import hashlib
 import json
 import logging
 import secrets
-import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -91,65 +90,18 @@ class CompletionGuard(Protocol):
     def release_completion(self, tag: str, claimant: str) -> None: ...
 
 
-class MemoryGuard:
-    """The same claim for a :class:`~xor_ack_dynamodb.MemoryAck` (one process, one
-    clock, tests; the owner checked, not the create op)."""
-
-    def __init__(self, tracker: Any) -> None:
-        self.tracker = tracker
-        self._lock = threading.Lock()
-        self._claims: dict[str, tuple[str, str, float]] = {}  # tag -> (state, claimant, until)
-
-    def claim_completion(
-        self,
-        tag: str,
-        claimant: str,
-        now: float,
-        lease: float,
-        *,
-        owner: str | None = None,
-        create_op: bytes | None = None,
-    ) -> ClaimResult:
-        status = self.tracker.status(tag)
-        if status.state != "acked" or owner not in (None, status.owner):
-            return "gone"
-        with self._lock:
-            state, _, until = self._claims.get(tag, ("", "", 0.0))
-            if state == "fired":
-                return "fired"
-            if state == "claimed" and until >= now:
-                return "held"
-            self._claims[tag] = ("claimed", claimant, now + lease)
-            return "claimed"
-
-    def mark_completion_fired(self, tag: str, claimant: str, now: float) -> bool:
-        with self._lock:
-            if self._claims.get(tag, ("", "", 0.0))[1] != claimant:
-                return False
-            self._claims[tag] = ("fired", claimant, now)
-            return True
-
-    def release_completion(self, tag: str, claimant: str) -> None:
-        with self._lock:
-            state, by, _ = self._claims.get(tag, ("", "", 0.0))
-            if state == "claimed" and by == claimant:
-                del self._claims[tag]
-
-
 def guard_for(tracker: Any) -> CompletionGuard:
-    """The guard for ``tracker``: an ``XorAckDynamoDB`` itself (its claim on the chain's
-    item), or in memory for a ``MemoryAck``. Raises :class:`InvalidConfig` for a tracker
+    """The guard for ``tracker``: an ``XorAckDynamoDB`` or a ``MemoryAck`` itself (its
+    claim on the chain's item). Raises :class:`InvalidConfig` for a tracker
     with ``delete_on_ack`` (completion needs the tombstone) and for any other tracker
     (pass a guard)."""
     from ..stores.dynamodb.tracker import XorAckDynamoDB
     from ..stores.memory import MemoryAck
 
-    if isinstance(tracker, XorAckDynamoDB):
-        if tracker.delete_on_ack:
-            raise InvalidConfig("completion needs the acked tombstone: use a tracker without delete_on_ack")
+    if isinstance(tracker, XorAckDynamoDB) and tracker.delete_on_ack:
+        raise InvalidConfig("completion needs the acked tombstone: use a tracker without delete_on_ack")
+    if isinstance(tracker, (XorAckDynamoDB, MemoryAck)):
         return tracker
-    if isinstance(tracker, MemoryAck):
-        return MemoryGuard(tracker)
     raise InvalidConfig(f"no completion guard for a {type(tracker).__name__}: pass guard=")
 
 

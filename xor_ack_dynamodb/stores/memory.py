@@ -9,7 +9,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from ..config import TrackerKeywords, TrackerOptions
 from ..core.algebra import is_zero
@@ -41,6 +41,9 @@ from ..errors import InvalidConfig
 from ..stamps import Stamp, Sum
 from ..stats import RequestStats
 
+if TYPE_CHECKING:
+    from .dynamodb.claims import ClaimResult
+
 #: The reason a chain timed out by rotation carries.
 TIMEOUT = "timeout"
 #: The most rotation buckets a memory tracker takes (each is a set, made up front).
@@ -65,9 +68,10 @@ class MemoryStore:
             self._chains: dict[str, Chain] = {}
             self._buckets: deque[set[str]] = deque(set() for _ in range(buckets))
             self._history: dict[str, dict[tuple[bytes, int], tuple[Op, ...]]] = {}
+            self.claims: dict[str, tuple[str, str, float]] = {}  # tag -> (state, claimant, until)
         else:  # another tracker's chains, seen through these rules (as two trackers share a table)
             self._lock, self._chains, self._buckets = share._lock, share._chains, share._buckets
-            self._history = share._history
+            self._history, self.claims = share._history, share.claims
 
     def __len__(self) -> int:
         with self._lock:
@@ -323,6 +327,52 @@ class MemoryAck(_Memory, SyncTracker):
 
     def _open(self, settings: TrackerOptions) -> None:
         self._bind(self.store, self._limits, settings, self.store.stats)
+
+    # -- the serverless completion's claim, as :class:`~xor_ack_dynamodb.XorAckDynamoDB`'s
+    # on a chain's item (one process, one clock: no skew margin; the owner checked, not
+    # the create op) --
+
+    def claim_completion(
+        self,
+        tag: str,
+        claimant: str,
+        now: float,
+        lease: float,
+        *,
+        owner: str | None = None,
+        create_op: bytes | None = None,
+    ) -> ClaimResult:
+        """Claim the completion of the acked chain ``tag`` (of ``owner`` where given)
+        for ``lease`` seconds from ``now``: ``claimed``, ``fired`` (marked before),
+        ``held`` (another claim, its lease not run out) or ``gone`` (no such acked
+        chain)."""
+        status = self.status(tag)
+        if status.state != "acked" or owner not in (None, status.owner):
+            return "gone"
+        with self.store._lock:
+            state, _, until = self.store.claims.get(tag, ("", "", 0.0))
+            if state == "fired":
+                return "fired"
+            if state == "claimed" and until >= now:
+                return "held"
+            self.store.claims[tag] = ("claimed", claimant, now + lease)
+            return "claimed"
+
+    def mark_completion_fired(self, tag: str, claimant: str, now: float) -> bool:
+        """Mark ``tag``'s completion fired, if ``claimant`` still holds its claim (False
+        if another took it over)."""
+        with self.store._lock:
+            if self.store.claims.get(tag, ("", "", 0.0))[1] != claimant:
+                return False
+            self.store.claims[tag] = ("fired", claimant, now)
+            return True
+
+    def release_completion(self, tag: str, claimant: str) -> None:
+        """Give up ``claimant``'s claim on ``tag``'s completion (nothing if it holds none)."""
+        with self.store._lock:
+            state, by, _ = self.store.claims.get(tag, ("", "", 0.0))
+            if state == "claimed" and by == claimant:
+                del self.store.claims[tag]
 
 
 class AsyncMemoryAck(_Memory, AsyncTracker):
