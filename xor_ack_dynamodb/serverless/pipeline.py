@@ -18,6 +18,7 @@ from ..errors import InvalidConfig
 from ..interfaces import AckTracker
 from ..retry import RetryPolicy
 from ..stats import RequestStats
+from ..stores.memory import MemoryAck
 from .completion import (
     Completion,
     CompletionGuard,
@@ -268,7 +269,15 @@ class Pipeline:
             self.targets.append(
                 EventBridgeTarget(_Lazy(self, "events"), self.config.completion_bus, stats=self.stats)
             )
-        self._hook_memory_tracker()
+        if isinstance(tracker, MemoryAck):  # completions fire from its on_acked hook
+            previous = tracker.on_acked
+
+            def acked(tag: str) -> None:
+                if previous is not None:
+                    previous(tag)
+                self._fire_in_memory(tag)
+
+            tracker.on_acked = acked
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **parts: Any) -> Pipeline:
@@ -359,21 +368,6 @@ class Pipeline:
         """Publish the counters gained since the last publication (:mod:`.metrics`);
         returns them by metric name."""
         return self.metrics.publish(self.stats)
-
-    def _hook_memory_tracker(self) -> None:
-        from ..stores.memory import MemoryAck
-
-        tracker = self.tracker
-        if not isinstance(tracker, MemoryAck):
-            return
-        previous = tracker.on_acked
-
-        def acked(tag: str) -> None:
-            if previous is not None:
-                previous(tag)
-            self._fire_in_memory(tag)
-
-        tracker.on_acked = acked
 
     def _fire_in_memory(self, tag: str) -> None:
         status = self.tracker.status(tag)

@@ -41,11 +41,6 @@ class Change:
     chain: Chain
     sequence: str
 
-    @property
-    def lineage(self) -> Lineage:
-        op = self.chain.create_op
-        return Lineage(self.chain.owner, None if op is None else op.key + op.digest)
-
 
 def _complete(chain: Chain | None) -> bool:
     if chain is None:
@@ -133,10 +128,11 @@ def process_chain_stream(event: Mapping[str, Any], *, pipeline: PipelineParts) -
         if change.kind != "completed":
             stats.add(f"chains.{change.kind}")
             continue
-        chain = change.chain
+        chain, op = change.chain, change.chain.create_op
         completion = Completion(chain.tag, chain.owner or "", chain.mode, float(chain.updated_at or 0))
+        lineage = Lineage(chain.owner, None if op is None else op.key + op.digest)
         try:
-            pipeline.fire_completion(completion, change.lineage)
+            pipeline.fire_completion(completion, lineage)
         except Exception as exc:  # noqa: BLE001 - a live claim, a target down: retry from this record
             log.warning("%s: completion not fired yet (%r); the stream retries from here", chain.tag, exc)
             stats.add("completions.retried")
