@@ -77,11 +77,6 @@ def _image(reader: ItemReader, image: Any) -> Chain | None:
         return None  # not a chain item (another writer's item, a helper item): not ours to read
 
 
-def _by_ttl(record: Mapping[str, Any]) -> bool:
-    identity = record.get("userIdentity") or {}
-    return identity.get("type") == "Service" and identity.get("principalId") == "dynamodb.amazonaws.com"
-
-
 def read_change(record: Mapping[str, Any], reader: ItemReader) -> Change | None:
     """The change a stream record shows, or None when it shows none that matters (see
     the module doc). Raises ``ValueError`` for a record that is not a DynamoDB stream
@@ -92,7 +87,9 @@ def read_change(record: Mapping[str, Any], reader: ItemReader) -> Change | None:
     sequence = str(data.get("SequenceNumber", ""))
     old, new = _image(reader, data.get("OldImage")), _image(reader, data.get("NewImage"))
     if record.get("eventName") == "REMOVE":
-        if old is not None and old.state == "pending" and not _complete(old) and _by_ttl(record):
+        remover = record.get("userIdentity") or {}  # the TTL's deletion: DynamoDB's own service
+        by_ttl = remover.get("type") == "Service" and remover.get("principalId") == "dynamodb.amazonaws.com"
+        if old is not None and old.state == "pending" and not _complete(old) and by_ttl:
             return Change("expired", old, sequence)
         return None
     if new is None:
