@@ -48,6 +48,10 @@ from .verdicts import (
 BATCH_CAP = BLOCK - 1
 
 
+def not_found(tag: str) -> TagNotFound:
+    return TagNotFound(f"chain {tag!r} does not exist", tag=tag)
+
+
 def _failed(tag: str, reason: str | None) -> TagFailed:
     return TagFailed(f"chain {tag!r} has failed" + (f": {reason}" if reason else ""), tag=tag, reason=reason)
 
@@ -207,7 +211,7 @@ class ChainRules:
         op that completed the chain gets a duplicate with ``acked`` True.
         """
         if chain is None:
-            return Reject(TagNotFound(f"chain {tag!r} does not exist", tag=tag))
+            return Reject(not_found(tag))
         if chain.mode != self.mode:
             return Reject(
                 ChainModeMismatch(
@@ -355,7 +359,7 @@ class ChainRules:
         """A pending or expired chain fails; a failed one keeps its first reason; an
         acked one refuses."""
         if chain is None:
-            return Reject(TagNotFound(f"chain {tag!r} does not exist", tag=tag))
+            return Reject(not_found(tag))
         refusal = self._owner_refusal(chain, owner)
         if refusal is not None:
             return Reject(refusal)
@@ -373,7 +377,7 @@ class ChainRules:
     def judge_touch(self, tag: str, chain: Chain | None, owner: str | None, now: int) -> Verdict:
         """Only a pending chain whose deadline has not passed is extended."""
         if chain is None:
-            return Reject(TagNotFound(f"chain {tag!r} does not exist", tag=tag))
+            return Reject(not_found(tag))
         refusal = self._owner_refusal(chain, owner) or self._refusal(chain, now)
         return Reject(refusal) if refusal is not None else APPLY
 
