@@ -1,12 +1,9 @@
 """The chain rules: pure decisions over an immutable :class:`Chain` and "now", once for
 every store and driver, and the conditions a store evaluates for its blind writes.
 
-States: docs/concepts.md, "States". A writer refuses a stamp or touch once the deadline
-has passed on its clock, and its write carries that test (``before_deadline``); a
-reader declares ``expired`` only past the deadline plus ``skew`` (docs/expiry.md,
-"Clocks and the skew margin"). A sum-mode chain whose sum is zero reads ``acked`` even
-if the write that stores the state was lost. Op ids: docs/concepts.md, "Op ids" and
-"Exactly once for a chain's whole life".
+States, op ids: docs/concepts.md. A writer's deadline test (``before_deadline``), and a
+reader's ``expired`` only past the deadline plus ``skew``: docs/expiry.md, "Clocks and
+the skew margin". A sum-mode chain at zero reads ``acked`` even if its state write was lost.
 """
 
 from __future__ import annotations
