@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, cast
 
 from botocore import xform_name
@@ -119,10 +120,8 @@ class AsyncDynamoDBStore:
         try:
             if once:
                 AsyncNoResend.install(client)
-                with no_resend():
-                    response: dict[str, Any] = await method(**kwargs)
-            else:
-                response = await method(**kwargs)
+            with no_resend() if once else nullcontext():
+                response: dict[str, Any] = await method(**kwargs)
         except ClientError as exc:
             self.stats.request(operation, 1 + retry_attempts(exc.response))
             code = error_code(exc)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, cast
 
 from botocore import xform_name
@@ -121,10 +122,8 @@ class DynamoDBStore:
         try:
             if once:
                 NoResend.install(client)
-                with no_resend():
-                    response: dict[str, Any] = method(**kwargs)
-            else:
-                response = method(**kwargs)
+            with no_resend() if once else nullcontext():
+                response: dict[str, Any] = method(**kwargs)
         except ClientError as exc:
             self.stats.request(operation, 1 + retry_attempts(exc.response))
             code = error_code(exc)
