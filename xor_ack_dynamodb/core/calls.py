@@ -32,14 +32,16 @@ from .messages import (
     Written,
     judged_at,
 )
-from .rules import ChainRules
-from .verdicts import DEFERRED, Duplicate, Reject, StampPlan, Unchanged
+from .rules import ChainRules, not_found
+from .verdicts import DEFERRED, Duplicate, Reject, StampPlan, Unchanged, Verdict
 
 log = logging.getLogger("xor_ack_dynamodb")
 
 T = TypeVar("T")
 #: One round of a call: yields requests, is sent replies, returns the result.
 Round = Generator[Request, Any, T]
+#: A rules' judgement of a refused fail or touch: (tag, chain, owner, now).
+Judge = Callable[[str, Chain | None, str | None, int], Verdict]
 
 
 class Again(Exception):
@@ -131,9 +133,27 @@ class Call(Generic[T]):
         self._saw(reply.chain)
         return reply.chain
 
+    def _outcome(
+        self, reply: Written | Rejected, now: int, owner: str | None, judge: Judge
+    ) -> tuple[ChainStatus, bool]:
+        """A fail's or touch's status, and whether its write landed; a refused write is
+        judged at the time its condition was tested (:class:`Again`: a lost race)."""
+        if isinstance(reply, Written):
+            return self.rules.status(self._after(reply), now), True
+        now = judged_at(reply, now)  # the deadline test's time, if later than the round's
+        self._saw(reply.current)
+        verdict = judge(self.tag, reply.current, owner, now)
+        if isinstance(verdict, Unchanged):
+            assert reply.current is not None
+            return self.rules.status(reply.current, now), False
+        if isinstance(verdict, Reject):
+            raise verdict.error
+        self.events["conflicts"] += 1
+        raise Again
+
     def _not_found(self) -> TagNotFound:
         self.gone = True
-        return TagNotFound(f"chain {self.tag!r} does not exist", tag=self.tag)
+        return not_found(self.tag)
 
     def exhausted(self, attempts: int) -> XorAckError:
         """The error for a retry budget spent on lost races."""
@@ -205,18 +225,7 @@ class FailCall(Call[tuple[ChainStatus, bool]]):
 
     def round(self, now: int) -> Round[tuple[ChainStatus, bool]]:
         reply = yield from self._io(MarkFailed(self.tag, self.reason, self.owner, now))
-        if isinstance(reply, Written):
-            return self.rules.status(self._after(reply), now), True
-        now = judged_at(reply, now)
-        self._saw(reply.current)
-        verdict = self.rules.judge_fail(self.tag, reply.current, self.owner, now)
-        if isinstance(verdict, Unchanged):
-            assert reply.current is not None
-            return self.rules.status(reply.current, now), False
-        if isinstance(verdict, Reject):
-            raise verdict.error
-        self.events["conflicts"] += 1
-        raise Again
+        return self._outcome(reply, now, self.owner, self.rules.judge_fail)
 
 
 class TouchCall(Call[ChainStatus]):
@@ -228,15 +237,7 @@ class TouchCall(Call[ChainStatus]):
 
     def round(self, now: int) -> Round[ChainStatus]:
         reply = yield from self._io(Extend(self.tag, self.ttl, self.owner, now))
-        if isinstance(reply, Written):
-            return self.rules.status(self._after(reply), now)
-        now = judged_at(reply, now)  # the deadline test's time, if later than the round's
-        self._saw(reply.current)
-        verdict = self.rules.judge_touch(self.tag, reply.current, self.owner, now)
-        if isinstance(verdict, Reject):
-            raise verdict.error
-        self.events["conflicts"] += 1
-        raise Again
+        return self._outcome(reply, now, self.owner, self.rules.judge_touch)[0]
 
 
 class StatusCall(Call[ChainStatus]):

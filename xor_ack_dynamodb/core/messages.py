@@ -168,11 +168,7 @@ def dated(request: Request, now: int) -> Request:
     """``request`` as sent at the clock reading ``now`` (called by the driver just
     before it hands the request to the store): the ``now`` of a request in
     :data:`DATED` becomes ``now``, never earlier than the call's own."""
-    if isinstance(request, Put):
-        if request.now is None or request.now >= now:
-            return request
-        return replace(request, now=now)
-    if isinstance(request, (Add, Extend, MarkFailed)) and request.now < now:
+    if isinstance(request, DATED) and request.now is not None and request.now < now:
         return replace(request, now=now)
     return request
 

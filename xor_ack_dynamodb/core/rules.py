@@ -1,12 +1,9 @@
 """The chain rules: pure decisions over an immutable :class:`Chain` and "now", once for
 every store and driver, and the conditions a store evaluates for its blind writes.
 
-States: docs/concepts.md, "States". A writer refuses a stamp or touch once the deadline
-has passed on its clock, and its write carries that test (``before_deadline``); a
-reader declares ``expired`` only past the deadline plus ``skew`` (docs/expiry.md,
-"Clocks and the skew margin"). A sum-mode chain whose sum is zero reads ``acked`` even
-if the write that stores the state was lost. Op ids: docs/concepts.md, "Op ids" and
-"Exactly once for a chain's whole life".
+States, op ids: docs/concepts.md. A writer's deadline test (``before_deadline``), and a
+reader's ``expired`` only past the deadline plus ``skew``: docs/expiry.md, "Clocks and
+the skew margin". A sum-mode chain at zero reads ``acked`` even if its state write was lost.
 """
 
 from __future__ import annotations
@@ -46,6 +43,10 @@ from .verdicts import (
 
 #: The most stamps one combined write carries.
 BATCH_CAP = BLOCK - 1
+
+
+def not_found(tag: str) -> TagNotFound:
+    return TagNotFound(f"chain {tag!r} does not exist", tag=tag)
 
 
 def _failed(tag: str, reason: str | None) -> TagFailed:
@@ -207,7 +208,7 @@ class ChainRules:
         op that completed the chain gets a duplicate with ``acked`` True.
         """
         if chain is None:
-            return Reject(TagNotFound(f"chain {tag!r} does not exist", tag=tag))
+            return Reject(not_found(tag))
         if chain.mode != self.mode:
             return Reject(
                 ChainModeMismatch(
@@ -355,7 +356,7 @@ class ChainRules:
         """A pending or expired chain fails; a failed one keeps its first reason; an
         acked one refuses."""
         if chain is None:
-            return Reject(TagNotFound(f"chain {tag!r} does not exist", tag=tag))
+            return Reject(not_found(tag))
         refusal = self._owner_refusal(chain, owner)
         if refusal is not None:
             return Reject(refusal)
@@ -373,7 +374,7 @@ class ChainRules:
     def judge_touch(self, tag: str, chain: Chain | None, owner: str | None, now: int) -> Verdict:
         """Only a pending chain whose deadline has not passed is extended."""
         if chain is None:
-            return Reject(TagNotFound(f"chain {tag!r} does not exist", tag=tag))
+            return Reject(not_found(tag))
         refusal = self._owner_refusal(chain, owner) or self._refusal(chain, now)
         return Reject(refusal) if refusal is not None else APPLY
 

@@ -154,9 +154,7 @@ class StampCall(_History[StampPlan]):
                 break
             chain, fresh = (yield from self._read()), True  # only a fresh read may decide not to write
         if plan.new is None:
-            self.events["duplicates"] += plan.duplicates
-            yield from self._finish_tombstone(chain)
-            return plan
+            return (yield from self._settled(plan, chain))
         lineage = plan.new.position.lineage
         unwritten = [b for b in plan.moved if (lineage, b.index) not in self.moved]
         if unwritten:
@@ -170,11 +168,8 @@ class StampCall(_History[StampPlan]):
         reply = yield from self._io(Put(plan.new, chain, now))
         if isinstance(reply, Written):
             self.known, self.fresh = plan.new, False
-            self.events["duplicates"] += plan.duplicates
             self.events["trims"] += len(plan.moved)
-            if plan.new.state == "acked" and self.rules.delete_on_ack:
-                yield from remove_tombstone(self, plan.new)
-            return plan
+            return (yield from self._settled(plan, plan.new))
         current, now = reply.current, judged_at(reply, now)  # the deadline test's time, if later
         self._saw(current)
         if current is None:
@@ -184,9 +179,7 @@ class StampCall(_History[StampPlan]):
             return landed
         settled = self.rules.plan(current, self._items(current), now, None, self.searched)
         if settled.new is None and not settled.lookups:  # every stamp is a duplicate or refused
-            self.events["duplicates"] += settled.duplicates
-            yield from self._finish_tombstone(current)
-            return settled
+            return (yield from self._settled(settled, current))
         self.events["conflicts"] += 1
         raise Again
 
@@ -223,15 +216,16 @@ class StampCall(_History[StampPlan]):
                 and not self._unchanged_foreign(chain)
                 and (yield from self._applied(chain, key, self.sent_at))
             ):
-                self.events["duplicates"] += plan.duplicates
-                yield from self._finish_tombstone(chain)
-                return plan
+                return (yield from self._settled(plan, chain))
         return None
 
-    def _finish_tombstone(self, chain: Chain) -> Generator[Request, Any, None]:
-        """``delete_on_ack``: delete a tombstone our lost completing write left."""
+    def _settled(self, plan: StampPlan, chain: Chain) -> Generator[Request, Any, StampPlan]:
+        """``plan``, its duplicates counted; with ``delete_on_ack``, ``chain`` deleted if it
+        is an ``acked`` tombstone (our write's, landed or lost)."""
+        self.events["duplicates"] += plan.duplicates
         if self.rules.delete_on_ack and chain.state == "acked":
             yield from remove_tombstone(self, chain)
+        return plan
 
 
 class AddCall(_History[Stamp | Sum]):

@@ -223,10 +223,8 @@ class RequestCodec:
         if isinstance(request, (Put, Remove)):
             now = request.now if isinstance(request, Put) else None
             values: dict[str, Any] = {}
-            if request.expect is None:
-                condition = "attribute_not_exists(#pk)"
-            else:
-                condition = self._guard(request.expect, now, values)
+            expect = request.expect
+            condition = "attribute_not_exists(#pk)" if expect is None else self._guard(expect, now, values)
             if isinstance(request, Put):
                 operation, target = "PutItem", {"Item": codec.encode(request.new)}
             else:
@@ -318,9 +316,7 @@ class RequestCodec:
             ":lineage": {"B": request.lineage},
             ":cut": {"N": str(request.cut)},
         }
-        at = "#cn = :cut"
-        if request.cut == 0:
-            at = "(attribute_not_exists(#cn) OR #cn = :cut)"
+        at = "(attribute_not_exists(#cn) OR #cn = :cut)" if request.cut == 0 else "#cn = :cut"
         update = "REMOVE " + ", ".join(paths) + " ADD #cn :count"
         condition = f"#lin = :lineage AND {at} AND size(#ops) >= :n"
         prepared = self._update(request.tag, update, condition, values)

@@ -185,12 +185,11 @@ def check_region(region: str | None, endpoint: str) -> UnknownRegion | None:
         return None
     try:
         socket.getaddrinfo(host, None)
+        return None  # it resolves
     except socket.gaierror as exc:
         if exc.errno not in _NO_SUCH_NAME:
             return None
     except OSError:
-        return None
-    else:
         return None
     return UnknownRegion(
         f"region {region!r} is not one botocore knows{hint} and the endpoint {endpoint} "
@@ -227,8 +226,7 @@ def known_regions() -> frozenset[str]:
 
     loader = Loader()
     regions: set[str] = set()
-    for partition in loader.load_data("endpoints").get("partitions", []):
-        regions.update(partition.get("regions", {}))
-    for partition in loader.load_data("partitions").get("partitions", []):
-        regions.update(partition.get("regions", {}))
+    for data in ("endpoints", "partitions"):
+        for partition in loader.load_data(data).get("partitions", []):
+            regions.update(partition.get("regions", {}))
     return frozenset(regions)

@@ -134,23 +134,19 @@ class ItemCodec:
         state = data.get("state", "pending")
         if state not in STORED_STATES:
             raise CorruptItem(f"chain item's 'state' is {state!r}", tag=tag)
-        if "lin" not in data and isinstance(data.get("ops"), list) or "hb" in data:
-            raise UnmigratedItem(
-                f"chain {tag!r} was written by xor-ack-dynamodb 0.1 (no lineage): "
-                "run 'xor-ack migrate' once before this version uses the table",
-                tag=tag,
+        ops: Any = data.get("ops")
+        old = "lin" not in data and isinstance(ops, list) or "hb" in data
+        # a pre-release lineage adopted over the first layout: its window still holds
+        # op keys of that layout, which this version would not recognise
+        first = "adp" in data and isinstance(ops, list)
+        if old or first and (data.get("cutn") or 0) + len(ops) > (data.get("seq") or 0):
+            what = (
+                "was written by xor-ack-dynamodb 0.1 (no lineage)"
+                if old
+                else "holds op ids of xor-ack-dynamodb's first layout"
             )
-        ops = data.get("ops")
-        if (
-            "adp" in data
-            and isinstance(ops, list)
-            and (data.get("cutn") or 0) + len(ops) > (data.get("seq") or 0)
-        ):
-            # a pre-release lineage adopted over the first layout: its window still holds
-            # op keys of that layout, which this version would not recognise
             raise UnmigratedItem(
-                f"chain {tag!r} holds op ids of xor-ack-dynamodb's first layout: "
-                "run 'xor-ack migrate' once before this version uses the table",
+                f"chain {tag!r} {what}: run 'xor-ack migrate' once before this version uses the table",
                 tag=tag,
             )
         return Chain(
@@ -163,7 +159,7 @@ class ItemCodec:
             token=_binary(data, "tok", tag),
             version=self._number(data, "version", tag) or 0,
             seq=self._number(data, "seq", tag) or 0,
-            ops=_ops(data.get("ops"), data.get("oph"), tag),
+            ops=_ops(ops, data.get("oph"), tag),
             window=self._number(data, "win", tag),
             cut_seq=self._number(data, "cutn", tag) or 0,
             lineage=_binary(data, "lin", tag),
@@ -257,12 +253,9 @@ def _ops(keys: Any, digests: Any, tag: str) -> tuple[Op, ...]:
         return ()
     if not isinstance(keys, list):
         raise CorruptItem("chain item's 'ops' is not a List", tag=tag)
-    out = []
-    for key in keys:
-        if isinstance(key, Binary) and len(cast(Any, key).value) == OP_KEY_BYTES:
-            out.append(bytes(cast(Any, key).value))
-        else:
-            raise CorruptItem("chain item's 'ops' holds a malformed op key", tag=tag)
+    if not all(isinstance(key, Binary) and len(cast(Any, key).value) == OP_KEY_BYTES for key in keys):
+        raise CorruptItem("chain item's 'ops' holds a malformed op key", tag=tag)
+    out = [bytes(cast(Any, key).value) for key in keys]
     if digests is None:
         return tuple(Op(k, UNKNOWN_DIGEST) for k in out)
     if not isinstance(digests, list) or len(digests) != len(out):

@@ -1,11 +1,7 @@
-"""The one-time migration of chain items this library wrote before lineages (what each
-layout keeps, and why: docs/cli.md, "Upgrading: ``xor-ack migrate``").
-
-A rewrite never turns an op it cannot check into one it takes as not applied: where an
-item's history cannot be read exactly, a named op id not in the window raises
-:class:`~xor_ack_dynamodb.errors.OutcomeUnknown`, and a pending chain so left is listed
-in :attr:`Migration.replay`. Running it twice is harmless.
-"""
+"""The one-time migration of chain items this library wrote before lineages: never a
+second application of an op it cannot check (it raises ``OutcomeUnknown`` instead; the
+pending chains so left are in :attr:`Migration.replay`), harmless run twice (what each
+layout keeps, and why: docs/cli.md, "Upgrading: ``xor-ack migrate``")."""
 
 from __future__ import annotations
 

@@ -36,10 +36,10 @@ from .clients import (
     open_client,
     settings_for,
 )
-from .codec import TRANSIENT_CODES, RequestCodec
+from .codec import RequestCodec
 from .item import ItemCodec
 
-__all__ = ["XorAckDynamoDB", "AsyncXorAckDynamoDB", "ClaimResult", "TRANSIENT_CODES"]
+__all__ = ["XorAckDynamoDB", "AsyncXorAckDynamoDB", "ClaimResult"]  # ClaimResult: serverless/completion.py
 
 
 #: The constructor keywords of the DynamoDB trackers besides the tracker options.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, cast
 
 from botocore import xform_name
@@ -119,10 +120,8 @@ class AsyncDynamoDBStore:
         try:
             if once:
                 AsyncNoResend.install(client)
-                with no_resend():
-                    response: dict[str, Any] = await method(**kwargs)
-            else:
-                response = await method(**kwargs)
+            with no_resend() if once else nullcontext():
+                response: dict[str, Any] = await method(**kwargs)
         except ClientError as exc:
             self.stats.request(operation, 1 + retry_attempts(exc.response))
             code = error_code(exc)
@@ -134,25 +133,17 @@ class AsyncDynamoDBStore:
             if typed is not None:
                 raise typed from exc
             raise
-        except RequestFailed as exc:  # a client the library built: typed by its handlers
-            self._count_failed(operation, exc)
-            raise
-        except BotoCoreError as exc:  # a client passed in: a transport error
-            typed = typed_failure(exc, client, operation)
-            self._count_failed(operation, typed)
-            if typed is not None:
-                raise typed from exc
-            raise
+        except (RequestFailed, BotoCoreError) as exc:  # typed by a built client, or a transport error
+            typed = exc if isinstance(exc, RequestFailed) else typed_failure(exc, client, operation)
+            if not isinstance(typed, EndpointUnreachable):  # sent: DynamoDB may have applied and billed it
+                self.stats.request(operation)
+            if typed is None or typed is exc:
+                raise
+            raise typed from exc
         self.stats.request(operation, 1 + retry_attempts(response))
         checked(client, operation, kwargs, response)
         self.stats.add_capacity(capacity_units(response.get("ConsumedCapacity")))
         return response
-
-    def _count_failed(self, operation: str, error: BaseException | None) -> None:
-        """Count a failed request unless it was never sent (``EndpointUnreachable``):
-        DynamoDB may have applied and billed it."""
-        if not isinstance(error, EndpointUnreachable):
-            self.stats.request(operation)
 
     async def _key_mismatch(self, exc: ClientError) -> bool:
         """Whether a ValidationException comes from the table's key schema."""
