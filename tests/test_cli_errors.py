@@ -129,6 +129,13 @@ def test_each_exit_status(
     assert {tag: ack.status(tag).version for tag in before} == before
 
 
+def _as_from_a_terminal() -> None:
+    """In the child before it runs: SIGINT as a shell leaves it for a command it starts
+    (default action, not blocked), whatever an earlier test left in this worker."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_exits_130() -> None:
     """Ctrl-C while a request waits: ``KeyboardInterrupt`` in the one form, 130."""
     with SilentEndpoint() as endpoint:
@@ -139,6 +146,7 @@ def test_ctrl_c_exits_130() -> None:
             stderr=subprocess.PIPE,
             text=True,
             env=_env(),
+            preexec_fn=_as_from_a_terminal,
         ) as proc:
             endpoint.wait_for_request(timeout=60)
             proc.send_signal(signal.SIGINT)
