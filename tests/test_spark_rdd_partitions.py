@@ -356,6 +356,50 @@ def test_a_stamp_that_does_not_ack_under_cross_root_output_reruns_over_the_acked
     assert report.counters["stamps"] == 3  # r1 and r3 once, r2 on attempt 2; none on the rerun
 
 
+@dataclass(frozen=True)
+class ChangedOnSecondRead:
+    """Reads like :class:`Reading`, but root ``r1`` raises when it is read a second time
+    in an attempt (its input changed during the run)."""
+
+    marks: str
+    attempt: int
+
+    def __call__(self, root: str) -> list[str]:
+        if root.startswith("r1:") and any(Path(self.marks).glob(f"{self.attempt}-r1-*")):
+            raise ValueError("r1 changed")
+        return Reading(self.marks, self.attempt)(root)
+
+
+def test_an_acked_root_failing_in_the_run_after_the_stamps_ends_it_with_restaged_apart(
+    spark: Any, moto_server: LocalDynamoDB, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/spark.md, RDDs: r2's stamp does not ack under output of several roots, so the
+    job runs again over r1 and r3 (acked); r1 now fails there: RestagedApart (the
+    attempt's error, logged), the
+    write's partitions written again empty (nothing of it kept), the acks stand."""
+    from xor_ack_dynamodb.spark.output import RestagedApart
+
+    config = moto_server.config(unique_table("torn-again"))
+    XorAckDynamoDB.from_config(config).create_table()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    tracking = Tracking(spark.sparkContext, config, tracker=TakenBeforeStamps.from_config(config))
+    TakenBeforeStamps.taken = tracking.tag("r2", 1)
+
+    def job(started: Any, attempt: int) -> int:
+        writer = CsvPartitionWriter(str(tmp_path / f"a{attempt}"), header=("word", "count"))
+        pairs = started.fan_out(ChangedOnSecondRead(str(marks), attempt)).map(lambda w: (w, 1))
+        return int(pairs.reduce_by_key(operator.add, 2).sink(writer))
+
+    with caplog.at_level("WARNING", logger="xor_ack_dynamodb.spark"):
+        report = tracking.run(["r1: a b", "r2: b c", "r3: a"], lambda r: r.split(":")[0], job, max_attempts=1)
+    assert any(RestagedApart.__name__ in r.getMessage() and "/r1" in r.getMessage() for r in caplog.records)
+    assert [o.state for o in report.outcomes] == ["acked", "failed", "acked"]
+    assert list(read_csv_parts(tmp_path / "a1")) == []
+    statuses = tracking.tracker.status_many([tracking.tag(k, 1) for k in ("r1", "r2", "r3")])
+    assert [statuses[tracking.tag(k, 1)].state for k in ("r1", "r2", "r3")] == ["acked", "failed", "acked"]
+
+
 def test_a_failed_root_without_written_records_needs_no_rerun(
     sc: Any, config: AckConfig, tmp_path: Path
 ) -> None:
