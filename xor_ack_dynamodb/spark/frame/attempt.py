@@ -25,7 +25,7 @@ from ..outcomes import Attempt, RunObserver, RunReport
 from ..output import Location, RestagedApart
 from ..tags import Group
 from . import commit as protocol
-from .columns import Seen, with_tags
+from .columns import TRACKING, Seen, with_tags
 from .driver_read import driver_read_limit
 from .sources import TextRoot, read_text, start
 from .tracked import Probes, TrackedFrame, WriteResult
@@ -159,16 +159,18 @@ class FrameAttempt:
             if self.write_result is not None:
                 raise InvalidConfig("one tracked write per attempt: its commit acks the chains")
             store = Location.of(location)
-            protocol.check_write(self.spark, frame.columns, store, format, tag_column)
+            probes = Probes()
+            df = frame.build(probes)  # once: each build is dozens of calls into the JVM
+            columns = tuple(c for c in df.columns if c not in TRACKING)
+            protocol.check_write(self.spark, columns, store, format, tag_column)
             if publish:
                 protocol.recover(self.spark, store, self.tracking.tracker)
             owner = self.tracking.tags.owner
             # A write id given is the first write's; a rerun's is its own.
             write_id = self.commit.write_id or protocol.new_write_id(owner, self.number)
             self.commit.write_id = None
-            staged = protocol.Staged(store, write_id, tag_column, tuple(frame.columns), format)
-            probes = Probes()
-            seen = protocol.stage(frame.build(probes), staged, self.tags, probes)
+            staged = protocol.Staged(store, write_id, tag_column, columns, format)
+            seen = protocol.stage(df, staged, self.tags, probes)
             started = self._starting.result()[0]
             seen.errors = {**seen.errors, **self.failed}
             left = [t for t in self.tags if t not in seen.errors and t in started]
