@@ -8,12 +8,11 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Unpack
 
 from ..config import TrackerKeywords, TrackerOptions
 from ..core.algebra import is_zero
-from ..core.chain import Chain, Op, new_token
+from ..core.chain import Chain, Op, updated
 from ..core.messages import (
     Add,
     BatchRead,
@@ -195,14 +194,7 @@ class MemoryStore:
                 chain = self._chains[tag]
                 if chain.state == "pending" and chain.reason != TIMEOUT and not is_zero(chain.value):
                     past = now - self.rules.skew - 1
-                    self._chains[tag] = replace(
-                        chain,
-                        deadline=past,
-                        reason=TIMEOUT,
-                        updated_at=now,
-                        token=new_token(),
-                        version=chain.version + 1,
-                    )
+                    self._chains[tag] = updated(chain, now, deadline=past, reason=TIMEOUT)  # a new token
                     self._buckets[0].add(tag)
                     timed_out.append(tag)
                 else:

@@ -23,9 +23,6 @@ from .driver import AsyncChainStore, AsyncDriver
 
 
 class AsyncTracker(TrackerBase):
-    """Chains on ``driver``'s store, under ``driver``'s rules. Safe to share between
-    threads (sync) or between the tasks of one event loop (asyncio)."""
-
     driver: AsyncDriver
 
     def _bind(

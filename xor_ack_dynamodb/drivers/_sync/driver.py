@@ -120,9 +120,8 @@ class Driver(DriverBase):
         """Run ``call`` to its result. Raises the call's error; ``StaleLocalData`` when
         the budget is spent on lost races; the store's own exception when transient
         failures outlast it."""
-        retrying = self._retrying(Again, Transient)
         try:
-            result: T = retrying(self._round, call)
+            result: T = self._retrying(Again, Transient)(self._round, call)
             return result
         except tenacity.RetryError as exc:
             raise_transient(exc)
@@ -277,10 +276,9 @@ class Driver(DriverBase):
         batch.feed(answers)
         return bool(answers)
 
-    def _transact(self, batch: Lockstep[Any], writes: list[int], answers: dict[int, Answer]) -> None:
-        """Transactions of up to :data:`TRANSACTION_SIZE` entries; the updates of a
-        committed one read back in bulk (:meth:`read`)."""
-        pending = list(writes)
+    def _transact(self, batch: Lockstep[Any], pending: list[int], answers: dict[int, Answer]) -> None:
+        """Transactions of up to :data:`TRANSACTION_SIZE` entries for the ``pending`` writes;
+        the updates of a committed one read back in bulk (:meth:`read`)."""
         while pending:
             chunk, pending = pending[:TRANSACTION_SIZE], pending[TRANSACTION_SIZE:]
             try:

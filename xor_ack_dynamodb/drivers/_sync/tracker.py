@@ -25,9 +25,6 @@ from .driver import ChainStore, Driver
 
 
 class SyncTracker(TrackerBase):
-    """Chains on ``driver``'s store, under ``driver``'s rules. Safe to share between
-    threads (sync) or between the tasks of one event loop (asyncio)."""
-
     driver: Driver
 
     def _bind(

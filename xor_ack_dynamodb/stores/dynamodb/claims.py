@@ -43,14 +43,8 @@ class CompletionClaims:
     def _call(self, operation: str, tag: str, **kwargs: Any) -> dict[str, Any]:
         key = {self.partition_key: {"S": tag}}
         request = {"TableName": self.table, "Key": key, **kwargs}
-        try:
-            return self.retry.retrying(tenacity.retry_if_exception(is_transient))(
-                self.store.call, operation, request, tag
-            )
-        except tenacity.RetryError as spent:
-            error = spent.last_attempt.exception()
-            assert error is not None
-            raise error from error.__cause__
+        retrying = self.retry.retrying(tenacity.retry_if_exception(is_transient)).copy(reraise=True)
+        return retrying(self.store.call, operation, request, tag)
 
     def _update(
         self, tag: str, update: str, condition: str, values: dict[str, Any], **kwargs: Any

@@ -184,9 +184,12 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
     def create_table(self, *, wait: bool = True, stream: bool = False) -> bool:
         """Create the table: on demand, String partition key, TTL on the expiry
         attribute, and with ``stream`` a stream of new and old images (the serverless
-        completion's trigger). Returns False, after making sure TTL (and the stream) is
-        enabled, if it already exists with that key. Raises
-        :class:`~xor_ack_dynamodb.errors.TableSchemaMismatch` if it exists with another key."""
+        completion's trigger); with ``wait``, until it is ACTIVE. Returns False, after
+        making sure TTL (and the stream) is enabled, if it already exists with that key.
+        Raises :class:`~xor_ack_dynamodb.errors.TableSchemaMismatch` if it exists with
+        another key, :class:`~xor_ack_dynamodb.errors.InvalidConfig` if it has TTL on
+        another attribute or, with ``stream``, a stream of another view type, or the
+        endpoint serves no streams (dynalite)."""
         key, ttl = self.partition_key, self.codec.ttl_attribute
         return create_table(self.client, self.table, key, ttl, wait=wait, stream=stream)
 
