@@ -128,21 +128,20 @@ class MemoryStore:
         """The chain ``request`` finds, and how to apply it (None: its condition fails).
         Lock held."""
         rules = self.rules
-        current = self._chains.get(tag_of(request))
+        chain = self._chains.get(tag_of(request))
         if isinstance(request, RemoveAny):
-            return current, lambda: Written(self._drop(request.tag))
+            return chain, lambda: Written(self._drop(request.tag))
         if isinstance(request, (Put, Remove)):
             old = request.expect  # still the chain it was based on (its token), or none
-            if (current is None) != (old is None) or (current and old and current.token != old.token):
-                return current, None
+            if (chain is None) != (old is None) or (chain and old and chain.token != old.token):
+                return chain, None
             if isinstance(request, Put):
-                if request.now is not None and not rules.before_deadline(current, request.now):
-                    return current, None  # a stamp's write tests the deadline too
-                return current, lambda: Written(self._keep(request.new, current))
-            return current, lambda: (self._drop(request.expect.tag), Written(None))[1]
-        if current is None:
+                if request.now is not None and not rules.before_deadline(chain, request.now):
+                    return chain, None  # a stamp's write tests the deadline too
+                return chain, lambda: Written(self._keep(request.new, chain))
+            return chain, lambda: (self._drop(request.expect.tag), Written(None))[1]
+        if chain is None:
             return None, None
-        chain = current
         if isinstance(request, Add):
             if not rules.add_allowed(chain, request.op, request.owner, request.now, request.after):
                 return chain, None

@@ -129,9 +129,7 @@ class CompletionClaims:
         if _claimed_by(item, claimant):
             return "claimed"  # our own claim: its first copy landed, its response was lost
         state, total = item.get("state", {}).get("S"), item.get("sum", {}).get("N")
-        if state != "acked" and not (state == "pending" and total == "0"):
-            return "gone"
-        return "held"
+        return "held" if state == "acked" or (state == "pending" and total == "0") else "gone"
 
     def mark_fired(self, tag: str, claimant: str, now: float) -> bool:
         values = {":fired": {"S": "fired"}, ":me": {"S": claimant}, ":now": {"N": str(int(now))}}

@@ -36,7 +36,7 @@ from .clients import (
     open_client,
     settings_for,
 )
-from .codec import RequestCodec
+from .codec import RequestCodec, placeholders
 from .item import ItemCodec
 
 __all__ = ["XorAckDynamoDB", "AsyncXorAckDynamoDB", "ClaimResult"]  # ClaimResult: serverless/completion.py
@@ -201,7 +201,6 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         :class:`~xor_ack_dynamodb.errors.BadResponse` for a page that is not DynamoDB's,
         never reading it as a table with nothing to replay."""
         now = self.driver.now()
-        names = {"#st": "state", "#dl": "deadline"}
         values: dict[str, Any] = {
             ":failed": {"S": "failed"},
             ":pending": {"S": "pending"},
@@ -209,14 +208,13 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         }
         condition = "(#st = :failed OR (#st = :pending AND #dl < :now))"
         if prefix:
-            names["#pk"] = self.partition_key
             values[":p"] = {"S": prefix}
             condition = f"begins_with(#pk, :p) AND {condition}"
         pages = scan_pages(
             self.client,
             TableName=self.table,
             FilterExpression=condition,
-            ExpressionAttributeNames=names,
+            ExpressionAttributeNames=self.codec.names(*placeholders(condition)),
             ExpressionAttributeValues=values,
             ConsistentRead=True,
             Limit=page_size,
@@ -266,12 +264,9 @@ class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
 
     :param client: an aiobotocore DynamoDB client (the tracker never closes it); or a
         :class:`~xor_ack_dynamodb.stores.dynamodb.clients.ClientSettings` to build one
-        from; or None to build one as ``XorAckDynamoDB`` does, from ``region``,
-        ``endpoint_url`` and the keys where given, else from the environment
-        (``AWS_REGION``, ``AWS_ENDPOINT_URL_DYNAMODB``, the usual credentials), timeouts
-        from ``retry``.
-        A client the tracker builds is made on first use, inside the running loop, and
-        closed by :meth:`close` or by leaving ``async with``.
+        from; or None to build one as ``XorAckDynamoDB`` does. A client the tracker builds
+        is made on first use, inside the running loop, and closed by :meth:`close` or by
+        leaving ``async with``.
 
     One tracker serves any number of tasks of one event loop; do not share it between
     loops (an aiobotocore client belongs to the loop it was made in). Raises

@@ -89,9 +89,8 @@ def ensure_ttl(client: Any, table: str, ttl_attribute: str) -> None:
     one TTL attribute, and this library's expiry would then never be collected.
     """
     asked = {"TableName": table}
-    ttl = checked(client, "DescribeTimeToLive", asked, client.describe_time_to_live(**asked))[
-        "TimeToLiveDescription"
-    ]
+    response = client.describe_time_to_live(**asked)
+    ttl = checked(client, "DescribeTimeToLive", asked, response)["TimeToLiveDescription"]
     if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
         if ttl.get("AttributeName") != ttl_attribute:
             raise InvalidConfig(
