@@ -306,9 +306,8 @@ class MemoryAck(_Memory, SyncTracker):
     :param share: another memory tracker (sync or asyncio) whose chains this one works
         on (with its own options), as two trackers share one DynamoDB table.
     :param options: the tracker's options, documented once in
-        :class:`~xor_ack_dynamodb.config.TrackerOptions` (``mode``, ``max_ops``,
-        ``delete_on_ack``, ``clock``...); here ``ttl`` defaults to None (chains time out
-        by rotation only) and ``cache_size`` to 0.
+        :class:`~xor_ack_dynamodb.config.TrackerOptions`; here ``ttl`` defaults to None
+        (chains time out by rotation only) and ``cache_size`` to 0.
 
     Callbacks run on the calling thread after the tracker's lock is released, so they
     may call the tracker. ``ChainStatus.expires_at`` is None for chains without a clock

@@ -157,10 +157,8 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         of the client the tracker builds, as :class:`~xor_ack_dynamodb.AckConfig` takes
         them (the keys for local endpoints; on AWS let the role provide credentials).
         Not with ``client``: a client keeps its own.
-    :param options: the tracker's options, documented once in
-        :class:`~xor_ack_dynamodb.config.TrackerOptions`: ``mode``, ``ttl`` (default one
-        hour), ``retention``, ``skew``, ``delete_on_ack``, ``max_ops``, ``edge_size``,
-        ``retry``, ``cache_size``, ``clock``.
+    :param options: the tracker's options (``ttl`` defaults to one hour), documented once
+        in :class:`~xor_ack_dynamodb.config.TrackerOptions`.
 
     A tracker is thread-safe; share one per process. Raises
     :class:`~xor_ack_dynamodb.errors.InvalidConfig`, before anything is sent, for an
