@@ -157,12 +157,9 @@ class Groups(Generic[T]):
         return [outcome for group in self.settled for outcome in group]
 
 
-class Unprocessed(Exception):
-    """A batch read left keys unprocessed: back off and ask for them again."""
-
-
-class Unfinished(Exception):
-    """Calls of a batch are still waiting or must run another round: back off."""
+class BackOff(Exception):
+    """A batch is not done (a read left keys unprocessed; calls are still waiting or must
+    run another round): back off, then go on."""
 
 
 class DriverBase:

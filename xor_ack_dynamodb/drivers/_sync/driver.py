@@ -43,11 +43,10 @@ from ...retry import RetryPolicy
 from ...stats import RequestStats
 from ...status import ChainStatus
 from ..base import (
+    BackOff,
     DatedBase,
     DriverBase,
     Groups,
-    Unfinished,
-    Unprocessed,
     pool_limit,
     raise_transient,
     tested_at,
@@ -181,10 +180,10 @@ class Driver(DriverBase):
             found.corrupt.update(batch.corrupt)
             pending = batch.unprocessed
             if pending:
-                raise Unprocessed
+                raise BackOff  # for the keys left unprocessed
 
         try:
-            self._retrying(Unprocessed, Transient)(attempt)
+            self._retrying(BackOff, Transient)(attempt)
         except tenacity.RetryError as exc:
             raise_transient(exc)
             raise BatchIncomplete(f"{len(pending)} keys still unprocessed after the retry budget") from None
@@ -217,7 +216,7 @@ class Driver(DriverBase):
     def _run_group(self, calls: Sequence[Call[T]], transactions: bool) -> list[T | Exception]:
         """One group of :meth:`run_many`, within one retry budget."""
         batch = Lockstep(calls, self.store.is_transient, transactions)
-        retrying = self._retrying(Unfinished)
+        retrying = self._retrying(BackOff)
 
         def before_sleep(state: tenacity.RetryCallState) -> None:
             if batch.again:  # calls about to run another round (not those still waiting)
@@ -242,12 +241,12 @@ class Driver(DriverBase):
 
     def _attempt_many(self, batch: Lockstep[Any]) -> None:
         """New rounds for the calls that need one, then passes while any request is
-        answered. Raises :class:`Unfinished` to back off when calls remain."""
+        answered. Raises :class:`BackOff` when calls remain."""
         batch.start(self.now())
         while batch.steps and self._pass(batch):
             pass
         if batch.unfinished:
-            raise Unfinished
+            raise BackOff
 
     def _pass(self, batch: Lockstep[Any]) -> bool:
         """Send what the waiting steps ask for: reads in bulk, writes in transactions (one
