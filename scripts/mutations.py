@@ -607,8 +607,8 @@ MUTANTS: list[Mutant] = [
         "issue 18: a chain timed out by MemoryAck's rotation gets a new token (a stamp read "
         "before cannot write it back)",
         "stores/memory.py",
-        "                        token=new_token(),\n                        version=chain.version + 1,\n",
-        "                        version=chain.version + 1,\n",
+        "reason=TIMEOUT)  # a new token\n",
+        'reason=TIMEOUT)\n                    object.__setattr__(self._chains[tag], "token", chain.token)\n',
         (f"{ONCE}::test_rotate_racing_a_stamp_never_acks_a_timed_out_chain",),
         equivalent=(
             "since issue 39 (time per write), every write that keeps a chain going (the xor "

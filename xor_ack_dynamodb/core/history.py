@@ -9,6 +9,7 @@ on, and it is the next write's guard (``ChainRules.covers``). A position not kep
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -112,7 +113,7 @@ class Searched:
     def unread(self, lookup: Lookup) -> tuple[int, ...]:
         return tuple(i for i in lookup.indexes if self._get(lookup.lineage, i) is False)
 
-    def add(self, lineage: bytes, indexes: tuple[int, ...], found: dict[int, tuple[Op, ...]]) -> None:
+    def add(self, lineage: bytes, indexes: Iterable[int], found: dict[int, tuple[Op, ...]]) -> None:
         for i in indexes:
             ops = found.get(i)
             self.blocks[(lineage, i)] = ops

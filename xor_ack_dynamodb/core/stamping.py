@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from ..errors import OutcomeUnknown, TagFailed
 from ..stamps import Position, Stamp, Sum, result
 from .algebra import Value, is_negative, is_zero
-from .batch import BATCH_SIZE
+from .batch import BATCH_SIZE, chunks
 from .calls import Again, Call, Round, Transient, remove_tombstone
 from .chain import BLOCK, Chain, Op, random_op
 from .history import START, Block, BlockCache, Found, Lookup, Searched, Unknowable, check, due, responsible
@@ -55,10 +55,8 @@ class _History(Call[T]):
     def _lookup(self, lookups: list[Lookup]) -> Generator[Request, Any, None]:
         """Read the blocks ``lookups`` name that this call has not read yet."""
         for lookup in lookups:
-            unread = self.searched.unread(lookup)
-            for start in range(0, len(unread), BATCH_SIZE):
-                chunk = unread[start : start + BATCH_SIZE]
-                reply = yield ReadHistory(self.tag, lookup.lineage, chunk)
+            for chunk in chunks(self.searched.unread(lookup), BATCH_SIZE):
+                reply = yield ReadHistory(self.tag, lookup.lineage, tuple(chunk))
                 assert isinstance(reply, HistoryRead)
                 if reply.unprocessed:
                     self.events["conflicts"] += 1

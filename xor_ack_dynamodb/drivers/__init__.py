@@ -8,10 +8,8 @@
 * :class:`AckTracker` / :class:`AsyncAckTracker`: the protocols every tracker satisfies.
 
 For whoever writes a store or a tracker (docs/architecture.md, "Where a new piece
-goes"). ``_async/`` holds what awaits, written by hand; ``_sync/`` is generated from it
-by ``scripts/unasync.py`` (``make unasync``; the test suite checks they agree); what
-never awaits, the tracker methods' signatures and guarantees included, is written once
-in ``base.py``.
+goes"; how ``_async/``, the ``_sync/`` generated from it and ``base.py`` share the work:
+"Rules", "Drivers are written once").
 """
 
 from ._async.driver import AsyncChainStore, AsyncDriver

@@ -122,11 +122,9 @@ def pool_limit(limit: int, client: Any) -> int:
 
 class Groups(Generic[T]):
     """A batch's calls (on distinct chains, else ``ValueError``) in groups of
-    :data:`TRANSACTION_SIZE`, each run in lockstep (:mod:`xor_ack_dynamodb.core.batch`),
-    and each call's outcome, in order: its result or the error it ended with (a typed
-    error of the rules, the store's exception when transient failures outlast the
-    group's budget, ``StaleLocalData`` when it is spent on lost races). A dead endpoint
-    ends the batch (:class:`~xor_ack_dynamodb.core.batch.EndpointWatch`): groups not
+    :data:`TRANSACTION_SIZE`, each run in lockstep (:mod:`xor_ack_dynamodb.core.batch`,
+    whose ``Lockstep.give_up`` says which error a call ends with), and each call's
+    outcome, in order. A dead endpoint ends the batch (``EndpointWatch``): groups not
     started are not sent."""
 
     def __init__(self, calls: Sequence[Call[T]], stats: RequestStats) -> None:
@@ -159,12 +157,9 @@ class Groups(Generic[T]):
         return [outcome for group in self.settled for outcome in group]
 
 
-class Unprocessed(Exception):
-    """A batch read left keys unprocessed: back off and ask for them again."""
-
-
-class Unfinished(Exception):
-    """Calls of a batch are still waiting or must run another round: back off."""
+class BackOff(Exception):
+    """A batch is not done (a read left keys unprocessed; calls are still waiting or must
+    run another round): back off, then go on."""
 
 
 class DriverBase:

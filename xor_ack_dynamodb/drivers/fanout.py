@@ -1,8 +1,7 @@
 """Many independent jobs at a bounded concurrency, with progress: how a batch call runs
 its groups of chains (:meth:`~xor_ack_dynamodb.drivers.Driver.run_many`).
 
-Written twice by hand, since the two flavours wait differently: :class:`FanOut` on at
-most ``limit`` threads, :class:`AsyncFanOut` as at most ``limit`` tasks of the loop.
+Written twice by hand (not generated), since the two flavours wait differently.
 
 Both call ``progress(done, total)`` in the caller's own thread (or task): once with 0
 before the first job, then after each job, ``done`` summing what the jobs returned. The

@@ -25,11 +25,9 @@ OWNER_PREFIX = "inc-"
 
 
 def _sum_edge(parent: bytes, label: bytes) -> int:
-    h = hashlib.blake2b(digest_size=8, key=EDGE_KEY)
-    h.update(len(parent).to_bytes(4, "big"))
-    h.update(parent)
-    h.update(label)
-    return int.from_bytes(h.digest(), "big") % _SUM_RANGE + 1
+    data = len(parent).to_bytes(4, "big") + parent + label
+    digest = hashlib.blake2b(data, digest_size=8, key=EDGE_KEY).digest()
+    return int.from_bytes(digest, "big") % _SUM_RANGE + 1
 
 
 def _label(index: int) -> bytes:
@@ -45,11 +43,8 @@ def child_edge(parent: Edge, index: int) -> Edge:
 
 
 def _seed(tag: str, incarnation: str, size: int) -> bytes:
-    h = hashlib.blake2b(digest_size=size, key=EDGE_KEY)
-    h.update(tag.encode("utf-8", "surrogatepass"))
-    h.update(b"\x00")
-    h.update(incarnation.encode("utf-8", "surrogatepass"))
-    return h.digest()
+    data = f"{tag}\x00{incarnation}".encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=size, key=EDGE_KEY).digest()
 
 
 def root_edge(mode: Mode, tag: str, incarnation: str, edge_size: int = 16) -> Edge:

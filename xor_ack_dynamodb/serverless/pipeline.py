@@ -207,10 +207,8 @@ class Pipeline:
         tests); its ``mode`` is the pipeline's, and its ``skew`` the completion lease's
         margin. ``delete_on_ack`` is refused: completion and redelivered starts need the
         tombstone.
-    :param config: the settings (:class:`PipelineConfig`: ``queue_url``,
-        ``max_receives``, ``completion_queue_url``, ``completion_bus``,
-        ``completion_lease_seconds``, ``edge_size``, ``metrics_namespace``, and the
-        clients' region, endpoint, keys and retry policy); default ``PipelineConfig()``.
+    :param config: the settings and the clients' (:class:`PipelineConfig`); default
+        ``PipelineConfig()``.
     :param sqs, s3, events: boto3 clients; built from ``config`` on first use when omitted.
     :param on_complete: targets called with each :class:`Completion`, once per chain
         (callbacks, :class:`SqsTarget`, :class:`EventBridgeTarget`), in order, before the

@@ -32,14 +32,10 @@ class Unfinished:
 def unfinished(tracker: AckTracker, tags: Iterable[str]) -> Unfinished:
     """Which of ``tags`` failed, expired, or have no chain (a strongly consistent
     ``status_many``). Pending and acked chains are left out."""
-    wanted = list(dict.fromkeys(tags))
-    found = tracker.status_many(wanted)
-    out = Unfinished()
-    for tag in wanted:
-        status = found.get(tag)
-        if status is None:
-            out.missing.append(tag)
-        elif status.state == "failed":
+    found = tracker.status_many(tags)
+    out = Unfinished(missing=found.missing)
+    for tag, status in found.items():
+        if status.state == "failed":
             out.failed[tag] = status
         elif status.state in ("expired", "corrupt"):
             out.expired[tag] = status

@@ -8,12 +8,11 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Unpack
 
 from ..config import TrackerKeywords, TrackerOptions
 from ..core.algebra import is_zero
-from ..core.chain import Chain, Op, new_token
+from ..core.chain import Chain, Op, updated
 from ..core.messages import (
     Add,
     BatchRead,
@@ -129,21 +128,20 @@ class MemoryStore:
         """The chain ``request`` finds, and how to apply it (None: its condition fails).
         Lock held."""
         rules = self.rules
-        current = self._chains.get(tag_of(request))
+        chain = self._chains.get(tag_of(request))
         if isinstance(request, RemoveAny):
-            return current, lambda: Written(self._drop(request.tag))
+            return chain, lambda: Written(self._drop(request.tag))
         if isinstance(request, (Put, Remove)):
             old = request.expect  # still the chain it was based on (its token), or none
-            if (current is None) != (old is None) or (current and old and current.token != old.token):
-                return current, None
+            if (chain is None) != (old is None) or (chain and old and chain.token != old.token):
+                return chain, None
             if isinstance(request, Put):
-                if request.now is not None and not rules.before_deadline(current, request.now):
-                    return current, None  # a stamp's write tests the deadline too
-                return current, lambda: Written(self._keep(request.new, current))
-            return current, lambda: (self._drop(request.expect.tag), Written(None))[1]
-        if current is None:
+                if request.now is not None and not rules.before_deadline(chain, request.now):
+                    return chain, None  # a stamp's write tests the deadline too
+                return chain, lambda: Written(self._keep(request.new, chain))
+            return chain, lambda: (self._drop(request.expect.tag), Written(None))[1]
+        if chain is None:
             return None, None
-        chain = current
         if isinstance(request, Add):
             if not rules.add_allowed(chain, request.op, request.owner, request.now, request.after):
                 return chain, None
@@ -195,14 +193,7 @@ class MemoryStore:
                 chain = self._chains[tag]
                 if chain.state == "pending" and chain.reason != TIMEOUT and not is_zero(chain.value):
                     past = now - self.rules.skew - 1
-                    self._chains[tag] = replace(
-                        chain,
-                        deadline=past,
-                        reason=TIMEOUT,
-                        updated_at=now,
-                        token=new_token(),
-                        version=chain.version + 1,
-                    )
+                    self._chains[tag] = updated(chain, now, deadline=past, reason=TIMEOUT)  # a new token
                     self._buckets[0].add(tag)
                     timed_out.append(tag)
                 else:
@@ -315,9 +306,8 @@ class MemoryAck(_Memory, SyncTracker):
     :param share: another memory tracker (sync or asyncio) whose chains this one works
         on (with its own options), as two trackers share one DynamoDB table.
     :param options: the tracker's options, documented once in
-        :class:`~xor_ack_dynamodb.config.TrackerOptions` (``mode``, ``max_ops``,
-        ``delete_on_ack``, ``clock``...); here ``ttl`` defaults to None (chains time out
-        by rotation only) and ``cache_size`` to 0.
+        :class:`~xor_ack_dynamodb.config.TrackerOptions`; here ``ttl`` defaults to None
+        (chains time out by rotation only) and ``cache_size`` to 0.
 
     Callbacks run on the calling thread after the tracker's lock is released, so they
     may call the tracker. ``ChainStatus.expires_at`` is None for chains without a clock

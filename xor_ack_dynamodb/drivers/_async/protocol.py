@@ -1,8 +1,5 @@
 """The one interface every tracker of a flavour (sync or asyncio) implements, so pipeline
-code can take any of them. Its signatures and docstrings are
-:class:`~xor_ack_dynamodb.drivers.AsyncTracker`'s, taken by
-:func:`~xor_ack_dynamodb.drivers.base.same_signature`; mypy checks callers and trackers
-on exactly those.
+code can take any of them; mypy checks callers and trackers on exactly its signatures.
 """
 
 from __future__ import annotations
@@ -18,7 +15,8 @@ from .tracker import AsyncTracker
 @runtime_checkable
 class AsyncAckTracker(Protocol):
     """A tracker of ack chains: :class:`~xor_ack_dynamodb.drivers.AsyncTracker`'s public
-    methods, with its signatures."""
+    methods, with its signatures and docstrings (taken by
+    :func:`~xor_ack_dynamodb.drivers.base.same_signature`)."""
 
     @property
     def mode(self) -> Mode: ...

@@ -43,11 +43,10 @@ from ...retry import RetryPolicy
 from ...stats import RequestStats
 from ...status import ChainStatus
 from ..base import (
+    BackOff,
     DatedBase,
     DriverBase,
     Groups,
-    Unfinished,
-    Unprocessed,
     pool_limit,
     raise_transient,
     tested_at,
@@ -120,9 +119,8 @@ class Driver(DriverBase):
         """Run ``call`` to its result. Raises the call's error; ``StaleLocalData`` when
         the budget is spent on lost races; the store's own exception when transient
         failures outlast it."""
-        retrying = self._retrying(Again, Transient)
         try:
-            result: T = retrying(self._round, call)
+            result: T = self._retrying(Again, Transient)(self._round, call)
             return result
         except tenacity.RetryError as exc:
             raise_transient(exc)
@@ -182,10 +180,10 @@ class Driver(DriverBase):
             found.corrupt.update(batch.corrupt)
             pending = batch.unprocessed
             if pending:
-                raise Unprocessed
+                raise BackOff  # for the keys left unprocessed
 
         try:
-            self._retrying(Unprocessed, Transient)(attempt)
+            self._retrying(BackOff, Transient)(attempt)
         except tenacity.RetryError as exc:
             raise_transient(exc)
             raise BatchIncomplete(f"{len(pending)} keys still unprocessed after the retry budget") from None
@@ -218,7 +216,7 @@ class Driver(DriverBase):
     def _run_group(self, calls: Sequence[Call[T]], transactions: bool) -> list[T | Exception]:
         """One group of :meth:`run_many`, within one retry budget."""
         batch = Lockstep(calls, self.store.is_transient, transactions)
-        retrying = self._retrying(Unfinished)
+        retrying = self._retrying(BackOff)
 
         def before_sleep(state: tenacity.RetryCallState) -> None:
             if batch.again:  # calls about to run another round (not those still waiting)
@@ -243,12 +241,12 @@ class Driver(DriverBase):
 
     def _attempt_many(self, batch: Lockstep[Any]) -> None:
         """New rounds for the calls that need one, then passes while any request is
-        answered. Raises :class:`Unfinished` to back off when calls remain."""
+        answered. Raises :class:`BackOff` when calls remain."""
         batch.start(self.now())
         while batch.steps and self._pass(batch):
             pass
         if batch.unfinished:
-            raise Unfinished
+            raise BackOff
 
     def _pass(self, batch: Lockstep[Any]) -> bool:
         """Send what the waiting steps ask for: reads in bulk, writes in transactions (one
@@ -277,10 +275,9 @@ class Driver(DriverBase):
         batch.feed(answers)
         return bool(answers)
 
-    def _transact(self, batch: Lockstep[Any], writes: list[int], answers: dict[int, Answer]) -> None:
-        """Transactions of up to :data:`TRANSACTION_SIZE` entries; the updates of a
-        committed one read back in bulk (:meth:`read`)."""
-        pending = list(writes)
+    def _transact(self, batch: Lockstep[Any], pending: list[int], answers: dict[int, Answer]) -> None:
+        """Transactions of up to :data:`TRANSACTION_SIZE` entries for the ``pending`` writes;
+        the updates of a committed one read back in bulk (:meth:`read`)."""
         while pending:
             chunk, pending = pending[:TRANSACTION_SIZE], pending[TRANSACTION_SIZE:]
             try:

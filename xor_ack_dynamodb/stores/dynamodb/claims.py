@@ -43,14 +43,8 @@ class CompletionClaims:
     def _call(self, operation: str, tag: str, **kwargs: Any) -> dict[str, Any]:
         key = {self.partition_key: {"S": tag}}
         request = {"TableName": self.table, "Key": key, **kwargs}
-        try:
-            return self.retry.retrying(tenacity.retry_if_exception(is_transient))(
-                self.store.call, operation, request, tag
-            )
-        except tenacity.RetryError as spent:
-            error = spent.last_attempt.exception()
-            assert error is not None
-            raise error from error.__cause__
+        retrying = self.retry.retrying(tenacity.retry_if_exception(is_transient)).copy(reraise=True)
+        return retrying(self.store.call, operation, request, tag)
 
     def _update(
         self, tag: str, update: str, condition: str, values: dict[str, Any], **kwargs: Any
@@ -135,9 +129,7 @@ class CompletionClaims:
         if _claimed_by(item, claimant):
             return "claimed"  # our own claim: its first copy landed, its response was lost
         state, total = item.get("state", {}).get("S"), item.get("sum", {}).get("N")
-        if state != "acked" and not (state == "pending" and total == "0"):
-            return "gone"
-        return "held"
+        return "held" if state == "acked" or (state == "pending" and total == "0") else "gone"
 
     def mark_fired(self, tag: str, claimant: str, now: float) -> bool:
         values = {":fired": {"S": "fired"}, ":me": {"S": claimant}, ":now": {"N": str(int(now))}}

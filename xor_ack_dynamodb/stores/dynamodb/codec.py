@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from botocore.exceptions import ChecksumError, ClientError, ConnectionError, HTTPClientError
 
@@ -190,10 +190,7 @@ class RequestCodec:
         for i, reason in enumerate(reasons[: len(requests)]):
             code = str(reason.get("Code") or "None")
             if code == "ConditionalCheckFailed":
-                item = reason.get("Item")
-                failed[i] = (
-                    MISSING if item is None else self.items.parse(cast("Item", item), tag_of(requests[i]))
-                )
+                failed[i] = self.old_item(reason.get("Item"), requests[i])
             elif code not in _RETRY_CODES:
                 raise exc
         return failed
@@ -355,10 +352,9 @@ class RequestCodec:
                 return Written(Chain(tag=tag, mode="xor", value=b"\x00"), resent)
         return Written(self.items.parse(response["Attributes"], tag), resent)
 
-    def old_item(self, exc: ClientError, request: Request) -> Chain | None | object:
-        """The item a failed condition saw (``ALL_OLD``), or :data:`MISSING` when the
+    def old_item(self, item: Any, request: Request) -> Chain | None | object:
+        """The ``item`` a failed condition saw (``ALL_OLD``), or :data:`MISSING` when the
         backend did not return it (the caller then reads it; for a Trim, None)."""
-        item = cast("Item | None", exc.response.get("Item"))
         if item is None:
             return None if isinstance(request, Trim) else MISSING
         return self.items.parse(item, tag_of(request))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, cast
 
-from boto3.dynamodb.types import Binary, TypeDeserializer
+from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
 from ...core.chain import DIGEST_BYTES, OP_KEY_BYTES, STORED_STATES, UNKNOWN_DIGEST, Chain, Op
 from ...core.history import Block
@@ -22,6 +22,7 @@ AttributeValue = dict[str, Any]
 Item = dict[str, AttributeValue]
 
 _deserializer = TypeDeserializer()
+_serializer = TypeSerializer()
 
 #: Placeholder -> attribute name for every attribute a request may name.
 ATTRIBUTES = {
@@ -77,13 +78,11 @@ class ItemCodec:
 
     def encode(self, chain: Chain) -> Item:
         """The whole item for ``chain`` (what a conditional PutItem writes)."""
-        item: Item = {self.partition_key: {"S": chain.tag}, "state": {"S": chain.state}}
-        if chain.mode == "xor":
-            assert isinstance(chain.value, bytes)
-            item["stamp"] = {"B": chain.value}
-        else:
-            item["sum"] = {"N": str(chain.value)}
-        numbers = {
+        cop = None if chain.create_op is None else chain.create_op.key + chain.create_op.digest
+        attributes = {
+            self.partition_key: chain.tag,
+            "state": chain.state,
+            "stamp" if chain.mode == "xor" else "sum": chain.value,
             "deadline": chain.deadline,
             self.ttl_attribute: chain.purge_at,
             "version": chain.version,
@@ -93,20 +92,16 @@ class ItemCodec:
             "adp": 1 if chain.adopted else None,
             "created_at": chain.created_at,
             "updated_at": chain.updated_at,
+            "tok": chain.token,
+            "lin": chain.lineage,
+            "cop": cop,
+            "owner": chain.owner,
+            "reason": chain.reason,
+            "ops": [op.key for op in chain.ops],
+            "oph": [op.digest for op in chain.ops],
         }
-        for name, number in numbers.items():
-            if number is not None:
-                item[name] = {"N": str(number)}
-        cop = None if chain.create_op is None else chain.create_op.key + chain.create_op.digest
-        for name, data in (("tok", chain.token), ("lin", chain.lineage), ("cop", cop)):
-            if data is not None:
-                item[name] = {"B": data}
-        for name, text in (("owner", chain.owner), ("reason", chain.reason)):
-            if text is not None:
-                item[name] = {"S": text}
-        item["ops"] = {"L": [{"B": op.key} for op in chain.ops]}
-        item["oph"] = {"L": [{"B": op.digest} for op in chain.ops]}
-        return item
+        serialize = _serializer.serialize
+        return {name: cast(AttributeValue, serialize(v)) for name, v in attributes.items() if v is not None}
 
     # -- reading ---------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from .clients import (
     open_client,
     settings_for,
 )
-from .codec import RequestCodec
+from .codec import RequestCodec, placeholders
 from .item import ItemCodec
 
 __all__ = ["XorAckDynamoDB", "AsyncXorAckDynamoDB", "ClaimResult"]  # ClaimResult: serverless/completion.py
@@ -157,10 +157,8 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         of the client the tracker builds, as :class:`~xor_ack_dynamodb.AckConfig` takes
         them (the keys for local endpoints; on AWS let the role provide credentials).
         Not with ``client``: a client keeps its own.
-    :param options: the tracker's options, documented once in
-        :class:`~xor_ack_dynamodb.config.TrackerOptions`: ``mode``, ``ttl`` (default one
-        hour), ``retention``, ``skew``, ``delete_on_ack``, ``max_ops``, ``edge_size``,
-        ``retry``, ``cache_size``, ``clock``.
+    :param options: the tracker's options (``ttl`` defaults to one hour), documented once
+        in :class:`~xor_ack_dynamodb.config.TrackerOptions`.
 
     A tracker is thread-safe; share one per process. Raises
     :class:`~xor_ack_dynamodb.errors.InvalidConfig`, before anything is sent, for an
@@ -184,9 +182,12 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
     def create_table(self, *, wait: bool = True, stream: bool = False) -> bool:
         """Create the table: on demand, String partition key, TTL on the expiry
         attribute, and with ``stream`` a stream of new and old images (the serverless
-        completion's trigger). Returns False, after making sure TTL (and the stream) is
-        enabled, if it already exists with that key. Raises
-        :class:`~xor_ack_dynamodb.errors.TableSchemaMismatch` if it exists with another key."""
+        completion's trigger); with ``wait``, until it is ACTIVE. Returns False, after
+        making sure TTL (and the stream) is enabled, if it already exists with that key.
+        Raises :class:`~xor_ack_dynamodb.errors.TableSchemaMismatch` if it exists with
+        another key, :class:`~xor_ack_dynamodb.errors.InvalidConfig` if it has TTL on
+        another attribute or, with ``stream``, a stream of another view type, or the
+        endpoint serves no streams (dynalite)."""
         key, ttl = self.partition_key, self.codec.ttl_attribute
         return create_table(self.client, self.table, key, ttl, wait=wait, stream=stream)
 
@@ -198,7 +199,6 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         :class:`~xor_ack_dynamodb.errors.BadResponse` for a page that is not DynamoDB's,
         never reading it as a table with nothing to replay."""
         now = self.driver.now()
-        names = {"#st": "state", "#dl": "deadline"}
         values: dict[str, Any] = {
             ":failed": {"S": "failed"},
             ":pending": {"S": "pending"},
@@ -206,14 +206,13 @@ class XorAckDynamoDB(_OnTable, SyncTracker):
         }
         condition = "(#st = :failed OR (#st = :pending AND #dl < :now))"
         if prefix:
-            names["#pk"] = self.partition_key
             values[":p"] = {"S": prefix}
             condition = f"begins_with(#pk, :p) AND {condition}"
         pages = scan_pages(
             self.client,
             TableName=self.table,
             FilterExpression=condition,
-            ExpressionAttributeNames=names,
+            ExpressionAttributeNames=self.codec.names(*placeholders(condition)),
             ExpressionAttributeValues=values,
             ConsistentRead=True,
             Limit=page_size,
@@ -263,12 +262,9 @@ class AsyncXorAckDynamoDB(_OnTable, AsyncTracker):
 
     :param client: an aiobotocore DynamoDB client (the tracker never closes it); or a
         :class:`~xor_ack_dynamodb.stores.dynamodb.clients.ClientSettings` to build one
-        from; or None to build one as ``XorAckDynamoDB`` does, from ``region``,
-        ``endpoint_url`` and the keys where given, else from the environment
-        (``AWS_REGION``, ``AWS_ENDPOINT_URL_DYNAMODB``, the usual credentials), timeouts
-        from ``retry``.
-        A client the tracker builds is made on first use, inside the running loop, and
-        closed by :meth:`close` or by leaving ``async with``.
+        from; or None to build one as ``XorAckDynamoDB`` does. A client the tracker builds
+        is made on first use, inside the running loop, and closed by :meth:`close` or by
+        leaving ``async with``.
 
     One tracker serves any number of tasks of one event loop; do not share it between
     loops (an aiobotocore client belongs to the loop it was made in). Raises

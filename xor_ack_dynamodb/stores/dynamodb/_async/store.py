@@ -75,7 +75,7 @@ class AsyncDynamoDBStore:
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            return await self._rejected(exc, request, self.codec.old_item(exc, request))
+            return await self._rejected(exc, request, self.codec.old_item(exc.response.get("Item"), request))
         return self.codec.answer(request, response)
 
     async def _rejected(self, exc: ClientError, request: Request, current: Chain | None | object) -> Rejected:

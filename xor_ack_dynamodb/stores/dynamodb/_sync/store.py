@@ -77,7 +77,7 @@ class DynamoDBStore:
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            return self._rejected(exc, request, self.codec.old_item(exc, request))
+            return self._rejected(exc, request, self.codec.old_item(exc.response.get("Item"), request))
         return self.codec.answer(request, response)
 
     def _rejected(self, exc: ClientError, request: Request, current: Chain | None | object) -> Rejected:

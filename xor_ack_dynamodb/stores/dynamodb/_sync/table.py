@@ -61,16 +61,8 @@ def create_table(
     wait: bool = True,
     stream: bool = False,
 ) -> bool:
-    """Create an on-demand table keyed by a String ``partition_key`` with TTL on
-    ``ttl_attribute`` and, with ``stream``, a DynamoDB stream of
-    :data:`~xor_ack_dynamodb.stores.dynamodb.codec.STREAM_VIEW`.
-    Returns True if it created the table, False if it already existed with that key (TTL
-    is then enabled if it was not, and so is the stream with ``stream``).
-
-    Raises :class:`TableSchemaMismatch` if the table exists with another key schema,
-    :class:`InvalidConfig` if it has TTL on another attribute or, with ``stream``, a
-    stream of another view type, or the endpoint serves no streams (dynalite).
-    """
+    """Create the table on ``client``, keyed by ``partition_key``, TTL on ``ttl_attribute``:
+    :meth:`~xor_ack_dynamodb.XorAckDynamoDB.create_table` (its result and errors)."""
     created = True
     request = table_request(table, partition_key, stream)
     try:
@@ -97,9 +89,8 @@ def ensure_ttl(client: Any, table: str, ttl_attribute: str) -> None:
     one TTL attribute, and this library's expiry would then never be collected.
     """
     asked = {"TableName": table}
-    ttl = checked(client, "DescribeTimeToLive", asked, client.describe_time_to_live(**asked))[
-        "TimeToLiveDescription"
-    ]
+    response = client.describe_time_to_live(**asked)
+    ttl = checked(client, "DescribeTimeToLive", asked, response)["TimeToLiveDescription"]
     if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
         if ttl.get("AttributeName") != ttl_attribute:
             raise InvalidConfig(
