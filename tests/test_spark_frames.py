@@ -358,17 +358,19 @@ def test_an_action_on_the_frame_before_its_write_hides_no_failure(
         items = frame.explode(F.split("items", " "), "item")
         items = items.fail_when(F.col("item") == "durian", "no durians")
         looked.append(items.df.count())  # an action on the tracked frame first
-        return items.group_by("order", "item").count().write(tmp_path / f"a{attempt.number}")
+        counted = items.group_by("order", "item").count()
+        looked.append(counted.df.count())  # and on the very frame the write is made of
+        return counted.write(tmp_path / f"a{attempt.number}")
 
     before = sql_executions(spark)
     report = FrameTracking(spark, config).run(["o1", "o3"], lambda k: k, job, max_attempts=1)
     o1, o3 = report.outcomes
-    assert looked == [5]
+    assert looked == [5, 3]
     assert o1.state == "acked"
     assert o3.state == "failed" and o3.attempts[0].reason == "no durians"
-    # The user's count, the write and the publish of o1's rows (o3's left out): what the
-    # write saw came with it, no query of its own.
-    assert sql_executions(spark) - before == 3
+    # The user's two counts, the write and the publish of o1's rows (o3's left out): what
+    # the write saw came with it, no query of its own.
+    assert sql_executions(spark) - before == 4
 
 
 def test_an_observation_spark_never_runs_is_computed_not_waited_for(
