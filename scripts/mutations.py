@@ -793,6 +793,9 @@ MODEL = (
 #: 25-31 on 2 cores): 8th, 118 s; 8th, 160 s; 10th, 173 s; 6th, 99 s; 4th, 53 s; 21st,
 #: 159 s; 6th, 52 s (in the order above). At that load the unmutated baseline passed its
 #: 80 examples in 866 s, past ``TIMEOUT`` (``--only -model`` reports "baseline timeout").
+#: Again at 55203f1, after issue 39's last cuts (``--no-baseline``, beside the rest of
+#: the table on the same 2 cores, load 2-6), in the order above: 16, 20, 74, 277, 17, 12
+#: and 28 s; the unmutated case at the same budget, alone: passed its 80 examples in 326 s.
 MODEL_KILLS = {
     "named-op-taken-as-drawn": ("ddblocal-sum",),
     "retry-after-unknown-drops-bound": ("ddblocal-sum",),
