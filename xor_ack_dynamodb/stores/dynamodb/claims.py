@@ -17,12 +17,10 @@ from ...errors import RequestFailed
 from ...retry import RetryPolicy
 from ._sync.store import DynamoDBStore
 from .codec import error_code, is_transient, placeholders
-from .item import ATTRIBUTES
+from .item import ATTRIBUTES, CLAIM, CLAIM_BY, CLAIM_UNTIL, FIRED_AT
 
 ClaimResult = Literal["claimed", "fired", "held", "gone"]
 
-#: The claim's attributes on the chain's item.
-CLAIM, CLAIM_BY, CLAIM_UNTIL, FIRED_AT = "cmpl", "cmpl_by", "cmpl_until", "cmpl_at"
 #: Placeholder -> attribute name in the claim's requests (besides the chain's own).
 _NAMES = {**ATTRIBUTES, "#cl": CLAIM, "#by": CLAIM_BY, "#until": CLAIM_UNTIL, "#at": FIRED_AT}
 

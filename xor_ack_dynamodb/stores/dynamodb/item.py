@@ -47,18 +47,21 @@ ATTRIBUTES = {
     "#c": "created_at",
     "#u": "updated_at",
 }
+#: The serverless completion's claim on a chain's item (:mod:`.claims`).
+CLAIM, CLAIM_BY, CLAIM_UNTIL, FIRED_AT = "cmpl", "cmpl_by", "cmpl_until", "cmpl_at"
 
 
 @dataclass(frozen=True, slots=True)
 class ItemCodec:
     """Attribute names and the translation between items and :class:`Chain`. Picklable.
-    Raises :class:`InvalidConfig` when a configured name collides with a chain attribute."""
+    Raises :class:`InvalidConfig` when a configured name collides with a chain attribute
+    (the completion claim's included)."""
 
     partition_key: str
     ttl_attribute: str = "expires_at"
 
     def __post_init__(self) -> None:
-        names = set(ATTRIBUTES.values())
+        names = {*ATTRIBUTES.values(), CLAIM, CLAIM_BY, CLAIM_UNTIL, FIRED_AT}
         for what, name in (("partition_key", self.partition_key), ("ttl_attribute", self.ttl_attribute)):
             if not isinstance(name, str) or not 1 <= len(name.encode()) <= 255:
                 raise InvalidConfig(f"{what} must be a name of 1 to 255 bytes, got {name!r}")
