@@ -6,6 +6,7 @@ row lost or duplicated behind the tracker's back keeps its chain open."""
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,35 @@ def test_a_lookup_with_duplicate_keys_is_refused(spark: Any, config: AckConfig, 
     with pytest.raises(InvalidConfig, match="more than one row"):
         tracking.run(["o1"], lambda k: k, lambda a: _pipeline(a, tmp_path, lookup=regions))
     assert not (tmp_path / "attempt-1").exists()
+
+
+@pytest.mark.parametrize("names", [("count", "name"), ("size", "count")])
+def test_a_lookup_may_have_a_column_named_count(
+    spark: Any, config: AckConfig, tmp_path: Path, names: tuple[str, str]
+) -> None:
+    """The duplicate-key check counts under a name of its own: a lookup keyed by, or
+    holding, a column ``count`` joins as in plain PySpark, and its duplicates are still
+    refused."""
+    from pyspark.sql import functions as F
+
+    key, other = names
+    lookup = spark.createDataFrame([(6, "six"), (0, "zero"), (1, "one")], f"{key} int, {other} string")
+
+    def job(attempt: FrameAttempt, lookup: Any) -> Any:
+        frame = attempt.start(orders(attempt.spark), "order", others="skip")
+        frame = frame.with_column(key, F.length("items")).join(lookup, key, "left")
+        counts = frame.group_by("order", other).agg(F.count(F.lit(1)).alias("n"))
+        return counts.write(tmp_path / f"attempt-{attempt.number}")
+
+    plain = orders(spark).where(F.col("order") == "o2").withColumn(key, F.length("items"))
+    expected = Counter((r["order"], r[other]) for r in plain.join(lookup, key, "left").collect())
+    report = FrameTracking(spark, config).run(["o2"], lambda k: k, partial(job, lookup=lookup))
+    assert [o.state for o in report.outcomes] == ["acked"]
+    written = spark.read.parquet(str(tmp_path / "attempt-1")).collect()
+    assert Counter({(r["order"], r[other]): r["n"] for r in written}) == expected
+    assert expected == Counter({("o2", "six"): 1, ("o2", "zero"): 1})
+    with pytest.raises(InvalidConfig, match="more than one row"):
+        FrameTracking(spark, config).run(["o2"], lambda k: k, partial(job, lookup=lookup.unionByName(lookup)))
 
 
 def test_failures_are_isolated_per_root_and_replayed(spark: Any, config: AckConfig, tmp_path: Path) -> None:

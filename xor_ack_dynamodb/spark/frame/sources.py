@@ -275,10 +275,9 @@ def read_text(
     normalize: str = "NFC",
     partitions: int = 8,
 ) -> tuple[Build, dict[int, str]]:
-    """The lines of ``roots`` (module doc), as a frame's build: columns ``path``,
-    ``line`` and the root column; and the roots that fail before any row is read (a
-    local file already missing), with their reasons. :class:`InvalidConfig` for a bad
-    option."""
+    """The lines of ``roots`` (module doc) as a frame's build (columns ``path``, ``line``,
+    the root's), and the roots failing before any row is read (a local file already
+    missing) with their reasons. :class:`InvalidConfig` for a bad option."""
     from pyspark.sql import functions as F
 
     if bad_bytes not in ("replace", "fail"):
