@@ -212,6 +212,7 @@ RENDERED: dict[str, tuple[str, str, str, str]] = {
         "wordcount_vs_plain.json",
         "",
     ),
+    "benchmarks/wordcount_parts.md": ("benchmarks.wordcount_parts", "table", "wordcount_parts.json", ""),
     "benchmarks/spark_results.md": ("benchmarks.spark_scale", "markdown", "spark_results.json", ""),
 }
 
