@@ -255,8 +255,8 @@ class TrackedFrame:
             raise InvalidConfig(
                 f"the lookup's columns {sorted(shared)} are also the frame's: rename them first"
             )
-        counted = lookup.groupBy(*keys).agg(F.count(F.lit(1)).alias(CHAIN))  # no lookup column is CHAIN
-        if check and counted.where(F.col(CHAIN) > 1).limit(1).count():
+        rows = F.count(F.lit(1)).alias(CHAIN)  # a name no lookup column has: a key may be "count"
+        if check and lookup.groupBy(*keys).agg(rows).where(F.col(CHAIN) > 1).limit(1).count():
             raise InvalidConfig(f"the lookup has more than one row for some key of {keys}")
         return self._then(lambda df, _: df.join(lookup, on=keys, how=how))
 
