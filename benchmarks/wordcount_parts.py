@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .wordcount_vs_plain import HERE, PYTHON, Corpus, built_corpus, corpus_of, debian_corpus, larger
+from .wordcount_vs_plain import HERE, PYTHON, Corpus, base_corpus, larger
 
 #: The steps, each with its label in the table.
 STEPS = ("plain", "nfc", "root", "notes", "minmax", "read_text")
@@ -191,11 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1,10", help="the corpus times each (default 1,10)")
     parser.add_argument("--out", type=Path, default=HERE)
     args = parser.parse_args(argv)
-    if args.corpus:
-        base = corpus_of(Path(args.corpus).resolve())
-    else:
-        files = debian_corpus() or built_corpus()
-        base = corpus_of(Path(files[0]).parent if ".debian-corpus" in files[0] else HERE / ".corpus-plain")
+    base = base_corpus(args.corpus)
     if base.spark_path != str(base.folder):
         parser.error("the steps read one folder of files: give a corpus without nested folders")
     results = []

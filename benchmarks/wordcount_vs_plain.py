@@ -167,6 +167,15 @@ def corpus_of(folder: Path) -> Corpus:
     return Corpus(folder, spark_path, [str(p) for p in files])
 
 
+def base_corpus(folder: str | None) -> Corpus:
+    """The corpus of ``--corpus`` ``folder``, or else the Debian notices (a built corpus
+    where there are too few)."""
+    if folder:
+        return corpus_of(Path(folder).resolve())
+    files = debian_corpus() or built_corpus()
+    return corpus_of(Path(files[0]).parent if ".debian-corpus" in files[0] else HERE / ".corpus-plain")
+
+
 def larger(base: Corpus, times: int) -> Corpus:
     """``base`` with each file ``times`` times (:func:`benchmarks.corpus.replicate`), in
     ``benchmarks/.corpus/<base's folder>-x<times>/`` (gitignored); built once, checked
@@ -540,11 +549,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", default="plain,staged,frame,rdd", help="which jobs to run (plain always)")
     parser.add_argument("--out", type=Path, default=HERE)
     args = parser.parse_args(argv)
-    if args.corpus:
-        base = corpus_of(Path(args.corpus).resolve())
-    else:
-        files = debian_corpus() or built_corpus()
-        base = corpus_of(Path(files[0]).parent if ".debian-corpus" in files[0] else HERE / ".corpus-plain")
+    base = base_corpus(args.corpus)
     sizes = [int(k) for k in args.sizes.split(",")]
     jobs = ["plain", *(j for j in args.jobs.split(",") if j != "plain")]
     unknown = set(jobs) - set(JOBS)
