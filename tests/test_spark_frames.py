@@ -94,7 +94,7 @@ def test_a_lookup_with_duplicate_keys_is_refused(spark: Any, config: AckConfig, 
     assert not (tmp_path / "attempt-1").exists()
 
 
-@pytest.mark.parametrize("names", [("count", "name"), ("size", "count")])
+@pytest.mark.parametrize("names", [("count", "name"), ("COUNT", "name"), ("size", "count")])
 def test_a_lookup_may_have_a_column_named_count(
     spark: Any, config: AckConfig, tmp_path: Path, names: tuple[str, str]
 ) -> None:

@@ -255,8 +255,8 @@ class TrackedFrame:
             raise InvalidConfig(
                 f"the lookup's columns {sorted(shared)} are also the frame's: rename them first"
             )
-        rows = F.count(F.lit(1)).alias(CHAIN)  # a name no lookup column has: a key may be "count"
-        if check and lookup.groupBy(*keys).agg(rows).where(F.col(CHAIN) > 1).limit(1).count():
+        n = [f"_{i}" for i in range(len(keys) + 1)]  # fresh names, by position: a key may be "count"
+        if check and lookup.groupBy(*keys).count().toDF(*n).where(F.col(n[-1]) > 1).limit(1).count():
             raise InvalidConfig(f"the lookup has more than one row for some key of {keys}")
         return self._then(lambda df, _: df.join(lookup, on=keys, how=how))
 
